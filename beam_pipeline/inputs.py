@@ -8,9 +8,10 @@ import csv
 import io
 import json
 import os
+import re
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline import rejections
@@ -78,7 +79,7 @@ def resolve_input(value: str) -> InputSpec:
 
 
 def is_local_dir(path: str) -> bool:
-  return FileSystems.get_scheme(path) is None and os.path.isdir(path)
+  return _is_local(path) and os.path.isdir(path)
 
 
 def walk_local_files(root: str) -> Iterator[str]:
@@ -100,7 +101,28 @@ def walk_local_files(root: str) -> Iterator[str]:
           yield entry.path
 
 
+def match_local_glob(pattern: str) -> Iterator[str]:
+  """The local files a glob matches, with Beam's pattern semantics ('*' within a
+  directory, '**' across directories), listed by walk_local_files so that nothing
+  Beam's local listing would drop goes unaccounted for."""
+  prefix = re.match(r'[^[*?]*', pattern).group(0)
+  top = os.path.dirname(prefix)
+  matches = re.compile(FileSystem.translate_pattern(pattern)).match
+  if not os.path.isdir(top or '.'):
+    return
+  for path in walk_local_files(top or '.'):
+    path = path if top else os.path.relpath(path)
+    if matches(path):
+      yield path
+
+
+def _is_local(path: str) -> bool:
+  return FileSystems.get_scheme(path) is None
+
+
 def _has_match(pattern: str) -> bool:
+  if _is_local(pattern):
+    return next(match_local_glob(pattern), None) is not None
   try:
     return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
   except Exception:  # Beam raises BeamIOError for a missing local directory
@@ -131,8 +153,10 @@ def list_inputs(spec: InputSpec) -> Iterator[Union[InputItem, Rejection]]:
     for path in paths:
       yield InputItem(path, split=_split_folder(root + '/', path))
   elif spec.kind == GLOB:
-    for metadata in FileSystems.match([spec.path])[0].metadata_list:
-      yield InputItem(metadata.path)
+    paths = (match_local_glob(spec.path) if _is_local(spec.path)
+             else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
+    for path in paths:
+      yield InputItem(path)
   elif spec.kind == CSV:
     yield from _read_csv_manifest(spec.path)
   else:

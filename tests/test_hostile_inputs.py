@@ -149,19 +149,11 @@ def test_symlink_loops_are_not_followed_and_every_image_is_written_once(tmp_path
   assert_outcomes(tmp_path / 'out', expected)
 
 
-GLOB_XFAIL = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    'a local glob (--input=\'dir/**.jpg\') is still listed by Beam\'s FileSystems.match: '
-    'LocalFileSystem._list walks with os.walk (recursive: RecursionError past about 1000 levels, '
-    'which inputs._has_match turns into "the pattern matches no files", exit 2) and drops every '
-    'entry whose os.path.getsize fails ("except OSError: pass"), so dangling symlinks and symlink '
-    'loops are neither written nor rejected; directory inputs use inputs._walk_local instead'))
-
-
 def input_arg(root: Path, kind: str) -> str:
   return str(root) if kind == 'directory' else f'{root}/**.jpg'
 
 
-@pytest.mark.parametrize('kind', ['directory', pytest.param('glob', marks=GLOB_XFAIL)])
+@pytest.mark.parametrize('kind', ['directory', 'glob'])
 def test_unreadable_symlinks_are_rejected_not_lost(tmp_path, kind):
   """As a directory and as a glob. Expected: the dangling symlink, the self-referencing one
   and the two-link file cycle rejected as `unreadable`; the real image written."""
@@ -219,7 +211,7 @@ def test_pipes_devices_and_sockets_are_rejected_not_waited_for(tmp_path):
                                      str(root / 'socket.jpg'): 'unreadable'})
 
 
-@pytest.mark.parametrize('kind', ['directory', pytest.param('glob', marks=GLOB_XFAIL)])
+@pytest.mark.parametrize('kind', ['directory', 'glob'])
 def test_a_very_deep_directory_tree_is_listed(tmp_path, kind):
   """An image at the top and one 1200 directories down (the path, about 2.5 KB, is legal),
   as a directory and as a glob.

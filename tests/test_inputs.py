@@ -3,6 +3,7 @@ import gzip
 import json
 
 import pytest
+from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline import inputs
 from beam_pipeline.inputs import InputItem
@@ -34,6 +35,20 @@ def test_glob_and_single_file(tree):
   assert spec.kind == inputs.GLOB
   assert _uris(spec) == [str(tree / 'Cat/1.jpg'), str(tree / 'Cat/sub/2.jpg')]
   assert _uris(inputs.resolve_input(str(tree / 'Dog/3.png'))) == [str(tree / 'Dog/3.png')]
+
+
+@pytest.mark.parametrize('pattern, expected', [
+    ('*/*.jpg', ['Cat/1.jpg']),  # '*' stays within one directory, as in Beam
+    ('**.jpg', ['Cat/1.jpg', 'Cat/sub/2.jpg']),  # '**' crosses directories
+    ('[CD]*/*', ['Cat/1.jpg', 'Dog/3.png']),
+    ('Thumbs.d?', ['Thumbs.db']),
+])
+def test_local_globs_match_like_beam_absolute_and_relative(tree, monkeypatch, pattern, expected):
+  absolute = sorted(inputs.match_local_glob(f'{tree}/{pattern}'))
+  assert absolute == [str(tree / name) for name in expected]
+  assert absolute == sorted(m.path for m in FileSystems.match([f'{tree}/{pattern}'])[0].metadata_list)
+  monkeypatch.chdir(tree)
+  assert sorted(inputs.match_local_glob(pattern)) == expected
 
 
 @pytest.mark.parametrize('make, message', [
