@@ -85,7 +85,11 @@ def _read_once(uri: str, max_bytes: int) -> bytes:
     if size > max_bytes:
       raise Rejected(rejections.FILE_TOO_LARGE, f'{size} bytes, more than --max_file_mb ({max_bytes} bytes)')
     f.seek(0)
-    data = f.read(max_bytes + 1)
+    # read(n) allocates n bytes up front, so ask for the measured size (plus one
+    # byte, which shows whether the file grew since), not for the limit.
+    data = f.read(size + 1)
+    if len(data) > size:
+      data += f.read(max_bytes + 1 - len(data))
   if len(data) > max_bytes:  # the file grew while we read it
     raise Rejected(rejections.FILE_TOO_LARGE, f'more than --max_file_mb ({max_bytes} bytes)')
   return data

@@ -23,7 +23,8 @@ import tensorflow as tf
 
 from PIL import Image
 
-from beam_pipeline import cli, images
+from beam_pipeline import cli, images, reading
+from beam_pipeline.rejections import Rejected
 from beam_pipeline.sample_images import encode
 
 import hostile_files
@@ -537,3 +538,15 @@ def test_a_jpeg_of_many_exif_segments_is_rejected_quickly():
   result, = images.prepare_images([data], 100_000_000)
   assert time.monotonic() - start < 2
   assert getattr(result, 'reason', None) == 'corrupt', result
+
+
+def test_a_file_larger_than_its_reported_size_is_read_whole_up_to_the_limit():
+  """/proc files report 0 bytes and then yield more, like a file that grows after it was
+  measured. Expected: read whole under the limit; rejected as file_too_large over it."""
+  with open('/proc/self/environ', 'rb') as f:
+    expected = f.read()
+  assert len(expected) > 10
+  assert reading.read_file('/proc/self/environ', 100 * MiB) == expected
+  with pytest.raises(Rejected) as rejected:
+    reading.read_file('/proc/self/environ', len(expected) - 1)
+  assert rejected.value.reason == 'file_too_large'
