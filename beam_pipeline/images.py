@@ -5,7 +5,9 @@ The contract is TensorFlow's reader: every stored image must decode with
 recorded height and width. So TensorFlow itself decodes every stored image once
 here, and the record's shape is what it decoded; Pillow identifies the real format,
 reads the header (rejecting decompression bombs before any pixel is allocated),
-and re-encodes what TensorFlow cannot read. Which bytes are kept, as measured
+and re-encodes what TensorFlow cannot read. A JPEG skips Pillow unless TensorFlow
+fails it: TensorFlow reads its header (the same bomb check) and decodes it, and
+Pillow then only explains the failure. Which bytes are kept, as measured
 against TensorFlow in tests/test_images.py and tests/test_images_fuzz.py:
 
 * JPEG (also CMYK, grayscale, progressive, MPO), PNG (all modes, APNG's default
@@ -27,7 +29,7 @@ import io
 import struct
 import warnings
 import zlib
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
 
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
@@ -82,23 +84,39 @@ def prepare_image(data: bytes, max_pixels: int) -> PreparedImage:
 
 
 def prepare_images(datas: Sequence[bytes], max_pixels: int) -> List[Union[PreparedImage, Rejected]]:
-  """prepare_image for many images at once, each result a PreparedImage or a Rejected.
+  """prepare_image for many images at once, each result a PreparedImage or a Rejected."""
+  return check_planned(plan_images(datas, max_pixels), max_pixels)
 
-  JPEGs, nearly all of a photo collection, are checked by TensorFlow in one
-  batched call that decodes on every core; eager calls from Python threads do
-  not run in parallel. Damage is almost always caught before (header, end
-  marker), so a failing batch is rare and then rechecked image by image.
+
+def plan_images(datas: Sequence[bytes], max_pixels: int) -> List[Union['_Pending', Rejected]]:
+  """The first half of prepare_images, everything short of TensorFlow's decode.
+
+  It holds the GIL (Pillow's header parsers are Python); check_planned mostly
+  does not, so a caller can plan one batch while the previous one decodes.
   """
-  results = [_plan(data, max_pixels) for data in datas]
+  return [_plan(data, max_pixels) for data in datas]
+
+
+def check_planned(planned: List[Union['_Pending', Rejected]], max_pixels: int) -> List[Union[PreparedImage, Rejected]]:
+  """The second half of prepare_images: TensorFlow decodes every planned image.
+
+  They go to TensorFlow in one call that decodes on every core (eager calls from
+  Python threads do not run in parallel). The few it fails are looked at again
+  one by one, by Pillow and an eager decode, to say why.
+  """
+  results = list(planned)
   pending = [i for i, r in enumerate(results) if isinstance(r, _Pending)]
-  jpegs = [i for i in pending if results[i].format == 'jpeg']
-  shapes = _tf_jpeg_shapes([results[i].stored for i in jpegs]) if jpegs else None
-  if shapes is not None:
-    for index, shape in zip(jpegs, shapes):
-      results[index] = results[index].checked(shape)
-  for index in pending:
-    if isinstance(results[index], _Pending):
-      results[index] = _checked_by_tensorflow(results[index])
+  decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
+  for position, index in enumerate(pending):
+    plan, shapes = results[index], decoded.get(position)
+    result = None
+    if shapes is not None:
+      header, shape = shapes
+      result = (plan._replace(height=header[0], width=header[1]) if plan.quick else plan).checked(shape)
+    if result is None or (plan.quick and isinstance(result, Rejected)):
+      plan = _plan(plan.stored, max_pixels, quick=False) if plan.quick else plan
+      result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
+    results[index] = result
   return results
 
 
@@ -110,6 +128,7 @@ class _Pending(NamedTuple):
   width: int
   source_format: str
   reencoded: bool = False
+  quick: bool = False  # a JPEG whose header only TensorFlow has read (height, width unknown yet)
 
   def checked(self, shape: Tuple[int, ...]) -> Union[PreparedImage, Rejected]:
     """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale)."""
@@ -121,13 +140,20 @@ class _Pending(NamedTuple):
     return PreparedImage(info, self.stored)
 
 
-def _plan(data: bytes, max_pixels: int) -> Union[Rejected, _Pending]:
-  """Everything short of TensorFlow's decode: real format, size limits, byte checks, re-encoding."""
+def _plan(data: bytes, max_pixels: int, quick: bool = True) -> Union[Rejected, _Pending]:
+  """Everything short of TensorFlow's decode: real format, size limits, byte checks, re-encoding.
+
+  A JPEG, nearly all of a photo collection, is ``quick``: TensorFlow reads its
+  header and decodes it in one go, and Pillow's header parser (the larger part of
+  this step's cost) runs only if that fails, to say why.
+  """
   if not data:
     return Rejected(rejections.EMPTY, 'file is empty (0 bytes)')
   if data[:2] == b'\xff\xd8' and _jpeg_exif_segments(data) > MAX_EXIF_SEGMENTS:
     # Pillow joins Exif segments quadratically: a crafted file costs minutes of CPU.
     return Rejected(rejections.CORRUPT, f'JPEG has more than {MAX_EXIF_SEGMENTS} Exif segments')
+  if quick and data[:3] == b'\xff\xd8\xff':
+    return _Pending(data, 'jpeg', 0, 0, 'JPEG', quick=True)
   try:
     image = Image.open(io.BytesIO(data))
   except UnidentifiedImageError:
@@ -174,19 +200,43 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int) -> _Pending:
   return _reencode_as_png(image, source_format)
 
 
-@tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-def _tf_jpeg_shapes_graph(batch: tf.Tensor) -> tf.Tensor:
-  return tf.map_fn(lambda data: tf.shape(tf.io.decode_jpeg(data, channels=0, ratio=8)), batch,
-                   fn_output_signature=tf.TensorSpec([3], tf.int32))
+_NO_HEADER = (-1, -1, -1)
 
 
-def _tf_jpeg_shapes(datas: List[bytes]) -> Optional[List[Tuple[int, ...]]]:
-  """Shapes of a batch of JPEGs at 1/8 scale (every coefficient still decoded), or
-  None if any of them fails to decode."""
-  try:
-    return [tuple(shape) for shape in _tf_jpeg_shapes_graph(tf.constant(datas)).numpy().tolist()]
-  except tf.errors.OpError:
-    return None
+@tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool),
+                              tf.TensorSpec([], tf.int64)], autograph=False)
+def _tf_shapes_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+  def jpeg_shapes(data):
+    header = tf.io.extract_jpeg_shape(data)
+    pixels = tf.cast(header[0], tf.int64) * tf.cast(header[1], tf.int64)
+    # A bomb's header fails here, before its pixels are decoded.
+    with tf.control_dependencies([tf.debugging.assert_less_equal(pixels, max_pixels)]):
+      return header, tf.shape(tf.io.decode_jpeg(data, channels=0, ratio=8))
+
+  def other_shapes(data):
+    return tf.constant(_NO_HEADER), tf.shape(tf.io.decode_image(data, channels=0, expand_animations=False))
+
+  def decoded_shapes(index, data, jpeg):
+    return (index, *tf.cond(jpeg, lambda: jpeg_shapes(data), lambda: other_shapes(data)))
+
+  decoded = (tf.data.Dataset.from_tensor_slices((tf.range(tf.size(datas)), datas, is_jpeg))
+             .map(decoded_shapes, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+             .ignore_errors())
+  # An end marker keeps the batch non-empty when every image fails.
+  marker = tf.data.Dataset.from_tensors((tf.constant(-1), tf.constant(_NO_HEADER), tf.constant(_NO_HEADER)))
+  return decoded.concatenate(marker).batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
+
+
+def _tf_shapes(pending: List[_Pending], max_pixels: int) -> Dict[int, Tuple[Tuple[int, ...], Tuple[int, ...]]]:
+  """{position: (header shape, decoded shape)} for the images TensorFlow decodes (JPEG:
+  at 1/8 scale, which still entropy-decodes every coefficient, and only within
+  max_pixels); an image that fails is left out."""
+  indexes, headers, shapes = _tf_shapes_graph(tf.constant([p.stored for p in pending]),
+                                              tf.constant([p.format == 'jpeg' for p in pending]),
+                                              tf.constant(max_pixels, tf.int64))
+  return {index: (tuple(header), tuple(shape))
+          for index, header, shape in zip(indexes.numpy().tolist(), headers.numpy().tolist(), shapes.numpy().tolist())
+          if index >= 0}
 
 
 def _checked_by_tensorflow(pending: _Pending) -> Union[PreparedImage, Rejected]:

@@ -1,4 +1,5 @@
 """Where a record's label comes from, and how labels become class ids."""
+import functools
 import re
 from typing import Iterable, List, NamedTuple, Optional
 
@@ -54,9 +55,11 @@ def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> O
   if source.kind == MANIFEST:
     label = manifest_label or None
   else:
-    directory, name = FileSystems.split(uri)
+    directory, _, name = uri.rpartition('/')
+    if not directory:  # 'x.jpg', '/x.jpg': FileSystems knows what the parent is
+      directory, name = FileSystems.split(uri)
     if source.kind == PARENT_DIR:
-      label = FileSystems.split(directory)[1]
+      label = _folder_name(directory)
       if not label:
         raise Rejected(rejections.NO_LABEL, 'file has no parent directory to take a label from')
     else:
@@ -70,6 +73,14 @@ def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> O
   if label and not _is_utf8(label):
     raise Rejected(rejections.NO_LABEL, f'label {label!r} is not valid UTF-8 text (a folder name\'s raw bytes)')
   return label
+
+
+@functools.lru_cache(maxsize=4096)
+def _folder_name(directory: str) -> str:
+  """The last component of a directory, as FileSystems.split gives it (for a local path,
+  of its absolute form). Cached: the files of a class share it, and the split costs
+  a filesystem lookup and a getcwd each time."""
+  return FileSystems.split(directory)[1]
 
 
 def sorted_labels(labels: Iterable[str]) -> List[str]:

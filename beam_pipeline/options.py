@@ -43,8 +43,8 @@ class ConversionOptions(PipelineOptions):
                         'if more of the input than this is rejected: a wrong bucket or a permission '
                         'problem must not quietly produce a near-empty dataset. The errors file is '
                         'still written.')
-    parser.add_argument('--read_threads', default='32', help='Concurrent image reads per worker: Cloud '
-                        'Storage reads are latency-bound, so many run at once.')
+    parser.add_argument('--read_threads', default='32', help='Concurrent image reads per worker from Cloud '
+                        'Storage, which is latency-bound. Local files are read one at a time, which is faster.')
     parser.add_argument('--skip_transform', action='store_true', default=False, help='Do not write the '
                         'tf.Transform graph (transform_fn/, transformed_metadata/).')
 

@@ -1,10 +1,11 @@
 """The DoFns and step functions of the pipeline: thin Beam glue around plain functions."""
 import collections
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Union
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import dataset_info, examples, images, labels, output_dir, reading, rejections, schemas, splitting
 from beam_pipeline.schemas import UNLABELED
@@ -48,28 +49,56 @@ class _Loaded(NamedTuple):
 
 
 class ValidateImages(_ReadingDoFn):
-  """Reads, hashes and fully decodes a batch of inputs; emits (content hash, metadata), never bytes.
+  """Reads, hashes and fully decodes batches of inputs; emits (content hash, metadata), never bytes.
 
-  Reads run on a thread pool (Cloud Storage is latency-bound; hashing and file
-  I/O release the GIL) and the decoded chunks go to TensorFlow in batches, which
-  decode on every core; a chunk is cut at CHUNK_BYTES so memory stays bounded.
+  Three kinds of work overlap: reads run on a thread pool (Cloud Storage is
+  latency-bound; file I/O and hashing release the GIL), Pillow plans each image
+  on this thread, and TensorFlow decodes the previous batch on every core in a
+  thread of its own. So a batch's results are emitted while the next batch is
+  processed, and the last one in finish_bundle.
   """
-  CHUNK_BYTES = 64 * 2**20
+
+  def __init__(self, settings: Settings):
+    super().__init__(settings)
+    self._decoder = None
+    self._decoding = None
+
+  def setup(self) -> None:
+    super().setup()
+    self._decoder = ThreadPoolExecutor(1, thread_name_prefix='ValidateImages-decode')
+
+  def teardown(self) -> None:
+    super().teardown()
+    if self._decoder:
+      self._decoder.shutdown()
+
+  def start_bundle(self) -> None:
+    self._decoding = None
 
   def process(self, batch: List[Union[InputItem, Rejection]]) -> Iterator[Any]:
-    chunk, chunk_bytes = [], 0
-    for item, loaded in reading.prefetched(self._load, batch, self._pool, self._settings.read_threads):
+    loaded_images = []
+    window = reading.reads_in_flight(batch[0].uri, self._settings.read_threads)
+    for item, loaded in reading.prefetched(self._load, batch, self._pool, window):
       if isinstance(item, Rejection):  # a manifest row that named no usable input
         yield _rejected(item)
       elif isinstance(loaded, Rejected):
         yield _rejected(Rejection.of(item.uri, loaded))
       else:
-        chunk.append(loaded)
-        chunk_bytes += len(loaded.data)
-        if chunk_bytes >= self.CHUNK_BYTES:
-          yield from self._validate(chunk)
-          chunk, chunk_bytes = [], 0
-    yield from self._validate(chunk)
+        loaded_images.append(loaded)
+    planned = images.plan_images([loaded.data for loaded in loaded_images], self._settings.max_pixels)
+    previous, self._decoding = self._decoding, (loaded_images, self._decoder.submit(
+        images.check_planned, planned, self._settings.max_pixels))
+    if previous:
+      yield from self._outputs(*previous)
+
+  def finish_bundle(self) -> Iterator[Any]:
+    if self._decoding:
+      for output in self._outputs(*self._decoding):
+        if isinstance(output, beam.pvalue.TaggedOutput):
+          yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
+        else:
+          yield GlobalWindows.windowed_value(output)
+      self._decoding = None
 
   def _load(self, item: Union[InputItem, Rejection]) -> Optional[_Loaded]:
     if isinstance(item, Rejection):
@@ -80,11 +109,8 @@ class ValidateImages(_ReadingDoFn):
     data = reading.read_file(item.uri, settings.max_file_bytes)
     return _Loaded(item, label, data, images.sha256_hex(data))
 
-  def _validate(self, chunk: List[_Loaded]) -> Iterator[Any]:
-    if not chunk:
-      return
-    prepared_list = images.prepare_images([loaded.data for loaded in chunk], self._settings.max_pixels)
-    for loaded, prepared in zip(chunk, prepared_list):
+  def _outputs(self, loaded_images: List[_Loaded], decoding: Future) -> Iterator[Any]:
+    for loaded, prepared in zip(loaded_images, decoding.result()):
       if isinstance(prepared, Rejected):
         yield _rejected(Rejection.of(loaded.item.uri, prepared))
         continue
@@ -136,7 +162,8 @@ class WriteShard(_ReadingDoFn):
     writer = output_dir.ShardFileWriter(settings.output, plan.file_name(settings.compression),
                                         settings.compression)
     written = 0
-    for record, image in reading.prefetched(self._stored_image, plan.records, self._pool, settings.read_threads):
+    window = reading.reads_in_flight(plan.records[0].uri, settings.read_threads)
+    for record, image in reading.prefetched(self._stored_image, plan.records, self._pool, window):
       if isinstance(image, Rejected):
         yield _rejected(Rejection.of(record.uri, image))
         continue
