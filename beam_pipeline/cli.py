@@ -12,7 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.runner import PipelineState
 
 from beam_pipeline import options as options_lib
-from beam_pipeline import dataset_info, output_dir
+from beam_pipeline import dataset_info, local_runner, output_dir
 from beam_pipeline.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.reading import TransientReadError
 from beam_pipeline.usage import UsageError
@@ -33,9 +33,10 @@ def main(argv: Optional[List[str]] = None) -> int:
   except UsageError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  runner = beam_options.view_as(StandardOptions).runner or 'DirectRunner'
+  runner_name = beam_options.view_as(StandardOptions).runner
+  runner = runner_name or 'DirectRunner'
   from beam_pipeline import pipeline  # imports TensorFlow: only once the options are known to be good
-  p = beam.Pipeline(options=beam_options)
+  p = beam.Pipeline(runner=local_runner.runner_for(runner_name, beam_options), options=beam_options)
   pipeline.build(p, settings, runner)
   try:
     state = p.run().wait_until_finish()
