@@ -43,7 +43,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
   written = plans | 'WriteShards' >> beam.ParDo(
       WriteShard(settings), labels=AsSingleton(class_labels)).with_outputs(REJECTED, main='shards')
 
-  # tf.Transform analyzes the training split's class names only; no image bytes.
+  # tf.Transform analyzes the training split's distinct class names only; no image bytes.
   if settings.skip_transform:
     transform_written = pipeline | 'NoTransform' >> beam.Create([])
   else:
@@ -51,6 +51,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
     transform_written = (records
                          | 'TrainingClassNames' >> beam.FlatMap(
                              lambda kv: [kv[1].label or ''] if kv[0] == splitting.DEFAULT_SPLIT else [])
+                         | 'DistinctClassNames' >> beam.Distinct()
                          | 'WriteTransform' >> WriteTransform(
                              settings.output, output_dir.temp_path(settings.output, 'tft'), settings.image_size))
 
