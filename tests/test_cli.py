@@ -5,6 +5,11 @@ import sys
 
 import pytest
 
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner
+from google.protobuf import json_format
+
+from beam_pipeline import local_runner
 from beam_pipeline.sample_images import write_sample_set
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,3 +61,17 @@ def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_pat
   (tmp_path / 'out' / 'dataset_info.json').unlink()
   result = run_cli('inspect', tmp_path / 'out')
   assert result.returncode == 2 and 'is not a completed conversion' in result.stderr
+
+
+@pytest.mark.parametrize('name', [None, 'DirectRunner', 'direct', 'SwitchingDirectRunner'])
+def test_the_direct_runner_is_the_fn_api_runner_with_the_options(name):
+  """No Prism attempt; the options reach the runner's SDK workers as DirectRunner sends them."""
+  options = PipelineOptions(['--direct_num_workers=2', '--direct_running_mode=multi_processing'])
+  runner = local_runner.runner_for(name, options)
+  assert isinstance(runner, FnApiRunner)
+  sent = json_format.MessageToDict(runner._provision_info.provision_info.pipeline_options)  # pylint: disable=protected-access
+  assert sent['beam:option:direct_running_mode:v1'] == 'multi_processing'
+
+
+def test_other_runners_are_left_to_beam():
+  assert local_runner.runner_for('DataflowRunner', PipelineOptions([])) is None

@@ -1,4 +1,5 @@
 import pytest
+from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline import labels
 from beam_pipeline.labels import LabelSource
@@ -13,6 +14,22 @@ def test_label_modes():
   assert labels.label_for('gs://b/x/1.jpg', None, LabelSource('none')) is None
   assert labels.label_for('gs://b/x/1.jpg', 'tabby', LabelSource('manifest')) == 'tabby'
   assert labels.label_for('gs://b/x/1.jpg', None, LabelSource('manifest')) is None
+
+
+@pytest.mark.parametrize('uri', ['/data/Cat/1.jpg', 'data/Cat/1.jpg', 'data//Cat/1.jpg', 'data/x/../Cat/1.jpg',
+                                 'Cat/1.jpg', '1.jpg', '/1.jpg', 'gs://b/Cat/1.jpg', 'gs://b/1.jpg'])
+def test_parent_dir_labels_are_what_filesystems_split_says(uri, monkeypatch, tmp_path):
+  """The fast path (split at the last '/', cached folder names) agrees with Beam's
+  FileSystems.split on every shape of path, relative ones resolved from the cwd."""
+  monkeypatch.chdir(tmp_path)
+  directory, _ = FileSystems.split(uri)
+  expected = FileSystems.split(directory)[1]
+  try:
+    found = labels.label_for(uri, None, LabelSource('parent_dir'))
+  except Rejected as e:
+    assert not expected and e.reason == 'no_label'
+  else:
+    assert found == expected
 
 
 def test_unmatched_regex_and_line_breaks_are_rejections():
