@@ -82,23 +82,32 @@ def is_local_dir(path: str) -> bool:
   return _is_local(path) and os.path.isdir(path)
 
 
-def walk_local_files(root: str) -> Iterator[str]:
-  """Every entry of a local tree that is not a directory, symlinks and pipes included.
+def walk_local_files(root: str, max_depth: Optional[int] = None) -> Iterator[str]:
+  """Every entry of a local tree that is not a directory, symlinks and pipes included,
+  down to ``max_depth`` levels below ``root`` (1: its own entries).
 
   Hand-written because Beam's local listing (os.walk) silently drops dangling
   symlinks, recurses once per level (RecursionError past ~1000 levels) and treats
   the path as a pattern ('out [1]'); an input must be listed whole to be
-  accounted for. Directory symlinks are listed, not followed (loops).
+  accounted for. Directory symlinks are listed, not followed (loops); so is a
+  subdirectory that cannot be listed, which the read then rejects.
   """
-  pending = [root.rstrip('/') or '/']
+  pending = [(root.rstrip('/') or '/', 1)]
   while pending:
-    directory = pending.pop()
-    with os.scandir(directory) as entries:
-      for entry in sorted(entries, key=lambda e: e.name):
-        if entry.is_dir(follow_symlinks=False):
-          pending.append(entry.path)
-        else:
-          yield entry.path
+    directory, depth = pending.pop()
+    try:
+      with os.scandir(directory) as iterator:
+        entries = sorted(iterator, key=lambda e: e.name)
+    except OSError:
+      if depth == 1:
+        raise
+      yield directory
+      continue
+    for entry in entries:
+      if not entry.is_dir(follow_symlinks=False):
+        yield entry.path
+      elif max_depth is None or depth < max_depth:
+        pending.append((entry.path, depth + 1))
 
 
 def match_local_glob(pattern: str) -> Iterator[str]:
@@ -106,11 +115,17 @@ def match_local_glob(pattern: str) -> Iterator[str]:
   directory, '**' across directories), listed by walk_local_files so that nothing
   Beam's local listing would drop goes unaccounted for."""
   prefix = re.match(r'[^[*?]*', pattern).group(0)
+  if prefix == pattern:  # no wildcard: the file itself, even a dangling symlink
+    if os.path.lexists(pattern) and not os.path.isdir(pattern):
+      yield pattern
+    return
   top = os.path.dirname(prefix)
-  matches = re.compile(FileSystem.translate_pattern(pattern)).match
   if not os.path.isdir(top or '.'):
     return
-  for path in walk_local_files(top or '.'):
+  matches = re.compile(FileSystem.translate_pattern(pattern)).match
+  # Without '**' a match lies exactly as many levels down as the pattern has '/'s.
+  depth = None if '**' in pattern else pattern[len(top):].count('/') + (0 if top else 1)
+  for path in walk_local_files(top or '.', depth):
     path = path if top else os.path.relpath(path)
     if matches(path):
       yield path
@@ -121,11 +136,11 @@ def _is_local(path: str) -> bool:
 
 
 def _has_match(pattern: str) -> bool:
-  if _is_local(pattern):
-    return next(match_local_glob(pattern), None) is not None
   try:
+    if _is_local(pattern):
+      return next(match_local_glob(pattern), None) is not None
     return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
-  except Exception:  # Beam raises BeamIOError for a missing local directory
+  except Exception:  # Beam raises BeamIOError for a missing directory; a local one may be unreadable
     return False
 
 

@@ -1,6 +1,7 @@
 """Input kinds and manifest parsing, without a runner."""
 import gzip
 import json
+import os
 
 import pytest
 from apache_beam.io.filesystems import FileSystems
@@ -51,8 +52,17 @@ def test_local_globs_match_like_beam_absolute_and_relative(tree, monkeypatch, pa
   assert sorted(inputs.match_local_glob(pattern)) == expected
 
 
+def test_a_single_local_file_is_matched_without_listing_its_directory(tree):
+  os.symlink('nowhere.jpg', tree / 'dangling.jpg')
+  assert list(inputs.match_local_glob(str(tree / 'Dog/3.png'))) == [str(tree / 'Dog/3.png')]
+  assert list(inputs.match_local_glob(str(tree / 'dangling.jpg'))) == [str(tree / 'dangling.jpg')]
+  assert list(inputs.match_local_glob(str(tree / 'missing.jpg'))) == []
+  assert list(inputs.match_local_glob(str(tree / 'Cat'))) == []  # a directory is no file
+
+
 @pytest.mark.parametrize('make, message', [
     (lambda p: str(p / 'missing'), 'does not exist'),
+    (lambda p: '/no-such-top-level-directory', 'does not exist'),  # without walking / to look for it
     (lambda p: str(p / '*.nothing'), 'matches no files'),
     (lambda p: str(p / 'empty'), 'empty directory'),
     (lambda p: str(p / 'missing.csv'), 'manifest not found'),
