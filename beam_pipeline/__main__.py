@@ -1,6 +1,16 @@
+import logging
+import os
 import sys
 
 from beam_pipeline.cli import main
 
 if __name__ == '__main__':
-  sys.exit(main())
+  code = main()
+  # Everything the run wrote is closed and committed by now. Tearing down an
+  # interpreter that holds TensorFlow and Beam takes about a second (measured:
+  # 4.6 s for a script that only imports both, 3.7 s without the teardown) and
+  # does nothing more, so the process ends here, once its output is flushed.
+  logging.shutdown()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)
