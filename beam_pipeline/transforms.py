@@ -110,19 +110,22 @@ class ValidateImages(_ReadingDoFn):
     return _Loaded(item, label, data, images.sha256_hex(data))
 
   def _outputs(self, loaded_images: List[_Loaded], decoding: Future) -> Iterator[Any]:
+    source_formats = collections.Counter()  # reported once per batch: each metric update looks up its cell
     for loaded, prepared in zip(loaded_images, decoding.result()):
       if isinstance(prepared, Rejected):
         yield _rejected(Rejection.of(loaded.item.uri, prepared))
         continue
       info = prepared.info
-      Metrics.counter(_NAMESPACE, 'validated').inc()
-      Metrics.counter(_NAMESPACE, f'source_format_{info.source_format}').inc()
+      source_formats[info.source_format] += 1
       yield loaded.sha256, ImageRecord(
           uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
           source_sha256=loaded.sha256,
           sha256=images.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
           num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
           channels=info.channels, reencoded=info.reencoded)
+    Metrics.counter(_NAMESPACE, 'validated').inc(sum(source_formats.values()))
+    for source_format, count in source_formats.items():
+      Metrics.counter(_NAMESPACE, f'source_format_{source_format}').inc(count)
 
 
 class GroupCopies(beam.DoFn):

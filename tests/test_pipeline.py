@@ -4,10 +4,13 @@ import json
 import os
 import random
 
+import apache_beam as beam
 import pytest
 import tensorflow as tf
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline import cli
+from beam_pipeline import cli, local_runner, options, output_dir, pipeline
 from beam_pipeline.sample_images import encode, synthetic_photo
 
 from dataset_reader import read_errors, read_output
@@ -217,3 +220,23 @@ def test_error_budget_fails_the_job_but_keeps_the_errors(tmp_path, capsys):
   assert not (tmp_path / 'out' / 'dataset_info.json').exists()
   assert len(read_errors(tmp_path / 'out')) == 4
   assert run(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--max_error_fraction=0.4') == 0
+
+
+def test_metrics_count_validated_written_and_rejected_images(tmp_path):
+  """Beam metrics, counted per batch (300 images: a full batch and the one emitted at the
+  end of the bundle), add up to what was written and rejected."""
+  files = {f'cat/{i}.jpg': data for i, data in enumerate(photos(300))}
+  files.update({'cat/empty.jpg': b'', 'dog/page.jpg': b'<html></html>', 'dog/1.png': encode(synthetic_photo(
+      random.Random(1), 32, 24), 'PNG')})
+  write_files(tmp_path / 'in', files)
+  beam_options = PipelineOptions([f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--max_error_fraction=1'])
+  settings = options.validate(beam_options)
+  output_dir.prepare(settings.output)
+  p = beam.Pipeline(runner=local_runner.runner_for(None, beam_options), options=beam_options)
+  pipeline.build(p, settings, 'DirectRunner')
+  result = p.run()
+  result.wait_until_finish()
+  counters = {c.key.metric.name: c.committed for c in result.metrics().query(MetricsFilter())['counters']}
+  assert counters['validated'] == counters['written'] == 301
+  assert (counters['source_format_JPEG'], counters['source_format_PNG']) == (300, 1)
+  assert (counters['rejected_empty'], counters['rejected_not_image']) == (1, 1)
