@@ -51,12 +51,13 @@ class _Loaded(NamedTuple):
 class ValidateImages(_ReadingDoFn):
   """Reads, hashes and fully decodes batches of inputs; emits (content hash, metadata), never bytes.
 
-  Three kinds of work overlap: reads run on a thread pool (Cloud Storage is
-  latency-bound; file I/O and hashing release the GIL), Pillow plans each image
-  on this thread, and TensorFlow decodes the previous batch on every core in a
-  thread of its own. So a batch's results are emitted while the next batch is
-  processed, and the last one in finish_bundle.
+  Work overlaps: Cloud Storage reads run ahead on a thread pool (they are
+  latency-bound), this thread plans each image (Pillow), and TensorFlow decodes
+  the previous chunk of images on every core in a thread of its own, so a chunk's
+  results are emitted while the next one is read, and the last in finish_bundle.
+  A chunk is cut at CHUNK_BYTES: two chunks and the reads in flight bound memory.
   """
+  CHUNK_BYTES = 32 * 2**20
 
   def __init__(self, settings: Settings):
     super().__init__(settings)
@@ -76,7 +77,7 @@ class ValidateImages(_ReadingDoFn):
     self._decoding = None
 
   def process(self, batch: List[Union[InputItem, Rejection]]) -> Iterator[Any]:
-    loaded_images = []
+    chunk, chunk_bytes = [], 0
     window = reading.reads_in_flight(batch[0].uri, self._settings.read_threads)
     for item, loaded in reading.prefetched(self._load, batch, self._pool, window):
       if isinstance(item, Rejection):  # a manifest row that named no usable input
@@ -84,12 +85,13 @@ class ValidateImages(_ReadingDoFn):
       elif isinstance(loaded, Rejected):
         yield _rejected(Rejection.of(item.uri, loaded))
       else:
-        loaded_images.append(loaded)
-    planned = images.plan_images([loaded.data for loaded in loaded_images], self._settings.max_pixels)
-    previous, self._decoding = self._decoding, (loaded_images, self._decoder.submit(
-        images.check_planned, planned, self._settings.max_pixels))
-    if previous:
-      yield from self._outputs(*previous)
+        chunk.append(loaded)
+        chunk_bytes += len(loaded.data)
+        if chunk_bytes >= self.CHUNK_BYTES:
+          yield from self._decode(chunk)
+          chunk, chunk_bytes = [], 0
+    if chunk:
+      yield from self._decode(chunk)
 
   def finish_bundle(self) -> Iterator[Any]:
     if self._decoding:
@@ -99,6 +101,14 @@ class ValidateImages(_ReadingDoFn):
         else:
           yield GlobalWindows.windowed_value(output)
       self._decoding = None
+
+  def _decode(self, chunk: List[_Loaded]) -> Iterator[Any]:
+    """Plans ``chunk``, hands it to the decoder thread, and emits the previous chunk's results."""
+    max_pixels = self._settings.max_pixels
+    planned = images.plan_images([loaded.data for loaded in chunk], max_pixels)
+    previous, self._decoding = self._decoding, (chunk, self._decoder.submit(images.check_planned, planned, max_pixels))
+    if previous:
+      yield from self._outputs(*previous)
 
   def _load(self, item: Union[InputItem, Rejection]) -> Optional[_Loaded]:
     if isinstance(item, Rejection):
