@@ -2,10 +2,10 @@
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
-from beam_pipeline import inputs, labels, output_dir, sharding, splitting
+from beam_pipeline import inputs, labels, output_dir, sharding
 from beam_pipeline.options import Settings
-from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, GroupCopies, ValidateImages, WriteShard,
-                                      assign_splits, commit, write_errors)
+from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRAINING_CLASS_NAMES, GroupCopies,
+                                      ValidateImages, WriteShard, assign_splits, commit, write_errors)
 
 
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
@@ -25,7 +25,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
   assigned = (grouped.groups
               | 'GroupByClass' >> beam.GroupByKey()
               | 'AssignSplits' >> beam.FlatMap(assign_splits, settings.splits).with_outputs(
-                  LABELS, main='records'))
+                  LABELS, TRAINING_CLASS_NAMES, main='records'))
   records = assigned.records
 
   class_labels = (assigned[LABELS]
@@ -48,9 +48,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
     transform_written = pipeline | 'NoTransform' >> beam.Create([])
   else:
     from beam_pipeline.transform import WriteTransform  # imports tensorflow_transform only when used
-    transform_written = (records
-                         | 'TrainingClassNames' >> beam.FlatMap(
-                             lambda kv: [kv[1].label or ''] if kv[0] == splitting.DEFAULT_SPLIT else [])
+    transform_written = (assigned[TRAINING_CLASS_NAMES]
                          | 'DistinctClassNames' >> beam.Distinct()
                          | 'WriteTransform' >> WriteTransform(
                              settings.output, output_dir.temp_path(settings.output, 'tft'), settings.image_size))

@@ -18,6 +18,7 @@ from beam_pipeline.sharding import ShardPlan
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'
 LABELS = 'labels'
+TRAINING_CLASS_NAMES = 'training_class_names'
 _NAMESPACE = 'beam_pipeline'
 
 
@@ -156,14 +157,19 @@ class GroupCopies(beam.DoFn):
 
 
 def assign_splits(keyed, spec: splitting.SplitSpec) -> Iterator[Any]:
-  """(split, record) for every record of one class, and the class's label texts once."""
-  texts = set()
+  """(split, record) for every record of one class; once per class, its label texts,
+  and the class names tf.Transform analyzes (those with training records)."""
+  texts, training_texts = set(), set()
   for record in splitting.assign_splits(keyed[1], spec):
     if record.label is not None:
       texts.add(record.label)
+    if record.split == splitting.DEFAULT_SPLIT:
+      training_texts.add(record.label or '')
     yield record.split, record
   for text in sorted(texts):
     yield beam.pvalue.TaggedOutput(LABELS, text)
+  for text in sorted(training_texts):
+    yield beam.pvalue.TaggedOutput(TRAINING_CLASS_NAMES, text)
 
 
 class WriteShard(_ReadingDoFn):
