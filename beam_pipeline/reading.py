@@ -109,14 +109,14 @@ def _first_line(error: Exception) -> str:
   return (str(error) or type(error).__name__).splitlines()[0][:300]
 
 
-def reads_in_flight(uri: str, read_threads: int) -> int:
-  """How many reads of files like ``uri`` should run ahead (for ``prefetched``).
+def reads_in_flight(uris: Iterable[str], read_threads: int) -> int:
+  """How many reads of ``uris`` should run ahead (for ``prefetched``).
 
-  Object stores are latency-bound, so many; local files are read fastest one at a
-  time (measured: a pool of threads contending for the GIL made writing a shard
-  1.9x slower).
+  Object stores are latency-bound, so many if any of them is remote; local files
+  are read fastest one at a time (measured: a pool of threads contending for the
+  GIL made writing a shard 1.9x slower).
   """
-  return read_threads if FileSystems.get_scheme(uri) else 0
+  return read_threads if any(FileSystems.get_scheme(uri) for uri in uris) else 0
 
 
 def prefetched(function: Callable[[T], R], items: Iterable[T], executor: Executor,

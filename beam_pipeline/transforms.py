@@ -79,7 +79,9 @@ class ValidateImages(_ReadingDoFn):
 
   def process(self, batch: List[Union[InputItem, Rejection]]) -> Iterator[Any]:
     chunk, chunk_bytes = [], 0
-    window = reading.reads_in_flight(batch[0].uri, self._settings.read_threads)
+    # A manifest row already rejected names no file to read (its uri is 'manifest:row N').
+    window = reading.reads_in_flight((item.uri for item in batch if isinstance(item, InputItem)),
+                                     self._settings.read_threads)
     for item, loaded in reading.prefetched(self._load, batch, self._pool, window):
       if isinstance(item, Rejection):  # a manifest row that named no usable input
         yield _rejected(item)
@@ -121,7 +123,7 @@ class ValidateImages(_ReadingDoFn):
     return _Loaded(item, label, data, images.sha256_hex(data))
 
   def _outputs(self, loaded_images: List[_Loaded], decoding: Future) -> Iterator[Any]:
-    source_formats = collections.Counter()  # reported once per batch: each metric update looks up its cell
+    source_formats = collections.Counter()  # reported once per chunk: each metric update looks up its cell
     for loaded, prepared in zip(loaded_images, decoding.result()):
       if isinstance(prepared, Rejected):
         yield _rejected(Rejection.of(loaded.item.uri, prepared))
@@ -181,7 +183,7 @@ class WriteShard(_ReadingDoFn):
     writer = output_dir.ShardFileWriter(settings.output, plan.file_name(settings.compression),
                                         settings.compression)
     written = 0
-    window = reading.reads_in_flight(plan.records[0].uri, settings.read_threads)
+    window = reading.reads_in_flight((record.uri for record in plan.records), settings.read_threads)
     for record, image in reading.prefetched(self._stored_image, plan.records, self._pool, window):
       if isinstance(image, Rejected):
         yield _rejected(Rejection.of(record.uri, image))

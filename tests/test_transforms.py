@@ -4,7 +4,7 @@ import random
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_pipeline import options, transforms
+from beam_pipeline import options, reading, transforms
 from beam_pipeline.inputs import InputItem
 from beam_pipeline.sample_images import encode, synthetic_photo
 
@@ -33,3 +33,11 @@ def test_validation_decodes_chunks_of_bounded_bytes_while_reading_the_next(tmp_p
   assert isinstance(from_finish[0], WindowedValue)
   uris = [record.uri for _, record in from_process] + [from_finish[0].value[1].uri]
   assert uris == [item.uri for item in items]
+
+
+def test_reads_run_ahead_when_any_input_of_a_batch_is_remote():
+  """A batch whose first row was rejected, or that mixes local and gs:// files, still reads
+  its Cloud Storage objects concurrently; an all-local batch reads one at a time."""
+  assert reading.reads_in_flight(['/data/cat/1.jpg', 'gs://b/cat/2.jpg'], 32) == 32
+  assert reading.reads_in_flight(['/data/cat/1.jpg', '/data/cat/2.jpg'], 32) == 0
+  assert reading.reads_in_flight([], 32) == 0
