@@ -1,7 +1,6 @@
 """Reading input files through Beam's FileSystems (local and gs:// alike)."""
 import collections
 import errno
-import functools
 import io
 import os
 import random
@@ -10,7 +9,7 @@ import time
 from concurrent.futures import Executor, Future
 from typing import Callable, Deque, Iterable, Iterator, Tuple, TypeVar, Union
 
-from apache_beam.io.filesystem import CompressionTypes, FileSystem
+from apache_beam.io.filesystem import CompressionTypes
 from google.api_core import exceptions as google_exceptions
 from apache_beam.io.filesystems import FileSystems
 
@@ -75,34 +74,68 @@ def read_file(uri: str, max_bytes: int) -> bytes:
 
 
 def _read_once(uri: str, max_bytes: int) -> bytes:
-  local = FileSystems.get_scheme(uri) is None
-  if local and not stat.S_ISREG(os.stat(uri).st_mode):
-    # A named pipe would block the read forever; devices and sockets are no images either.
-    raise Rejected(rejections.UNREADABLE, 'not a regular file (a directory link, named pipe, device or socket)')
-  filesystem = _local_filesystem() if local else FileSystems.get_filesystem(uri)
-  # UNCOMPRESSED: a photo named x.jpg.gz must not be silently gunzipped.
-  with filesystem.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    # The size comes from the open stream (local stat, or the object metadata the
-    # storage client fetched anyway), so an oversized file is never read.
-    size = f.seek(0, io.SEEK_END)
-    if size > max_bytes:
-      raise Rejected(rejections.FILE_TOO_LARGE, f'{size} bytes, more than --max_file_mb ({max_bytes} bytes)')
-    f.seek(0)
-    # read(n) allocates n bytes up front, so ask for the measured size (plus one
-    # byte, which shows whether the file grew since), not for the limit.
-    data = f.read(size + 1)
-    if len(data) > size:
-      data += f.read(max_bytes + 1 - len(data))
+  if FileSystems.get_scheme(uri) is None:
+    data = _read_local(uri, max_bytes)
+  else:
+    data = _read_stream(uri, max_bytes)
   if len(data) > max_bytes:  # the file grew while we read it
     raise Rejected(rejections.FILE_TOO_LARGE, f'more than --max_file_mb ({max_bytes} bytes)')
   return data
 
 
-@functools.lru_cache(maxsize=1)
-def _local_filesystem() -> FileSystem:
-  """Beam's local FileSystem, which holds no state; FileSystems.open would look it up
-  among every FileSystem class on each call, 60 us, more than reading a small photo."""
-  return FileSystems.get_filesystem('/')
+def _read_stream(uri: str, max_bytes: int) -> bytes:
+  # UNCOMPRESSED: a photo named x.jpg.gz must not be silently gunzipped.
+  with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    # The size comes from the object metadata the storage client fetched anyway,
+    # so an oversized object is never read.
+    size = f.seek(0, io.SEEK_END)
+    _check_size(size, max_bytes)
+    f.seek(0)
+    # read(n) allocates n bytes up front, so ask for the measured size (plus one
+    # byte, which shows whether the object grew since), not for the limit.
+    data = f.read(size + 1)
+    if len(data) > size:
+      data += f.read(max_bytes + 1 - len(data))
+  return data
+
+
+def _read_local(path: str, max_bytes: int) -> bytes:
+  """A local file's bytes, at most ``max_bytes + 1`` of them.
+
+  Hand-written with os calls instead of FileSystems.open, whose local stream
+  (a path check, a buffered file, two seeks, plus our stat for pipes) cost more
+  than reading a photo: 0.75 s against 0.3 s of CPU for 20,000 photos, and every
+  image is read twice, to validate and to write.
+  """
+  # O_NONBLOCK: opening a named pipe must not wait for a writer; fstat then refuses it.
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+  try:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+      raise Rejected(rejections.UNREADABLE, 'not a regular file (a directory link, named pipe, device or socket)')
+    _check_size(info.st_size, max_bytes)
+    # The measured size plus one byte shows whether the file grew since; a file
+    # that did (or a /proc file, which reports 0) is read on in bounded steps, as
+    # os.read(n) allocates n bytes up front.
+    chunks, remaining, want = [], max_bytes + 1, info.st_size + 1
+    while remaining > 0:
+      chunk = os.read(fd, min(want, remaining))
+      if not chunk:
+        break
+      chunks.append(chunk)
+      remaining -= len(chunk)
+      want = _GROWTH_READ_BYTES
+  finally:
+    os.close(fd)
+  return chunks[0] if len(chunks) == 1 else b''.join(chunks)
+
+
+_GROWTH_READ_BYTES = 2**20
+
+
+def _check_size(size: int, max_bytes: int) -> None:
+  if size > max_bytes:
+    raise Rejected(rejections.FILE_TOO_LARGE, f'{size} bytes, more than --max_file_mb ({max_bytes} bytes)')
 
 
 def _first_line(error: Exception) -> str:
