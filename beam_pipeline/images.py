@@ -149,7 +149,7 @@ def _plan(data: bytes, max_pixels: int, quick: bool = True) -> Union[Rejected, _
   """
   if not data:
     return Rejected(rejections.EMPTY, 'file is empty (0 bytes)')
-  if data[:2] == b'\xff\xd8' and _jpeg_exif_segments(data) > MAX_EXIF_SEGMENTS:
+  if data[:2] == b'\xff\xd8' and _too_many_exif_segments(data):
     # Pillow joins Exif segments quadratically: a crafted file costs minutes of CPU.
     return Rejected(rejections.CORRUPT, f'JPEG has more than {MAX_EXIF_SEGMENTS} Exif segments')
   if quick and data[:3] == b'\xff\xd8\xff':
@@ -278,6 +278,17 @@ def _reencode_as_png(image: Image.Image, source_format: str) -> _Pending:
 
 
 MAX_EXIF_SEGMENTS = 16
+_EXIF_HEADER = b'Exif\x00\x00'
+
+
+def _too_many_exif_segments(data: bytes) -> bool:
+  """Whether a JPEG has more than MAX_EXIF_SEGMENTS Exif segments before its first scan.
+
+  Each one starts with the bytes Exif\\0\\0, so a file holding those bytes at
+  most that often is cleared by one count in C, without walking its segments
+  in Python (25 us a photo).
+  """
+  return data.count(_EXIF_HEADER) > MAX_EXIF_SEGMENTS and _jpeg_exif_segments(data) > MAX_EXIF_SEGMENTS
 
 
 def _jpeg_exif_segments(data: bytes) -> int:
@@ -294,7 +305,7 @@ def _jpeg_exif_segments(data: bytes) -> int:
       position += 2
       continue
     length, = struct.unpack_from('>H', data, position + 2)
-    if marker == 0xE1 and data[position + 4:position + 10] == b'Exif\x00\x00':
+    if marker == 0xE1 and data[position + 4:position + 10] == _EXIF_HEADER:
       count += 1
     position += 2 + length
   return count
