@@ -1,4 +1,4 @@
-"""Reading input files through Beam's FileSystems (local and gs:// alike)."""
+"""Reading input files: remote ones through Beam's FileSystems, local ones with os calls (_read_local)."""
 import collections
 import errno
 import io
