@@ -14,7 +14,7 @@ import resource
 import shutil
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, NoReturn, Optional
 
 from benchmarks import baselines, photo_set
 from benchmarks.run import SCRATCH
@@ -48,7 +48,7 @@ def _summary(stage_name: str) -> str:
   return ', '.join(dict.fromkeys(names))
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None) -> NoReturn:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.stages', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=2000)
   parser.add_argument('flags', nargs='*', help='more converter flags, after --')
@@ -68,9 +68,9 @@ def main(argv: Optional[List[str]] = None) -> int:
   first = min((s[0] for s in stages.values()), default=ended)
   print(f'\n{"starts at":>9} {"wall s":>7} {"CPU s":>6}  stage')
   print(f'{0:9.2f} {first:7.2f} {"":>6}  start-up: imports, options, graph, translation')
-  for name, (start, wall, cpu) in sorted(stages.items(), key=lambda item: item[1][0]):
+  for name, (began, wall, cpu) in sorted(stages.items(), key=lambda item: item[1][0]):
     if wall >= 0.05:
-      print(f'{start:9.2f} {wall:7.2f} {cpu:6.2f}  {_summary(name)}')
+      print(f'{began:9.2f} {wall:7.2f} {cpu:6.2f}  {_summary(name)}')
   print(f'{ended:9.2f} total, exit code {code}')
   shutil.rmtree(output, ignore_errors=True)
   sys.stdout.flush()

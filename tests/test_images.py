@@ -5,6 +5,7 @@ import tensorflow as tf
 from beam_pipeline import images
 from beam_pipeline.rejections import Rejected
 
+from hostile_files import exif_segment, segment
 from image_cases import cases
 
 CASES = cases()
@@ -70,12 +71,10 @@ def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
   """The bytes Exif\\0\\0 counted anywhere only bound the segment count: a photo with one
   Exif segment and those bytes many times in a comment is walked, and written."""
   photo = CASES['photo.jpg'].data
-  comment = b'Exif\0\0' * (images.MAX_EXIF_SEGMENTS + 1)
-  exif = b'Exif\0\0' + b'II*\0\x08\0\0\0\0\0'
-  marked = (photo[:2] + b'\xff\xe1' + (len(exif) + 2).to_bytes(2, 'big') + exif
-            + b'\xff\xfe' + (len(comment) + 2).to_bytes(2, 'big') + comment + photo[2:])
+  comment = segment(0xFE, b'Exif\0\0' * (images.MAX_EXIF_SEGMENTS + 1))
+  marked = photo[:2] + exif_segment(fill=16) + comment + photo[2:]
   assert images.prepare_image(marked, max_pixels=10**8).stored is marked
-  too_many = photo[:2] + (b'\xff\xe1' + (len(exif) + 2).to_bytes(2, 'big') + exif) * 17 + photo[2:]
+  too_many = photo[:2] + exif_segment(fill=16) * (images.MAX_EXIF_SEGMENTS + 1) + photo[2:]
   with pytest.raises(Rejected) as raised:
     images.prepare_image(too_many, max_pixels=10**8)
   assert raised.value.reason == 'corrupt'
