@@ -147,10 +147,14 @@ def _has_match(pattern: str) -> bool:
 LIST_BATCH_SIZE = 256
 
 
-def list_input_batches(spec: InputSpec, size: int = LIST_BATCH_SIZE) -> Iterator[List[Union[InputItem, Rejection]]]:
-  """list_inputs in lists of ``size``: the unit of work that validation workers take."""
+def list_input_batches(spec: InputSpec, size: int = LIST_BATCH_SIZE) -> Iterator[Union[List[InputItem], Rejection]]:
+  """list_inputs with its items in lists of ``size`` (the unit of work validation
+  workers take); a manifest row that names no usable input comes out alone."""
   batch = []
   for item in list_inputs(spec):
+    if isinstance(item, Rejection):
+      yield item
+      continue
     batch.append(item)
     if len(batch) == size:
       yield batch

@@ -1,32 +1,45 @@
 """The conversion pipeline, top to bottom as the data flows."""
+from typing import List, Tuple
+
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
-from beam_pipeline import inputs, labels, output_dir, sharding
+from beam_pipeline import coders, labels, output_dir, splitting
+from beam_pipeline.inputs import InputItem
 from beam_pipeline.options import Settings
+from beam_pipeline.records import ImageRecord
+from beam_pipeline.sharding import ShardPlan
+from beam_pipeline.splitting import ContentGroup
 from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRAINING_CLASS_NAMES, GroupCopies,
-                                      ValidateImages, WriteShard, assign_splits, commit, write_errors)
+                                      ValidateImages, WriteShard, assign_splits, commit, list_input, plan_shards,
+                                      write_errors)
 
 
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
+  coders.register()  # the element types declared below travel with compact coders, not per-record pickles
   # Only the input's pattern or manifest path enters the graph; listing runs on a worker,
   # in batches, which keeps per-element overhead low and fans out well after the shuffle.
-  batches = (pipeline
-             | 'Input' >> beam.Create([settings.input])
-             | 'List' >> beam.FlatMap(inputs.list_input_batches)
-             | 'Distribute' >> beam.Reshuffle())
+  listed = (pipeline
+            | 'Input' >> beam.Create([settings.input])
+            | 'List' >> beam.FlatMap(list_input).with_output_types(List[InputItem]).with_outputs(
+                REJECTED, main='batches'))
+  batches = listed.batches | 'Distribute' >> beam.Reshuffle()
 
-  # Keyed by content hash: identical files form one group and never straddle splits.
-  checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings)).with_outputs(REJECTED, main='images')
-  grouped = (checked.images
+  # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
+  # Keyed by the start of the content hash, so identical files meet in one bucket,
+  # form one group and never straddle splits.
+  checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings)).with_output_types(
+      List[ImageRecord]).with_outputs(REJECTED, main='records')
+  grouped = (checked.records
+             | 'BucketByContent' >> beam.FlatMap(lambda records: splitting.content_buckets(records).items()
+                                                 ).with_output_types(Tuple[str, List[ImageRecord]])
              | 'GroupByContent' >> beam.GroupByKey()
-             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe)).with_outputs(
-                 REJECTED, DUPLICATES, main='groups'))
+             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe)).with_output_types(
+                 Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))
   assigned = (grouped.groups
               | 'GroupByClass' >> beam.GroupByKey()
-              | 'AssignSplits' >> beam.FlatMap(assign_splits, settings.splits).with_outputs(
-                  LABELS, TRAINING_CLASS_NAMES, main='records'))
-  records = assigned.records
+              | 'AssignSplits' >> beam.FlatMap(assign_splits, settings.splits).with_output_types(
+                  Tuple[str, List[ImageRecord]]).with_outputs(LABELS, TRAINING_CLASS_NAMES, main='records'))
 
   class_labels = (assigned[LABELS]
                   | 'UniqueLabels' >> beam.Distinct()
@@ -34,10 +47,10 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
                   | 'SortLabels' >> beam.Map(labels.sorted_labels))
 
   # Plan on metadata, then fan the shards out: each is written whole by one worker.
-  plans = (records
+  plans = (assigned.records
            | 'GroupBySplit' >> beam.GroupByKey()
-           | 'PlanShards' >> beam.FlatMap(
-               lambda split: sharding.plan_shards(*split, target_bytes=settings.target_shard_bytes))
+           | 'PlanShards' >> beam.FlatMap(plan_shards, target_bytes=settings.target_shard_bytes
+                                          ).with_output_types(ShardPlan)
            | 'SpreadShards' >> beam.Reshuffle())
 
   written = plans | 'WriteShards' >> beam.ParDo(
@@ -53,7 +66,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
                          | 'WriteTransform' >> WriteTransform(
                              settings.output, output_dir.temp_path(settings.output, 'tft'), settings.image_size))
 
-  errors_by_reason = ((checked[REJECTED], grouped[REJECTED], written[REJECTED])
+  errors_by_reason = ((listed[REJECTED], checked[REJECTED], grouped[REJECTED], written[REJECTED])
                       | 'AllRejections' >> beam.Flatten()
                       | 'CollectRejections' >> beam.combiners.ToList()
                       | 'WriteErrors' >> beam.Map(write_errors, settings.output))

@@ -8,8 +8,9 @@ fractions within one group. The rank follows the hash, so a group's split depend
 on its content, not on listing order, runner or worker count; growing the dataset
 only moves groups that sit next to a boundary.
 """
+import collections
 import re
-from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from beam_pipeline import rejections
 from beam_pipeline.records import ImageRecord
@@ -61,6 +62,28 @@ class ContentGroup(NamedTuple):
     return self.records[0].label or ''
 
 
+# Buckets are keyed by this many hex digits of the content hash: 256 keys spread
+# duplicate detection across workers, and each bucket's batch of records crosses
+# the shuffle as one element (Beam's per-element cost dwarfs a record's own).
+CONTENT_BUCKET_DIGITS = 2
+
+
+def content_buckets(records: Iterable[ImageRecord]) -> Dict[str, List[ImageRecord]]:
+  """Records batched by the start of their content hash; copies always share a bucket."""
+  buckets = collections.defaultdict(list)
+  for record in records:
+    buckets[record.source_sha256[:CONTENT_BUCKET_DIGITS]].append(record)
+  return buckets
+
+
+def same_content(records: Iterable[ImageRecord]) -> Iterator[List[ImageRecord]]:
+  """The records of one bucket, as lists of identical files (most of one record)."""
+  by_hash = collections.defaultdict(list)
+  for record in records:
+    by_hash[record.source_sha256].append(record)
+  return iter(by_hash.values())
+
+
 def group_duplicates(records: Iterable[ImageRecord], dedupe: bool) -> Tuple[ContentGroup, List[Rejection]]:
   """One content group from records sharing a hash, and the copies --dedupe drops.
 
@@ -69,7 +92,7 @@ def group_duplicates(records: Iterable[ImageRecord], dedupe: bool) -> Tuple[Cont
   """
   ordered = sorted(records, key=lambda r: r.uri)
   split = next((r.split for r in ordered if r.split), None)
-  ordered = [r._replace(split=split) for r in ordered]
+  ordered = [r if r.split == split else r._replace(split=split) for r in ordered]
   if not dedupe:
     return ContentGroup(tuple(ordered)), []
   kept, copies = ordered[0], ordered[1:]

@@ -1,13 +1,15 @@
 """The DoFns and step functions of the pipeline: thin Beam glue around plain functions."""
 import collections
+import itertools
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_pipeline import dataset_info, examples, images, labels, output_dir, reading, rejections, schemas, splitting
+from beam_pipeline import (dataset_info, examples, images, inputs, labels, output_dir, reading, rejections, schemas,
+                           sharding, splitting)
 from beam_pipeline.schemas import UNLABELED
 from beam_pipeline.inputs import InputItem
 from beam_pipeline.options import Settings
@@ -49,8 +51,14 @@ class _Loaded(NamedTuple):
   sha256: str
 
 
+def list_input(spec: inputs.InputSpec) -> Iterator[Any]:
+  """Batches of the input's items; a manifest row that names no usable input is rejected here."""
+  for batch in inputs.list_input_batches(spec):
+    yield _rejected(batch) if isinstance(batch, Rejection) else batch
+
+
 class ValidateImages(_ReadingDoFn):
-  """Reads, hashes and fully decodes batches of inputs; emits (content hash, metadata), never bytes.
+  """Reads, hashes and fully decodes batches of inputs; emits lists of metadata records, never bytes.
 
   Work overlaps: Cloud Storage reads run ahead on a thread pool (they are
   latency-bound), this thread plans each image (Pillow), and TensorFlow decodes
@@ -77,15 +85,11 @@ class ValidateImages(_ReadingDoFn):
   def start_bundle(self) -> None:
     self._decoding = None
 
-  def process(self, batch: List[Union[InputItem, Rejection]]) -> Iterator[Any]:
+  def process(self, batch: List[InputItem]) -> Iterator[Any]:
     chunk, chunk_bytes = [], 0
-    # A manifest row already rejected names no file to read (its uri is 'manifest:row N').
-    window = reading.reads_in_flight((item.uri for item in batch if isinstance(item, InputItem)),
-                                     self._settings.read_threads)
+    window = reading.reads_in_flight((item.uri for item in batch), self._settings.read_threads)
     for item, loaded in reading.prefetched(self._load, batch, self._pool, window):
-      if isinstance(item, Rejection):  # a manifest row that named no usable input
-        yield _rejected(item)
-      elif isinstance(loaded, Rejected):
+      if isinstance(loaded, Rejected):
         yield _rejected(Rejection.of(item.uri, loaded))
       else:
         chunk.append(loaded)
@@ -113,9 +117,7 @@ class ValidateImages(_ReadingDoFn):
     if previous:
       yield from self._outputs(*previous)
 
-  def _load(self, item: Union[InputItem, Rejection]) -> Optional[_Loaded]:
-    if isinstance(item, Rejection):
-      return None
+  def _load(self, item: InputItem) -> _Loaded:
     settings = self._settings
     label = labels.label_for(item.uri, item.label, settings.label_source)
     schemas.check_extras(dict(item.extras), settings.schema)
@@ -123,6 +125,9 @@ class ValidateImages(_ReadingDoFn):
     return _Loaded(item, label, data, images.sha256_hex(data))
 
   def _outputs(self, loaded_images: List[_Loaded], decoding: Future) -> Iterator[Any]:
+    """The chunk's rejections one by one, and its records as one list: Beam's cost
+    per element exceeds a record's own, so metadata moves in batches."""
+    records: List[ImageRecord] = []
     source_formats = collections.Counter()  # reported once per chunk: each metric update looks up its cell
     for loaded, prepared in zip(loaded_images, decoding.result()):
       if isinstance(prepared, Rejected):
@@ -130,48 +135,69 @@ class ValidateImages(_ReadingDoFn):
         continue
       info = prepared.info
       source_formats[info.source_format] += 1
-      yield loaded.sha256, ImageRecord(
+      records.append(ImageRecord(
           uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
           source_sha256=loaded.sha256,
           sha256=images.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
           num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
-          channels=info.channels, reencoded=info.reencoded)
-    Metrics.counter(_NAMESPACE, 'validated').inc(sum(source_formats.values()))
+          channels=info.channels, reencoded=info.reencoded))
+    if records:
+      yield records
+    Metrics.counter(_NAMESPACE, 'validated').inc(len(records))
     for source_format, count in source_formats.items():
       Metrics.counter(_NAMESPACE, f'source_format_{source_format}').inc(count)
 
 
 class GroupCopies(beam.DoFn):
-  """Turns the records sharing one content hash into a group; reports and maybe drops copies."""
+  """Finds the identical files of one content bucket; reports and maybe drops copies.
+
+  Emits the bucket's content groups batched by class (stratum)."""
 
   def __init__(self, dedupe: bool):
     self._dedupe = dedupe
 
-  def process(self, keyed) -> Iterator[Any]:
-    records = list(keyed[1])
-    group, dropped = splitting.group_duplicates(records, self._dedupe)
-    if len(records) > 1:
-      Metrics.counter(_NAMESPACE, 'duplicate_groups').inc()
-      yield beam.pvalue.TaggedOutput(DUPLICATES, sorted(r.uri for r in records))
-    for rejection in dropped:
-      yield _rejected(rejection)
-    yield group.stratum, group
+  def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
+    groups_by_class = collections.defaultdict(list)
+    for copies in splitting.same_content(itertools.chain.from_iterable(bucket[1])):
+      group, dropped = splitting.group_duplicates(copies, self._dedupe)
+      if len(copies) > 1:
+        Metrics.counter(_NAMESPACE, 'duplicate_groups').inc()
+        yield beam.pvalue.TaggedOutput(DUPLICATES, sorted(r.uri for r in copies))
+      for rejection in dropped:
+        yield _rejected(rejection)
+      groups_by_class[group.stratum].append(group)
+    yield from groups_by_class.items()
 
 
-def assign_splits(keyed, spec: splitting.SplitSpec) -> Iterator[Any]:
-  """(split, record) for every record of one class; once per class, its label texts,
+# Records per element after split assignment: a large class's records still
+# cross the shuffle in elements of a few MB.
+RECORDS_PER_BATCH = 10000
+
+
+def assign_splits(keyed: Tuple[str, Iterable[List[splitting.ContentGroup]]],
+                  spec: splitting.SplitSpec) -> Iterator[Any]:
+  """(split, records) batches for one class; once per class, its label texts,
   and the class names tf.Transform analyzes (those with training records)."""
   texts, training_texts = set(), set()
-  for record in splitting.assign_splits(keyed[1], spec):
+  by_split = collections.defaultdict(list)
+  for record in splitting.assign_splits(itertools.chain.from_iterable(keyed[1]), spec):
     if record.label is not None:
       texts.add(record.label)
     if record.split == splitting.DEFAULT_SPLIT:
       training_texts.add(record.label or '')
-    yield record.split, record
+    by_split[record.split].append(record)
+  for split, records in by_split.items():
+    for start in range(0, len(records), RECORDS_PER_BATCH):
+      yield split, records[start:start + RECORDS_PER_BATCH]
   for text in sorted(texts):
     yield beam.pvalue.TaggedOutput(LABELS, text)
   for text in sorted(training_texts):
     yield beam.pvalue.TaggedOutput(TRAINING_CLASS_NAMES, text)
+
+
+def plan_shards(keyed: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int) -> List[ShardPlan]:
+  split, batches = keyed
+  return sharding.plan_shards(split, itertools.chain.from_iterable(batches), target_bytes=target_bytes)
 
 
 class WriteShard(_ReadingDoFn):

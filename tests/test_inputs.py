@@ -127,3 +127,14 @@ def test_gzipped_manifest(tmp_path):
   manifest = tmp_path / 'data.jsonl.gz'
   manifest.write_bytes(gzip.compress(b'{"uri": "gs://b/a.jpg", "label": "cat"}\n'))
   assert _read(manifest) == [InputItem('gs://b/a.jpg', 'cat', None)]
+
+
+def test_batches_hold_items_only_and_unusable_rows_come_out_alone(tmp_path):
+  manifest = tmp_path / 'data.jsonl'
+  rows = [json.dumps({'uri': f'gs://b/{i}.jpg'}) if i % 4 else 'not json' for i in range(10)]
+  manifest.write_text('\n'.join(rows) + '\n')
+  out = list(inputs.list_input_batches(inputs.resolve_input(str(manifest)), size=3))
+  batches = [b for b in out if isinstance(b, list)]
+  assert [len(b) for b in batches] == [3, 3, 1]
+  assert all(isinstance(item, InputItem) for b in batches for item in b)
+  assert [r.reason for r in out if isinstance(r, Rejection)] == ['bad_manifest_row'] * 3

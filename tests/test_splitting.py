@@ -56,3 +56,15 @@ def test_dedupe_keeps_the_first_copy_by_uri():
   assert [r.uri for r in group.records] == ['gs://b/cat/a.jpg']
   assert [(d.uri, d.reason) for d in dropped] == [('gs://b/cat/b.jpg', 'duplicate')]
   assert 'gs://b/cat/a.jpg' in dropped[0].detail
+
+
+def test_copies_always_meet_in_one_content_bucket():
+  records = [_record(f'{i}.jpg', 'cat', content=f'photo {i % 300}') for i in range(900)]
+  buckets = splitting.content_buckets(records)
+  assert sorted(r.uri for batch in buckets.values() for r in batch) == sorted(r.uri for r in records)
+  assert 150 < len(buckets) <= 256  # 300 distinct contents, spread over the 256 buckets
+  for key, batch in buckets.items():
+    assert {r.source_sha256[:len(key)] for r in batch} == {key}
+    copies = list(splitting.same_content(batch))
+    assert all(len({r.source_sha256 for r in group}) == 1 for group in copies)
+    assert sum(map(len, copies)) == len(batch) and all(len(group) == 3 for group in copies)

@@ -10,8 +10,8 @@ from beam_pipeline.sample_images import encode, synthetic_photo
 
 
 def test_validation_decodes_chunks_of_bounded_bytes_while_reading_the_next(tmp_path):
-  """Ten 1-chunk images: each chunk's results come out while the next is read (nine from
-  process), the last from finish_bundle; a batch is never held whole."""
+  """Ten 1-chunk images: each chunk's records come out, as one list, while the next is read
+  (nine from process), the last from finish_bundle; a batch is never held whole."""
   rng = random.Random(0)
   items = []
   for i in range(10):
@@ -31,7 +31,8 @@ def test_validation_decodes_chunks_of_bounded_bytes_while_reading_the_next(tmp_p
     validate.teardown()
   assert len(from_process) == 9 and len(from_finish) == 1
   assert isinstance(from_finish[0], WindowedValue)
-  uris = [record.uri for _, record in from_process] + [from_finish[0].value[1].uri]
+  assert all(len(records) == 1 for records in from_process + [from_finish[0].value])
+  uris = [records[0].uri for records in from_process] + [from_finish[0].value[0].uri]
   assert uris == [item.uri for item in items]
 
 

@@ -1,0 +1,133 @@
+"""Beam coders for the metadata that crosses the pipeline's shuffles.
+
+Left to itself, Beam pickles each NamedTuple, which calls back into Python for
+every record, and it encodes sampled elements a second time only to estimate
+their size (for its byte counters): half of the encoding work in a 20,000-image
+run. These coders pickle the plain tuple of a record's fields (2.5 us a round
+trip instead of 5), and estimate sizes from a record's uri without encoding it.
+The pipeline declares its PCollections' element types, so Beam finds these
+coders in its registry, also inside lists and key-value pairs.
+"""
+import pickle
+from typing import Any, Iterable
+
+import apache_beam as beam
+from apache_beam.coders import coder_impl
+from apache_beam.coders.coders import FastCoder
+
+from beam_pipeline.inputs import InputItem
+from beam_pipeline.records import ImageRecord
+from beam_pipeline.sharding import ShardPlan
+from beam_pipeline.splitting import ContentGroup
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+# What a record's fields other than its uri take, pickled: hashes, size, shape, label.
+_RECORD_BYTES = 160
+
+
+class _FieldsImpl(coder_impl.StreamCoderImpl):
+
+  def __init__(self, coder: '_FieldsCoder'):
+    self._to_fields = coder.to_fields
+    self._from_fields = coder.from_fields
+    self._estimate = coder.estimated_bytes
+
+  def encode_to_stream(self, value: Any, stream, nested: bool) -> None:
+    stream.write(pickle.dumps(self._to_fields(value), _PROTOCOL), nested)
+
+  def decode_from_stream(self, stream, nested: bool) -> Any:
+    return self._from_fields(pickle.loads(stream.read_all(nested)))
+
+  def estimate_size(self, value: Any, nested: bool = False) -> int:
+    return self._estimate(value)
+
+
+class _FieldsCoder(FastCoder):
+  """A NamedTuple as the pickled plain tuple of its fields; subclasses say how."""
+
+  def _create_impl(self) -> coder_impl.CoderImpl:
+    return _FieldsImpl(self)
+
+  def to_fields(self, value: Any) -> tuple:
+    return tuple(value)
+
+  def from_fields(self, fields: tuple) -> Any:
+    raise NotImplementedError
+
+  def estimated_bytes(self, value: Any) -> int:
+    raise NotImplementedError
+
+  def is_deterministic(self) -> bool:
+    return False  # never used as keys
+
+  def __eq__(self, other: Any) -> bool:
+    return type(self) is type(other)
+
+  def __hash__(self) -> int:
+    return hash(type(self))
+
+
+def _records_bytes(records: Iterable[ImageRecord]) -> int:
+  return sum(_RECORD_BYTES + len(record.uri) for record in records)
+
+
+class InputItemCoder(_FieldsCoder):
+
+  def from_fields(self, fields: tuple) -> InputItem:
+    return InputItem._make(fields)
+
+  def estimated_bytes(self, value: InputItem) -> int:
+    return 16 + len(value.uri)
+
+  def to_type_hint(self):
+    return InputItem
+
+
+class ImageRecordCoder(_FieldsCoder):
+
+  def from_fields(self, fields: tuple) -> ImageRecord:
+    return ImageRecord._make(fields)
+
+  def estimated_bytes(self, value: ImageRecord) -> int:
+    return _RECORD_BYTES + len(value.uri)
+
+  def to_type_hint(self):
+    return ImageRecord
+
+
+class ContentGroupCoder(_FieldsCoder):
+
+  def to_fields(self, value: ContentGroup) -> tuple:
+    return tuple(map(tuple, value.records))
+
+  def from_fields(self, fields: tuple) -> ContentGroup:
+    return ContentGroup(tuple(map(ImageRecord._make, fields)))
+
+  def estimated_bytes(self, value: ContentGroup) -> int:
+    return _records_bytes(value.records)
+
+  def to_type_hint(self):
+    return ContentGroup
+
+
+class ShardPlanCoder(_FieldsCoder):
+
+  def to_fields(self, value: ShardPlan) -> tuple:
+    return value.split, value.index, value.count, tuple(map(tuple, value.records))
+
+  def from_fields(self, fields: tuple) -> ShardPlan:
+    split, index, count, records = fields
+    return ShardPlan(split, index, count, tuple(map(ImageRecord._make, records)))
+
+  def estimated_bytes(self, value: ShardPlan) -> int:
+    return _records_bytes(value.records)
+
+  def to_type_hint(self):
+    return ShardPlan
+
+
+def register() -> None:
+  """Makes Beam encode these types with the coders above wherever it knows an element's type."""
+  for value_type, coder in ((InputItem, InputItemCoder), (ImageRecord, ImageRecordCoder),
+                            (ContentGroup, ContentGroupCoder), (ShardPlan, ShardPlanCoder)):
+    beam.coders.registry.register_coder(value_type, coder)
