@@ -4,8 +4,10 @@ import random
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_pipeline import options, reading, transforms
+from beam_pipeline import options, reading, splitting, transforms
 from beam_pipeline.inputs import InputItem
+from beam_pipeline.records import ImageRecord
+from beam_pipeline.splitting import ContentGroup
 from beam_pipeline.sample_images import encode, synthetic_photo
 
 
@@ -42,3 +44,18 @@ def test_reads_run_ahead_when_any_input_of_a_batch_is_remote():
   assert reading.reads_in_flight(['/data/cat/1.jpg', 'gs://b/cat/2.jpg'], 32) == 32
   assert reading.reads_in_flight(['/data/cat/1.jpg', '/data/cat/2.jpg'], 32) == 0
   assert reading.reads_in_flight([], 32) == 0
+
+
+def test_split_assignment_emits_every_record_once_in_bounded_batches(monkeypatch):
+  monkeypatch.setattr(transforms, 'RECORDS_PER_BATCH', 3)
+  spec = splitting.parse_splits('train=0.5,test=0.5')
+  records = [ImageRecord(f'/d/cat/{i}.jpg', 'cat', None, (), f'{i:064x}', f'{i:064x}', 10, 'jpeg', 1, 1, 3, False)
+             for i in range(20)]
+  batches_of_groups = [[ContentGroup((r,)) for r in records[:12]], [ContentGroup((r,)) for r in records[12:]]]
+  out = list(transforms.assign_splits(('cat', batches_of_groups), spec))
+  batches = [o for o in out if isinstance(o, tuple)]
+  assert all(len(batch) <= 3 for _, batch in batches)
+  assert sorted(r.uri for _, batch in batches for r in batch) == sorted(r.uri for r in records)
+  assert all(r.split == split for split, batch in batches for r in batch)
+  assert {split for split, _ in batches} == {'train', 'test'}
+  assert [o.value for o in out if not isinstance(o, tuple)] == ['cat', 'cat']  # its label; a training class
