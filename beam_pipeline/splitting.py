@@ -77,7 +77,7 @@ def content_buckets(records: Iterable[ImageRecord]) -> Dict[str, List[ImageRecor
 
 
 def same_content(records: Iterable[ImageRecord]) -> Iterator[List[ImageRecord]]:
-  """The records of one bucket, as lists of identical files (most of one record)."""
+  """The records of one bucket as lists of identical files; most lists hold one record."""
   by_hash = collections.defaultdict(list)
   for record in records:
     by_hash[record.source_sha256].append(record)
