@@ -1,12 +1,12 @@
 """Beam coders for the metadata that crosses the pipeline's shuffles.
 
 Left to itself, Beam pickles each NamedTuple, which calls back into Python for
-every record, and it encodes sampled elements a second time only to estimate
-their size (for its byte counters): half of the encoding work in a 20,000-image
-run. These coders pickle the plain tuple of a record's fields (2.5 us a round
-trip instead of 5), and estimate sizes from a record's uri without encoding it.
-The pipeline declares its PCollections' element types, so Beam finds these
-coders in its registry, also inside lists and key-value pairs.
+every record, and it encodes sampled elements a second time only to count their
+bytes. These coders pickle the plain tuple of a record's fields and estimate
+sizes from a record's uri (measured per record in a list: 5.5 us to encode and
+decode instead of 11, and 0.65 us instead of 6.6 to estimate). The pipeline
+declares its PCollections' element types, so Beam finds these coders in its
+registry, also inside lists and key-value pairs.
 """
 import pickle
 from typing import Any, Iterable

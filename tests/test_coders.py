@@ -2,6 +2,7 @@
 from typing import List, Tuple
 
 import apache_beam as beam
+from apache_beam.typehints import native_type_compatibility
 
 from beam_pipeline import coders
 from beam_pipeline.inputs import InputItem
@@ -17,9 +18,22 @@ EXTRAS = (('boxes', [[1, 2.5], {'x': None}]), ('score', 0.5), ('source', 'web'),
 RECORD = ImageRecord(URI, 'cat', None, EXTRAS, 'a' * 64, 'b' * 64, 1234, 'png', 20, 30, 4, True)
 
 
+def coder_for(type_hint):
+  """The coder Beam gives a PCollection declared with this element type."""
+  return beam.coders.registry.get_coder(native_type_compatibility.convert_to_beam_type(type_hint))
+
+
 def round_trip(value, type_hint):
-  coder = beam.coders.registry.get_coder(type_hint)
+  coder = coder_for(type_hint)
   return coder.decode(coder.encode(value))
+
+
+def test_declared_element_types_get_these_coders_not_pickle():
+  assert coder_for(List[InputItem]) == beam.coders.ListCoder(coders.InputItemCoder())
+  assert coder_for(Tuple[str, List[ImageRecord]]) == beam.coders.TupleCoder(
+      [beam.coders.StrUtf8Coder(), beam.coders.ListCoder(coders.ImageRecordCoder())])
+  assert coder_for(Tuple[str, List[ContentGroup]]).coders()[1] == beam.coders.ListCoder(coders.ContentGroupCoder())
+  assert coder_for(ShardPlan) == coders.ShardPlanCoder()
 
 
 def test_every_metadata_type_survives_its_coder_exactly():
@@ -38,7 +52,7 @@ def test_every_metadata_type_survives_its_coder_exactly():
 
 
 def test_sizes_are_estimated_without_encoding_yet_close_to_the_encoded_size():
-  coder = beam.coders.registry.get_coder(List[ImageRecord])
+  coder = coder_for(List[ImageRecord])
   records = [RECORD._replace(uri=f'/data/cat/{i}.jpg', extras=()) for i in range(100)]
   estimate = coder.get_impl().estimate_size(records)
   assert 0.5 < estimate / len(coder.encode(records)) < 2
