@@ -196,6 +196,7 @@ def assign_splits(keyed: Tuple[str, Iterable[List[splitting.ContentGroup]]],
 
 
 def plan_shards(keyed: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int) -> List[ShardPlan]:
+  """The shards of one split, planned on all its records (the batches AssignSplits emitted)."""
   split, batches = keyed
   return sharding.plan_shards(split, itertools.chain.from_iterable(batches), target_bytes=target_bytes)
 
