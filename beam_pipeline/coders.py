@@ -9,7 +9,7 @@ declares its PCollections' element types, so Beam finds these coders in its
 registry, also inside lists and key-value pairs.
 """
 import pickle
-from typing import Any, Iterable
+from typing import Any, Iterable, Tuple
 
 import apache_beam as beam
 from apache_beam.coders import coder_impl
@@ -71,6 +71,14 @@ def _records_bytes(records: Iterable[ImageRecord]) -> int:
   return sum(_RECORD_BYTES + len(record.uri) for record in records)
 
 
+def _records_fields(records: Iterable[ImageRecord]) -> Tuple[tuple, ...]:
+  return tuple(map(tuple, records))
+
+
+def _records(fields: Iterable[tuple]) -> Tuple[ImageRecord, ...]:
+  return tuple(map(ImageRecord._make, fields))
+
+
 class InputItemCoder(_FieldsCoder):
 
   def from_fields(self, fields: tuple) -> InputItem:
@@ -98,10 +106,10 @@ class ImageRecordCoder(_FieldsCoder):
 class ContentGroupCoder(_FieldsCoder):
 
   def to_fields(self, value: ContentGroup) -> tuple:
-    return tuple(map(tuple, value.records))
+    return _records_fields(value.records)
 
   def from_fields(self, fields: tuple) -> ContentGroup:
-    return ContentGroup(tuple(map(ImageRecord._make, fields)))
+    return ContentGroup(_records(fields))
 
   def estimated_bytes(self, value: ContentGroup) -> int:
     return _records_bytes(value.records)
@@ -113,11 +121,11 @@ class ContentGroupCoder(_FieldsCoder):
 class ShardPlanCoder(_FieldsCoder):
 
   def to_fields(self, value: ShardPlan) -> tuple:
-    return value.split, value.index, value.count, tuple(map(tuple, value.records))
+    return value.split, value.index, value.count, _records_fields(value.records)
 
   def from_fields(self, fields: tuple) -> ShardPlan:
     split, index, count, records = fields
-    return ShardPlan(split, index, count, tuple(map(ImageRecord._make, records)))
+    return ShardPlan(split, index, count, _records(records))
 
   def estimated_bytes(self, value: ShardPlan) -> int:
     return _records_bytes(value.records)
