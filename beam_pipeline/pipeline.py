@@ -8,11 +8,9 @@ from beam_pipeline import coders, labels, output_dir, splitting
 from beam_pipeline.inputs import InputItem
 from beam_pipeline.options import Settings
 from beam_pipeline.records import ImageRecord
-from beam_pipeline.sharding import ShardPlan
 from beam_pipeline.splitting import ContentGroup
-from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRAINING_CLASS_NAMES, GroupCopies,
-                                      ValidateImages, WriteShard, assign_splits, commit, list_input, plan_shards,
-                                      write_errors)
+from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRAINING_CLASS_NAMES, AssignSplits, GroupCopies,
+                                      PlanShards, ValidateImages, WriteShard, commit, list_input, write_errors)
 
 
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
@@ -36,23 +34,16 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
              | 'GroupByContent' >> beam.GroupByKey()
              | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe)).with_output_types(
                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))
-  assigned = (grouped.groups
-              | 'GroupByClass' >> beam.GroupByKey()
-              | 'AssignSplits' >> beam.FlatMap(assign_splits, settings.splits).with_output_types(
-                  Tuple[str, List[ImageRecord]]).with_outputs(LABELS, TRAINING_CLASS_NAMES, main='records'))
+  # Splits and shards follow the content hash; each bucket places its own records.
+  assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits)
 
   class_labels = (assigned[LABELS]
                   | 'UniqueLabels' >> beam.Distinct()
                   | 'AllLabels' >> beam.combiners.ToList()
                   | 'SortLabels' >> beam.Map(labels.sorted_labels))
 
-  # Plan on metadata, then fan the shards out: each is written whole by one worker.
-  plans = (assigned.records
-           | 'GroupBySplit' >> beam.GroupByKey()
-           | 'PlanShards' >> beam.FlatMap(plan_shards, target_bytes=settings.target_shard_bytes
-                                          ).with_output_types(ShardPlan)
-           | 'SpreadShards' >> beam.Reshuffle())
-
+  # Plan on metadata; each planned shard is then written whole by one worker.
+  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes)
   written = plans | 'WriteShards' >> beam.ParDo(
       WriteShard(settings), labels=AsSingleton(class_labels)).with_outputs(REJECTED, main='shards')
 

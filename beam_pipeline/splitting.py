@@ -9,10 +9,11 @@ on its content, not on listing order, runner or worker count; growing the datase
 only moves groups that sit next to a boundary.
 """
 import collections
+import itertools
 import re
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
-from beam_pipeline import rejections
+from beam_pipeline import hash_order, rejections
 from beam_pipeline.records import ImageRecord
 from beam_pipeline.rejections import Rejection
 from beam_pipeline.usage import UsageError
@@ -101,24 +102,29 @@ def group_duplicates(records: Iterable[ImageRecord], dedupe: bool) -> Tuple[Cont
   return ContentGroup((kept,)), dropped
 
 
-def assign_splits(groups: Iterable[ContentGroup], spec: SplitSpec) -> Iterator[ImageRecord]:
-  """Gives every record of one class (stratum) its split."""
-  pending: List[ContentGroup] = []
+def class_weights(bucket: str, groups: Iterable[ContentGroup]) -> Iterable[Tuple[Tuple[str, str], int]]:
+  """((class, bucket), images) of one content bucket, for the groups whose split is not given."""
+  weights = collections.Counter()
+  for group in groups:
+    if not group.records[0].split:
+      weights[group.stratum, bucket] += group.weight
+  return weights.items()
+
+
+def assign_splits(bucket: str, groups: Iterable[ContentGroup], spec: SplitSpec,
+                  placed: hash_order.Offsets) -> Iterator[ImageRecord]:
+  """Gives every record of one content bucket its split; ``placed`` holds every bucket's class_weights."""
+  pending: Dict[str, List[ContentGroup]] = collections.defaultdict(list)
   for group in groups:
     if group.records[0].split:
       yield from group.records
     else:
-      pending.append(group)
-  pending.sort(key=lambda g: g.records[0].source_sha256)
-  total = sum(group.weight for group in pending)
-  boundaries, cumulative = [], 0.0
-  for fraction in spec.fractions:
-    cumulative += fraction
-    boundaries.append(cumulative)
-  position = 0
-  for group in pending:
-    midpoint = (position + group.weight / 2) / total
-    index = next((i for i, bound in enumerate(boundaries) if midpoint < bound), len(boundaries) - 1)
-    position += group.weight
-    for record in group.records:
-      yield record._replace(split=spec.names[index])
+      pending[group.stratum].append(group)
+  boundaries = list(itertools.accumulate(spec.fractions))
+  for stratum, stratum_groups in pending.items():
+    stratum_groups.sort(key=lambda g: g.records[0].source_sha256)
+    total = placed.totals[stratum]
+    for group, midpoint in hash_order.midpoints(stratum_groups, lambda g: g.weight, stratum, bucket, placed):
+      index = next((i for i, bound in enumerate(boundaries) if midpoint / total < bound), len(boundaries) - 1)
+      for record in group.records:
+        yield record._replace(split=spec.names[index])

@@ -8,8 +8,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_pipeline import (dataset_info, examples, images, inputs, labels, output_dir, reading, rejections, schemas,
-                           sharding, splitting)
+from beam_pipeline import (dataset_info, examples, hash_order, images, inputs, labels, output_dir, reading, rejections,
+                           schemas, sharding, splitting)
 from beam_pipeline.schemas import UNLABELED
 from beam_pipeline.inputs import InputItem
 from beam_pipeline.options import Settings
@@ -151,13 +151,13 @@ class ValidateImages(_ReadingDoFn):
 class GroupCopies(beam.DoFn):
   """Finds the identical files of one content bucket; reports and maybe drops copies.
 
-  Emits the bucket's content groups batched by class (stratum)."""
+  Emits the bucket's content groups, all classes together, as one (bucket, groups) element."""
 
   def __init__(self, dedupe: bool):
     self._dedupe = dedupe
 
   def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
-    groups_by_class = collections.defaultdict(list)
+    groups = []
     for copies in splitting.same_content(itertools.chain.from_iterable(bucket[1])):
       group, dropped = splitting.group_duplicates(copies, self._dedupe)
       if len(copies) > 1:
@@ -165,40 +165,91 @@ class GroupCopies(beam.DoFn):
         yield beam.pvalue.TaggedOutput(DUPLICATES, sorted(r.uri for r in copies))
       for rejection in dropped:
         yield _rejected(rejection)
-      groups_by_class[group.stratum].append(group)
-    yield from groups_by_class.items()
+      groups.append(group)
+    yield bucket[0], groups
 
 
-# Records per element after split assignment: a large class's records still
-# cross the shuffle in elements of a few MB.
-RECORDS_PER_BATCH = 10000
+class _Offsets(beam.PTransform):
+  """All ((key, bucket), weight) pairs, gathered into one hash_order.Offsets for a side input."""
+
+  def expand(self, weights):
+    return weights | 'All' >> beam.combiners.ToList() | 'Offsets' >> beam.Map(hash_order.offsets)
 
 
-def assign_splits(keyed: Tuple[str, Iterable[List[splitting.ContentGroup]]],
-                  spec: splitting.SplitSpec) -> Iterator[Any]:
-  """(split, records) batches for one class; once per class, its label texts,
-  and the class names tf.Transform analyzes (those with training records)."""
+class AssignSplits(beam.PTransform):
+  """(bucket, records) with every record's split, from (bucket, content groups).
+
+  Every bucket reports its images per class first; with those totals each bucket
+  assigns its own groups, so no worker holds a whole class. Also outputs, tagged,
+  the label texts and the class names tf.Transform analyzes (those with training records).
+  """
+
+  def __init__(self, spec: splitting.SplitSpec):
+    super().__init__()
+    self._spec = spec
+
+  def expand(self, buckets):
+    placed = (buckets
+              | 'Weights' >> beam.FlatMap(lambda bucket: splitting.class_weights(*bucket))
+              | 'Place' >> _Offsets())
+    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsSingleton(placed)
+                                              ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
+                                                  LABELS, TRAINING_CLASS_NAMES, main='records')
+
+
+def assign_splits(bucket: Tuple[str, List[splitting.ContentGroup]], spec: splitting.SplitSpec,
+                  placed: hash_order.Offsets) -> Iterator[Any]:
+  """One bucket's records with their splits, then its label texts and training class names."""
   texts, training_texts = set(), set()
-  by_split = collections.defaultdict(list)
-  for record in splitting.assign_splits(itertools.chain.from_iterable(keyed[1]), spec):
+  records = []
+  for record in splitting.assign_splits(bucket[0], bucket[1], spec, placed):
     if record.label is not None:
       texts.add(record.label)
     if record.split == splitting.DEFAULT_SPLIT:
       training_texts.add(record.label or '')
-    by_split[record.split].append(record)
-  for split, records in by_split.items():
-    for start in range(0, len(records), RECORDS_PER_BATCH):
-      yield split, records[start:start + RECORDS_PER_BATCH]
+    records.append(record)
+  yield bucket[0], records
   for text in sorted(texts):
     yield beam.pvalue.TaggedOutput(LABELS, text)
   for text in sorted(training_texts):
     yield beam.pvalue.TaggedOutput(TRAINING_CLASS_NAMES, text)
 
 
-def plan_shards(keyed: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int) -> List[ShardPlan]:
-  """The shards of one split, planned on all its records (the batches AssignSplits emitted)."""
-  split, batches = keyed
-  return sharding.plan_shards(split, itertools.chain.from_iterable(batches), target_bytes=target_bytes)
+class PlanShards(beam.PTransform):
+  """One ShardPlan per shard, from (bucket, records) with splits.
+
+  Every bucket reports its bytes per split first; with those totals each bucket
+  places its own records, and the shards' GroupByKey spreads them over workers.
+  """
+
+  def __init__(self, target_bytes: int):
+    super().__init__()
+    self._target_bytes = target_bytes
+
+  def expand(self, buckets):
+    placed = (buckets
+              | 'Bytes' >> beam.FlatMap(lambda bucket: sharding.split_bytes(*bucket))
+              | 'Place' >> _Offsets())
+    shards = buckets | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsSingleton(
+        placed)).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]])
+    numbered = (shards
+                | 'Planned' >> beam.Keys()
+                | 'AllPlanned' >> beam.combiners.ToList()
+                | 'Number' >> beam.Map(sharding.numbering))
+    return (shards
+            | 'GroupByShard' >> beam.GroupByKey()
+            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsSingleton(numbered)).with_output_types(ShardPlan))
+
+
+def assign_shards(bucket: Tuple[str, List[ImageRecord]], target_bytes: int,
+                  placed: hash_order.Offsets) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
+  return sharding.assign_shards(bucket[0], bucket[1], target_bytes, placed).items()
+
+
+def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
+               numbered: Dict[Tuple[str, int], Tuple[int, int]]) -> ShardPlan:
+  (split, planned_index), batches = shard
+  return sharding.plan_shard(split, planned_index, itertools.chain.from_iterable(batches), numbered)
 
 
 class WriteShard(_ReadingDoFn):

@@ -3,14 +3,18 @@ import hashlib
 import json
 import os
 import random
+from typing import List, Tuple
 
 import apache_beam as beam
 import pytest
 import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline import cli, local_runner, options, output_dir, pipeline
+from beam_pipeline import (cli, coders, hash_order, local_runner, options, output_dir, pipeline, sharding, splitting,
+                           transforms)
+from beam_pipeline.records import ImageRecord
 from beam_pipeline.sample_images import encode, synthetic_photo
 
 from dataset_reader import read_errors, read_output
@@ -188,6 +192,33 @@ def test_shard_count_follows_the_target_size(tmp_path):
   assert len(records['train']) == 120
   labels_in_order = [r['image/filename'] for r in records['train']]
   assert labels_in_order != sorted(labels_in_order)  # shuffled by content hash, not listed order
+
+
+def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each_split():
+  """PlanShards on Beam (bucket totals as a side input, a GroupByKey per shard, gap-free
+  numbers) plans what ranking each whole split in one place plans, even when a huge record
+  leaves planned shards empty."""
+  rng = random.Random(5)
+  records = []
+  for i in range(1500):
+    sha = f'{rng.getrandbits(256):064x}'
+    records.append(ImageRecord(f'/d/{i}.jpg', 'cat', rng.choice(['train', 'test']), (), sha, sha,
+                               2 * 10**6 if i == 7 else rng.randint(1000, 9000), 'jpeg', 1, 1, 3, False))
+  target = 200_000
+  placed = hash_order.offsets(sharding.split_bytes('', records))
+  planned = sharding.assign_shards('', records, target, placed)
+  numbered = sharding.numbering(planned)
+  expected = [sharding.plan_shard(split, index, shard, numbered) for (split, index), shard in planned.items()]
+  assert len(expected) < sum(sharding.shard_count(total, target) for total in placed.totals.values())
+
+  coders.register()
+  p = beam.Pipeline(runner=local_runner.runner_for(None, PipelineOptions([])))
+  plans = (p
+           | beam.Create(list(splitting.content_buckets(records).items())).with_output_types(
+               Tuple[str, List[ImageRecord]])
+           | transforms.PlanShards(target))
+  assert_that(plans, equal_to(expected))
+  p.run().wait_until_finish()
 
 
 def test_rerun_replaces_the_previous_result_and_refuses_foreign_files(tmp_path, capsys):

@@ -1,14 +1,28 @@
+import collections
 import random
 
 import pytest
 
-from beam_pipeline import sharding
+from beam_pipeline import hash_order, sharding, splitting
 from beam_pipeline.records import ImageRecord
 
 
-def _record(i, size, label='cat'):
+def _record(i, size, label='cat', split='train'):
   sha = f'{random.Random(i).getrandbits(256):064x}'
-  return ImageRecord(f'gs://b/{label}/{i}.jpg', label, None, (), sha, sha, size, 'jpeg', 1, 1, 3, False)
+  return ImageRecord(f'gs://b/{label}/{i}.jpg', label, split, (), sha, sha, size, 'jpeg', 1, 1, 3, False)
+
+
+def plan_shards(records, target, buckets=None):
+  """The pipeline's steps as plain calls: bucket totals, then each bucket places its records."""
+  buckets = splitting.content_buckets(records) if buckets is None else buckets
+  placed = hash_order.offsets(pair for key, batch in buckets.items() for pair in sharding.split_bytes(key, batch))
+  shards = collections.defaultdict(list)
+  for key, batch in buckets.items():
+    for shard, shard_records in sharding.assign_shards(key, batch, target, placed).items():
+      shards[shard].extend(shard_records)
+  numbered = sharding.numbering(shards)
+  return sorted((sharding.plan_shard(split, index, shard_records, numbered)
+                 for (split, index), shard_records in shards.items()), key=lambda plan: (plan.split, plan.index))
 
 
 @pytest.mark.parametrize('count, size, target', [(1, 100, 10**6), (1000, 150_000, 10**7),
@@ -16,7 +30,7 @@ def _record(i, size, label='cat'):
 def test_every_shard_but_the_last_is_within_half_of_the_target(count, size, target):
   rng = random.Random(count)
   records = [_record(i, int(size * rng.uniform(0.3, 1.7))) for i in range(count)]
-  plans = sharding.plan_shards('train', records, target)
+  plans = plan_shards(records, target)
   total = sum(map(sharding.estimated_record_bytes, records))
   assert len(plans) == max(1, -(-total // target))
   assert sorted(r.uri for p in plans for r in p.records) == sorted(r.uri for r in records)
@@ -27,8 +41,8 @@ def test_every_shard_but_the_last_is_within_half_of_the_target(count, size, targ
 
 def test_order_is_by_content_not_by_input_order():
   records = [_record(i, 100, 'cat' if i < 50 else 'dog') for i in range(100)]
-  forward = sharding.plan_shards('train', records, 10**6)
-  backward = sharding.plan_shards('train', list(reversed(records)), 10**6)
+  forward = plan_shards(records, 10**6)
+  backward = plan_shards(list(reversed(records)), 10**6)
   assert forward == backward
   labels = [r.label for r in forward[0].records]
   assert labels != sorted(labels)  # class-sorted input comes out mixed
@@ -36,8 +50,20 @@ def test_order_is_by_content_not_by_input_order():
 
 def test_a_huge_record_never_leaves_an_empty_shard():
   records = [_record(0, 10**7)] + [_record(i, 10) for i in range(1, 5)]
-  plans = sharding.plan_shards('train', records, 10**6)
+  plans = plan_shards(records, 10**6)
   assert all(p.records for p in plans) and plans[-1].count == len(plans)
+
+
+def test_planning_bucket_by_bucket_equals_one_sort_of_the_whole_split():
+  """Every bucket places its own records from the totals before it, exactly as ranking the
+  whole split in one place would (one bucket holding everything)."""
+  rng = random.Random(7)
+  records = [_record(i, int(90_000 * rng.uniform(0.3, 1.7)), split=rng.choice(['train', 'test'])) for i in range(3000)]
+  bucketed = plan_shards(records, 3 * 10**6)
+  assert len(splitting.content_buckets(records)) == 256
+  assert bucketed == plan_shards(records, 3 * 10**6, buckets={'': records})
+  assert {plan.split for plan in bucketed} == {'train', 'test'}
+  assert all(plan.records == tuple(sorted(plan.records, key=sharding.record_order_key)) for plan in bucketed)
 
 
 def test_names():

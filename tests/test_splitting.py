@@ -1,9 +1,10 @@
+import collections
 import hashlib
 import random
 
 import pytest
 
-from beam_pipeline import splitting
+from beam_pipeline import hash_order, splitting
 from beam_pipeline.records import ImageRecord
 from beam_pipeline.splitting import ContentGroup, SplitSpec
 from beam_pipeline.usage import UsageError
@@ -14,6 +15,16 @@ SPEC = splitting.parse_splits('train=0.8,validation=0.1,test=0.1')
 def _record(name, label, content=None, split=None):
   sha = hashlib.sha256((content or name).encode()).hexdigest()
   return ImageRecord(f'gs://b/{label}/{name}', label, split, (), sha, sha, 100, 'jpeg', 1, 1, 3, False)
+
+
+def assign(groups, buckets=None):
+  """The pipeline's steps as plain calls: class totals per bucket, then each bucket assigns its groups."""
+  if buckets is None:
+    buckets = {}
+    for group in groups:
+      buckets.setdefault(group.records[0].source_sha256[:splitting.CONTENT_BUCKET_DIGITS], []).append(group)
+  placed = hash_order.offsets(pair for key, batch in buckets.items() for pair in splitting.class_weights(key, batch))
+  return [record for key, batch in buckets.items() for record in splitting.assign_splits(key, batch, SPEC, placed)]
 
 
 def test_parse_splits():
@@ -27,7 +38,7 @@ def test_parse_splits():
 @pytest.mark.parametrize('count', [101, 700, 2500])
 def test_fractions_hold_per_class_within_one_point(count):
   groups = [ContentGroup((_record(f'{i}.jpg', 'cat'),)) for i in range(count)]
-  assigned = list(splitting.assign_splits(groups, SPEC))
+  assigned = assign(groups)
   for name, fraction in zip(SPEC.names, SPEC.fractions):
     share = sum(r.split == name for r in assigned) / count
     assert abs(share - fraction) <= 0.01 + 1 / count
@@ -35,10 +46,21 @@ def test_fractions_hold_per_class_within_one_point(count):
 
 def test_assignment_follows_content_not_order():
   groups = [ContentGroup((_record(f'{i}.jpg', 'dog'),)) for i in range(300)]
-  forward = {r.uri: r.split for r in splitting.assign_splits(groups, SPEC)}
+  forward = {r.uri: r.split for r in assign(groups)}
   shuffled = groups[:]
   random.Random(1).shuffle(shuffled)
-  assert forward == {r.uri: r.split for r in splitting.assign_splits(shuffled, SPEC)}
+  assert forward == {r.uri: r.split for r in assign(shuffled)}
+
+
+def test_assigning_bucket_by_bucket_equals_one_ranking_of_each_whole_class():
+  rng = random.Random(3)
+  groups = [ContentGroup(tuple(_record(f'{i}-{k}.jpg', label, content=str(i)) for k in range(rng.choice([1, 1, 2]))))
+            for i, label in ((i, rng.choice(['cat', 'dog', 'emu'])) for i in range(4000))]
+  bucketed = {r.uri: r.split for r in assign(groups)}
+  assert bucketed == {r.uri: r.split for r in assign(groups, buckets={'': groups})}
+  for label in ('cat', 'dog', 'emu'):
+    shares = collections.Counter(split for uri, split in bucketed.items() if f'/{label}/' in uri)
+    assert abs(shares['validation'] / sum(shares.values()) - 0.1) < 0.01
 
 
 def test_copies_share_one_split_and_explicit_splits_win():
@@ -47,7 +69,7 @@ def test_copies_share_one_split_and_explicit_splits_win():
   group, dropped = splitting.group_duplicates(copies, dedupe=False)
   assert [r.uri for r in group.records] == ['gs://b/cat/b.jpg', 'gs://b/cat/c.jpg', 'gs://b/dog/a.jpg']
   assert {r.split for r in group.records} == {'test'} and not dropped
-  assert {r.split for r in splitting.assign_splits([group], SPEC)} == {'test'}
+  assert {r.split for r in assign([group])} == {'test'}
 
 
 def test_dedupe_keeps_the_first_copy_by_uri():

@@ -4,7 +4,7 @@ import random
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_pipeline import options, reading, splitting, transforms
+from beam_pipeline import hash_order, options, reading, splitting, transforms
 from beam_pipeline.inputs import InputItem
 from beam_pipeline.records import ImageRecord
 from beam_pipeline.splitting import ContentGroup
@@ -46,16 +46,15 @@ def test_reads_run_ahead_when_any_input_of_a_batch_is_remote():
   assert reading.reads_in_flight([], 32) == 0
 
 
-def test_split_assignment_emits_every_record_once_in_bounded_batches(monkeypatch):
-  monkeypatch.setattr(transforms, 'RECORDS_PER_BATCH', 3)
+def test_split_assignment_emits_a_bucket_as_one_element_then_its_labels():
   spec = splitting.parse_splits('train=0.5,test=0.5')
-  records = [ImageRecord(f'/d/cat/{i}.jpg', 'cat', None, (), f'{i:064x}', f'{i:064x}', 10, 'jpeg', 1, 1, 3, False)
-             for i in range(20)]
-  batches_of_groups = [[ContentGroup((r,)) for r in records[:12]], [ContentGroup((r,)) for r in records[12:]]]
-  out = list(transforms.assign_splits(('cat', batches_of_groups), spec))
-  batches = [o for o in out if isinstance(o, tuple)]
-  assert all(len(batch) <= 3 for _, batch in batches)
-  assert sorted(r.uri for _, batch in batches for r in batch) == sorted(r.uri for r in records)
-  assert all(r.split == split for split, batch in batches for r in batch)
-  assert {split for split, _ in batches} == {'train', 'test'}
-  assert [o.value for o in out if not isinstance(o, tuple)] == ['cat', 'cat']  # its label; a training class
+  records = [ImageRecord(f'/d/{label}/{i}.jpg', label, None, (), f'{i:064x}', f'{i:064x}', 10, 'jpeg', 1, 1, 3, False)
+             for i, label in enumerate(['cat'] * 20 + ['dog'] * 2)]
+  groups = [ContentGroup((r,)) for r in records]
+  placed = hash_order.offsets(splitting.class_weights('00', groups))
+  out = list(transforms.assign_splits(('00', groups), spec, placed))
+  (bucket, assigned), tagged = out[0], out[1:]
+  assert bucket == '00' and sorted(r.uri for r in assigned) == sorted(r.uri for r in records)
+  assert {r.split for r in assigned if r.label == 'cat'} == {'train', 'test'}
+  assert [(o.tag, o.value) for o in tagged] == [('labels', 'cat'), ('labels', 'dog'),
+                                                ('training_class_names', 'cat'), ('training_class_names', 'dog')]
