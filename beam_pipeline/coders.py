@@ -67,8 +67,12 @@ class _FieldsCoder(FastCoder):
     return hash(type(self))
 
 
+def _record_bytes(record: ImageRecord) -> int:
+  return _RECORD_BYTES + len(record.uri)
+
+
 def _records_bytes(records: Iterable[ImageRecord]) -> int:
-  return sum(_RECORD_BYTES + len(record.uri) for record in records)
+  return sum(map(_record_bytes, records))
 
 
 def _records_fields(records: Iterable[ImageRecord]) -> Tuple[tuple, ...]:
@@ -97,7 +101,7 @@ class ImageRecordCoder(_FieldsCoder):
     return ImageRecord._make(fields)
 
   def estimated_bytes(self, value: ImageRecord) -> int:
-    return _RECORD_BYTES + len(value.uri)
+    return _record_bytes(value)
 
   def to_type_hint(self):
     return ImageRecord

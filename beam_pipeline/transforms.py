@@ -2,7 +2,7 @@
 import collections
 import itertools
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -169,11 +169,19 @@ class GroupCopies(beam.DoFn):
     yield bucket[0], groups
 
 
-class _Offsets(beam.PTransform):
-  """All ((key, bucket), weight) pairs, gathered into one hash_order.Offsets for a side input."""
+class _BucketOffsets(beam.PTransform):
+  """Every (bucket, items) element's ((key, bucket), weight) pairs, gathered into one
+  hash_order.Offsets for a side input; ``weights`` is the plain function that weighs a bucket."""
 
-  def expand(self, weights):
-    return weights | 'All' >> beam.combiners.ToList() | 'Offsets' >> beam.Map(hash_order.offsets)
+  def __init__(self, weights: Callable[[str, Any], Iterable[Tuple[Tuple[str, str], int]]]):
+    super().__init__()
+    self._weights = weights
+
+  def expand(self, buckets):
+    return (buckets
+            | 'Weights' >> beam.FlatMapTuple(self._weights)
+            | 'All' >> beam.combiners.ToList()
+            | 'Offsets' >> beam.Map(hash_order.offsets))
 
 
 class AssignSplits(beam.PTransform):
@@ -189,9 +197,7 @@ class AssignSplits(beam.PTransform):
     self._spec = spec
 
   def expand(self, buckets):
-    placed = (buckets
-              | 'Weights' >> beam.FlatMap(lambda bucket: splitting.class_weights(*bucket))
-              | 'Place' >> _Offsets())
+    placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
     return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsSingleton(placed)
                                               ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
                                                   LABELS, TRAINING_CLASS_NAMES, main='records')
@@ -227,9 +233,7 @@ class PlanShards(beam.PTransform):
     self._target_bytes = target_bytes
 
   def expand(self, buckets):
-    placed = (buckets
-              | 'Bytes' >> beam.FlatMap(lambda bucket: sharding.split_bytes(*bucket))
-              | 'Place' >> _Offsets())
+    placed = buckets | 'Place' >> _BucketOffsets(sharding.split_bytes)
     shards = buckets | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsSingleton(
         placed)).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]])
     numbered = (shards
