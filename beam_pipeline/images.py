@@ -166,7 +166,10 @@ def _plan(data: bytes, max_pixels: int, quick: bool = True) -> Union[Rejected, _
     try:
       return _plan_opened(image, data, max_pixels)
     except Rejected as e:
-      return e
+      # Kept as a value, so without its traceback: its frames lead back to the
+      # caller's list of results, a cycle that would hold a whole chunk of image
+      # bytes until the next full garbage collection.
+      return e.with_traceback(None)
     except Image.DecompressionBombError as e:
       return Rejected(rejections.TOO_MANY_PIXELS, str(e))
     except Exception as e:  # Pillow's decoders raise OSError, SyntaxError, ValueError, ...

@@ -180,4 +180,6 @@ def _outcome(function, item):
   try:
     return function(item)
   except Rejected as e:
-    return e
+    # A value from here on: its traceback's frames would keep the reads in flight
+    # (image bytes) alive in a reference cycle.
+    return e.with_traceback(None)

@@ -1,4 +1,6 @@
 """prepare_image against TensorFlow itself: the table of bad and odd inputs."""
+import gc
+
 import pytest
 import tensorflow as tf
 
@@ -65,6 +67,23 @@ def test_a_batch_gives_the_same_results_as_one_by_one():
       assert result == alone
   tf_only = batch[list(CASES).index('marker-in-scan.jpg')]  # fails the batch, found one by one
   assert isinstance(tf_only, Rejected) and 'in TensorFlow' in tf_only.detail
+
+
+def test_a_batch_with_rejections_leaves_no_garbage_cycles():
+  """Rejections are returned as values; a traceback kept on one led back, through its
+  frames, to the list of results, so a whole chunk of image bytes outlived the call
+  until the next full collection (memory grew with the input)."""
+  datas = [c.data for c in CASES.values()]
+  images.prepare_images(datas, max_pixels=10**8)  # first calls create lasting caches
+  gc.collect()
+  gc.disable()
+  try:
+    batch = images.prepare_images(datas, max_pixels=10**8)
+    assert sum(isinstance(result, Rejected) for result in batch) == len(REJECTED)
+    del batch
+    assert gc.collect() == 0
+  finally:
+    gc.enable()
 
 
 def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():

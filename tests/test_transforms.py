@@ -1,12 +1,15 @@
 """The DoFns driven directly, without a runner: what they hold and when they emit."""
+import gc
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_pipeline import hash_order, options, reading, splitting, transforms
+from beam_pipeline import hash_order, options, reading, rejections, splitting, transforms
 from beam_pipeline.inputs import InputItem
 from beam_pipeline.records import ImageRecord
+from beam_pipeline.rejections import Rejected
 from beam_pipeline.splitting import ContentGroup
 from beam_pipeline.sample_images import encode, synthetic_photo
 
@@ -44,6 +47,31 @@ def test_reads_run_ahead_when_any_input_of_a_batch_is_remote():
   assert reading.reads_in_flight(['/data/cat/1.jpg', 'gs://b/cat/2.jpg'], 32) == 32
   assert reading.reads_in_flight(['/data/cat/1.jpg', '/data/cat/2.jpg'], 32) == 0
   assert reading.reads_in_flight([], 32) == 0
+
+
+def test_reads_run_ahead_in_order_and_rejections_hold_no_reads():
+  """prefetched keeps the input order with reads in flight, returns a Rejected in place of
+  its result, and that Rejected carries no traceback whose frames would keep the reads
+  in flight (image bytes) alive in a reference cycle."""
+
+  def read(i):
+    if i % 3 == 0:
+      raise Rejected(rejections.UNREADABLE, f'item {i}')
+    return bytes(20_000)
+
+  with ThreadPoolExecutor(4) as pool:
+    list(reading.prefetched(read, range(12), pool, 4))
+    gc.collect()
+    gc.disable()
+    try:
+      for window in (0, 4):
+        results = list(reading.prefetched(read, range(12), pool, window))
+        assert [i for i, _ in results] == list(range(12))
+        assert [r.detail for _, r in results if isinstance(r, Rejected)] == ['item 0', 'item 3', 'item 6', 'item 9']
+        del results
+        assert gc.collect() == 0
+    finally:
+      gc.enable()
 
 
 def test_split_assignment_emits_a_bucket_as_one_element_then_its_labels():
