@@ -1,12 +1,11 @@
 """prepare_image against TensorFlow itself: the table of bad and odd inputs."""
-import gc
-
 import pytest
 import tensorflow as tf
 
 from beam_pipeline import images
 from beam_pipeline.rejections import Rejected
 
+import cyclic_garbage
 from hostile_files import exif_segment, segment
 from image_cases import cases
 
@@ -74,16 +73,11 @@ def test_a_batch_with_rejections_leaves_no_garbage_cycles():
   frames, to the list of results, so a whole chunk of image bytes outlived the call
   until the next full collection (memory grew with the input)."""
   datas = [c.data for c in CASES.values()]
-  images.prepare_images(datas, max_pixels=10**8)  # first calls create lasting caches
-  gc.collect()
-  gc.disable()
-  try:
+  with cyclic_garbage.collected() as garbage:
     batch = images.prepare_images(datas, max_pixels=10**8)
     assert sum(isinstance(result, Rejected) for result in batch) == len(REJECTED)
     del batch
-    assert gc.collect() == 0
-  finally:
-    gc.enable()
+  assert not [o for o in garbage if isinstance(o, (bytes, Rejected, images.PreparedImage))]
 
 
 def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
