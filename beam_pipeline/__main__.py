@@ -2,7 +2,13 @@ import logging
 import os
 import sys
 
-from beam_pipeline.cli import main
+from beam_pipeline import workers
+
+if workers.runs_in_process(sys.argv[1:]) and sys.argv[1:2] != ['inspect']:
+  # Before this process imports Beam: the workers' forkserver imports TensorFlow meanwhile.
+  workers.start_forkserver()
+
+from beam_pipeline.cli import main  # pylint: disable=wrong-import-position
 
 if __name__ == '__main__':
   code = main()

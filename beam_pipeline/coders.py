@@ -15,8 +15,7 @@ import apache_beam as beam
 from apache_beam.coders import coder_impl
 from apache_beam.coders.coders import FastCoder
 
-from beam_pipeline.inputs import InputItem
-from beam_pipeline.records import ImageRecord
+from beam_pipeline.records import ImageRecord, InputItem
 from beam_pipeline.sharding import ShardPlan
 from beam_pipeline.splitting import ContentGroup
 

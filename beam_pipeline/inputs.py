@@ -15,13 +15,11 @@ from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline import rejections
+from beam_pipeline.records import InputItem
 from beam_pipeline.rejections import Rejected, Rejection
+from beam_pipeline.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
 from beam_pipeline.usage import UsageError
 
-GLOB = 'glob'
-DIRECTORY = 'directory'
-CSV = 'csv'
-JSONL = 'jsonl'
 
 _MANIFEST_SUFFIXES = {'.csv': CSV, '.csv.gz': CSV, '.jsonl': JSONL, '.jsonl.gz': JSONL,
                       '.ndjson': JSONL, '.json': JSONL}
@@ -33,23 +31,6 @@ _SPLIT_FOLDERS = {'train': 'train', 'training': 'train', 'validation': 'validati
 _URI_COLUMNS = ('uri', 'image_uri', 'gcs_file_path', 'path', 'image_path', 'image', 'filename', 'file')
 _LABEL_COLUMNS = ('label', 'class', 'category')
 _SPLIT_COLUMNS = ('split', 'set', 'ml_use')
-
-
-class InputSpec(NamedTuple):
-  kind: str
-  path: str  # the file pattern for globs and directories, the file for manifests
-
-  @property
-  def is_manifest(self) -> bool:
-    return self.kind in (CSV, JSONL)
-
-
-class InputItem(NamedTuple):
-  """One input to convert, before its bytes are read."""
-  uri: str
-  label: Optional[str] = None  # from a manifest
-  split: Optional[str] = None  # from a manifest
-  extras: Tuple[Tuple[str, Any], ...] = ()  # manifest fields passed through as features
 
 
 def resolve_input(value: str) -> InputSpec:

@@ -1,23 +1,18 @@
 """Where a record's label comes from, and how labels become class ids."""
 import functools
+import os
 import re
-from typing import Iterable, List, NamedTuple, Optional
+from typing import Iterable, List, Optional, Tuple
 
-from apache_beam.io.filesystems import FileSystems
-
-from beam_pipeline import rejections
+from beam_pipeline import rejections, uris
 from beam_pipeline.rejections import Rejected
+from beam_pipeline.settings import LabelSource
 from beam_pipeline.usage import UsageError
 
 PARENT_DIR = 'parent_dir'
 NONE = 'none'
 REGEX = 'regex'
 MANIFEST = 'manifest'
-
-
-class LabelSource(NamedTuple):
-  kind: str
-  pattern: Optional[str] = None
 
 
 def is_label_mode(value: str) -> bool:
@@ -56,8 +51,8 @@ def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> O
     label = manifest_label or None
   else:
     directory, _, name = uri.rpartition('/')
-    if not directory:  # 'x.jpg', '/x.jpg': FileSystems knows what the parent is
-      directory, name = FileSystems.split(uri)
+    if not directory:  # 'x.jpg', '/x.jpg': the file system knows what the parent is
+      directory, name = _split(uri)
     if source.kind == PARENT_DIR:
       label = _folder_name(directory)
       if not label:
@@ -77,10 +72,19 @@ def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> O
 
 @functools.lru_cache(maxsize=4096)
 def _folder_name(directory: str) -> str:
-  """The last component of a directory, as FileSystems.split gives it (for a local path,
-  of its absolute form). Cached: the files of a class share it, and the split costs
-  a filesystem lookup and a getcwd each time."""
-  return FileSystems.split(directory)[1]
+  """The last component of a directory. Cached: the files of a class share it, and
+  the split costs a getcwd each time."""
+  return _split(directory)[1]
+
+
+def _split(path: str) -> Tuple[str, str]:
+  """FileSystems.split. For a local path that is os.path.split of its absolute form,
+  as Beam's LocalFileSystem computes it; done here, as worker processes, which
+  label local files only, do not import Beam (uris.py)."""
+  if uris.is_remote(path):
+    from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+    return FileSystems.split(path)
+  return os.path.split(os.path.abspath(path))
 
 
 def sorted_labels(labels: Iterable[str]) -> List[str]:

@@ -10,6 +10,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline import inputs, labels, schemas, splitting
+from beam_pipeline.settings import Settings
 from beam_pipeline.usage import UsageError
 
 COMPRESSIONS = ('none', 'gzip')
@@ -70,37 +71,6 @@ def split_label_flag(argv: List[str]) -> Tuple[Optional[str], List[str]]:
     else:
       rest.append(arg)
   return mode, rest
-
-
-class Settings(NamedTuple):
-  """Validated values of ConversionOptions: small and picklable, for DoFns."""
-  input: inputs.InputSpec
-  output: str
-  label_source: labels.LabelSource
-  schema: str
-  target_shard_bytes: int
-  compression: str
-  max_pixels: int
-  max_file_bytes: int
-  splits: splitting.SplitSpec
-  dedupe: bool
-  image_size: int
-  skip_transform: bool
-  read_threads: int
-  max_error_fraction: float
-
-  def as_dict(self) -> dict:
-    """The options as recorded in dataset_info.json."""
-    return {
-        'input': self.input.path, 'input_kind': self.input.kind, 'output': self.output,
-        'labels': self.label_source.kind + (f':{self.label_source.pattern}' if self.label_source.pattern else ''),
-        'schema': self.schema, 'target_shard_mb': self.target_shard_bytes / 2**20,
-        'compression': self.compression, 'max_pixels': self.max_pixels,
-        'max_file_mb': self.max_file_bytes / 2**20,
-        'splits': dict(zip(self.splits.names, self.splits.fractions)), 'dedupe': self.dedupe,
-        'image_size': self.image_size, 'skip_transform': self.skip_transform,
-        'read_threads': self.read_threads, 'max_error_fraction': self.max_error_fraction,
-    }
 
 
 def check_no_unknown_flags(options: PipelineOptions) -> None:

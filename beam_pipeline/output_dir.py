@@ -20,7 +20,8 @@ DATASET_INFO = dataset_info.FILE_NAME
 LABELS_TXT = 'labels.txt'
 ERRORS_FILE = 'errors-00000-of-00001.jsonl'
 TEMP_DIR = '.beam_pipeline-tmp'
-# Written by tf.Transform's WriteTransformFn (transform_tmp is its staging area).
+# The tf.Transform graph (transform.py); transform_tmp/ is where tf.Transform's own
+# writer, which earlier versions used, staged them.
 TRANSFORM_DIRS = ('transform_fn', 'transformed_metadata', 'metadata')
 
 # Only the exact files tf.Transform writes are ours: a user's file in a directory
@@ -76,29 +77,44 @@ def prepare(output: str) -> None:
 
 
 class ShardFileWriter:
-  """Writes one TFRecord file under a temporary name and renames it when complete.
+  """Writes one TFRecord file to Cloud Storage: Beam's TFRecord framing (length,
+  masked CRC32C, data, CRC) over a FileSystems stream, as tf.io.gfile cannot
+  reach a storage emulator. Local shards are written with TensorFlow's own
+  writer by worker processes, which do not import Beam (shard_writer.py)."""
 
-  Uses Beam's TFRecord framing (length, masked CRC32C, data, CRC) over a
-  FileSystems stream: TensorFlow's own writer goes through tf.io.gfile, which
-  cannot reach a Cloud Storage emulator and is not needed here.
-  """
-
-  def __init__(self, output: str, name: str, compression: str):
-    self.final_path = path(output, name)
-    self._temp_path = temp_path(output, name)
+  def __init__(self, file_path: str, compression: str):
+    self._path = file_path
     kind = CompressionTypes.GZIP if compression == 'gzip' else CompressionTypes.UNCOMPRESSED
-    self._file = FileSystems.create(self._temp_path, compression_type=kind)
+    self._file = FileSystems.create(file_path, compression_type=kind)
 
   def write(self, record: bytes) -> None:
     _TFRecordUtil.write_record(self._file, record)
 
   def close(self) -> int:
-    """Makes the file final and returns its size in bytes."""
+    """Completes the file and returns its size in bytes."""
     self._file.close()
-    FileSystems.rename([self._temp_path], [self.final_path])
-    if FileSystems.get_scheme(self.final_path) is None:
-      return os.path.getsize(self.final_path)
-    return FileSystems.match([self.final_path])[0].metadata_list[0].size_in_bytes
+    return FileSystems.match([self._path])[0].metadata_list[0].size_in_bytes
+
+
+def publish(output: str, name: str) -> None:
+  """Moves a complete file from its temporary name into place."""
+  FileSystems.rename([temp_path(output, name)], [path(output, name)])
+
+
+def publish_tree(output: str, staged: str, name: str) -> None:
+  """Moves the directory ``staged`` (under the temporary directory) to ``name``, replacing an earlier run's."""
+  source, destination = temp_path(output, staged), path(output, name)
+  if FileSystems.get_scheme(output) is None:
+    if os.path.isdir(destination):
+      shutil.rmtree(destination)
+    FileSystems.rename([source], [destination])
+    return
+  # An object store has no directories: every object moves on its own.
+  earlier = [m.path for m in FileSystems.match([FileSystems.join(destination, '**')])[0].metadata_list]
+  if earlier:
+    FileSystems.delete(earlier)
+  staged_files = [m.path for m in FileSystems.match([FileSystems.join(source, '**')])[0].metadata_list]
+  FileSystems.rename(staged_files, [destination + p[len(source):] for p in staged_files])
 
 
 def write_text(output: str, name: str, text: str) -> None:

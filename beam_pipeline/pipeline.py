@@ -5,12 +5,12 @@ import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline import coders, labels, output_dir, splitting
-from beam_pipeline.inputs import InputItem
-from beam_pipeline.options import Settings
-from beam_pipeline.records import ImageRecord
+from beam_pipeline.settings import Settings
+from beam_pipeline.records import ImageRecord, InputItem
 from beam_pipeline.splitting import ContentGroup
-from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRAINING_CLASS_NAMES, AssignSplits, GroupCopies,
-                                      PlanShards, ValidateImages, WriteShard, commit, list_input, write_errors)
+from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_GRAPH, TRANSFORM_WRITTEN, AssignSplits,
+                                      GroupCopies, PlanShards, ValidateImages, WriteOutputs, commit, list_input,
+                                      write_errors)
 
 
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
@@ -42,20 +42,14 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
                   | 'AllLabels' >> beam.combiners.ToList()
                   | 'SortLabels' >> beam.Map(labels.sorted_labels))
 
-  # Plan on metadata; each planned shard is then written whole by one worker.
+  # Plan on metadata; each planned shard is then written whole by one worker, and
+  # the tf.Transform graph (its vocabulary is labels.txt) beside them.
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes)
-  written = plans | 'WriteShards' >> beam.ParDo(
-      WriteShard(settings), labels=AsSingleton(class_labels)).with_outputs(REJECTED, main='shards')
-
-  # tf.Transform analyzes the training split's distinct class names only; no image bytes.
-  if settings.skip_transform:
-    transform_written = pipeline | 'NoTransform' >> beam.Create([])
-  else:
-    from beam_pipeline.transform import WriteTransform  # imports tensorflow_transform only when used
-    transform_written = (assigned[TRAINING_CLASS_NAMES]
-                         | 'DistinctClassNames' >> beam.Distinct()
-                         | 'WriteTransform' >> WriteTransform(
-                             settings.output, output_dir.temp_path(settings.output, 'tft'), settings.image_size))
+  graph = pipeline | 'TransformGraph' >> beam.Create([] if settings.skip_transform else [TRANSFORM_GRAPH])
+  written = ((plans, graph)
+             | 'OutputUnits' >> beam.Flatten()
+             | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(class_labels)).with_outputs(
+                 REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
   errors_by_reason = ((listed[REJECTED], checked[REJECTED], grouped[REJECTED], written[REJECTED])
                       | 'AllRejections' >> beam.Flatten()
@@ -68,5 +62,5 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
        | 'Commit' >> beam.Map(commit, shards=AsList(written.shards), labels_list=AsSingleton(class_labels),
                               errors_by_reason=AsSingleton(errors_by_reason),
                               duplicates=AsList(grouped[DUPLICATES]),
-                              transform_written=AsList(transform_written), settings=settings,
+                              transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
                               runner=runner))

@@ -1,4 +1,8 @@
-"""Reading input files: remote ones through Beam's FileSystems, local ones with os calls (_read_local)."""
+"""Reading input files: remote ones through Beam's FileSystems, local ones with os calls (_read_local).
+
+Beam is imported only to read a remote file: worker processes of a local run
+read local files only and do not import it (uris.py).
+"""
 import collections
 import errno
 import io
@@ -9,11 +13,9 @@ import time
 from concurrent.futures import Executor, Future
 from typing import Callable, Deque, Iterable, Iterator, Tuple, TypeVar, Union
 
-from apache_beam.io.filesystem import CompressionTypes
 from google.api_core import exceptions as google_exceptions
-from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline import rejections
+from beam_pipeline import rejections, uris
 from beam_pipeline.rejections import Rejected
 
 T = TypeVar('T')
@@ -58,7 +60,7 @@ def read_file(uri: str, max_bytes: int) -> bytes:
         raise Rejected(rejections.UNREADABLE, f'cannot read: {_first_line(e)}') from None
       error = e
     except OSError as e:
-      if FileSystems.get_scheme(uri) is None and e.errno not in _TRANSIENT_ERRNOS:
+      if not uris.is_remote(uri) and e.errno not in _TRANSIENT_ERRNOS:
         raise Rejected(rejections.UNREADABLE, f'cannot read: {_first_line(e)}') from None
       error = e
     except Exception as e:  # pylint: disable=broad-except
@@ -74,16 +76,15 @@ def read_file(uri: str, max_bytes: int) -> bytes:
 
 
 def _read_once(uri: str, max_bytes: int) -> bytes:
-  if FileSystems.get_scheme(uri) is None:
-    data = _read_local(uri, max_bytes)
-  else:
-    data = _read_stream(uri, max_bytes)
+  data = _read_stream(uri, max_bytes) if uris.is_remote(uri) else _read_local(uri, max_bytes)
   if len(data) > max_bytes:  # the file grew while we read it
     raise Rejected(rejections.FILE_TOO_LARGE, f'more than --max_file_mb ({max_bytes} bytes)')
   return data
 
 
 def _read_stream(uri: str, max_bytes: int) -> bytes:
+  from apache_beam.io.filesystem import CompressionTypes  # pylint: disable=import-outside-toplevel
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   # UNCOMPRESSED: a photo named x.jpg.gz must not be silently gunzipped.
   with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
     # The size comes from the object metadata the storage client fetched anyway,
@@ -142,14 +143,14 @@ def _first_line(error: Exception) -> str:
   return (str(error) or type(error).__name__).splitlines()[0][:300]
 
 
-def reads_in_flight(uris: Iterable[str], read_threads: int) -> int:
-  """How many reads of ``uris`` should run ahead (for ``prefetched``).
+def reads_in_flight(names: Iterable[str], read_threads: int) -> int:
+  """How many reads of the files ``names`` should run ahead (for ``prefetched``).
 
   Object stores are latency-bound, so many if any of them is remote; local files
   are read fastest one at a time (measured: a pool of threads contending for the
   GIL made writing a shard 1.9x slower).
   """
-  return read_threads if any(FileSystems.get_scheme(uri) for uri in uris) else 0
+  return read_threads if any(uris.is_remote(name) for name in names) else 0
 
 
 def prefetched(function: Callable[[T], R], items: Iterable[T], executor: Executor,

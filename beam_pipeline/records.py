@@ -4,7 +4,17 @@ The in-memory runner holds everything that crosses a GroupByKey or Reshuffle, an
 Dataflow pays to move it, so image bytes never do: a record is a few hundred
 bytes, and the shard writer reads the image again (checking ``source_sha256``).
 """
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from beam_pipeline.rejections import Rejection
+
+
+class InputItem(NamedTuple):
+  """One input to convert, before its bytes are read."""
+  uri: str
+  label: Optional[str] = None  # from a manifest
+  split: Optional[str] = None  # from a manifest
+  extras: Tuple[Tuple[str, Any], ...] = ()  # manifest fields passed through as features
 
 
 class ImageRecord(NamedTuple):
@@ -20,3 +30,10 @@ class ImageRecord(NamedTuple):
   width: int
   channels: int
   reencoded: bool
+
+
+class Validated(NamedTuple):
+  """What validating a batch gives: records, rejections, and what the accepted images really are."""
+  records: List[ImageRecord]
+  rejections: List[Rejection]
+  source_formats: Dict[str, int]  # by Pillow's format name

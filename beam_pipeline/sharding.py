@@ -7,10 +7,11 @@ num_shards=0 every bundle leaves its own small tail file.
 """
 import collections
 import math
-from typing import Dict, Iterable, List, NamedTuple, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Tuple
 
 from beam_pipeline import hash_order
 from beam_pipeline.records import ImageRecord
+from beam_pipeline.rejections import Rejection
 
 # Serialized Example overhead beyond the image bytes (keys, label, uri, hash, framing).
 _RECORD_OVERHEAD_BYTES = 300
@@ -24,6 +25,12 @@ class ShardPlan(NamedTuple):
 
   def file_name(self, compression: str) -> str:
     return shard_file_name(self.split, self.index, self.count, compression)
+
+
+class ShardWritten(NamedTuple):
+  """What writing a shard gives: its line of dataset_info.json, and the records it could not write."""
+  shard: Dict[str, Any]  # split, file, num_examples, num_bytes
+  rejections: List[Rejection]
 
 
 def shard_file_name(split: str, index: int, count: int, compression: str) -> str:

@@ -4,21 +4,21 @@
 (``image/encoded``, ``image/class/text``) into ``image`` (decoded, resized to
 --image_size, scaled to [0, 1]) and ``label`` (the class id of labels.txt).
 
-Analysis runs on the training split's metadata only: its one analyzer needs the
-class names, and TensorFlow prunes the decoding subgraph from analysis, so the
-image bytes are left out (empty) instead of being read and shuffled again.
+The graph's one data-dependent part is its vocabulary, and that is labels.txt
+itself, known once the records are labelled. So nothing is analyzed: the graph is
+traced with the vocabulary as an asset file, which is what tf.Transform's own
+Beam implementation does once its analyzers have run
+(``impl_helper.trace_and_write_v2_saved_model``, pinned with tensorflow-transform
+in requirements.txt). Running its Beam analysis instead cost a nested pipeline
+(Beam, another 1.5 s of imports and stages) to compute a list we already have.
 """
 import os
 from typing import Callable, Dict, List
 
-import apache_beam as beam
-import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
-import tensorflow_transform.beam as tft_beam
-from apache_beam.io.filesystems import FileSystems
-from tensorflow_transform.beam.tft_beam_io import beam_metadata_io
-from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+from tensorflow_transform import impl_helper
+from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
 from beam_pipeline import labels
 
@@ -26,35 +26,14 @@ IMAGE_KEY = 'image/encoded'
 TEXT_KEY = 'image/class/text'
 RAW_FEATURE_SPEC = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string),
                     TEXT_KEY: tf.io.FixedLenFeature([], tf.string)}
-VOCABULARY_NAME = 'class_labels'
+VOCABULARY_FILE = 'class_labels.txt'
 # TensorFlow cannot initialize a lookup table from an empty file, so a vocabulary
-# with no classes (an unlabeled dataset, or before analysis) holds one NUL line,
-# which no label taken from a path can equal; every text then maps to -1.
+# with no classes (an unlabeled dataset) holds one NUL line, which no label taken
+# from a path can equal; every text then maps to -1.
 _NO_CLASSES = b'\x00\n'
 
 
-class _SortedLabelsFile(tft_beam.experimental.PTransformAnalyzer):
-  """Writes the class names in labels.txt order as a vocabulary asset.
-
-  tft's own vocabulary analyzer orders by frequency; ids must instead match
-  labels.txt, so the same ordering function (labels.sorted_labels) decides.
-  """
-
-  def expand(self, batches):
-    return (batches
-            | 'Texts' >> beam.FlatMap(lambda batch: [t.decode('utf-8') for t in batch[0] if t])
-            | 'Unique' >> beam.Distinct()
-            | 'All' >> beam.combiners.ToList()
-            | 'Write' >> beam.Map(self._write))
-
-  def _write(self, texts: List[str]) -> np.ndarray:
-    path = os.path.join(self.base_temp_dir, f'{VOCABULARY_NAME}.txt')
-    with FileSystems.create(path) as f:
-      f.write(labels.labels_txt(labels.sorted_labels(texts)).encode('utf-8') or _NO_CLASSES)
-    return np.array(path.encode('utf-8'))
-
-
-def preprocessing_fn_for(image_size: int) -> Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]:
+def preprocessing_fn_for(image_size: int, vocabulary_file: str) -> Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]:
 
   def decode(encoded: tf.Tensor) -> tf.Tensor:
     image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
@@ -62,38 +41,34 @@ def preprocessing_fn_for(image_size: int) -> Callable[[Dict[str, tf.Tensor]], Di
     return tf.image.resize(image, [image_size, image_size]) / 255.0
 
   def preprocessing_fn(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    texts = inputs[TEXT_KEY]
-    vocabulary, = tft.experimental.ptransform_analyzer(
-        inputs=[texts], ptransform=_SortedLabelsFile(), output_dtypes=[tf.string], output_shapes=[[]],
-        output_asset_default_values=[_NO_CLASSES], name=VOCABULARY_NAME)
     images = tf.map_fn(decode, inputs[IMAGE_KEY],
                        fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32))
-    return {'image': images, 'label': tft.apply_vocabulary(texts, vocabulary, default_value=-1)}
+    return {'image': images, 'label': tft.apply_vocabulary(inputs[TEXT_KEY], vocabulary_file, default_value=-1)}
 
   return preprocessing_fn
 
 
-class WriteTransform(beam.PTransform):
-  """Analyzes (class names of) the training records and writes transform_fn/ under output.
+def write_graph(directory: str, image_size: int, class_names: List[str]) -> None:
+  """Writes transform_fn/, transformed_metadata/ and metadata/ (the raw schema) under ``directory``.
 
-  Also writes the raw schema to metadata/, so TFTransformOutput.raw_feature_spec()
-  works; the output is a PCollection that is complete when everything is written.
+  ``directory`` is staging: the caller moves the three into the output. What a
+  killed run left there is removed first.
   """
-
-  def __init__(self, output: str, temp_dir: str, image_size: int):
-    super().__init__()
-    self._output = output
-    self._temp_dir = temp_dir
-    self._image_size = image_size
-
-  def expand(self, class_texts):
-    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_FEATURE_SPEC))
-    with tft_beam.Context(temp_dir=self._temp_dir):
-      raw = class_texts | 'AsRawFeatures' >> beam.Map(
-          lambda text: {IMAGE_KEY: b'', TEXT_KEY: (text or '').encode('utf-8')})
-      transform_fn = (raw, metadata) | 'Analyze' >> tft_beam.AnalyzeDataset(
-          preprocessing_fn_for(self._image_size))
-      written = transform_fn | 'WriteTransformFn' >> tft_beam.WriteTransformFn(self._output)
-    raw_schema = metadata | 'WriteRawMetadata' >> beam_metadata_io.WriteMetadata(
-        os.path.join(self._output, tft.TFTransformOutput.RAW_METADATA_DIR), class_texts.pipeline)
-    return (written, raw_schema) | 'Written' >> beam.Flatten()
+  if tf.io.gfile.exists(directory):
+    tf.io.gfile.rmtree(directory)
+  tf.io.gfile.makedirs(directory)
+  vocabulary_file = os.path.join(directory, VOCABULARY_FILE)  # the SavedModel keeps a copy among its assets
+  with tf.io.gfile.GFile(vocabulary_file, 'wb') as f:
+    f.write(labels.labels_txt(class_names).encode('utf-8') or _NO_CLASSES)
+  transform_fn = os.path.join(directory, tft.TFTransformOutput.TRANSFORM_FN_DIR)
+  input_signature = {key: tf.TensorSpec([None], spec.dtype) for key, spec in RAW_FEATURE_SPEC.items()}
+  impl_helper.trace_and_write_v2_saved_model(
+      saved_model_dir=transform_fn, preprocessing_fn=preprocessing_fn_for(image_size, vocabulary_file),
+      input_signature=input_signature, base_temp_dir=os.path.join(directory, 'tmp'),
+      baseline_analyzers_fingerprint={}, tensor_replacement_map=None, output_keys_to_name_map=None,
+      save_options=None)
+  # The schema of the transformed features (the label's range included) comes with the SavedModel.
+  tf.io.gfile.rename(os.path.join(transform_fn, impl_helper.METADATA_DIR_NAME),
+                     os.path.join(directory, tft.TFTransformOutput.TRANSFORMED_METADATA_DIR))
+  raw_metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_FEATURE_SPEC))
+  metadata_io.write_metadata(raw_metadata, os.path.join(directory, tft.TFTransformOutput.RAW_METADATA_DIR))

@@ -2,25 +2,22 @@
 import collections
 import itertools
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_pipeline import (dataset_info, examples, hash_order, images, inputs, labels, output_dir, reading, rejections,
-                           schemas, sharding, splitting)
-from beam_pipeline.schemas import UNLABELED
-from beam_pipeline.inputs import InputItem
-from beam_pipeline.options import Settings
-from beam_pipeline.records import ImageRecord
-from beam_pipeline.rejections import Rejected, Rejection
+from beam_pipeline import dataset_info, hash_order, inputs, labels, output_dir, sharding, splitting, uris, workers
+from beam_pipeline.records import ImageRecord, InputItem
+from beam_pipeline.rejections import Rejection
+from beam_pipeline.settings import Settings
 from beam_pipeline.sharding import ShardPlan
 
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'
 LABELS = 'labels'
-TRAINING_CLASS_NAMES = 'training_class_names'
+TRANSFORM_WRITTEN = 'transform_written'
 _NAMESPACE = 'beam_pipeline'
 
 
@@ -29,26 +26,61 @@ def _rejected(rejection: Rejection) -> beam.pvalue.TaggedOutput:
   return beam.pvalue.TaggedOutput(REJECTED, rejection)
 
 
-class _ReadingDoFn(beam.DoFn):
-  """A DoFn with a pool of --read_threads threads for reads that run ahead."""
+class _PooledDoFn(beam.DoFn):
+  """A DoFn that hands work to the local worker pool (workers.py) when it can, or does it inline.
+
+  Pooled work runs ahead, up to two tasks per worker, and its outputs are
+  emitted in order as it completes (the last ones from finish_bundle). Inline
+  work reads Cloud Storage objects ahead on a thread pool of --read_threads.
+  """
 
   def __init__(self, settings: Settings):
     self._settings = settings
-    self._pool = None
+    self._read_pool = None
+    self._in_flight: Optional[Deque[Tuple[Any, Future]]] = None
 
   def setup(self) -> None:
-    self._pool = ThreadPoolExecutor(self._settings.read_threads, thread_name_prefix=type(self).__name__)
+    self._read_pool = ThreadPoolExecutor(self._settings.read_threads, thread_name_prefix=type(self).__name__)
 
   def teardown(self) -> None:
-    if self._pool:
-      self._pool.shutdown()
+    if self._read_pool:
+      self._read_pool.shutdown()
+
+  def start_bundle(self) -> None:
+    self._in_flight = collections.deque()
+
+  def finish_bundle(self) -> Iterator[Any]:
+    for output in self._completed(limit=0):
+      if isinstance(output, beam.pvalue.TaggedOutput):
+        yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
+      else:
+        yield GlobalWindows.windowed_value(output)
+
+  def _run(self, unit: Any, task: workers.Task, args: Tuple[Any, ...], local: bool,
+           reads: bool = True) -> Iterator[Any]:
+    """Outputs of ``task(*args)`` for ``unit``: in a worker if its files are ``local``, else here
+    (where a task that ``reads`` files gets the read-ahead thread pool)."""
+    pool = workers.pool()
+    if pool is None or not local:
+      yield from self._outputs(unit, task(*args, self._read_pool) if reads else task(*args))
+      return
+    self._in_flight.append((unit, pool.submit(task, *args)))
+    yield from self._completed(limit=2 * workers.count())
+
+  def _completed(self, limit: int) -> Iterator[Any]:
+    while len(self._in_flight) > limit:
+      unit, future = self._in_flight.popleft()
+      yield from self._outputs(unit, future.result())
+
+  def _outputs(self, unit: Any, result: Any) -> Iterator[Any]:
+    raise NotImplementedError
 
 
-class _Loaded(NamedTuple):
-  item: InputItem
-  label: Optional[str]
-  data: bytes
-  sha256: str
+_VALIDATE = workers.Task('beam_pipeline.validation', 'validate_batch')
+_WRITE_SHARD = workers.Task('beam_pipeline.shard_writer', 'write_shard')
+_WRITE_GRAPH = workers.Task('beam_pipeline.transform', 'write_graph')
+TRANSFORM_GRAPH = 'tf.Transform graph'  # the output unit that is the graph, beside the shard plans
+TRANSFORM_STAGING = 'transform'  # where the graph is written, under the output's temporary directory
 
 
 def list_input(spec: inputs.InputSpec) -> Iterator[Any]:
@@ -57,95 +89,56 @@ def list_input(spec: inputs.InputSpec) -> Iterator[Any]:
     yield _rejected(batch) if isinstance(batch, Rejection) else batch
 
 
-class ValidateImages(_ReadingDoFn):
-  """Reads, hashes and fully decodes batches of inputs; emits lists of metadata records, never bytes.
+def _all_local(names: Iterable[str]) -> bool:
+  return not any(uris.is_remote(name) for name in names)
 
-  Work overlaps: Cloud Storage reads run ahead on a thread pool (they are
-  latency-bound), this thread plans each image (Pillow), and TensorFlow decodes
-  the previous chunk of images on every core in a thread of its own, so a chunk's
-  results are emitted while the next one is read, and the last in finish_bundle.
-  A chunk is cut at CHUNK_BYTES: two chunks and the reads in flight bound memory.
-  """
-  CHUNK_BYTES = 32 * 2**20
 
-  def __init__(self, settings: Settings):
-    super().__init__(settings)
-    self._decoder = None
-    self._decoding = None
-
-  def setup(self) -> None:
-    super().setup()
-    self._decoder = ThreadPoolExecutor(1, thread_name_prefix='ValidateImages-decode')
-
-  def teardown(self) -> None:
-    super().teardown()
-    if self._decoder:
-      self._decoder.shutdown()
-
-  def start_bundle(self) -> None:
-    self._decoding = None
+class ValidateImages(_PooledDoFn):
+  """Reads, hashes and fully decodes batches of inputs (validation.py); emits lists of
+  metadata records, never bytes: Beam's cost per element exceeds a record's own."""
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:
-    chunk, chunk_bytes = [], 0
-    window = reading.reads_in_flight((item.uri for item in batch), self._settings.read_threads)
-    for item, loaded in reading.prefetched(self._load, batch, self._pool, window):
-      if isinstance(loaded, Rejected):
-        yield _rejected(Rejection.of(item.uri, loaded))
-      else:
-        chunk.append(loaded)
-        chunk_bytes += len(loaded.data)
-        if chunk_bytes >= self.CHUNK_BYTES:
-          yield from self._decode(chunk)
-          chunk, chunk_bytes = [], 0
-    if chunk:
-      yield from self._decode(chunk)
+    yield from self._run(None, _VALIDATE, (batch, self._settings), _all_local(item.uri for item in batch))
 
-  def finish_bundle(self) -> Iterator[Any]:
-    if self._decoding:
-      for output in self._outputs(*self._decoding):
-        if isinstance(output, beam.pvalue.TaggedOutput):
-          yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
-        else:
-          yield GlobalWindows.windowed_value(output)
-      self._decoding = None
-
-  def _decode(self, chunk: List[_Loaded]) -> Iterator[Any]:
-    """Plans ``chunk``, hands it to the decoder thread, and emits the previous chunk's results."""
-    max_pixels = self._settings.max_pixels
-    planned = images.plan_images([loaded.data for loaded in chunk], max_pixels)
-    previous, self._decoding = self._decoding, (chunk, self._decoder.submit(images.check_planned, planned, max_pixels))
-    if previous:
-      yield from self._outputs(*previous)
-
-  def _load(self, item: InputItem) -> _Loaded:
-    settings = self._settings
-    label = labels.label_for(item.uri, item.label, settings.label_source)
-    schemas.check_extras(dict(item.extras), settings.schema)
-    data = reading.read_file(item.uri, settings.max_file_bytes)
-    return _Loaded(item, label, data, images.sha256_hex(data))
-
-  def _outputs(self, loaded_images: List[_Loaded], decoding: Future) -> Iterator[Any]:
-    """The chunk's rejections one by one, and its records as one list: Beam's cost
-    per element exceeds a record's own, so metadata moves in batches."""
-    records: List[ImageRecord] = []
-    source_formats = collections.Counter()  # reported once per chunk: each metric update looks up its cell
-    for loaded, prepared in zip(loaded_images, decoding.result()):
-      if isinstance(prepared, Rejected):
-        yield _rejected(Rejection.of(loaded.item.uri, prepared))
-        continue
-      info = prepared.info
-      source_formats[info.source_format] += 1
-      records.append(ImageRecord(
-          uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
-          source_sha256=loaded.sha256,
-          sha256=images.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
-          num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
-          channels=info.channels, reencoded=info.reencoded))
-    if records:
-      yield records
-    Metrics.counter(_NAMESPACE, 'validated').inc(len(records))
-    for source_format, count in source_formats.items():
+  def _outputs(self, unit: Any, result: Any) -> Iterator[Any]:
+    for rejection in result.rejections:
+      yield _rejected(rejection)
+    if result.records:
+      yield result.records
+    # Reported once per batch: each metric update looks up its cell.
+    Metrics.counter(_NAMESPACE, 'validated').inc(len(result.records))
+    for source_format, count in result.source_formats.items():
       Metrics.counter(_NAMESPACE, f'source_format_{source_format}').inc(count)
+
+
+class WriteOutputs(_PooledDoFn):
+  """Writes each output unit, a planned shard (shard_writer.py) or the tf.Transform graph,
+  then moves its files into place; the shards go to the main output, the graph's
+  directory names to TRANSFORM_WRITTEN. A worker pool writes them side by side."""
+
+  def process(self, unit: Any, class_names: List[str]) -> Iterator[Any]:
+    settings = self._settings
+    if not isinstance(unit, ShardPlan):  # TRANSFORM_GRAPH
+      staging = output_dir.temp_path(settings.output, TRANSFORM_STAGING)
+      yield from self._run(unit, _WRITE_GRAPH, (staging, settings.image_size, class_names),
+                           _all_local([settings.output]), reads=False)
+    else:
+      local = _all_local(itertools.chain([settings.output], (record.uri for record in unit.records)))
+      file_path = output_dir.temp_path(settings.output, unit.file_name(settings.compression))
+      yield from self._run(unit, _WRITE_SHARD, (unit, file_path, settings, class_names), local)
+
+  def _outputs(self, unit: Any, result: Any) -> Iterator[Any]:
+    output = self._settings.output
+    if not isinstance(unit, ShardPlan):
+      for name in output_dir.TRANSFORM_DIRS:
+        output_dir.publish_tree(output, f'{TRANSFORM_STAGING}/{name}', name)
+      yield beam.pvalue.TaggedOutput(TRANSFORM_WRITTEN, list(output_dir.TRANSFORM_DIRS))
+      return
+    for rejection in result.rejections:
+      yield _rejected(rejection)
+    output_dir.publish(output, result.shard['file'])
+    Metrics.counter(_NAMESPACE, 'written').inc(result.shard['num_examples'])
+    yield result.shard
 
 
 class GroupCopies(beam.DoFn):
@@ -189,7 +182,7 @@ class AssignSplits(beam.PTransform):
 
   Every bucket reports its images per class first; with those totals each bucket
   assigns its own groups, so no worker holds a whole class. Also outputs, tagged,
-  the label texts and the class names tf.Transform analyzes (those with training records).
+  the label texts.
   """
 
   def __init__(self, spec: splitting.SplitSpec):
@@ -200,25 +193,16 @@ class AssignSplits(beam.PTransform):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
     return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsSingleton(placed)
                                               ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
-                                                  LABELS, TRAINING_CLASS_NAMES, main='records')
+                                                  LABELS, main='records')
 
 
 def assign_splits(bucket: Tuple[str, List[splitting.ContentGroup]], spec: splitting.SplitSpec,
                   placed: hash_order.Offsets) -> Iterator[Any]:
-  """One bucket's records with their splits, then its label texts and training class names."""
-  texts, training_texts = set(), set()
-  records = []
-  for record in splitting.assign_splits(bucket[0], bucket[1], spec, placed):
-    if record.label is not None:
-      texts.add(record.label)
-    if record.split == splitting.DEFAULT_SPLIT:
-      training_texts.add(record.label or '')
-    records.append(record)
+  """One bucket's records with their splits, then its label texts."""
+  records = list(splitting.assign_splits(bucket[0], bucket[1], spec, placed))
   yield bucket[0], records
-  for text in sorted(texts):
+  for text in sorted({record.label for record in records if record.label is not None}):
     yield beam.pvalue.TaggedOutput(LABELS, text)
-  for text in sorted(training_texts):
-    yield beam.pvalue.TaggedOutput(TRAINING_CLASS_NAMES, text)
 
 
 class PlanShards(beam.PTransform):
@@ -256,40 +240,6 @@ def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
   return sharding.plan_shard(split, planned_index, itertools.chain.from_iterable(batches), numbered)
 
 
-class WriteShard(_ReadingDoFn):
-  """Writes one planned shard in its planned order, reading each image again (read-ahead on a pool)."""
-
-  def process(self, plan: ShardPlan, labels: List[str]) -> Iterator[Any]:
-    settings = self._settings
-    class_ids = {label: index for index, label in enumerate(labels)}
-    writer = output_dir.ShardFileWriter(settings.output, plan.file_name(settings.compression),
-                                        settings.compression)
-    written = 0
-    window = reading.reads_in_flight((record.uri for record in plan.records), settings.read_threads)
-    for record, image in reading.prefetched(self._stored_image, plan.records, self._pool, window):
-      if isinstance(image, Rejected):
-        yield _rejected(Rejection.of(record.uri, image))
-        continue
-      writer.write(examples.encode_example(
-          image=image, image_format=record.format, height=record.height, width=record.width,
-          channels=record.channels, label_id=class_ids.get(record.label, UNLABELED),
-          label=record.label, uri=record.uri, sha256=images.sha256_hex(image) if record.reencoded else record.sha256,
-          extras=dict(record.extras), schema=settings.schema))
-      written += 1
-    num_bytes = writer.close()
-    Metrics.counter(_NAMESPACE, 'written').inc(written)
-    yield {'split': plan.split, 'file': plan.file_name(settings.compression),
-           'num_examples': written, 'num_bytes': num_bytes}
-
-  def _stored_image(self, record: ImageRecord) -> bytes:
-    data = reading.read_file(record.uri, self._settings.max_file_bytes)
-    if images.sha256_hex(data) != record.source_sha256:
-      raise Rejected(rejections.CHANGED_DURING_RUN, 'file content changed after it was validated')
-    if not record.reencoded:
-      return data
-    return images.prepare_image(data, self._settings.max_pixels).stored
-
-
 def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:
   """One errors file, sorted by uri so reruns produce the same bytes; returns counts per reason."""
   ordered = sorted(rejected)
@@ -298,7 +248,7 @@ def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:
 
 
 def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors_by_reason: Dict[str, int],
-           duplicates: List[List[str]], transform_written: List[Any], settings: Settings, runner: str) -> None:
+           duplicates: List[List[str]], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
   """The last step: labels.txt, then dataset_info.json, once everything else is final."""
   dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason,
                                   settings.max_error_fraction,
@@ -308,5 +258,5 @@ def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors
                             errors_file=output_dir.ERRORS_FILE, duplicates=duplicates,
                             dedupe=settings.dedupe, settings=settings.as_dict(), runner=runner)
   written = [shard['file'] for shard in shards] + [output_dir.LABELS_TXT, output_dir.ERRORS_FILE]
-  written_dirs = () if settings.skip_transform else output_dir.TRANSFORM_DIRS
+  written_dirs = [directory for directories in transform_written for directory in directories]
   output_dir.commit(settings.output, written, written_dirs, dataset_info.dumps(info))

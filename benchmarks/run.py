@@ -6,9 +6,10 @@
 
 Machines are noisy, so the verdicts are ratios of measurements taken side by side:
 c/a (our overhead over pure decoding) and b/c (our speed-up over the hand-written loop).
-Each measurement is a whole child process: wall time includes start-up and imports, and
-os.wait4 gives that child's peak RSS (ru_maxrss covers the child and its waited-for
-descendants, as the largest single process, not a sum).
+Each measurement is a whole child process: wall time includes start-up and imports. CPU
+and memory cover every process of the run, the converter's workers included
+(benchmarks.measure): memory is the peak of the processes' summed PSS (shared pages
+split between them), with the largest single process and the plain RSS sum beside it.
 
 Usage: python -m benchmarks.run [--images 2000] [--only a,b,c] [--repeat N] [--keep-output]
        python -m benchmarks.run --memory-scaling
@@ -36,16 +37,17 @@ MEMORY_SIZES, MEMORY_GROWTH_LIMIT, MEMORY_LIMIT_MB = (2000, 20000), 1.5, 1536
 
 
 def run_child(argv: List[str], log: Path) -> Dict[str, Any]:
-  """Runs argv to completion; wall and CPU seconds, exit code, peak RSS (MB) and its last stdout line."""
+  """Runs argv to completion under benchmarks.measure: wall and CPU seconds, exit code, memory
+  (of every process of the run, workers included) and its last stdout line."""
+  measured = log.with_suffix('.json')
   with open(log.with_suffix('.out'), 'wb') as out, open(log.with_suffix('.err'), 'wb') as err:
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=out, stderr=err, cwd=REPO)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-  child.returncode = os.waitstatus_to_exitcode(status)
+    subprocess.run([sys.executable, '-m', 'benchmarks.measure', str(measured), *argv], stdout=out, stderr=err,
+                   cwd=REPO, check=True)
+  result = json.loads(measured.read_text())
   lines = log.with_suffix('.out').read_text(errors='replace').strip().splitlines()
-  return {'exit_code': child.returncode, 'wall_s': round(wall, 3), 'cpu_s': round(usage.ru_utime + usage.ru_stime, 2),
-          'peak_rss_mb': round(usage.ru_maxrss / 1024, 1), 'last_line': lines[-1] if lines else ''}
+  result['exit_code'] = result.pop('returncode')
+  result['last_line'] = lines[-1] if lines else ''
+  return result
 
 
 def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) -> Dict[str, Any]:
@@ -123,11 +125,12 @@ def machine() -> Dict[str, Any]:
 
 def print_report(report: Dict[str, Any]) -> None:
   print(f'\n{report["images"]} files, best of {report["repeat"]}')
-  print(f'   {"measurement":<30}{"wall s":>9}{"CPU s":>8}{"images/s":>10}{"peak RSS MB":>13}')
+  print(f'   {"measurement":<30}{"wall s":>9}{"CPU s":>8}{"images/s":>10}{"memory MB":>11}'
+        f'{"largest process":>17}{"RSS sum":>9}')
   for which, r in report['best'].items():
     if r['ok']:
       print(f'{which}  {NAMES[which]:<30}{r["wall_s"]:>9.2f}{r["cpu_s"]:>8.1f}{r["images_per_s"]:>10.1f}'
-            f'{r["peak_rss_mb"]:>13.0f}')
+            f'{r["peak_pss_mb"]:>11.0f}{r["max_process_rss_mb"]:>17.0f}{r["peak_rss_sum_mb"]:>9.0f}')
     else:
       print(f'{which}  {NAMES[which]:<30} FAILED (exit {r["exit_code"]}):\n{r["error"]}')
   for name, r in report['ratios'].items():
@@ -136,25 +139,25 @@ def print_report(report: Dict[str, Any]) -> None:
     print(f'{name} = {r["value"]:.2f}   (target {sign} {r["target"]}, stretch {sign} {r["stretch"]}: {verdict})')
   if report['best'].get('c', {}).get('ok'):
     c = report['best']['c']
-    print(f'converter: peak RSS {c["peak_rss_mb"]:.0f} MB, {c["num_examples"]} examples, {c["num_errors"]} errors '
+    print(f'converter: peak memory {c["peak_pss_mb"]:.0f} MB, {c["num_examples"]} examples, {c["num_errors"]} errors '
           f'{c["errors_by_reason"]}')
   if report.get('output'):
     print(f'converter output kept in {report["output"]}')
 
 
 def memory_scaling(repeat: int) -> Dict[str, Any]:
-  """The converter's peak RSS at 2k and 20k files: it must stay flat as the input grows."""
+  """The converter's peak memory at 2k and 20k files: it must stay flat as the input grows."""
   reports = {n: bench(n, 'c', repeat, keep_output=False) for n in MEMORY_SIZES}
   for report in reports.values():
     print_report(report)
   small, large = (reports[n]['best']['c'] for n in MEMORY_SIZES)
-  summary: Dict[str, Any] = {'rss_mb': {n: reports[n]['best']['c']['peak_rss_mb'] for n in MEMORY_SIZES},
+  summary: Dict[str, Any] = {'memory_mb': {n: reports[n]['best']['c']['peak_pss_mb'] for n in MEMORY_SIZES},
                              'reports': reports}
   if small['ok'] and large['ok']:
-    growth = large['peak_rss_mb'] / small['peak_rss_mb']
+    growth = large['peak_pss_mb'] / small['peak_pss_mb']
     summary.update(growth=round(growth, 3), meets_growth=growth <= MEMORY_GROWTH_LIMIT,
-                   meets_limit=large['peak_rss_mb'] <= MEMORY_LIMIT_MB)
-    print(f'\nRSS {MEMORY_SIZES[1]} / {MEMORY_SIZES[0]} = {large["peak_rss_mb"]:.0f} / {small["peak_rss_mb"]:.0f} MB '
+                   meets_limit=large['peak_pss_mb'] <= MEMORY_LIMIT_MB)
+    print(f'\nmemory {MEMORY_SIZES[1]} / {MEMORY_SIZES[0]} = {large["peak_pss_mb"]:.0f} / {small["peak_pss_mb"]:.0f} MB '
           f'= {growth:.2f}  (limit {MEMORY_GROWTH_LIMIT}: {"ok" if summary["meets_growth"] else "EXCEEDED"}; '
           f'{MEMORY_LIMIT_MB} MB at {MEMORY_SIZES[1]}: {"ok" if summary["meets_limit"] else "EXCEEDED"})')
   return summary
@@ -168,7 +171,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   parser.add_argument('--keep-output', action='store_true', help="keep the converter's output directory")
   parser.add_argument('--memory-scaling', action='store_true',
                       help=f'run only the converter, at {MEMORY_SIZES[0]} and {MEMORY_SIZES[1]} files, '
-                           'and compare peak RSS')
+                           'and compare peak memory')
   args = parser.parse_args(argv)
   only = [w.strip() for w in args.only.split(',') if w.strip()]
   if not only or set(only) - set(NAMES) or args.repeat < 1 or args.images < 1:

@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Dict, List, NoReturn, Optional
 
+from beam_pipeline import workers
 from benchmarks import baselines, photo_set
 from benchmarks.run import SCRATCH
 
@@ -61,6 +62,7 @@ def main(argv: Optional[List[str]] = None) -> NoReturn:
   shutil.rmtree(output, ignore_errors=True)
   stages: Dict[str, List[float]] = {}
   start = time.perf_counter()  # the process's own start-up (interpreter, site) is not in the figures
+  workers.start_forkserver()  # as python -m beam_pipeline does, before Beam is imported
   _time_bundles(stages, start)
   from beam_pipeline import cli  # pylint: disable=import-outside-toplevel
   code = cli.main([f'--input={images}', f'--output={output}', '--runner=DirectRunner', *args.flags])

@@ -5,8 +5,8 @@ Usage: python tests/sigkill_at.py <path in the output> <CLI arguments...>
 Just before any rename whose destination is <output>/<path in the output> (for
 example dataset_info.json: its temporary copy is complete, the rename that commits
 it has not happened), the process kills itself with SIGKILL, as the OOM killer or
-`kill -9` would. Renames through Beam's FileSystems (our own writes) and through
-TensorFlow's file_io (tf.Transform's writes) are both watched. Polling the output
+`kill -9` would. Every final name is given by a rename through Beam's FileSystems
+in this process (worker processes write temporary names only). Polling the output
 directory from outside cannot hit windows that narrow; this can, every time. If
 the point is never reached the run ends normally, and the test sees exit code 0
 instead of -9.
@@ -16,15 +16,13 @@ import signal
 import sys
 
 from apache_beam.io.filesystems import FileSystems
-from tensorflow.python.lib.io import file_io
 
 from beam_pipeline import cli
 
 
 def _kill_before(original, suffix: str):
   def rename(sources, destinations, *args, **kwargs):
-    targets = destinations if isinstance(destinations, (list, tuple)) else [destinations]
-    if any(os.fspath(target).rstrip('/').endswith('/' + suffix) for target in targets):
+    if any(os.fspath(target).rstrip('/').endswith('/' + suffix) for target in destinations):
       os.kill(os.getpid(), signal.SIGKILL)
     return original(sources, destinations, *args, **kwargs)
   return rename
@@ -33,9 +31,6 @@ def _kill_before(original, suffix: str):
 def main() -> int:
   suffix, argv = sys.argv[1], sys.argv[2:]
   FileSystems.rename = staticmethod(_kill_before(FileSystems.rename, suffix))
-  # atomic_write_string_to_file (tf.Transform's schema files) calls file_io.rename.
-  file_io.rename = _kill_before(file_io.rename, suffix)
-  file_io.rename_v2 = _kill_before(file_io.rename_v2, suffix)
   return cli.main(argv)
 
 

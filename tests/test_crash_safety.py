@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import pytest
+import tensorflow_transform as tft
 
 from beam_pipeline import cli, reader
 from beam_pipeline.sample_images import encode, synthetic_photo
@@ -72,6 +73,22 @@ def still_running(pids: Iterable[int]) -> List[int]:
     except OSError:
       pass
   return running
+
+
+# The local worker pool (beam_pipeline/workers.py) outlives a killed launcher by moments:
+# each worker watches the launcher and exits with it, and the forkserver and resource
+# tracker end with their last client. Workers only ever write temporary files.
+WORKER_GRACE_SECONDS = 5
+
+
+def outlived(pids: Iterable[int], out: Path, grace: float = WORKER_GRACE_SECONDS) -> List[int]:
+  """The processes among ``pids`` still running ``grace`` seconds from now (sooner if
+  all end), checking meanwhile that none of them commits the killed run."""
+  deadline = time.monotonic() + grace
+  while still_running(pids) and time.monotonic() < deadline:
+    assert not (out / MARKER).exists(), 'a process of the killed run committed it'
+    time.sleep(0.02)
+  return still_running(pids)
 
 
 class Ended(NamedTuple):
@@ -248,7 +265,7 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
   plus the 5000 shards of an even older run with tiny shards; each step kills
   a run of the same command at one moment, then checks that no marker is left.
   Expected: every kill ends the process with -SIGKILL and leaves no process
-  behind; no marker after any of them; the final rerun equals the reference
+  behind (the worker pool's end within WORKER_GRACE_SECONDS); no marker after any of them; the final rerun equals the reference
   byte for byte, with no temporary directory and no stale shard left.
   """
   out = tmp_path / 'out'
@@ -271,7 +288,7 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
   # 1. Writing shards: the first temporary shard file appears. The directory still held a
   # complete earlier result, whose marker must be gone now that its shards are being replaced.
   ended = kill('writing', changes(temp_files(out)))
-  assert still_running(ended.family) == []
+  assert outlived(ended.family, out) == []
   assert_not_committed(out, 'writing')
   assert any(temp_files(out)())
 
@@ -279,17 +296,17 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
   for fraction in (0.4, 0.8):
     step = f'fixed delay ({fraction:.0%} of the reference run\'s time to its first shard)'
     ended = kill(step, after_delay(fraction * reference.first_temp_file_seconds))
-    assert still_running(ended.family) == []
+    assert outlived(ended.family, out) == []
     assert_not_committed(out, step)
 
   # 3. The first shard renamed into place.
   ended = kill('first final shard', changes(lambda: final_shards))
-  assert still_running(ended.family) == []
+  assert outlived(ended.family, out) == []
   assert_not_committed(out, 'first final shard')
 
   # 4. Finalizing: labels.txt has just been committed, stale files are being removed.
   ended = kill('finalizing', changes(lambda: [out / 'labels.txt']))
-  assert still_running(ended.family) == []
+  assert outlived(ended.family, out) == []
   assert_not_committed(out, 'finalizing')
   left = sum((out / name).exists() for name in stale)
   history[-1] += f' ({left} of {len(stale)} stale shards still there)'
@@ -486,23 +503,25 @@ def test_killing_a_multi_process_run_leaves_no_worker_processes(photos, tmp_path
 TRANSFORM_DIRS = ('transform_fn/', 'transformed_metadata/', 'metadata/')
 
 
-def test_a_run_killed_while_tf_transform_writes_its_schema_can_be_rerun(small_photos, tmp_path):
-  """The default pipeline, tf.Transform included, killed inside tf.Transform's own atomic write.
+def test_a_run_killed_while_the_tf_transform_graph_is_moved_into_place_can_be_rerun(small_photos, tmp_path):
+  """The default pipeline, tf.Transform included, killed while its graph is published.
 
-  tf.Transform writes metadata/schema.pbtxt with TensorFlow's
-  file_io.atomic_write_string_to_file: first metadata/schema.pbtxt.tmp<uuid>, then a
-  rename. Killed between the two. Expected: no marker; the same command rerun completes
-  and gives what a fresh run gives (same file names; shards, labels.txt, errors file and
-  dataset_info.json byte for byte; the SavedModel's bytes may differ), with no temporary
-  file left.
+  A worker writes the graph's three directories under the temporary directory;
+  the launcher then moves them into place one by one. Killed just before the
+  last (metadata/) moves, transform_fn/ and transformed_metadata/ are already
+  in place. Expected: no marker; the same command rerun completes and gives what
+  a fresh run gives (same file names; shards, labels.txt, errors file and
+  dataset_info.json byte for byte; the SavedModel's bytes may differ), with no
+  temporary file left.
   """
   out, fresh = tmp_path / 'out', tmp_path / 'fresh'
   args = [f'--input={small_photos}', f'--output={out}', '--runner=DirectRunner', '--max_error_fraction=0.1']
-  ended = run_command([sys.executable, str(ROOT / 'tests' / 'sigkill_at.py'), 'metadata/schema.pbtxt', *args],
+  ended = run_command([sys.executable, str(ROOT / 'tests' / 'sigkill_at.py'), 'metadata', *args],
                       tmp_path / 'killed.log')
   assert ended.returncode == -signal.SIGKILL, ended.log[-3000:]
-  assert_not_committed(out, 'tf.Transform writing metadata/schema.pbtxt')
-  assert [name for name in relative_files(out) if name.startswith('metadata/schema.pbtxt.tmp')]
+  assert_not_committed(out, 'publishing the tf.Transform graph')
+  assert (out / 'transform_fn' / 'saved_model.pb').exists() and not (out / 'metadata').exists()
+  assert (out / TEMP_DIR / 'transform' / 'metadata' / 'schema.pbtxt').exists()
 
   ended = run_command([sys.executable, '-m', 'beam_pipeline', *args], tmp_path / 'rerun.log')
   assert ended.returncode == 0, ended.log[-3000:]
@@ -513,3 +532,63 @@ def test_a_run_killed_while_tf_transform_writes_its_schema_can_be_rerun(small_ph
   for name, data in fresh_files.items():
     assert name.startswith(TRANSFORM_DIRS) or files[name] == data, name
   assert info == fresh_info
+
+
+def test_a_rerun_writes_anew_the_tf_transform_graph_a_killed_run_left_staged(small_photos, tmp_path):
+  """A run killed between staging the graph and publishing it leaves the staged
+  directories behind, in whatever state; the rerun stages the graph from scratch."""
+  out = tmp_path / 'out'
+  staged = out / TEMP_DIR / 'transform'
+  for name in ('transform_fn/saved_model.pb', 'transformed_metadata/schema.pbtxt', 'metadata/schema.pbtxt',
+               'class_labels.txt'):
+    (staged / name).parent.mkdir(parents=True, exist_ok=True)
+    (staged / name).write_text('left by a killed run')
+  args = [f'--input={small_photos}', f'--output={out}', '--runner=DirectRunner', '--max_error_fraction=0.1']
+  assert cli.main(args) == 0
+  assert not (out / TEMP_DIR).exists()
+  output = tft.TFTransformOutput(str(out))
+  assert output.transformed_domains()['label'].max == 2
+  assert output.transform_features_layer() is not None
+
+
+def workers_of(pid: int) -> List[int]:
+  """The worker processes of the run launched as ``pid``: the forkserver's children."""
+  found = []
+  for child in descendants(pid):
+    try:
+      with open(f'/proc/{child}/stat') as f:
+        parent = int(f.read().rsplit(')', 1)[1].split()[1])
+      with open(f'/proc/{parent}/cmdline', 'rb') as f:
+        if b'multiprocessing.forkserver' in f.read():
+          found.append(child)
+    except (OSError, IndexError, ValueError):
+      continue
+  return found
+
+
+def test_a_worker_killed_mid_run_stops_the_run_with_a_message_and_commits_nothing(photos, tmp_path):
+  """The OOM killer takes a worker process while images are being validated.
+
+  Expected: the run stops with exit code 1 and a one-line error that says so; no
+  marker; no process of the run left behind.
+  """
+  out = tmp_path / 'out'
+  with open(tmp_path / 'run.log', 'w') as log:
+    process = subprocess.Popen(convert_command(photos, out), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+  try:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while len(workers_of(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
+      time.sleep(0.01)
+    family = descendants(process.pid)
+    os.kill(workers_of(process.pid)[0], signal.SIGKILL)
+    returncode = process.wait(timeout=RUN_TIMEOUT)
+  finally:
+    if process.poll() is None:
+      os.killpg(process.pid, signal.SIGKILL)
+      process.wait()
+  output = (tmp_path / 'run.log').read_text(errors='replace')
+  assert returncode == 1, output[-3000:]
+  assert output.strip().splitlines()[-1].startswith('error: a worker process ended abruptly')
+  assert_not_committed(out, 'a worker killed')
+  assert outlived(family, out) == []

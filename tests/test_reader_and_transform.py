@@ -79,3 +79,25 @@ def test_transform_layer_matches_labels_txt_and_trains(converted):
              .map(lambda t: (t['image'], t['label'])))
   history = _tiny_model(32).fit(dataset, epochs=1, verbose=0)
   assert np.isfinite(history.history['loss'][0])
+
+
+def test_transform_vocabulary_is_labels_txt_even_for_a_class_with_no_training_images(tmp_path):
+  """A manifest puts every eel in validation: the graph's ids still follow labels.txt,
+  and its schema gives the label the range of three classes."""
+  rng = random.Random(4)
+  rows = []
+  for i, (label, split) in enumerate([('cat', 'TRAIN'), ('dog', 'TRAIN'), ('eel', 'VALIDATION')] * 2):
+    write_files(tmp_path / 'in', {f'{i}.jpg': encode(synthetic_photo(rng, 30, 20), 'JPEG')})
+    rows.append(f'{split},in/{i}.jpg,{label}')
+  (tmp_path / 'data.csv').write_text('\n'.join(rows) + '\n')
+  assert run(f'--input={tmp_path}/data.csv', f'--output={tmp_path}/out', '--image_size=8') == 0
+  output = tft.TFTransformOutput(str(tmp_path / 'out'))
+  _, records = read_output(str(tmp_path / 'out'))
+  layer = output.transform_features_layer()
+  for split in ('train', 'validation'):
+    raw = {'image/encoded': tf.constant([r['image/encoded'] for r in records[split]]),
+           'image/class/text': tf.constant([r['image/class/text'] for r in records[split]])}
+    assert layer(raw)['label'].numpy().tolist() == [r['image/class/label'] for r in records[split]]
+  assert {r['image/class/label'] for r in records['validation']} == {2}
+  domain = output.transformed_domains()['label']
+  assert (domain.min, domain.max) == (-1, 2)  # -1: a text labels.txt does not hold

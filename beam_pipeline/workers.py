@@ -1,0 +1,125 @@
+"""Worker processes for the CPU-heavy steps of a run on this machine.
+
+On the DirectRunner every DoFn runs in the launching process, and the steps
+that cost CPU (decoding every image, encoding and writing shards, tracing the
+tf.Transform graph) need TensorFlow, whose import alone takes about 2 s. Two
+things keep both cores busy from the start instead:
+
+* A forkserver (multiprocessing's), started before this process imports Beam,
+  imports TensorFlow and the worker-side modules once, in parallel with Beam's
+  import and the graph's construction here, then forks ready workers. Beam's
+  own multi-process mode starts each SDK worker from scratch (Beam and
+  TensorFlow imports, 3 s each) only after the graph is built.
+* The launching process never imports TensorFlow: DoFns hand ``Task``s (a
+  function named by module and name) to the pool, and get plain values back.
+
+Only steps whose files are all local use the pool. Cloud Storage reads are
+latency-bound and run on the DoFn's own threads, and on Dataflow (or with
+``--direct_running_mode=multi_processing``) each SDK worker process has its
+core already: there the DoFns call the same functions inline.
+"""
+import argparse
+import importlib
+import multiprocessing
+import os
+import select
+import threading
+from concurrent.futures import Executor, ProcessPoolExecutor
+from multiprocessing import forkserver
+from typing import Any, Dict, List, NamedTuple, Optional
+
+# What the forkserver imports before it forks: the modules the tasks run.
+PRELOAD = ['beam_pipeline.validation', 'beam_pipeline.shard_writer']
+_DIRECT_RUNNERS = {'directrunner', 'direct', 'switchingdirectrunner'}
+
+_pool: Optional[ProcessPoolExecutor] = None
+_count = 0
+
+
+class Task(NamedTuple):
+  """A plain function named by module and name.
+
+  Submitting it pickles two strings, so the launching process never imports the
+  function's module (and TensorFlow with it); the worker imports it on the call.
+  """
+  module: str
+  function: str
+
+  def __call__(self, *args: Any) -> Any:
+    return getattr(importlib.import_module(self.module), self.function)(*args)
+
+
+def runs_in_process(argv: List[str]) -> bool:
+  """Whether these command-line flags run the DoFns in this process (the DirectRunner's default mode)."""
+  parser = argparse.ArgumentParser(add_help=False)
+  parser.add_argument('--runner', default=None)
+  parser.add_argument('--direct_running_mode', default='in_memory')
+  known, _ = parser.parse_known_args(argv)
+  return ((known.runner is None or known.runner.lower() in _DIRECT_RUNNERS)
+          and known.direct_running_mode != 'multi_processing')
+
+
+def start_forkserver() -> None:
+  """Starts importing the worker-side modules in a forkserver, and returns at once.
+
+  Called as early as possible; the first worker fork waits for the imports to end.
+  """
+  forkserver.set_forkserver_preload(PRELOAD)
+  forkserver.ensure_running()
+
+
+def start(workers: int = 0) -> ProcessPoolExecutor:
+  """The process pool the DoFns of this process use, with ``workers`` processes (default: one per core)."""
+  global _pool, _count
+  if _pool is None:
+    start_forkserver()
+    _count = workers or _usable_cores()
+    _pool = ProcessPoolExecutor(_count, mp_context=multiprocessing.get_context('forkserver'),
+                                initializer=_initialize_worker, initargs=(os.getpid(), dict(os.environ), os.getcwd()))
+  return _pool
+
+
+def pool() -> Optional[Executor]:
+  """The pool started in this process, or None (an SDK worker process, Dataflow, a test pipeline)."""
+  return _pool
+
+
+def count() -> int:
+  """How many worker processes the pool has."""
+  return _count
+
+
+def shutdown() -> None:
+  global _pool
+  if _pool is not None:
+    _pool.shutdown(wait=True, cancel_futures=True)
+    _pool = None
+
+
+def _usable_cores() -> int:
+  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+
+
+def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str) -> None:
+  """Runs in each worker: the launching process's environment and directory (the
+  forkserver has those of its own start), and an end when the launcher ends.
+
+  A killed launcher closes no pipe a worker would notice: every worker holds the
+  write end of its own task queue, and the forkserver lives while any worker
+  does. So each worker watches the launcher itself, and exits with it.
+  """
+  os.environ.clear()
+  os.environ.update(environment)
+  os.chdir(cwd)
+  try:
+    launcher_fd = os.pidfd_open(launcher)
+  except ProcessLookupError:  # ended before this worker started
+    os._exit(1)
+  except (AttributeError, OSError):  # not Linux: workers end with the pool's shutdown only
+    return
+  threading.Thread(target=_exit_with, args=(launcher_fd,), name='exit-with-launcher', daemon=True).start()
+
+
+def _exit_with(launcher_fd: int) -> None:
+  select.select([launcher_fd], [], [])  # a pidfd turns readable when its process ends
+  os._exit(1)
