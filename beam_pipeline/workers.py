@@ -19,6 +19,7 @@ latency-bound and run on the DoFn's own threads, and on Dataflow (or with
 core already: there the DoFns call the same functions inline.
 """
 import argparse
+import gc
 import importlib
 import multiprocessing
 import os
@@ -111,6 +112,9 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str) -> 
   os.environ.clear()
   os.environ.update(environment)
   os.chdir(cwd)
+  # TensorFlow's modules, imported by the forkserver, live as long as the worker:
+  # a full collection rescanned them (0.27 s of each worker's 20,000-image run).
+  gc.freeze()
   try:
     launcher_fd = os.pidfd_open(launcher)
   except ProcessLookupError:  # ended before this worker started
