@@ -16,7 +16,7 @@ from apache_beam.coders import coder_impl
 from apache_beam.coders.coders import FastCoder
 
 from beam_pipeline.records import ImageRecord, InputItem
-from beam_pipeline.sharding import ShardPlan
+from beam_pipeline.sharding import OutputUnit, ShardPlan
 from beam_pipeline.splitting import ContentGroup
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -121,14 +121,22 @@ class ContentGroupCoder(_FieldsCoder):
     return ContentGroup
 
 
+def _plan_fields(plan: ShardPlan) -> tuple:
+  return plan.split, plan.index, plan.count, _records_fields(plan.records)
+
+
+def _plan(fields: tuple) -> ShardPlan:
+  split, index, count, records = fields
+  return ShardPlan(split, index, count, _records(records))
+
+
 class ShardPlanCoder(_FieldsCoder):
 
   def to_fields(self, value: ShardPlan) -> tuple:
-    return value.split, value.index, value.count, _records_fields(value.records)
+    return _plan_fields(value)
 
   def from_fields(self, fields: tuple) -> ShardPlan:
-    split, index, count, records = fields
-    return ShardPlan(split, index, count, _records(records))
+    return _plan(fields)
 
   def estimated_bytes(self, value: ShardPlan) -> int:
     return _records_bytes(value.records)
@@ -137,8 +145,24 @@ class ShardPlanCoder(_FieldsCoder):
     return ShardPlan
 
 
+class OutputUnitCoder(_FieldsCoder):
+
+  def to_fields(self, value: OutputUnit) -> tuple:
+    return () if value.plan is None else _plan_fields(value.plan)
+
+  def from_fields(self, fields: tuple) -> OutputUnit:
+    return OutputUnit(_plan(fields) if fields else None)
+
+  def estimated_bytes(self, value: OutputUnit) -> int:
+    return _records_bytes(value.plan.records) if value.plan else 0
+
+  def to_type_hint(self):
+    return OutputUnit
+
+
 def register() -> None:
   """Makes Beam encode these types with the coders above wherever it knows an element's type."""
   for value_type, coder in ((InputItem, InputItemCoder), (ImageRecord, ImageRecordCoder),
-                            (ContentGroup, ContentGroupCoder), (ShardPlan, ShardPlanCoder)):
+                            (ContentGroup, ContentGroupCoder), (ShardPlan, ShardPlanCoder),
+                            (OutputUnit, OutputUnitCoder)):
     beam.coders.registry.register_coder(value_type, coder)

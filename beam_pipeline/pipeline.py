@@ -8,9 +8,9 @@ from beam_pipeline import coders, labels, output_dir, splitting
 from beam_pipeline.settings import Settings
 from beam_pipeline.records import ImageRecord, InputItem
 from beam_pipeline.splitting import ContentGroup
-from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_GRAPH, TRANSFORM_WRITTEN, AssignSplits,
-                                      GroupCopies, PlanShards, ValidateImages, WriteOutputs, commit, list_input,
-                                      write_errors)
+from beam_pipeline.sharding import OutputUnit
+from beam_pipeline.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits, GroupCopies,
+                                      PlanShards, ValidateImages, WriteOutputs, commit, list_input, write_errors)
 
 
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
@@ -44,8 +44,11 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
 
   # Plan on metadata; each planned shard is then written whole by one worker, and
   # the tf.Transform graph (its vocabulary is labels.txt) beside them.
-  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes)
-  graph = pipeline | 'TransformGraph' >> beam.Create([] if settings.skip_transform else [TRANSFORM_GRAPH])
+  plans = (assigned.records
+           | 'PlanShards' >> PlanShards(settings.target_shard_bytes)
+           | 'ShardUnits' >> beam.Map(OutputUnit).with_output_types(OutputUnit))
+  graph = pipeline | 'TransformGraph' >> beam.Create(
+      [] if settings.skip_transform else [OutputUnit()]).with_output_types(OutputUnit)
   written = ((plans, graph)
              | 'OutputUnits' >> beam.Flatten()
              | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(class_labels)).with_outputs(

@@ -7,7 +7,7 @@ num_shards=0 every bundle leaves its own small tail file.
 """
 import collections
 import math
-from typing import Any, Dict, Iterable, List, NamedTuple, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from beam_pipeline import hash_order
 from beam_pipeline.records import ImageRecord
@@ -25,6 +25,12 @@ class ShardPlan(NamedTuple):
 
   def file_name(self, compression: str) -> str:
     return shard_file_name(self.split, self.index, self.count, compression)
+
+
+class OutputUnit(NamedTuple):
+  """A piece of the output that one worker writes whole: a planned shard, or, without
+  a plan, the tf.Transform graph (written beside the shards)."""
+  plan: Optional[ShardPlan] = None
 
 
 class ShardWritten(NamedTuple):

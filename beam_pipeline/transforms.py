@@ -12,7 +12,7 @@ from beam_pipeline import dataset_info, hash_order, inputs, labels, output_dir, 
 from beam_pipeline.records import ImageRecord, InputItem
 from beam_pipeline.rejections import Rejection
 from beam_pipeline.settings import Settings
-from beam_pipeline.sharding import ShardPlan
+from beam_pipeline.sharding import OutputUnit, ShardPlan
 
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'
@@ -79,7 +79,6 @@ class _PooledDoFn(beam.DoFn):
 _VALIDATE = workers.Task('beam_pipeline.validation', 'validate_batch')
 _WRITE_SHARD = workers.Task('beam_pipeline.shard_writer', 'write_shard')
 _WRITE_GRAPH = workers.Task('beam_pipeline.transform', 'write_graph')
-TRANSFORM_GRAPH = 'tf.Transform graph'  # the output unit that is the graph, beside the shard plans
 TRANSFORM_STAGING = 'transform'  # where the graph is written, under the output's temporary directory
 
 
@@ -112,24 +111,24 @@ class ValidateImages(_PooledDoFn):
 
 
 class WriteOutputs(_PooledDoFn):
-  """Writes each output unit, a planned shard (shard_writer.py) or the tf.Transform graph,
+  """Writes each OutputUnit, a planned shard (shard_writer.py) or the tf.Transform graph,
   then moves its files into place; the shards go to the main output, the graph's
   directory names to TRANSFORM_WRITTEN. A worker pool writes them side by side."""
 
-  def process(self, unit: Any, class_names: List[str]) -> Iterator[Any]:
-    settings = self._settings
-    if not isinstance(unit, ShardPlan):  # TRANSFORM_GRAPH
+  def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
+    settings, plan = self._settings, unit.plan
+    if plan is None:
       staging = output_dir.temp_path(settings.output, TRANSFORM_STAGING)
       yield from self._run(unit, _WRITE_GRAPH, (staging, settings.image_size, class_names),
                            _all_local([settings.output]), reads=False)
     else:
-      local = _all_local(itertools.chain([settings.output], (record.uri for record in unit.records)))
-      file_path = output_dir.temp_path(settings.output, unit.file_name(settings.compression))
-      yield from self._run(unit, _WRITE_SHARD, (unit, file_path, settings, class_names), local)
+      local = _all_local(itertools.chain([settings.output], (record.uri for record in plan.records)))
+      file_path = output_dir.temp_path(settings.output, plan.file_name(settings.compression))
+      yield from self._run(unit, _WRITE_SHARD, (plan, file_path, settings, class_names), local)
 
-  def _outputs(self, unit: Any, result: Any) -> Iterator[Any]:
+  def _outputs(self, unit: OutputUnit, result: Any) -> Iterator[Any]:
     output = self._settings.output
-    if not isinstance(unit, ShardPlan):
+    if unit.plan is None:
       for name in output_dir.TRANSFORM_DIRS:
         output_dir.publish_tree(output, f'{TRANSFORM_STAGING}/{name}', name)
       yield beam.pvalue.TaggedOutput(TRANSFORM_WRITTEN, list(output_dir.TRANSFORM_DIRS))

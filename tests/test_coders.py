@@ -7,7 +7,7 @@ from apache_beam.typehints import native_type_compatibility
 from beam_pipeline import coders
 from beam_pipeline.inputs import InputItem
 from beam_pipeline.records import ImageRecord
-from beam_pipeline.sharding import ShardPlan
+from beam_pipeline.sharding import OutputUnit, ShardPlan
 from beam_pipeline.splitting import ContentGroup
 
 coders.register()
@@ -34,6 +34,7 @@ def test_declared_element_types_get_these_coders_not_pickle():
       [beam.coders.StrUtf8Coder(), beam.coders.ListCoder(coders.ImageRecordCoder())])
   assert coder_for(Tuple[str, List[ContentGroup]]).coders()[1] == beam.coders.ListCoder(coders.ContentGroupCoder())
   assert coder_for(ShardPlan) == coders.ShardPlanCoder()
+  assert coder_for(OutputUnit) == coders.OutputUnitCoder()
 
 
 def test_every_metadata_type_survives_its_coder_exactly():
@@ -42,7 +43,7 @@ def test_every_metadata_type_survives_its_coder_exactly():
   plan = ShardPlan('validation', 2, 7, (RECORD,) * 3)
   cases = [([item], List[InputItem]), ([RECORD, RECORD], List[ImageRecord]),
            (('ab', [RECORD]), Tuple[str, List[ImageRecord]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
-           (plan, ShardPlan)]
+           (plan, ShardPlan), (OutputUnit(plan), OutputUnit), (OutputUnit(), OutputUnit)]
   for value, type_hint in cases:
     decoded = round_trip(value, type_hint)
     assert decoded == value
