@@ -24,9 +24,10 @@ import importlib
 import multiprocessing
 import os
 import select
+import signal
 import threading
 from concurrent.futures import Executor, ProcessPoolExecutor
-from multiprocessing import forkserver
+from multiprocessing import forkserver, reduction
 from typing import Any, Dict, List, NamedTuple, Optional
 
 # What the forkserver imports before it forks: the modules the tasks run.
@@ -51,22 +52,46 @@ class Task(NamedTuple):
 
 
 def runs_in_process(argv: List[str]) -> bool:
-  """Whether these command-line flags run the DoFns in this process (the DirectRunner's default mode)."""
+  """Whether these command-line flags run the DoFns in this process (the DirectRunner's
+  default mode), where a pool can serve them (not on Windows, which has no forkserver)."""
   parser = argparse.ArgumentParser(add_help=False)
   parser.add_argument('--runner', default=None)
   parser.add_argument('--direct_running_mode', default='in_memory')
   known, _ = parser.parse_known_args(argv)
   return ((known.runner is None or known.runner.lower() in _DIRECT_RUNNERS)
-          and known.direct_running_mode != 'multi_processing')
+          and known.direct_running_mode != 'multi_processing'
+          and 'forkserver' in multiprocessing.get_all_start_methods())
 
 
 def start_forkserver() -> None:
   """Starts importing the worker-side modules in a forkserver, and returns at once.
 
   Called as early as possible; the first worker fork waits for the imports to end.
+  The forkserver's standard error is /dev/null: TensorFlow's start-up log is
+  noise, printed even when a bad option ends the command first. Each worker gets
+  the launcher's standard error back (_LaunchersStderr).
   """
   forkserver.set_forkserver_preload(PRELOAD)
-  forkserver.ensure_running()
+  stderr, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    forkserver.ensure_running()  # spawns the forkserver now, with these file descriptors
+  finally:
+    os.dup2(stderr, 2)
+    os.close(stderr)
+    os.close(devnull)
+
+
+def stop_forkserver() -> None:
+  """Ends a forkserver started for a run that will not happen (a bad option): it
+  would go on importing TensorFlow, and print TensorFlow's start-up log, after the
+  command has returned. multiprocessing has no public call for it."""
+  pid = getattr(forkserver._forkserver, '_forkserver_pid', None)  # pylint: disable=protected-access
+  if pid:
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
 
 
 def start(workers: int = 0) -> ProcessPoolExecutor:
@@ -81,7 +106,8 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
     for index in range(_count):
       assignments.put(cores[index % len(cores)])
     _pool = ProcessPoolExecutor(_count, mp_context=context, initializer=_initialize_worker,
-                                initargs=(os.getpid(), dict(os.environ), os.getcwd(), assignments))
+                                initargs=(os.getpid(), dict(os.environ), os.getcwd(), assignments,
+                                          _LaunchersStderr()))
   return _pool
 
 
@@ -108,7 +134,20 @@ def _usable_cores() -> List[int]:
   return list(range(os.cpu_count() or 1))
 
 
-def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cores: Any) -> None:
+class _LaunchersStderr:
+  """The launching process's standard error, for a worker. Pickled while the worker
+  process is created, it travels as a file descriptor, which multiprocessing
+  hands to the new process through the forkserver."""
+
+  def __reduce__(self):
+    return _same, (reduction.DupFd(2),)
+
+
+def _same(value: Any) -> Any:
+  return value
+
+
+def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cores: Any, stderr: Any) -> None:
   """Runs in each worker: the launching process's environment and directory (the
   forkserver has those of its own start), a core of its own, and an end when the
   launcher ends.
@@ -121,6 +160,7 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   write end of its own task queue, and the forkserver lives while any worker
   does. So each worker watches the launcher itself, and exits with it.
   """
+  os.dup2(stderr.detach(), 2)
   os.environ.clear()
   os.environ.update(environment)
   os.chdir(cwd)
