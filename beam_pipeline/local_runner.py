@@ -15,12 +15,12 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from apache_beam.runners.runner import PipelineRunner
 
-_DIRECT_NAMES = {'directrunner', 'direct', 'switchingdirectrunner'}
+from beam_pipeline import workers
 
 
 def runner_for(runner_name: Optional[str], options: PipelineOptions) -> Optional[PipelineRunner]:
   """The FnApiRunner for the DirectRunner (the default); None to let Beam pick any other runner."""
-  if runner_name is not None and runner_name.lower() not in _DIRECT_NAMES:
+  if runner_name is not None and runner_name.lower() not in workers.DIRECT_RUNNERS:
     return None
   encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
   return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(

@@ -30,8 +30,8 @@ class _PooledDoFn(beam.DoFn):
   """A DoFn that hands work to the local worker pool (workers.py) when it can, or does it inline.
 
   Pooled work runs ahead, up to two tasks per worker, and its outputs are
-  emitted in order as it completes (the last ones from finish_bundle). Inline
-  work reads Cloud Storage objects ahead on a thread pool of --read_threads.
+  emitted in the order it was handed out (the last ones from finish_bundle).
+  Inline work reads Cloud Storage objects ahead on a thread pool of --read_threads.
   """
 
   def __init__(self, settings: Settings):

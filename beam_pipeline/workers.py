@@ -8,8 +8,8 @@ things keep both cores busy from the start instead:
 * A forkserver (multiprocessing's), started before this process imports Beam,
   imports TensorFlow and the worker-side modules once, in parallel with Beam's
   import and the graph's construction here, then forks ready workers. Beam's
-  own multi-process mode starts each SDK worker from scratch (Beam and
-  TensorFlow imports, 3 s each) only after the graph is built.
+  own multi-process mode starts each SDK worker from scratch (3 s of Beam and
+  TensorFlow imports each) only after the graph is built.
 * The launching process never imports TensorFlow: DoFns hand ``Task``s (a
   function named by module and name) to the pool, and get plain values back.
 
@@ -32,7 +32,8 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 # What the forkserver imports before it forks: the modules the tasks run.
 PRELOAD = ['beam_pipeline.validation', 'beam_pipeline.shard_writer']
-_DIRECT_RUNNERS = {'directrunner', 'direct', 'switchingdirectrunner'}
+# What --runner may say for the DirectRunner (local_runner.py runs it in this process).
+DIRECT_RUNNERS = {'directrunner', 'direct', 'switchingdirectrunner'}
 
 _pool: Optional[ProcessPoolExecutor] = None
 _count = 0
@@ -58,7 +59,7 @@ def runs_in_process(argv: List[str]) -> bool:
   parser.add_argument('--runner', default=None)
   parser.add_argument('--direct_running_mode', default='in_memory')
   known, _ = parser.parse_known_args(argv)
-  return ((known.runner is None or known.runner.lower() in _DIRECT_RUNNERS)
+  return ((known.runner is None or known.runner.lower() in DIRECT_RUNNERS)
           and known.direct_running_mode != 'multi_processing'
           and 'forkserver' in multiprocessing.get_all_start_methods())
 
@@ -160,7 +161,9 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   write end of its own task queue, and the forkserver lives while any worker
   does. So each worker watches the launcher itself, and exits with it.
   """
-  os.dup2(stderr.detach(), 2)
+  stderr_fd = stderr.detach()
+  os.dup2(stderr_fd, 2)
+  os.close(stderr_fd)
   os.environ.clear()
   os.environ.update(environment)
   os.chdir(cwd)
