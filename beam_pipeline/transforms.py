@@ -29,10 +29,14 @@ def _rejected(rejection: Rejection) -> beam.pvalue.TaggedOutput:
 class _PooledDoFn(beam.DoFn):
   """A DoFn that hands work to the local worker pool (workers.py) when it can, or does it inline.
 
-  Pooled work runs ahead, up to two tasks per worker, and its outputs are
+  Pooled work runs ahead, up to AHEAD tasks per worker, and its outputs are
   emitted in the order it was handed out (the last ones from finish_bundle).
   Inline work reads Cloud Storage objects ahead on a thread pool of --read_threads.
   """
+
+  # Enough that a slow task at the head of the queue (a batch of large PNGs) leaves
+  # no worker idle; a task in flight holds only its inputs' names and metadata.
+  AHEAD = 4
 
   def __init__(self, settings: Settings):
     self._settings = settings
@@ -65,7 +69,7 @@ class _PooledDoFn(beam.DoFn):
       yield from self._outputs(unit, task(*args, self._read_pool) if reads else task(*args))
       return
     self._in_flight.append((unit, pool.submit(task, *args)))
-    yield from self._completed(limit=2 * workers.count())
+    yield from self._completed(limit=self.AHEAD * workers.count())
 
   def _completed(self, limit: int) -> Iterator[Any]:
     while len(self._in_flight) > limit:

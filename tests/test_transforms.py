@@ -51,8 +51,8 @@ def test_validation_decodes_a_batch_in_chunks_of_bounded_bytes(tmp_path, monkeyp
 @pytest.mark.parametrize('pooled', [False, True])
 def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp_path, pooled):
   """Without a pool (Dataflow) each batch's records come out of process; with one,
-  up to two batches per worker run ahead, and what is still running at the end of
-  the bundle comes out of finish_bundle, windowed."""
+  up to AHEAD batches per worker run ahead, and what is still running at the end
+  of the bundle comes out of finish_bundle, windowed."""
   items = _photo_items(tmp_path, 12)
   settings = options.validate(PipelineOptions([f'--input={tmp_path}', f'--output={tmp_path}/out']))
   batches = [items[i:i + 2] for i in range(0, 12, 2)]
@@ -67,7 +67,8 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
   finally:
     validate.teardown()
     workers.shutdown()
-  assert (len(from_process), len(from_finish)) == ((4, 2) if pooled else (6, 0))
+  ahead = transforms.ValidateImages.AHEAD
+  assert (len(from_process), len(from_finish)) == ((6 - ahead, ahead) if pooled else (6, 0))
   assert all(isinstance(output, WindowedValue) for output in from_finish)
   emitted = from_process + [output.value for output in from_finish]
   assert [[r.uri for r in records] for records in emitted] == [[item.uri for item in batch] for batch in batches]
