@@ -1,4 +1,5 @@
-"""The metadata of a validated image: what crosses Beam's shuffles instead of its bytes.
+"""Inputs, and the metadata of validated images: what crosses Beam's shuffles and
+travels to and from worker processes instead of image bytes.
 
 The in-memory runner holds everything that crosses a GroupByKey or Reshuffle, and
 Dataflow pays to move it, so image bytes never do: a record is a few hundred

@@ -29,7 +29,7 @@ class LabelSource(NamedTuple):
 
 
 class Settings(NamedTuple):
-  """Validated values of ConversionOptions: small and picklable, for DoFns."""
+  """Validated values of ConversionOptions: small and picklable, for DoFns and worker tasks."""
   input: InputSpec
   output: str
   label_source: LabelSource
