@@ -9,7 +9,7 @@ import io
 import json
 import os
 import re
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
@@ -19,7 +19,6 @@ from beam_pipeline.records import InputItem
 from beam_pipeline.rejections import Rejected, Rejection
 from beam_pipeline.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
 from beam_pipeline.usage import UsageError
-
 
 _MANIFEST_SUFFIXES = {'.csv': CSV, '.csv.gz': CSV, '.jsonl': JSONL, '.jsonl.gz': JSONL,
                       '.ndjson': JSONL, '.json': JSONL}

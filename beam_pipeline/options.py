@@ -5,7 +5,7 @@ Values are parsed as text and checked here rather than by argparse ``type=``/
 only warn about, ends the launch with one line that says what to do.
 """
 import difflib
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 

@@ -4,7 +4,7 @@ from typing import List, Tuple
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
-from beam_pipeline import coders, labels, output_dir, splitting
+from beam_pipeline import coders, labels, splitting
 from beam_pipeline.settings import Settings
 from beam_pipeline.records import ImageRecord, InputItem
 from beam_pipeline.splitting import ContentGroup

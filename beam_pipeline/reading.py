@@ -150,7 +150,7 @@ def reads_in_flight(names: Iterable[str], read_threads: int) -> int:
   are read fastest one at a time (measured: a pool of threads contending for the
   GIL made writing a shard 1.9x slower).
   """
-  return read_threads if any(uris.is_remote(name) for name in names) else 0
+  return read_threads if uris.any_remote(names) else 0
 
 
 def prefetched(function: Callable[[T], R], items: Iterable[T], executor: Executor,

@@ -34,7 +34,8 @@ VOCABULARY_FILE = 'class_labels.txt'
 _NO_CLASSES = b'\x00\n'
 
 
-def preprocessing_fn_for(image_size: int, vocabulary_file: str) -> Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]:
+def preprocessing_fn_for(image_size: int,
+                         vocabulary_file: str) -> Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]:
 
   def decode(encoded: tf.Tensor) -> tf.Tensor:
     image = tf.io.decode_image(encoded, channels=3, expand_animations=False)

@@ -92,16 +92,12 @@ def list_input(spec: inputs.InputSpec) -> Iterator[Any]:
     yield _rejected(batch) if isinstance(batch, Rejection) else batch
 
 
-def _all_local(names: Iterable[str]) -> bool:
-  return not any(uris.is_remote(name) for name in names)
-
-
 class ValidateImages(_PooledDoFn):
   """Reads, hashes and fully decodes batches of inputs (validation.py); emits lists of
   metadata records, never bytes: Beam's cost per element exceeds a record's own."""
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:
-    yield from self._run(None, _VALIDATE, (batch, self._settings), _all_local(item.uri for item in batch))
+    yield from self._run(None, _VALIDATE, (batch, self._settings), not uris.any_remote(item.uri for item in batch))
 
   def _outputs(self, unit: Any, result: Any) -> Iterator[Any]:
     for rejection in result.rejections:
@@ -124,9 +120,9 @@ class WriteOutputs(_PooledDoFn):
     if plan is None:
       staging = output_dir.temp_path(settings.output, TRANSFORM_STAGING)
       yield from self._run(unit, _WRITE_GRAPH, (staging, settings.image_size, class_names),
-                           _all_local([settings.output]), reads=False)
+                           not uris.is_remote(settings.output), reads=False)
     else:
-      local = _all_local(itertools.chain([settings.output], (record.uri for record in plan.records)))
+      local = not uris.any_remote(itertools.chain([settings.output], (record.uri for record in plan.records)))
       file_path = output_dir.temp_path(settings.output, plan.file_name(settings.compression))
       yield from self._run(unit, _WRITE_SHARD, (plan, file_path, settings, class_names), local)
 

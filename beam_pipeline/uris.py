@@ -5,6 +5,7 @@ and Beam's import alone costs them 0.6 s, so the scheme test that Beam's
 FileSystems.get_scheme makes is made here (tests check that they agree).
 """
 import re
+from typing import Iterable
 
 # FileSystems.URI_SCHEMA_PATTERN: a scheme is only recognised at the very start.
 _SCHEME = re.compile(r'[a-zA-Z][-a-zA-Z0-9+.]*://')
@@ -12,3 +13,7 @@ _SCHEME = re.compile(r'[a-zA-Z][-a-zA-Z0-9+.]*://')
 
 def is_remote(uri: str) -> bool:
   return _SCHEME.match(uri.strip()) is not None
+
+
+def any_remote(uris: Iterable[str]) -> bool:
+  return any(map(is_remote, uris))

@@ -157,7 +157,8 @@ def memory_scaling(repeat: int) -> Dict[str, Any]:
     growth = large['peak_pss_mb'] / small['peak_pss_mb']
     summary.update(growth=round(growth, 3), meets_growth=growth <= MEMORY_GROWTH_LIMIT,
                    meets_limit=large['peak_pss_mb'] <= MEMORY_LIMIT_MB)
-    print(f'\nmemory {MEMORY_SIZES[1]} / {MEMORY_SIZES[0]} = {large["peak_pss_mb"]:.0f} / {small["peak_pss_mb"]:.0f} MB '
+    print(f'\nmemory {MEMORY_SIZES[1]} / {MEMORY_SIZES[0]} = '
+          f'{large["peak_pss_mb"]:.0f} / {small["peak_pss_mb"]:.0f} MB '
           f'= {growth:.2f}  (limit {MEMORY_GROWTH_LIMIT}: {"ok" if summary["meets_growth"] else "EXCEEDED"}; '
           f'{MEMORY_LIMIT_MB} MB at {MEMORY_SIZES[1]}: {"ok" if summary["meets_limit"] else "EXCEEDED"})')
   return summary
