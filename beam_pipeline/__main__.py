@@ -2,20 +2,16 @@ import logging
 import os
 import sys
 
-from beam_pipeline import workers
-
-EARLY_FORKSERVER = (workers.runs_in_process(sys.argv[1:]) and sys.argv[1:2] != ['inspect']
-                    and not {'-h', '--help'} & set(sys.argv))
-if EARLY_FORKSERVER:
-  # Before this process imports Beam: the workers' forkserver imports TensorFlow meanwhile.
-  workers.start_forkserver()
-
-from beam_pipeline.cli import main  # pylint: disable=wrong-import-position
+from beam_pipeline import cli
+from beam_pipeline.beam import workers
 
 if __name__ == '__main__':
-  code = main()
-  if code == 2 and EARLY_FORKSERVER:  # a bad option: no run, no workers
-    workers.stop_forkserver()
+  argv = sys.argv[1:]
+  if cli.is_conversion(argv) and workers.available():
+    # Before Beam is imported: the workers' forkserver imports TensorFlow meanwhile.
+    # The conversion stops it again if its options leave the pool unused.
+    workers.start_forkserver()
+  code = cli.main(argv)
   # Everything the run wrote is closed and committed by now. Tearing down an
   # interpreter that holds Beam takes most of a second (measured: 2.1-2.8 s for a
   # script that only imports it, 1.4-1.6 s without the teardown) and does

@@ -4,24 +4,17 @@ The file list and compression come from dataset_info.json, the commit marker, so
 a directory without it (an interrupted or running conversion) is refused rather
 than read half-written.
 """
-import json
-import os
 from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-DATASET_INFO = 'dataset_info.json'  # dataset_info.FILE_NAME; the reader does not need Beam
-_KEYS = {'default': ('image/encoded', 'image/class/label'), 'simple': ('image_raw', 'label')}
+from beam_pipeline.core import dataset_info as info_file, schemas, uris
 
 
 def dataset_info(output_dir: str) -> Dict[str, Any]:
-  """The output's dataset_info.json; FileNotFoundError if the conversion did not complete."""
-  path = os.path.join(output_dir, DATASET_INFO)
-  if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(f'{path} does not exist: {output_dir} is not a completed conversion '
-                            '(it is still running, was interrupted, or is not an output of beam_pipeline)')
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
+  """The output's dataset_info.json, read with TensorFlow's file systems (as the shards are);
+  FileNotFoundError if the conversion did not complete."""
+  return info_file.read(output_dir, tf.io.gfile.exists, tf.io.gfile.GFile)
 
 
 def load(output_dir: str, split: str = 'train', *, image_size: int = 224, batch_size: int = 32,
@@ -34,8 +27,9 @@ def load(output_dir: str, split: str = 'train', *, image_size: int = 224, batch_
   info = dataset_info(output_dir)
   if split not in info['splits']:
     raise ValueError(f'{output_dir} has no split {split!r}; it has {", ".join(info["splits"]) or "none"}')
-  files = [os.path.join(output_dir, shard['file']) for shard in info['splits'][split]['shards']]
-  image_key, label_key = _KEYS[info['schema']]
+  files = [uris.join(output_dir, shard['file']) for shard in info['splits'][split]['shards']]
+  keys = schemas.keys(info['schema'])
+  image_key, label_key = keys[schemas.IMAGE], keys[schemas.LABEL]
   spec = {image_key: tf.io.FixedLenFeature([], tf.string), label_key: tf.io.FixedLenFeature([], tf.int64)}
 
   def decode(serialized: tf.Tensor):

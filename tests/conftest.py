@@ -1,6 +1,28 @@
+"""Shared fixtures; test helpers (tests/helpers) import as the package ``helpers``."""
 import os
 import sys
 
-# Test helpers (image_cases, ...) import as top-level modules.
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position
+
+
+@pytest.fixture(scope='module')
+def proxy(tmp_path_factory):
+  """The emulator behind a fault proxy; the environment points every client at the proxy."""
+  with gcs_emulator.running_emulator() as url, fault_proxy.FaultProxy(url) as running, \
+      pytest.MonkeyPatch.context() as mp:
+    for name, value in gcs_emulator.emulator_environment(running.url, str(tmp_path_factory.mktemp('gcs'))).items():
+      mp.setenv(name, value)
+    yield running
+
+
+@pytest.fixture
+def plan(proxy):  # pylint: disable=redefined-outer-name
+  """The proxy's fault plan, empty at the start and end of every test."""
+  proxy.plan.reset()
+  yield proxy.plan
+  proxy.plan.reset()

@@ -1,24 +1,12 @@
 """The real command, as users and Airflow run it: exit codes and one-line errors."""
 import gc
-import os
-import subprocess
-import sys
 
 import pytest
 
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner
-from google.protobuf import json_format
-
-from beam_pipeline import cli, local_runner
+from beam_pipeline import cli
 from beam_pipeline.sample_images import write_sample_set
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_cli(*args):
-  return subprocess.run([sys.executable, '-m', 'beam_pipeline', *map(str, args)], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300)
+from helpers.commands import run_cli
 
 
 def test_converts_the_sample_set_and_says_where_it_went(tmp_path):
@@ -44,6 +32,8 @@ def test_called_as_a_function_main_leaves_garbage_collection_as_it_found_it(tmp_
     (['--input=/no/such/dir', '--output=/tmp/x'], 'error: --input=/no/such/dir does not exist'),
     (['--output=/tmp/x'], 'error: --input is required'),
     (['--input=.', '--output=/tmp/x', '--compresion=gzip'], 'error: unknown option --compresion; did you mean'),
+    (['--input=.', '--output=/tmp/x', '--labels=parent_dir'], 'error: --labels=parent_dir sets a Dataflow job label'),
+    (['--input=.', '--output'], 'error: argument --output: expected one argument'),
 ])
 def test_bad_invocations_fail_before_any_work_with_one_line(args, message):
   """Only the error (and Beam's own warning about an unknown flag): nothing from the
@@ -57,7 +47,7 @@ def test_bad_invocations_fail_before_any_work_with_one_line(args, message):
 def test_help_lists_our_options():
   result = run_cli('--help')
   assert result.returncode == 0
-  for flag in ('--input', '--output', '--target_shard_mb', '--schema', '--compression', '--labels'):
+  for flag in ('--input', '--output', '--target_shard_mb', '--schema', '--compression', '--label_source'):
     assert flag in result.stdout
 
 
@@ -72,17 +62,5 @@ def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_pat
   (tmp_path / 'out' / 'dataset_info.json').unlink()
   result = run_cli('inspect', tmp_path / 'out')
   assert result.returncode == 2 and 'is not a completed conversion' in result.stderr
-
-
-@pytest.mark.parametrize('name', [None, 'DirectRunner', 'direct', 'SwitchingDirectRunner'])
-def test_the_direct_runner_is_the_fn_api_runner_with_the_options(name):
-  """No Prism attempt; the options reach the runner's SDK workers as DirectRunner sends them."""
-  options = PipelineOptions(['--direct_num_workers=2', '--direct_running_mode=multi_processing'])
-  runner = local_runner.runner_for(name, options)
-  assert isinstance(runner, FnApiRunner)
-  sent = json_format.MessageToDict(runner._provision_info.provision_info.pipeline_options)  # pylint: disable=protected-access
-  assert sent['beam:option:direct_running_mode:v1'] == 'multi_processing'
-
-
-def test_other_runners_are_left_to_beam():
-  assert local_runner.runner_for('DataflowRunner', PipelineOptions([])) is None
+  result = run_cli('inspect')
+  assert result.returncode == 2 and result.stderr.count('\n') == 1 and result.stderr.startswith('error: ')

@@ -1,6 +1,6 @@
 """Crash safety of the output directory, with the real command in a subprocess.
 
-The contract (beam_pipeline/output_dir.py): dataset_info.json is the commit
+The contract (beam_pipeline/beam/output_dir.py): dataset_info.json is the commit
 marker. A run killed at any moment (SIGKILL: nothing of the tool runs after it)
 leaves no dataset_info.json, so beam_pipeline.reader.load refuses the directory;
 rerunning the same command into it gives exactly what a run into an empty
@@ -9,10 +9,8 @@ before anything in it is touched.
 """
 import json
 import os
-import random
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,10 +20,11 @@ import pytest
 import tensorflow_transform as tft
 
 from beam_pipeline import cli, reader
-from beam_pipeline.sample_images import encode, synthetic_photo
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.commands import ROOT, command, run_cli, started
+from helpers.photos import jpegs, write_files
 TEMP_DIR = '.beam_pipeline-tmp'
+SIGKILL_AT = ROOT / 'tests' / 'helpers' / 'sigkill_at.py'
 MARKER = 'dataset_info.json'
 # Small shards, so shard writing spans many files and can be hit while it happens.
 RUN_ARGS = ('--runner=DirectRunner', '--skip_transform', '--target_shard_mb=0.25')
@@ -75,7 +74,7 @@ def still_running(pids: Iterable[int]) -> List[int]:
   return running
 
 
-# The local worker pool (beam_pipeline/workers.py) outlives a killed launcher by moments:
+# The local worker pool (beam_pipeline/beam/workers.py) outlives a killed launcher by moments:
 # each worker watches the launcher and exits with it, and the forkserver and resource
 # tracker end with their last client. Workers only ever write temporary files.
 WORKER_GRACE_SECONDS = 5
@@ -102,16 +101,12 @@ def run_command(command: List[str], log: Path, kill_when: Optional[Callable[[int
                 watch: Optional[Callable[[float], None]] = None) -> Ended:
   """Runs ``command``; SIGKILLs its main process (only it) as soon as ``kill_when(pid)`` is true.
 
-  ``watch(elapsed)`` is called on every poll. The command runs in its own session,
-  so whatever is left of it after a failed test can be killed by process group.
+  ``watch(elapsed)`` is called on every poll.
   """
-  with open(log, 'w') as log_file:
-    process = subprocess.Popen(command, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-                               start_new_session=True)
   start = time.monotonic()
   family: List[int] = []
   killed_at = None
-  try:
+  with started(command, log) as process:
     while process.poll() is None:
       if watch:
         watch(time.monotonic() - start)
@@ -124,16 +119,12 @@ def run_command(command: List[str], log: Path, kill_when: Optional[Callable[[int
         raise AssertionError(f'{command} did not end within {RUN_TIMEOUT}s')
       time.sleep(0.002)
     returncode = process.wait(timeout=RUN_TIMEOUT)
-  finally:
-    if process.poll() is None:
-      os.killpg(process.pid, signal.SIGKILL)
-      process.wait()
   seconds = killed_at if killed_at is not None else time.monotonic() - start
   return Ended(returncode, seconds, family, log.read_text(errors='replace'))
 
 
-def convert_command(photos: Path, out: Path, *extra: str) -> List[str]:
-  return [sys.executable, '-m', 'beam_pipeline', f'--input={photos}', f'--output={out}', *RUN_ARGS, *extra]
+def convert_command(source: Path, out: Path, *extra: str) -> List[str]:
+  return command(f'--input={source}', f'--output={out}', *RUN_ARGS, *extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,12 +192,9 @@ def assert_not_committed(out: Path, step: str) -> None:
 
 
 def write_photos(root: Path, count: int, seed: int, size=(48, 40), damaged=()) -> None:
-  rng = random.Random(seed)
-  for i in range(count):
-    label = ('cat', 'dog', 'bird')[i % 3]
-    (root / label).mkdir(parents=True, exist_ok=True)
-    (root / label / f'{label}.{i}.jpg').write_bytes(
-        encode(synthetic_photo(rng, *size), 'JPEG', quality=rng.choice([70, 85, 95])))
+  labels = [('cat', 'dog', 'bird')[i % 3] for i in range(count)]
+  write_files(root, {f'{label}/{label}.{i}.jpg': data for i, (label, data) in
+                      enumerate(zip(labels, jpegs(count, seed, size, qualities=(70, 85, 95))))})
   for name in damaged:
     data = {'truncated': (root / 'cat' / 'cat.0.jpg').read_bytes()[:900], 'error-page': b'<html>404</html>',
             'empty': b''}[name.split('/')[1].split('.')[0]]
@@ -314,7 +302,7 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
   # 5. The narrowest window, hit from inside: dataset_info.json complete under its temporary
   # name, the rename that commits it not yet done.
   ended = kill('before the marker is renamed into place', None,
-               [sys.executable, str(ROOT / 'tests' / 'sigkill_at.py'), MARKER, *command[3:]])
+               [sys.executable, str(SIGKILL_AT), MARKER, *command[3:]])
   assert_not_committed(out, 'before the marker is renamed into place')
   assert (out / TEMP_DIR / MARKER).exists()
 
@@ -438,9 +426,7 @@ def test_the_real_command_refuses_a_users_file_with_exit_code_2(small_photos, ea
   (out / 'data').mkdir()
   (out / 'data' / 'x.csv').write_text('a,b\n1,2\n')
   before = tree_state(out)
-  result = subprocess.run([sys.executable, '-m', 'beam_pipeline', f'--input={small_photos}', f'--output={out}',
-                           '--runner=DirectRunner'], cwd=ROOT, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
+  result = run_cli(f'--input={small_photos}', f'--output={out}', '--runner=DirectRunner')
   assert result.returncode == 2, result.stderr[-3000:]
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert len(errors) == 1 and 'data/x.csv' in errors[0] and 'did not write' in errors[0], result.stderr[-3000:]
@@ -516,14 +502,14 @@ def test_a_run_killed_while_the_tf_transform_graph_is_moved_into_place_can_be_re
   """
   out, fresh = tmp_path / 'out', tmp_path / 'fresh'
   args = [f'--input={small_photos}', f'--output={out}', '--runner=DirectRunner', '--max_error_fraction=0.1']
-  ended = run_command([sys.executable, str(ROOT / 'tests' / 'sigkill_at.py'), 'metadata', *args],
+  ended = run_command([sys.executable, str(SIGKILL_AT), 'metadata', *args],
                       tmp_path / 'killed.log')
   assert ended.returncode == -signal.SIGKILL, ended.log[-3000:]
   assert_not_committed(out, 'publishing the tf.Transform graph')
   assert (out / 'transform_fn' / 'saved_model.pb').exists() and not (out / 'metadata').exists()
   assert (out / TEMP_DIR / 'transform' / 'metadata' / 'schema.pbtxt').exists()
 
-  ended = run_command([sys.executable, '-m', 'beam_pipeline', *args], tmp_path / 'rerun.log')
+  ended = run_command(command(*args), tmp_path / 'rerun.log')
   assert ended.returncode == 0, ended.log[-3000:]
   assert cli.main([*args[:1], f'--output={fresh}', *args[2:]]) == 0
   files, info = result_of(out)
@@ -573,20 +559,13 @@ def test_a_worker_killed_mid_run_stops_the_run_with_a_message_and_commits_nothin
   marker; no process of the run left behind.
   """
   out = tmp_path / 'out'
-  with open(tmp_path / 'run.log', 'w') as log:
-    process = subprocess.Popen(convert_command(photos, out), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-  try:
+  with started(convert_command(photos, out), tmp_path / 'run.log') as process:
     deadline = time.monotonic() + RUN_TIMEOUT
     while len(workers_of(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
       time.sleep(0.01)
     family = descendants(process.pid)
     os.kill(workers_of(process.pid)[0], signal.SIGKILL)
     returncode = process.wait(timeout=RUN_TIMEOUT)
-  finally:
-    if process.poll() is None:
-      os.killpg(process.pid, signal.SIGKILL)
-      process.wait()
   output = (tmp_path / 'run.log').read_text(errors='replace')
   assert returncode == 1, output[-3000:]
   assert output.strip().splitlines()[-1].startswith('error: a worker process ended abruptly')

@@ -8,8 +8,10 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.example import example_pb2
 
-import gcs_emulator
-from beam_pipeline import cli, output_dir
+from beam_pipeline import cli
+from beam_pipeline.beam import output_dir
+
+from helpers import gcs_emulator
 
 LABELS = ('cat', 'dog')
 PER_CLASS = 6

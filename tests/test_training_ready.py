@@ -1,14 +1,14 @@
-"""Issue 3 end to end: stratified reproducible splits, no leakage, shuffled shards, determinism."""
+"""Training-ready output end to end: stratified reproducible splits, no leakage, mixed shards, determinism."""
+import itertools
 import json
 import random
 from collections import Counter
 
 import tensorflow as tf
 
-from beam_pipeline.sample_images import encode, synthetic_photo
-
-from dataset_reader import read_errors, read_output
-from test_pipeline import output_files, run, write_files
+from helpers import photos
+from helpers.commands import convert as run
+from helpers.dataset_reader import output_files, read_errors, read_output
 
 CLASSES = ('cat', 'dog', 'fox')
 
@@ -16,10 +16,7 @@ CLASSES = ('cat', 'dog', 'fox')
 def _class_sorted_set(root, per_class, duplicates=0, seed=0):
   """Tiny photos, listed class by class; `duplicates` files copied under new names, some into other classes."""
   rng = random.Random(seed)
-  files = {}
-  for label in CLASSES:
-    for i in range(per_class):
-      files[f'{label}/{label}.{i:05d}.jpg'] = encode(synthetic_photo(rng, 24, 20), 'JPEG', quality=80)
+  files = photos.labelled(CLASSES, per_class, seed, size=(24, 20), name='{label}/{label}.{i:05d}.jpg')
   originals = sorted(files)
   planted = {}
   for i in range(duplicates):
@@ -27,7 +24,7 @@ def _class_sorted_set(root, per_class, duplicates=0, seed=0):
     target = f'{CLASSES[i % len(CLASSES)]}/copy-{i}.jpg'
     files[target] = files[source]
     planted[target] = source
-  write_files(root, files)
+  photos.write_files(root, files)
   return files, planted
 
 
@@ -60,6 +57,27 @@ def test_splits_are_stratified_and_copies_never_leak(tmp_path):
   assert all(len(labels) == len(CLASSES) for labels in batches)
 
 
+def test_every_shard_mixes_the_classes_as_its_split_does(tmp_path):
+  """3,000 photos of two classes, listed class by class, split 80/20 into shards of about
+  600 records. Expected: in every shard, no run of one class longer than a random order
+  gives (at most 20: the chance of a longer one in 600 records is about 1 in 2,000), and
+  each class's share within sampling noise (three standard deviations) of its split's."""
+  photos.write_files(tmp_path / 'in', photos.labelled(('cat', 'dog'), 1500, seed=4, size=(24, 20)))
+  out = tmp_path / 'out'
+  assert run(f'--input={tmp_path}/in', f'--output={out}', '--splits=train=0.8,validation=0.2',
+             '--target_shard_mb=0.8', '--skip_transform') == 0
+  info, records = read_output(out)
+  assert len(info['splits']['train']['shards']) >= 3 and info['num_examples'] == 3000
+  for split, split_records in records.items():
+    split_share = sum(r['image/class/text'] == b'cat' for r in split_records) / len(split_records)
+    for shard, in_shard in itertools.groupby(split_records, key=lambda r: r['_shard']):
+      labels = [r['image/class/text'] for r in in_shard]
+      longest = max(len(list(run_)) for _, run_ in itertools.groupby(labels))
+      share = labels.count(b'cat') / len(labels)
+      assert longest <= 20, (shard, longest)
+      assert abs(share - split_share) <= 3 * (split_share * (1 - split_share) / len(labels)) ** 0.5, (shard, share)
+
+
 def test_dedupe_keeps_one_copy(tmp_path):
   files, planted = _class_sorted_set(tmp_path / 'in', per_class=40, duplicates=6, seed=3)
   assert run(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--dedupe') == 0
@@ -72,9 +90,8 @@ def test_dedupe_keeps_one_copy(tmp_path):
 
 
 def test_split_folders_and_default_split(tmp_path):
-  rng = random.Random(5)
-  write_files(tmp_path / 'in', {f'{split}/{label}/{i}.jpg': encode(synthetic_photo(rng, 24, 20), 'JPEG')
-                                for split in ('train', 'val') for label in ('a', 'b') for i in range(3)})
+  photos.write_files(tmp_path / 'in', {f'{split}/{name}': data for split in ('train', 'val') for name, data in
+                                       photos.labelled(('a', 'b'), 3, seed=5, size=(24, 20)).items()})
   assert run(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--splits=train=0.5,test=0.5') == 0
   info, records = read_output(tmp_path / 'out')
   assert {split: len(rs) for split, rs in records.items()} == {'train': 6, 'validation': 6}

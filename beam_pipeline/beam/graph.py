@@ -1,0 +1,68 @@
+"""The conversion pipeline, top to bottom as the data flows."""
+from typing import List, Tuple
+
+import apache_beam as beam
+from apache_beam.pvalue import AsList, AsSingleton
+
+from beam_pipeline.beam import coders
+from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits, GroupCopies,
+                                           PlanShards, ValidateImages, WriteOutputs, commit, list_input, write_errors)
+from beam_pipeline.core import labels, splitting
+from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit, TransformGraph
+from beam_pipeline.core.settings import Settings
+
+
+def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
+  coders.register()  # the element types declared below travel with compact coders, not per-record pickles
+  # Only the input's pattern or manifest path enters the graph; listing runs on a worker,
+  # in batches, which keeps per-element overhead low and fans out well after the shuffle.
+  listed = (pipeline
+            | 'Input' >> beam.Create([settings.input])
+            | 'List' >> beam.FlatMap(list_input).with_output_types(List[InputItem]).with_outputs(
+                REJECTED, main='batches'))
+  batches = listed.batches | 'Distribute' >> beam.Reshuffle()
+
+  # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
+  # Keyed by the start of the content hash, so identical files meet in one bucket,
+  # form one group and never straddle splits.
+  checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings)).with_output_types(
+      List[ImageRecord]).with_outputs(REJECTED, main='records')
+  grouped = (checked.records
+             | 'BucketByContent' >> beam.FlatMap(lambda records: splitting.content_buckets(records).items()
+                                                 ).with_output_types(Tuple[str, List[ImageRecord]])
+             | 'GroupByContent' >> beam.GroupByKey()
+             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe)).with_output_types(
+                 Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))
+  # Splits follow the content hash, class by class; each content bucket places its own
+  # records, then hands them on by their shard order key, which is independent of the split.
+  assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits)
+
+  class_labels = (assigned[LABELS]
+                  | 'UniqueLabels' >> beam.Distinct()
+                  | 'AllLabels' >> beam.combiners.ToList()
+                  | 'SortLabels' >> beam.Map(labels.sorted_labels))
+
+  # Plan on metadata; each planned shard is then written whole by one worker, and
+  # the tf.Transform graph (its vocabulary is labels.txt) beside them.
+  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes)
+  graph = pipeline | 'TransformGraph' >> beam.Create(
+      [] if settings.skip_transform else [TransformGraph(settings.image_size, settings.schema)]
+  ).with_output_types(OutputUnit)
+  written = ((plans, graph)
+             | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
+             | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(class_labels)).with_outputs(
+                 REJECTED, TRANSFORM_WRITTEN, main='shards'))
+
+  errors_by_reason = ((listed[REJECTED], checked[REJECTED], grouped[REJECTED], written[REJECTED])
+                      | 'AllRejections' >> beam.Flatten()
+                      | 'CollectRejections' >> beam.combiners.ToList()
+                      | 'WriteErrors' >> beam.Map(write_errors, settings.output))
+
+  # Side inputs make the commit wait for every shard and the errors file.
+  _ = (pipeline
+       | 'Start commit' >> beam.Create([None])
+       | 'Commit' >> beam.Map(commit, shards=AsList(written.shards), labels_list=AsSingleton(class_labels),
+                              errors_by_reason=AsSingleton(errors_by_reason),
+                              duplicates=AsList(grouped[DUPLICATES]),
+                              transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
+                              runner=runner))

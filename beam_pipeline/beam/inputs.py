@@ -1,0 +1,308 @@
+"""What --input names (a glob, a directory or a manifest), the items it lists, and how a
+remote image is opened.
+
+Listing happens inside the pipeline, from a single pattern or manifest path, so a
+million-file input never travels in the job graph; at launch we only check that
+there is something to list.
+"""
+import csv
+import io
+import json
+import os
+import re
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Union
+
+from apache_beam.io.filesystem import CompressionTypes, FileSystem
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.core import rejections
+from beam_pipeline.core.records import InputItem, Rejection
+from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
+from beam_pipeline.core.usage import UsageError
+
+_MANIFEST_SUFFIXES = {'.csv': CSV, '.csv.gz': CSV, '.jsonl': JSONL, '.jsonl.gz': JSONL,
+                      '.ndjson': JSONL, '.json': JSONL}
+# AutoML Vision's ML_USE values; UNASSIGNED leaves the choice to the split rules.
+_MANIFEST_SPLITS = {'TRAIN': 'train', 'VALIDATION': 'validation', 'TEST': 'test', 'UNASSIGNED': None}
+# Top-level folders of a directory input that name a split: root/train/cat/1.jpg.
+_SPLIT_FOLDERS = {'train': 'train', 'training': 'train', 'validation': 'validation', 'valid': 'validation',
+                  'val': 'validation', 'dev': 'validation', 'test': 'test', 'testing': 'test'}
+_URI_COLUMNS = ('uri', 'image_uri', 'gcs_file_path', 'path', 'image_path', 'image', 'filename', 'file')
+_LABEL_COLUMNS = ('label', 'class', 'category')
+_SPLIT_COLUMNS = ('split', 'set', 'ml_use')
+
+
+def resolve_input(value: str) -> InputSpec:
+  """Classifies --input and fails fast, in one line, if it names nothing."""
+  if not value:
+    raise UsageError('--input is required: a glob, a directory or a .csv/.jsonl manifest')
+  lower = value.lower()
+  if is_local_dir(value):  # before glob characters: 'Photos [2023]' is a directory
+    if next(walk_local_files(value), None) is None:
+      raise UsageError(f'--input={value} is an empty directory; give a glob, a directory of images or a manifest')
+    return InputSpec(DIRECTORY, value.rstrip('/') + '/**')
+  for suffix, kind in _MANIFEST_SUFFIXES.items():
+    if lower.endswith(suffix):
+      if not FileSystems.exists(value):
+        raise UsageError(f'--input={value}: manifest not found')
+      return InputSpec(kind, value)
+  if any(c in value for c in '*?['):
+    if not _has_match(value):
+      raise UsageError(f'--input={value}: the pattern matches no files')
+    return InputSpec(GLOB, value)
+  pattern = value.rstrip('/') + '/**'
+  if _has_match(pattern):
+    return InputSpec(DIRECTORY, pattern)
+  if not value.endswith('/') and _has_match(value):
+    return InputSpec(GLOB, value)  # a single file
+  raise UsageError(f'--input={value} does not exist; give a glob, a directory of images or a manifest')
+
+
+def open_image(uri: str) -> BinaryIO:
+  """A remote image's bytes as stored (the core's reading.Remote.open): a photo named
+  x.jpg.gz must not be silently gunzipped."""
+  return FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def is_local_dir(path: str) -> bool:
+  return _is_local(path) and os.path.isdir(path)
+
+
+def walk_local_files(root: str, max_depth: Optional[int] = None) -> Iterator[str]:
+  """Every entry of a local tree that is not a directory, symlinks and pipes included,
+  down to ``max_depth`` levels below ``root`` (1: its own entries).
+
+  Hand-written because Beam's local listing (os.walk) silently drops dangling
+  symlinks, recurses once per level (RecursionError past ~1000 levels) and treats
+  the path as a pattern ('out [1]'); an input must be listed whole to be
+  accounted for. Directory symlinks are listed, not followed (loops); so is a
+  subdirectory that cannot be listed, which the read then rejects.
+  """
+  pending = [(root.rstrip('/') or '/', 1)]
+  while pending:
+    directory, depth = pending.pop()
+    try:
+      with os.scandir(directory) as iterator:
+        entries = sorted(iterator, key=lambda e: e.name)
+    except OSError:
+      if depth == 1:
+        raise
+      yield directory
+      continue
+    for entry in entries:
+      if not entry.is_dir(follow_symlinks=False):
+        yield entry.path
+      elif max_depth is None or depth < max_depth:
+        pending.append((entry.path, depth + 1))
+
+
+def match_local_glob(pattern: str) -> Iterator[str]:
+  """The local files a glob matches, with Beam's pattern semantics ('*' within a
+  directory, '**' across directories), listed by walk_local_files so that nothing
+  Beam's local listing would drop goes unaccounted for."""
+  prefix = re.match(r'[^[*?]*', pattern).group(0)
+  if prefix == pattern:  # no wildcard: the file itself, even a dangling symlink
+    if os.path.lexists(pattern) and not os.path.isdir(pattern):
+      yield pattern
+    return
+  top = os.path.dirname(prefix)
+  if not os.path.isdir(top or '.'):
+    return
+  matches = re.compile(FileSystem.translate_pattern(pattern)).match
+  # Without '**' a match lies exactly as many levels down as the pattern has '/'s.
+  depth = None if '**' in pattern else pattern[len(top):].count('/') + (0 if top else 1)
+  for path in walk_local_files(top or '.', depth):
+    path = path if top else os.path.relpath(path)
+    if matches(path):
+      yield path
+
+
+def _is_local(path: str) -> bool:
+  return FileSystems.get_scheme(path) is None
+
+
+def _has_match(pattern: str) -> bool:
+  try:
+    if _is_local(pattern):
+      return next(match_local_glob(pattern), None) is not None
+    return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
+  except Exception:  # Beam raises BeamIOError for a missing directory; a local one may be unreadable
+    return False
+
+
+LIST_BATCH_SIZE = 256
+
+
+def list_input_batches(spec: InputSpec, size: int = LIST_BATCH_SIZE) -> Iterator[Union[List[InputItem], Rejection]]:
+  """list_inputs with its items in lists of ``size`` (the unit of work validation
+  workers take); a manifest row that names no usable input comes out alone."""
+  batch = []
+  for item in list_inputs(spec):
+    if isinstance(item, Rejection):
+      yield item
+      continue
+    batch.append(item)
+    if len(batch) == size:
+      yield batch
+      batch = []
+  if batch:
+    yield batch
+
+
+def list_inputs(spec: InputSpec) -> Iterator[Union[InputItem, Rejection]]:
+  """All items of an input; manifest rows that cannot be used come out as rejections."""
+  if spec.kind == DIRECTORY:
+    root = spec.path[:-len('/**')]
+    paths = (walk_local_files(root) if is_local_dir(root)
+             else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
+    for path in paths:
+      yield InputItem(path, split=_split_folder(root + '/', path))
+  elif spec.kind == GLOB:
+    paths = (match_local_glob(spec.path) if _is_local(spec.path)
+             else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
+    for path in paths:
+      yield InputItem(path)
+  elif spec.kind == CSV:
+    yield from _read_csv_manifest(spec.path)
+  else:
+    yield from _read_jsonl_manifest(spec.path)
+
+
+class _RawReader(io.RawIOBase):
+  """Adapts a FileSystems stream (which may be Beam's CompressedFile, lacking the
+  io interface) so TextIOWrapper can decode it incrementally."""
+
+  def __init__(self, stream):
+    super().__init__()
+    self._stream = stream
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    data = self._stream.read(len(buffer))
+    buffer[:len(data)] = data
+    return len(data)
+
+  def close(self) -> None:
+    self._stream.close()
+    super().close()
+
+
+def _split_folder(root: str, path: str) -> Optional[str]:
+  """The split a top-level folder names (root/train/cat/1.jpg), if any."""
+  parts = path[len(root):].split('/') if path.startswith(root) else []
+  return _SPLIT_FOLDERS.get(parts[0].lower()) if len(parts) > 2 else None
+
+
+def _open_text(path: str) -> io.TextIOWrapper:
+  # AUTO decompresses manifest.csv.gz; newline='' lets csv handle quoted line breaks.
+  stream = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+  # surrogateescape: a row that is not UTF-8 is rejected alone (_check_text), not the whole job.
+  return io.TextIOWrapper(io.BufferedReader(_RawReader(stream)), encoding='utf-8-sig', newline='',
+                          errors='surrogateescape')
+
+
+def _check_text(text: str) -> None:
+  try:
+    text.encode('utf-8')
+  except UnicodeEncodeError:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, 'row is not UTF-8 text (save the manifest as UTF-8)') from None
+
+
+def _resolve_uri(manifest: str, uri: str) -> str:
+  """Manifest paths may be relative to the manifest's own directory."""
+  if '://' in uri or uri.startswith('/'):
+    return uri
+  return FileSystems.join(FileSystems.split(manifest)[0], uri)
+
+
+def _read_csv_manifest(path: str) -> Iterator[Union[InputItem, Rejection]]:
+  with _open_text(path) as text:
+    # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
+    rows = csv.reader(text, skipinitialspace=True)
+    header = None
+    for row_number, row in enumerate(rows, start=1):
+      where = f'{path}:row {row_number}'
+      if row_number == 1 and _is_header(row):
+        header = [cell.strip().lower() for cell in row]
+        continue
+      if not any(cell.strip() for cell in row):
+        continue
+      try:
+        _check_text(''.join(row))
+        yield _csv_item(path, header, row) if header else _automl_item(path, row)
+      except Rejected as e:
+        yield Rejection.of(where, e)
+
+
+def _is_header(row) -> bool:
+  return any(cell.strip().lower() in _URI_COLUMNS for cell in row)
+
+
+def _automl_item(manifest: str, row) -> InputItem:
+  """AutoML Vision layout without a header: [set,]uri[,label]. The uri is kept as written."""
+  cells = list(row)
+  split = None
+  if len(cells) >= 2 and cells[0].strip().upper() in _MANIFEST_SPLITS:
+    split = _MANIFEST_SPLITS[cells[0].strip().upper()]
+    cells = cells[1:]
+  labels = [cell.strip() for cell in cells[1:] if cell.strip()]
+  if not cells[0]:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, 'row has no image uri')
+  if len(labels) > 1:
+    raise Rejected(rejections.BAD_MANIFEST_ROW,
+                   f'row has {len(labels)} labels {labels}; one label per image is supported')
+  return InputItem(_resolve_uri(manifest, cells[0]), labels[0] if labels else None, split)
+
+
+def _csv_item(manifest: str, header, row) -> InputItem:
+  if len(row) != len(header):
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has {len(row)} fields, the header has {len(header)}')
+  return _item_from_fields(manifest, dict(zip(header, row)))
+
+
+def _read_jsonl_manifest(path: str) -> Iterator[Union[InputItem, Rejection]]:
+  with _open_text(path) as text:
+    for line_number, line in enumerate(text, start=1):
+      if not line.strip():
+        continue
+      try:
+        _check_text(line)
+        try:
+          fields = json.loads(line)
+        except json.JSONDecodeError as e:
+          raise Rejected(rejections.BAD_MANIFEST_ROW, f'invalid JSON: {e}') from None
+        if not isinstance(fields, dict):
+          raise Rejected(rejections.BAD_MANIFEST_ROW, 'line is not a JSON object')
+        yield _item_from_fields(path, fields)
+      except Rejected as e:
+        yield Rejection.of(f'{path}:line {line_number}', e)
+
+
+def _item_from_fields(manifest: str, fields: Dict[str, Any]) -> InputItem:
+  """A manifest row with named fields: uri, optional label and split, the rest extras."""
+  fields = dict(fields)
+  uri = _pop_first(fields, _URI_COLUMNS)
+  if not isinstance(uri, str) or not uri:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has no image uri (one of {", ".join(_URI_COLUMNS)})')
+  label = _pop_first(fields, _LABEL_COLUMNS)
+  label = label.strip() if isinstance(label, str) else label
+  split_value = _pop_first(fields, _SPLIT_COLUMNS)
+  split_value = str(split_value).strip() if split_value is not None else ''
+  split = None
+  if split_value:
+    if split_value.upper() not in _MANIFEST_SPLITS:
+      raise Rejected(rejections.BAD_MANIFEST_ROW,
+                     f'split {split_value!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
+    split = _MANIFEST_SPLITS[split_value.upper()]
+  extras = tuple(sorted((key, value) for key, value in fields.items() if value not in (None, '')))
+  return InputItem(_resolve_uri(manifest, uri), None if label in (None, '') else str(label), split, extras)
+
+
+def _pop_first(fields: Dict[str, Any], names) -> Any:
+  for name in names:
+    if name in fields:
+      return fields.pop(name)
+  return None

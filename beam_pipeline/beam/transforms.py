@@ -1,0 +1,275 @@
+"""The DoFns and step functions of the pipeline: thin Beam glue around the core's plain functions."""
+import collections
+import functools
+import itertools
+import shutil
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
+
+from beam_pipeline.beam import inputs, output_dir, workers
+from beam_pipeline.core import dataset_info, hash_order, labels, reading, sharding, splitting, steps, uris
+from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
+                                        ShardWritten, TransformGraph, Validated)
+from beam_pipeline.core.settings import InputSpec, Settings, SplitSpec
+
+REJECTED = 'rejected'
+DUPLICATES = 'duplicates'
+LABELS = 'labels'
+TRANSFORM_WRITTEN = 'transform_written'
+TRANSFORM_STAGING = 'transform'  # where the graph is staged (output_dir.staging)
+_NAMESPACE = 'beam_pipeline'
+
+
+def _rejected(rejection: Rejection) -> beam.pvalue.TaggedOutput:
+  Metrics.counter(_NAMESPACE, f'rejected_{rejection.reason}').inc()
+  return beam.pvalue.TaggedOutput(REJECTED, rejection)
+
+
+class _PooledDoFn(beam.DoFn):
+  """A DoFn that hands a core step to the local worker pool (workers.py) when it can, or runs it inline.
+
+  Pooled steps run ahead, up to AHEAD per worker, and what follows each (``then``)
+  runs in the order they were handed out (the last ones from finish_bundle).
+  Workers read and write local files only; a step that reads a remote file runs
+  inline, with Beam's FileSystems to read it and --read_threads to read ahead on.
+  """
+
+  # Enough that a slow task at the head of the queue (a batch of large PNGs) leaves
+  # no worker idle; a task in flight holds only its inputs' names and metadata.
+  AHEAD = 4
+
+  def __init__(self, settings: Settings):
+    self._settings = settings
+    self._remote: Optional[reading.Remote] = None
+    self._in_flight: Optional[Deque[Tuple[Callable[[Any], Iterator[Any]], Future]]] = None
+
+  def setup(self) -> None:
+    threads = self._settings.read_threads
+    self._remote = reading.Remote(inputs.open_image, ThreadPoolExecutor(threads, thread_name_prefix=type(self).__name__),
+                                  threads)
+
+  def teardown(self) -> None:
+    if self._remote:
+      self._remote.pool.shutdown()
+
+  def start_bundle(self) -> None:
+    self._in_flight = collections.deque()
+
+  def finish_bundle(self) -> Iterator[Any]:
+    for output in self._completed(limit=0):
+      if isinstance(output, beam.pvalue.TaggedOutput):
+        yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
+      else:
+        yield GlobalWindows.windowed_value(output)
+
+  def _run(self, step: Callable[..., Any], args: Tuple[Any, ...], then: Callable[[Any], Iterator[Any]],
+           reads: Optional[Iterable[str]] = None) -> Iterator[Any]:
+    """The outputs of ``then(step(*args))``, the step run in a worker unless a file it ``reads``
+    is remote. Run here, a step that reads files gets remote reads as its last argument."""
+    pool = workers.pool()
+    if pool is None or (reads is not None and uris.any_remote(reads)):
+      yield from then(step(*args) if reads is None else step(*args, self._remote))
+      return
+    self._in_flight.append((then, pool.submit(step, *args)))
+    yield from self._completed(limit=self.AHEAD * workers.count())
+
+  def _completed(self, limit: int) -> Iterator[Any]:
+    while len(self._in_flight) > limit:
+      then, future = self._in_flight.popleft()
+      yield from then(future.result())
+
+
+def list_input(spec: InputSpec) -> Iterator[Any]:
+  """Batches of the input's items; a manifest row that names no usable input is rejected here."""
+  for batch in inputs.list_input_batches(spec):
+    yield _rejected(batch) if isinstance(batch, Rejection) else batch
+
+
+class ValidateImages(_PooledDoFn):
+  """Reads, hashes and fully decodes batches of inputs (core/validation.py); emits lists of
+  metadata records, never bytes: Beam's cost per element exceeds a record's own."""
+
+  def process(self, batch: List[InputItem]) -> Iterator[Any]:
+    yield from self._run(steps.validate_batch, (batch, self._settings), self._emit, (item.uri for item in batch))
+
+  def _emit(self, result: Validated) -> Iterator[Any]:
+    for rejection in result.rejections:
+      yield _rejected(rejection)
+    if result.records:
+      yield result.records
+    # Reported once per batch: each metric update looks up its cell.
+    Metrics.counter(_NAMESPACE, 'validated').inc(len(result.records))
+    for source_format, count in result.source_formats.items():
+      Metrics.counter(_NAMESPACE, f'source_format_{source_format}').inc(count)
+
+
+class WriteOutputs(_PooledDoFn):
+  """Writes each OutputUnit, a planned shard (core/shard_writer.py) or the tf.Transform graph,
+  to local disk, then moves or uploads it into place; the shards go to the main output,
+  the graph's directory names to TRANSFORM_WRITTEN. A worker pool writes them side by side."""
+
+  def __init__(self, settings: Settings):
+    super().__init__(settings)
+    self._scratch = ''  # where shards and the graph are staged for a remote output
+
+  def setup(self) -> None:
+    super().setup()
+    if uris.is_remote(self._settings.output):
+      self._scratch = tempfile.mkdtemp(prefix='beam_pipeline-')
+
+  def teardown(self) -> None:
+    super().teardown()
+    if self._scratch:
+      shutil.rmtree(self._scratch, ignore_errors=True)
+
+  def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
+    settings = self._settings
+    if isinstance(unit, ShardPlan):
+      name = unit.file_name(settings.compression)
+      staged = output_dir.staging(settings.output, name, self._scratch)
+      yield from self._run(steps.write_shard, (unit, staged, settings, class_names),
+                           functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
+    else:
+      staged = output_dir.staging(settings.output, TRANSFORM_STAGING, self._scratch)
+      yield from self._run(steps.write_graph, (staged, unit, class_names), functools.partial(self._graph_written, staged))
+
+  def _shard_written(self, staged: str, result: ShardWritten) -> Iterator[Any]:
+    for rejection in result.rejections:
+      yield _rejected(rejection)
+    output_dir.publish(self._settings.output, result.shard['file'], staged)
+    Metrics.counter(_NAMESPACE, 'written').inc(result.shard['num_examples'])
+    yield result.shard
+
+  def _graph_written(self, staged: str, _) -> Iterator[Any]:
+    for name in output_dir.TRANSFORM_DIRS:
+      output_dir.publish_tree(self._settings.output, name, uris.join(staged, name))
+    yield beam.pvalue.TaggedOutput(TRANSFORM_WRITTEN, list(output_dir.TRANSFORM_DIRS))
+
+
+class GroupCopies(beam.DoFn):
+  """Finds the identical files of one content bucket; reports and maybe drops copies.
+
+  Emits the bucket's content groups, all classes together, as one (bucket, groups) element."""
+
+  def __init__(self, dedupe: bool):
+    self._dedupe = dedupe
+
+  def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
+    groups = []
+    for copies in splitting.same_content(itertools.chain.from_iterable(bucket[1])):
+      group, dropped = splitting.group_duplicates(copies, self._dedupe)
+      if len(copies) > 1:
+        Metrics.counter(_NAMESPACE, 'duplicate_groups').inc()
+        yield beam.pvalue.TaggedOutput(DUPLICATES, sorted(r.uri for r in copies))
+      for rejection in dropped:
+        yield _rejected(rejection)
+      groups.append(group)
+    yield bucket[0], groups
+
+
+class _BucketOffsets(beam.PTransform):
+  """Every (bucket, items) element's ((key, bucket), weight) pairs, gathered into one
+  hash_order.Offsets for a side input; ``weights`` is the plain function that weighs a bucket."""
+
+  def __init__(self, weights: Callable[[str, Any], Iterable[Tuple[Tuple[str, str], int]]]):
+    super().__init__()
+    self._weights = weights
+
+  def expand(self, buckets):
+    return (buckets
+            | 'Weights' >> beam.FlatMapTuple(self._weights)
+            | 'All' >> beam.combiners.ToList()
+            | 'Offsets' >> beam.Map(hash_order.offsets))
+
+
+class AssignSplits(beam.PTransform):
+  """(order bucket, records) with every record's split, from (content bucket, content groups).
+
+  Every bucket reports its images per class first; with those totals each bucket
+  assigns its own groups, so no worker holds a whole class. The records then go
+  on by order bucket, for the shards. Also outputs, tagged, the label texts.
+  """
+
+  def __init__(self, spec: SplitSpec):
+    super().__init__()
+    self._spec = spec
+
+  def expand(self, buckets):
+    placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
+    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsSingleton(placed)
+                                              ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
+                                                  LABELS, main='records')
+
+
+def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
+                  placed: hash_order.Offsets) -> Iterator[Any]:
+  """One content bucket's records with their splits, by order bucket, then its label texts."""
+  records = list(splitting.assign_splits(bucket[0], bucket[1], spec, placed))
+  yield from sharding.order_buckets(records).items()
+  for text in sorted({record.label for record in records if record.label is not None}):
+    yield beam.pvalue.TaggedOutput(LABELS, text)
+
+
+class PlanShards(beam.PTransform):
+  """One ShardPlan per shard, from (order bucket, records) pairs whose records have their splits.
+
+  Every pair reports its bytes per split first; with those totals each order
+  bucket, gathered from its pairs, places its own records, and the shards'
+  GroupByKey spreads them over workers.
+  """
+
+  def __init__(self, target_bytes: int):
+    super().__init__()
+    self._target_bytes = target_bytes
+
+  def expand(self, pairs):
+    placed = pairs | 'Place' >> _BucketOffsets(sharding.split_bytes)
+    shards = (pairs
+              | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[ImageRecord]]])
+              | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsSingleton(
+                  placed)).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]]))
+    numbered = (shards
+                | 'Planned' >> beam.Keys()
+                | 'AllPlanned' >> beam.combiners.ToList()
+                | 'Number' >> beam.Map(sharding.numbering))
+    return (shards
+            | 'GroupByShard' >> beam.GroupByKey()
+            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsSingleton(numbered)).with_output_types(ShardPlan))
+
+
+def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int,
+                  placed: hash_order.Offsets) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
+  return sharding.assign_shards(bucket[0], itertools.chain.from_iterable(bucket[1]), target_bytes, placed).items()
+
+
+def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
+               numbered: Dict[Tuple[str, int], Tuple[int, int]]) -> ShardPlan:
+  (split, planned_index), batches = shard
+  return sharding.plan_shard(split, planned_index, itertools.chain.from_iterable(batches), numbered)
+
+
+def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:
+  """One errors file, sorted by uri so reruns produce the same bytes; returns counts per reason."""
+  ordered = sorted(rejected)
+  output_dir.write_text(output, output_dir.ERRORS_FILE, ''.join(r.to_json() + '\n' for r in ordered))
+  return dict(collections.Counter(r.reason for r in ordered))
+
+
+def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors_by_reason: Dict[str, int],
+           duplicates: List[List[str]], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
+  """The last step: labels.txt, then dataset_info.json, once everything else is final."""
+  dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason,
+                                  settings.max_error_fraction,
+                                  output_dir.path(settings.output, output_dir.ERRORS_FILE))
+  output_dir.write_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
+  info = dataset_info.build(shards=shards, labels=labels_list, errors_by_reason=errors_by_reason,
+                            errors_file=output_dir.ERRORS_FILE, duplicates=duplicates,
+                            dedupe=settings.dedupe, settings=settings.as_dict(), runner=runner)
+  written = [shard['file'] for shard in shards] + [output_dir.LABELS_TXT, output_dir.ERRORS_FILE]
+  written_dirs = [directory for directories in transform_written for directory in directories]
+  output_dir.commit(settings.output, written, written_dirs, dataset_info.dumps(info))

@@ -1,0 +1,46 @@
+"""Running totals in a hash order, computed one bucket at a time.
+
+Split assignment and shard planning both place each item where the midpoint of
+its weight falls in a running total taken in a hash order: splits in content-hash
+order within each class, shards in order-key order within each split. Sorting a
+whole class or split for that would gather it on one worker, capping a job at one
+machine's memory. Buckets (keyed by a hash prefix) are contiguous ranges of the
+order, so their weights alone (a few hundred numbers per class or split) give
+every bucket the total before it; each bucket then places its own items, exactly
+as the whole sort would.
+"""
+import collections
+from typing import Callable, Dict, Iterable, Iterator, NamedTuple, Sequence, Tuple, TypeVar
+
+Item = TypeVar('Item')
+
+
+class Offsets(NamedTuple):
+  """Per key (a class or a split): the weight of its buckets before each bucket, and its total."""
+  before: Dict[Tuple[str, str], int]
+  totals: Dict[str, int]
+
+
+def offsets(weights: Iterable[Tuple[Tuple[str, str], int]]) -> Offsets:
+  """Offsets from ((key, bucket), weight) pairs; a pair repeated for one bucket adds up."""
+  by_key: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  for (key, bucket), weight in weights:
+    by_key[key][bucket] += weight
+  before, totals = {}, {}
+  for key, buckets in by_key.items():
+    running = 0
+    for bucket in sorted(buckets):  # equal-length hash prefixes sort in hash order
+      before[key, bucket] = running
+      running += buckets[bucket]
+    totals[key] = running
+  return Offsets(before, totals)
+
+
+def midpoints(items: Sequence[Item], weight: Callable[[Item], int], key: str, bucket: str,
+              placed: Offsets) -> Iterator[Tuple[Item, float]]:
+  """Each item of one bucket, given in hash order, with the midpoint of its weight in the key's running total."""
+  position = placed.before[key, bucket]
+  for item in items:
+    item_weight = weight(item)
+    yield item, position + item_weight / 2
+    position += item_weight

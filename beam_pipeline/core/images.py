@@ -1,0 +1,365 @@
+"""Decide whether image bytes become a record, and which bytes the record stores.
+
+The contract is TensorFlow's reader: every stored image must decode with
+``tf.io.decode_image(bytes, channels=3, expand_animations=False)`` to exactly the
+recorded height and width. So TensorFlow itself decodes every stored image once
+here, and the record's shape is what it decoded; Pillow identifies the real format,
+reads the header (rejecting decompression bombs before any pixel is allocated),
+and re-encodes what TensorFlow cannot read. A JPEG skips Pillow unless TensorFlow
+fails it: TensorFlow reads its header (the same bomb check) and decodes it, and
+Pillow then only explains the failure. Which bytes are kept, as measured
+against TensorFlow in tests/test_images.py and tests/test_images_fuzz.py:
+
+* JPEG (also CMYK, grayscale, progressive, MPO), PNG (all modes, APNG's default
+  image) and still, opaque WebP keep their original bytes. TensorFlow refuses
+  channels=3 for a WebP with alpha, animated WebP entirely, and aborts the whole
+  process on some damaged animated ones.
+* GIF is re-encoded: TensorFlow's giflib rejects files Pillow reads (stray
+  records, pixel indexes past the colour table) and sizes its output by the
+  largest frame rather than the canvas, which cannot be checked without giflib.
+* BMP keeps its bytes only when uncompressed 24/32-bit and exactly sized:
+  TensorFlow rejects 1/4/16 bits, RLE and trailing bytes, and decodes 8-bit
+  palette BMPs as raw indexes (wrong colours).
+* Everything else Pillow reads (TIFF, PSD, ICO, PPM, TGA, JPEG 2000, animated
+  WebP, ...) is re-encoded losslessly as PNG (its first frame, the frame
+  TensorFlow would return).
+"""
+import hashlib
+import io
+import struct
+import warnings
+import zlib
+from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
+
+import tensorflow as tf
+from PIL import Image, UnidentifiedImageError
+
+from beam_pipeline.core import rejections
+from beam_pipeline.core.rejections import Rejected
+
+# Our own --max_pixels check replaces Pillow's warning; its hard error (at twice
+# Image.MAX_IMAGE_PIXELS) stays as a second line of defence.
+warnings.simplefilter('ignore', Image.DecompressionBombWarning)
+
+# Modes PNG stores as they are.
+_PNG_MODES = {'1', 'L', 'I;16', 'LA', 'P', 'RGB', 'RGBA'}
+# Modes converted before PNG encoding; colour-space conversions are the only
+# unavoidable loss, for sources (CMYK TIFF, LAB) that PNG cannot represent.
+_PNG_CONVERSIONS = {
+    'PA': 'RGBA', 'RGBa': 'RGBA', 'La': 'LA', 'RGBX': 'RGB', 'CMYK': 'RGB',
+    'YCbCr': 'RGB', 'LAB': 'RGB', 'HSV': 'RGB',
+    'I;16L': 'I;16', 'I;16B': 'I;16', 'I;16N': 'I;16',
+}
+
+
+class ImageInfo(NamedTuple):
+  """What a record says about its stored image."""
+  format: str  # format of the stored bytes: jpeg, png, bmp or webp
+  height: int
+  width: int
+  channels: int  # what tf.io.decode_image(channels=0) yields for the stored bytes
+  reencoded: bool  # stored bytes are a PNG re-encoding, not the source bytes
+  source_format: str  # what the source really is (Pillow's name), whatever its extension
+
+
+class PreparedImage(NamedTuple):
+  info: ImageInfo
+  stored: bytes
+
+
+def sha256_hex(data: bytes) -> str:
+  return hashlib.sha256(data).hexdigest()
+
+
+def prepare_image(data: bytes, max_pixels: int) -> PreparedImage:
+  """Fully validates ``data`` and returns the bytes a record should store.
+
+  Raises:
+    Rejected: with a short reason code for anything that must not be written.
+  """
+  result, = prepare_images([data], max_pixels)
+  if isinstance(result, Rejected):
+    raise result
+  return result
+
+
+def prepare_images(datas: Sequence[bytes], max_pixels: int) -> List[Union[PreparedImage, Rejected]]:
+  """prepare_image for many images at once, each result a PreparedImage or a Rejected.
+
+  Everything short of TensorFlow's decode (_plan) comes first; then the planned
+  images go to TensorFlow in one call that decodes on every core (eager calls from
+  Python threads do not run in parallel). The few it fails are looked at again one
+  by one, by Pillow and an eager decode, to say why.
+  """
+  results = [_plan(data, max_pixels) for data in datas]
+  pending = [i for i, r in enumerate(results) if isinstance(r, _Pending)]
+  decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
+  for position, index in enumerate(pending):
+    plan, shapes = results[index], decoded.get(position)
+    result = None
+    if shapes is not None:
+      header, shape = shapes
+      result = (plan._replace(height=header[0], width=header[1]) if plan.quick else plan).checked(shape)
+    if result is None or (plan.quick and isinstance(result, Rejected)):
+      plan = _plan(plan.stored, max_pixels, quick=False) if plan.quick else plan
+      result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
+    results[index] = result
+  return results
+
+
+class _Pending(NamedTuple):
+  """An image whose own bytes will be stored once TensorFlow has decoded them."""
+  stored: bytes
+  format: str
+  height: int
+  width: int
+  source_format: str
+  reencoded: bool = False
+  quick: bool = False  # a JPEG whose header only TensorFlow has read (height, width unknown yet)
+
+  def checked(self, shape: Tuple[int, ...]) -> Union[PreparedImage, Rejected]:
+    """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale)."""
+    scale = 8 if self.format == 'jpeg' else 1
+    if shape[:2] != (-(-self.height // scale), -(-self.width // scale)):
+      return Rejected(rejections.CORRUPT, f'{self.source_format} decodes to a {shape[1]}x{shape[0]} (1/{scale} '
+                      f'scale) image in TensorFlow but its header says {self.width}x{self.height}')
+    info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format)
+    return PreparedImage(info, self.stored)
+
+
+def _plan(data: bytes, max_pixels: int, quick: bool = True) -> Union[Rejected, _Pending]:
+  """Everything short of TensorFlow's decode: real format, size limits, byte checks, re-encoding.
+
+  A JPEG, nearly all of a photo collection, is ``quick``: TensorFlow reads its
+  header and decodes it in one go, and Pillow's header parser (the larger part of
+  this step's cost) runs only if that fails, to say why.
+  """
+  if not data:
+    return Rejected(rejections.EMPTY, 'file is empty (0 bytes)')
+  if data[:2] == b'\xff\xd8' and _too_many_exif_segments(data):
+    # Pillow joins Exif segments quadratically: a crafted file costs minutes of CPU.
+    return Rejected(rejections.CORRUPT, f'JPEG has more than {MAX_EXIF_SEGMENTS} Exif segments')
+  if quick and data[:3] == b'\xff\xd8\xff':
+    return _Pending(data, 'jpeg', 0, 0, 'JPEG', quick=True)
+  try:
+    image = Image.open(io.BytesIO(data))
+  except UnidentifiedImageError:
+    return Rejected(rejections.NOT_IMAGE, f'not a recognised image format ({_describe(data)})')
+  except Image.DecompressionBombError as e:
+    return Rejected(rejections.TOO_MANY_PIXELS, str(e))
+  except Exception as e:  # Pillow's header parsers raise many types on malformed data.
+    return Rejected(rejections.CORRUPT, f'unreadable image header: {_message(e)}')
+  with image:
+    try:
+      return _plan_opened(image, data, max_pixels)
+    except Rejected as e:
+      # Kept as a value, so without its traceback: its frames lead back to the
+      # caller's list of results, a cycle that would hold a whole chunk of image
+      # bytes until the next full garbage collection.
+      return e.with_traceback(None)
+    except Image.DecompressionBombError as e:
+      return Rejected(rejections.TOO_MANY_PIXELS, str(e))
+    except Exception as e:  # Pillow's decoders raise OSError, SyntaxError, ValueError, ...
+      message = _message(e)
+      if 'truncated' in message or isinstance(e, EOFError):
+        return Rejected(rejections.TRUNCATED, f'{image.format} data ends early: {message}')
+      return Rejected(rejections.CORRUPT, f'{image.format} data does not decode: {message}')
+
+
+def _plan_opened(image: Image.Image, data: bytes, max_pixels: int) -> _Pending:
+  source_format = image.format or 'unknown'
+  width, height = image.size
+  if width < 1 or height < 1:
+    raise Rejected(rejections.CORRUPT, f'{source_format} header gives an empty size {width}x{height}')
+  if width * height > max_pixels:
+    raise Rejected(rejections.TOO_MANY_PIXELS, f'{width}x{height} pixels exceeds --max_pixels={max_pixels}')
+
+  if source_format in ('JPEG', 'MPO'):
+    # libjpeg in TensorFlow must reach the end-of-image marker; Pillow stops at the
+    # last scanline. Entropy-coded data never contains FF D9, so a search suffices.
+    if data.find(b'\xff\xd9', data.find(b'\xff\xda')) < 0:
+      raise Rejected(rejections.TRUNCATED, 'JPEG data ends before its end-of-image marker')
+    return _Pending(data, 'jpeg', height, width, source_format)
+  if source_format == 'PNG':
+    _verify_png_chunks(data)  # for a precise reason; TensorFlow would fail these too
+    return _Pending(data, 'png', height, width, source_format)
+  if source_format == 'WEBP' and _tf_safe_webp(data) and 'A' not in image.mode:
+    return _Pending(data, 'webp', height, width, source_format)
+  if source_format == 'BMP' and _tf_readable_bmp(data):
+    return _Pending(data, 'bmp', height, width, source_format)
+  return _reencode_as_png(image, source_format)
+
+
+_NO_HEADER = (-1, -1, -1)
+
+
+@tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool),
+                              tf.TensorSpec([], tf.int64)], autograph=False)
+def _tf_shapes_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+  def jpeg_shapes(data):
+    header = tf.io.extract_jpeg_shape(data)
+    pixels = tf.cast(header[0], tf.int64) * tf.cast(header[1], tf.int64)
+    # A bomb's header fails here, before its pixels are decoded.
+    with tf.control_dependencies([tf.debugging.assert_less_equal(pixels, max_pixels)]):
+      return header, tf.shape(tf.io.decode_jpeg(data, channels=0, ratio=8))
+
+  def other_shapes(data):
+    return tf.constant(_NO_HEADER), tf.shape(tf.io.decode_image(data, channels=0, expand_animations=False))
+
+  def decoded_shapes(index, data, jpeg):
+    return (index, *tf.cond(jpeg, lambda: jpeg_shapes(data), lambda: other_shapes(data)))
+
+  decoded = (tf.data.Dataset.from_tensor_slices((tf.range(tf.size(datas)), datas, is_jpeg))
+             .map(decoded_shapes, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+             .ignore_errors())
+  # An end marker keeps the batch non-empty when every image fails.
+  marker = tf.data.Dataset.from_tensors((tf.constant(-1), tf.constant(_NO_HEADER), tf.constant(_NO_HEADER)))
+  return decoded.concatenate(marker).batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
+
+
+def _tf_shapes(pending: List[_Pending], max_pixels: int) -> Dict[int, Tuple[Tuple[int, ...], Tuple[int, ...]]]:
+  """{position: (header shape, decoded shape)} for the images TensorFlow decodes (JPEG:
+  at 1/8 scale, which still entropy-decodes every coefficient, and only within
+  max_pixels); an image that fails is left out."""
+  indexes, headers, shapes = _tf_shapes_graph(tf.constant([p.stored for p in pending]),
+                                              tf.constant([p.format == 'jpeg' for p in pending]),
+                                              tf.constant(max_pixels, tf.int64))
+  return {index: (tuple(header), tuple(shape))
+          for index, header, shape in zip(indexes.numpy().tolist(), headers.numpy().tolist(), shapes.numpy().tolist())
+          if index >= 0}
+
+
+def _checked_by_tensorflow(pending: _Pending) -> Union[PreparedImage, Rejected]:
+  """Decodes the stored bytes with TensorFlow itself, the reader every record must satisfy.
+
+  libjpeg inside TensorFlow treats damage that Pillow silently repairs (a scan cut
+  short by a stray marker, say) as fatal, and no byte-level rule can predict that.
+  JPEGs decode at 1/8 scale, which still entropy-decodes every coefficient.
+  """
+  try:
+    if pending.format == 'jpeg':
+      shape = tf.io.decode_jpeg(pending.stored, channels=0, ratio=8).shape
+    else:
+      shape = tf.io.decode_image(pending.stored, channels=0, expand_animations=False).shape
+  except tf.errors.OpError as e:
+    return Rejected(rejections.CORRUPT, f'{pending.source_format} data does not decode in TensorFlow: '
+                    f'{_message(e).split("}}")[-1].strip()}')
+  return pending.checked(tuple(shape))
+
+
+def _reencode_as_png(image: Image.Image, source_format: str) -> _Pending:
+  image.seek(0)
+  image.load()
+  if image.mode in _PNG_CONVERSIONS:
+    image = image.convert(_PNG_CONVERSIONS[image.mode])
+  elif image.mode == 'I':
+    low, high = image.getextrema()
+    if low < 0 or high > 0xFFFF:
+      raise Rejected(rejections.UNSUPPORTED_PIXELS,
+                     f'{source_format} has 32-bit integer pixels ({low}..{high}) that PNG cannot hold')
+    image = image.convert('I;16')
+  elif image.mode not in _PNG_MODES:
+    raise Rejected(rejections.UNSUPPORTED_PIXELS,
+                   f'{source_format} pixel mode {image.mode} cannot be stored losslessly as PNG')
+  buffer = io.BytesIO()
+  image.save(buffer, 'PNG')
+  width, height = image.size
+  return _Pending(buffer.getvalue(), 'png', height, width, source_format, reencoded=True)
+
+
+MAX_EXIF_SEGMENTS = 16
+_EXIF_HEADER = b'Exif\x00\x00'
+
+
+def _too_many_exif_segments(data: bytes) -> bool:
+  """Whether a JPEG has more than MAX_EXIF_SEGMENTS Exif segments before its first scan.
+
+  Each one starts with the bytes Exif\\0\\0, so a file holding those bytes at
+  most that often is cleared by one count in C, without walking its segments
+  in Python (25 us a photo).
+  """
+  return data.count(_EXIF_HEADER) > MAX_EXIF_SEGMENTS and _jpeg_exif_segments(data) > MAX_EXIF_SEGMENTS
+
+
+def _jpeg_exif_segments(data: bytes) -> int:
+  """Counts Exif APP1 segments before the first scan (a camera writes one)."""
+  count, position = 0, 2
+  while position + 4 <= len(data) and data[position] == 0xFF:
+    marker = data[position + 1]
+    if marker == 0xFF:  # fill byte
+      position += 1
+      continue
+    if marker == 0xDA or marker == 0xD9:  # start of scan, end of image
+      break
+    if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+      position += 2
+      continue
+    length, = struct.unpack_from('>H', data, position + 2)
+    if marker == 0xE1 and data[position + 4:position + 10] == _EXIF_HEADER:
+      count += 1
+    position += 2 + length
+  return count
+
+
+def _verify_png_chunks(data: bytes) -> None:
+  """Checks every chunk's CRC up to and including IEND, as libpng does.
+
+  Hand-written because Pillow's decoder skips CRCs and its verify() stops before
+  IEND, whose CRC (and presence) libpng, and so TensorFlow, insists on.
+  """
+  position = 8
+  while True:
+    if position + 12 > len(data):
+      raise Rejected(rejections.TRUNCATED, 'PNG data ends before its IEND chunk')
+    length, = struct.unpack_from('>I', data, position)
+    end = position + 8 + length
+    if end + 4 > len(data):
+      raise Rejected(rejections.TRUNCATED, 'PNG data ends inside a chunk')
+    kind = data[position + 4:position + 8]
+    if zlib.crc32(data[position + 4:end]) != struct.unpack_from('>I', data, end)[0]:
+      raise Rejected(rejections.CORRUPT, f'PNG chunk {kind!r} fails its CRC check')
+    if kind == b'IEND':
+      return
+    position = end + 4
+
+
+def _tf_safe_webp(data: bytes) -> bool:
+  """A still WebP in a layout TensorFlow's decoder handles safely.
+
+  Its animation path corrupts the heap (the process aborts) on a malformed VP8X
+  file whose frame chunk is damaged, which Pillow reads as a still image; found by
+  fuzzing. So only plain VP8/VP8L files and VP8X without animation or alpha flags
+  are handed to it.
+  """
+  chunk = data[12:16]
+  if chunk in (b'VP8 ', b'VP8L'):
+    return True
+  return chunk == b'VP8X' and len(data) > 20 and not data[20] & 0x12
+
+
+def _tf_readable_bmp(data: bytes) -> bool:
+  """Whether TensorFlow's BMP decoder reads this file correctly (right colours included).
+
+  That decoder reads only uncompressed 24/32-bit pixels and insists that the file
+  end exactly after the last padded row (many editors append a few bytes).
+  """
+  if len(data) < 34:
+    return False
+  pixel_offset, header_size, width, height, _, bits, compression = struct.unpack_from('<IIiiHHI', data, 10)
+  if header_size < 40 or compression != 0 or bits not in (24, 32) or width < 1 or height == 0:
+    return False
+  row_size = (bits // 8 * width + 3) // 4 * 4
+  return len(data) == pixel_offset + row_size * abs(height)
+
+
+def _describe(data: bytes) -> str:
+  head = data[:256].lstrip().lower()
+  if head.startswith((b'<!doctype html', b'<html')):
+    return 'looks like an HTML page'
+  if head.startswith((b'<?xml', b'<svg')):
+    return 'looks like XML/SVG, which is not decoded'
+  return f'{len(data)} bytes starting {data[:8].hex()}'
+
+
+def _message(error: Exception) -> str:
+  return (str(error) or type(error).__name__).splitlines()[0][:200]

@@ -1,0 +1,101 @@
+"""The values a run passes along: inputs, the metadata of validated images, rejections,
+and the output units workers write.
+
+They cross Beam's shuffles and travel to and from worker processes, so image bytes
+never do: a record is a few hundred bytes, and the shard writer reads the image
+again (checking ``source_sha256``). This module imports nothing of the package.
+"""
+import dataclasses
+import json
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+
+class InputItem(NamedTuple):
+  """One input to convert, before its bytes are read."""
+  uri: str
+  label: Optional[str] = None  # from a manifest
+  split: Optional[str] = None  # from a manifest or a split folder
+  extras: Tuple[Tuple[str, Any], ...] = ()  # manifest fields passed through as features
+
+
+class ImageRecord(NamedTuple):
+  """A validated image: everything its Example needs but the bytes."""
+  uri: str
+  label: Optional[str]
+  split: Optional[str]
+  extras: Tuple[Tuple[str, Any], ...]
+  source_sha256: str  # of the file as read; identical photos share it, and the split follows it
+  sha256: str  # of the stored bytes (differs from source_sha256 when re-encoded)
+  num_bytes: int  # of the stored bytes
+  format: str
+  height: int
+  width: int
+  channels: int
+  reencoded: bool
+  order_key: str  # place in its split's shards, independent of the split (sharding.order_key)
+
+
+class Rejection(NamedTuple):
+  """One line of the errors output: an input that was not written, and why."""
+  uri: str
+  reason: str
+  detail: str
+
+  @classmethod
+  def of(cls, uri: str, error: Any) -> 'Rejection':
+    """From a rejections.Rejected raised for ``uri``."""
+    return cls(uri, error.reason, error.detail)
+
+  def to_json(self) -> str:
+    return json.dumps({'uri': self.uri, 'reason': self.reason, 'detail': self.detail},
+                      ensure_ascii=False, sort_keys=True)
+
+
+class Validated(NamedTuple):
+  """What validating a batch gives: records, rejections, and what the accepted images really are."""
+  records: List[ImageRecord]
+  rejections: List[Rejection]
+  source_formats: Dict[str, int]  # by Pillow's format name
+
+
+class ContentGroup(NamedTuple):
+  """Records of identical files; the first (by uri) is the one kept under --dedupe."""
+  records: Tuple[ImageRecord, ...]
+
+  @property
+  def weight(self) -> int:
+    return len(self.records)
+
+  @property
+  def stratum(self) -> str:
+    return self.records[0].label or ''
+
+
+class OutputUnit:
+  """A piece of the output that one worker writes whole: a ShardPlan or the TransformGraph."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPlan(OutputUnit):
+  """One shard: its records in the order they are written, and its place among its split's shards."""
+  split: str
+  index: int
+  count: int
+  records: Tuple[ImageRecord, ...]
+
+  def file_name(self, compression: str) -> str:
+    suffix = '.tfrecord.gz' if compression == 'gzip' else '.tfrecord'
+    return f'{self.split}-{self.index:05d}-of-{self.count:05d}{suffix}'
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformGraph(OutputUnit):
+  """The tf.Transform preprocessing graph, written beside the shards."""
+  image_size: int
+  schema: str
+
+
+class ShardWritten(NamedTuple):
+  """What writing a shard gives: its line of dataset_info.json, and the records it could not write."""
+  shard: Dict[str, Any]  # split, file, num_examples, num_bytes
+  rejections: List[Rejection]

@@ -1,0 +1,28 @@
+"""Why an input was not written: short reason codes, and the exception that carries one.
+
+Every input ends either as a written record or as exactly one rejection, so the
+codes are part of the output contract (errors-*.jsonl, dataset_info.json,
+Beam counters) and must stay stable.
+"""
+
+EMPTY = 'empty'
+NOT_IMAGE = 'not_image'
+TRUNCATED = 'truncated'
+CORRUPT = 'corrupt'
+TOO_MANY_PIXELS = 'too_many_pixels'
+FILE_TOO_LARGE = 'file_too_large'
+UNSUPPORTED_PIXELS = 'unsupported_pixels'
+UNREADABLE = 'unreadable'
+NO_LABEL = 'no_label'
+BAD_MANIFEST_ROW = 'bad_manifest_row'
+CHANGED_DURING_RUN = 'changed_during_run'
+DUPLICATE = 'duplicate'
+
+
+class Rejected(Exception):
+  """Raised by the plain functions when an input cannot become a record."""
+
+  def __init__(self, reason: str, detail: str):
+    super().__init__(f'{reason}: {detail}')
+    self.reason = reason
+    self.detail = detail

@@ -1,0 +1,44 @@
+"""Example key presets: the one place that names the features a record holds.
+
+``default`` uses the TF-slim / Object Detection keys most image readers expect;
+``simple`` writes the ``image_raw``/``label``/``id`` keys of the hand-written
+converters our users are replacing, so their readers keep working. The encoder,
+the reader and the tf.Transform graph look keys up here by field.
+"""
+from typing import Any, Mapping
+
+from beam_pipeline.core import rejections
+from beam_pipeline.core.rejections import Rejected
+
+# The fields a record can carry; a schema maps the ones it writes to their keys.
+IMAGE = 'image'  # bytes: the stored image
+FORMAT = 'format'  # bytes: jpeg, png, bmp or webp
+HEIGHT = 'height'  # int64
+WIDTH = 'width'  # int64
+CHANNELS = 'channels'  # int64: what tf.io.decode_image(channels=0) yields
+LABEL = 'label'  # int64: the class id of labels.txt, UNLABELED without one
+TEXT = 'text'  # bytes: the label's text
+URI = 'uri'  # bytes: where the image came from
+SHA256 = 'sha256'  # bytes: hex digest of the stored image
+
+KEYS = {
+    'default': {IMAGE: 'image/encoded', FORMAT: 'image/format', HEIGHT: 'image/height', WIDTH: 'image/width',
+                CHANNELS: 'image/channels', LABEL: 'image/class/label', TEXT: 'image/class/text',
+                URI: 'image/filename', SHA256: 'image/key/sha256'},
+    'simple': {IMAGE: 'image_raw', LABEL: 'label', URI: 'id'},
+}
+SCHEMAS = tuple(KEYS)
+UNLABELED = -1
+
+
+def keys(schema: str) -> Mapping[str, str]:
+  """Field -> feature key, for the fields ``schema`` writes."""
+  return KEYS[schema]
+
+
+def check_extras(extras: Mapping[str, Any], schema: str) -> None:
+  """A manifest field named like a schema key would overwrite it: reject the row instead."""
+  clashes = sorted(set(extras) & set(KEYS[schema].values()))
+  if clashes:
+    raise Rejected(rejections.BAD_MANIFEST_ROW,
+                   f'manifest field(s) {", ".join(clashes)} clash with the {schema} schema\'s keys')

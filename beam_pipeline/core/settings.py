@@ -1,0 +1,64 @@
+"""The checked values of the command line, as small picklable types.
+
+They go with every task to the worker processes of a local run, and into the
+job Dataflow runs; this module imports nothing of the package.
+"""
+from typing import NamedTuple, Optional, Tuple
+
+GLOB = 'glob'
+DIRECTORY = 'directory'
+CSV = 'csv'
+JSONL = 'jsonl'
+
+
+class InputSpec(NamedTuple):
+  kind: str
+  path: str  # the file pattern for globs and directories, the file for manifests
+
+  @property
+  def is_manifest(self) -> bool:
+    return self.kind in (CSV, JSONL)
+
+
+class LabelSource(NamedTuple):
+  kind: str  # one of labels.PARENT_DIR, NONE, REGEX, MANIFEST
+  pattern: Optional[str] = None  # for REGEX
+
+  def __str__(self) -> str:
+    return self.kind + (f':{self.pattern}' if self.pattern else '')
+
+
+class SplitSpec(NamedTuple):
+  names: Tuple[str, ...]
+  fractions: Tuple[float, ...]
+
+
+class Settings(NamedTuple):
+  """Validated values of the conversion's options: small and picklable, for DoFns and worker tasks."""
+  input: InputSpec
+  output: str
+  label_source: LabelSource
+  schema: str
+  target_shard_bytes: int
+  compression: str
+  max_pixels: int
+  max_file_bytes: int
+  splits: SplitSpec
+  dedupe: bool
+  image_size: int
+  skip_transform: bool
+  read_threads: int
+  max_error_fraction: float
+
+  def as_dict(self) -> dict:
+    """The options as recorded in dataset_info.json."""
+    return {
+        'input': self.input.path, 'input_kind': self.input.kind, 'output': self.output,
+        'label_source': str(self.label_source),
+        'schema': self.schema, 'target_shard_mb': self.target_shard_bytes / 2**20,
+        'compression': self.compression, 'max_pixels': self.max_pixels,
+        'max_file_mb': self.max_file_bytes / 2**20,
+        'splits': dict(zip(self.splits.names, self.splits.fractions)), 'dedupe': self.dedupe,
+        'image_size': self.image_size, 'skip_transform': self.skip_transform,
+        'read_threads': self.read_threads, 'max_error_fraction': self.max_error_fraction,
+    }

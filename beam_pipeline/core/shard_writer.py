@@ -1,0 +1,56 @@
+"""Writing one planned shard: each image read again, its hash checked, encoded and framed.
+
+A plain function, so it runs the same inline in a DoFn and in a worker process of
+a local run. It writes a local file with TensorFlow's TFRecordWriter, under the
+temporary name it is given; the Beam side moves or uploads it into place, so a
+worker never touches a final name, and every shard is framed by the same writer.
+"""
+import functools
+import os
+from typing import List, Optional
+
+import tensorflow as tf
+
+from beam_pipeline.core import examples, images, reading, rejections, schemas
+from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
+from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import Settings
+
+
+def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names: List[str],
+                remote: Optional[reading.Remote] = None) -> ShardWritten:
+  """Writes ``plan``'s records in order to the local ``file_path``; ``remote`` reads Cloud
+  Storage objects (ahead).
+
+  A file whose bytes changed since validation is rejected (``changed_during_run``):
+  its record would not match what was planned and checked.
+  """
+  class_ids = {label: index for index, label in enumerate(class_names)}
+  os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
+  written, rejected = 0, []
+  stored_image = functools.partial(_stored_image, settings=settings, open_remote=remote and remote.open)
+  with tf.io.TFRecordWriter(file_path, 'GZIP' if settings.compression == 'gzip' else '') as writer:
+    for record, image in reading.read_files(stored_image, plan.records, lambda record: record.uri, remote):
+      if isinstance(image, Rejected):
+        rejected.append(Rejection.of(record.uri, image))
+        continue
+      fields = {
+          schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,
+          schemas.WIDTH: record.width, schemas.CHANNELS: record.channels,
+          schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
+          schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
+          schemas.SHA256: (images.sha256_hex(image) if record.reencoded else record.sha256).encode('ascii')}
+      writer.write(examples.encode_example(fields, dict(record.extras), settings.schema))
+      written += 1
+  shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': written,
+           'num_bytes': os.path.getsize(file_path)}
+  return ShardWritten(shard, rejected)
+
+
+def _stored_image(record: ImageRecord, settings: Settings, open_remote) -> bytes:
+  data = reading.read_file(record.uri, settings.max_file_bytes, open_remote)
+  if images.sha256_hex(data) != record.source_sha256:
+    raise Rejected(rejections.CHANGED_DURING_RUN, 'file content changed after it was validated')
+  if not record.reencoded:
+    return data
+  return images.prepare_image(data, settings.max_pixels).stored

@@ -1,0 +1,106 @@
+"""Plan which records go to which shard, in which order, before any bytes are written.
+
+Planning on metadata lets every shard be written by one worker in one pass with a
+size known in advance, which Beam's WriteToTFRecord cannot do: with num_shards>0
+it assigns records to shards at random and ignores size caps, and with
+num_shards=0 every bundle leaves its own small tail file.
+
+Records are ordered, inside and across a split's shards, by their ``order_key``:
+a salted hash of content and uri. Splits rank records by the content hash itself,
+and each class has its own boundary there, so ordering by that hash would put a
+run of one class at the ends of each split's range (tests/core/test_sharding.py
+measures it); the salted hash is independent of that ranking, so every shard's
+class mix is its split's.
+"""
+import collections
+import hashlib
+import math
+from typing import Dict, Iterable, List, Tuple
+
+from beam_pipeline.core import hash_order
+from beam_pipeline.core.records import ImageRecord, ShardPlan
+
+# Serialized Example overhead beyond the image bytes (keys, label, uri, hash, framing).
+_RECORD_OVERHEAD_BYTES = 300
+_ORDER_SALT = b'beam_pipeline shard order\0'
+# Records are regrouped by the start of their order key, so each group is a contiguous
+# range of the order; 16 groups keep Beam's elements few (a content bucket's records
+# fall into at most 16 lists) while no worker plans more than a sixteenth of the records.
+ORDER_BUCKET_DIGITS = 1
+
+
+def order_key(source_sha256: str, uri: str) -> str:
+  """A record's place in its split's shards: reproducible, pseudo-random, and independent of
+  the content-hash ranking that chose its split; identical files under other names get
+  places of their own."""
+  return hashlib.sha256(_ORDER_SALT + source_sha256.encode('ascii') + b'\0' +
+                        uri.encode('utf-8', 'surrogateescape')).hexdigest()[:32]
+
+
+def _ordered(record: ImageRecord) -> Tuple[str, str]:
+  return record.order_key, record.uri
+
+
+def order_buckets(records: Iterable[ImageRecord]) -> Dict[str, List[ImageRecord]]:
+  """Records batched by the start of their order key: contiguous ranges of the shard order."""
+  buckets = collections.defaultdict(list)
+  for record in records:
+    buckets[record.order_key[:ORDER_BUCKET_DIGITS]].append(record)
+  return buckets
+
+
+def estimated_record_bytes(record: ImageRecord) -> int:
+  return record.num_bytes + len(record.uri.encode('utf-8', 'surrogateescape')) + _RECORD_OVERHEAD_BYTES
+
+
+def split_bytes(bucket: str, records: Iterable[ImageRecord]) -> Iterable[Tuple[Tuple[str, str], int]]:
+  """((split, bucket), estimated bytes) of one order bucket."""
+  sizes = collections.Counter()
+  for record in records:
+    sizes[record.split, bucket] += estimated_record_bytes(record)
+  return sizes.items()
+
+
+def shard_count(total_bytes: int, target_bytes: int) -> int:
+  return max(1, math.ceil(total_bytes / target_bytes))
+
+
+def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int,
+                  placed: hash_order.Offsets) -> Dict[Tuple[str, int], List[ImageRecord]]:
+  """The records of one order bucket by (split, planned shard); ``placed`` holds every bucket's split_bytes.
+
+  A split of total T bytes gets N = ceil(T / target) shards of about T/N bytes,
+  which is at most the target and, for N >= 2, more than half of it; a record goes
+  to the shard holding its midpoint, so no shard is off by more than one record.
+  """
+  by_split: Dict[str, List[ImageRecord]] = collections.defaultdict(list)
+  for record in records:
+    by_split[record.split].append(record)
+  shards: Dict[Tuple[str, int], List[ImageRecord]] = collections.defaultdict(list)
+  for split, split_records in by_split.items():
+    split_records.sort(key=_ordered)
+    total = placed.totals[split]
+    count = shard_count(total, target_bytes)
+    for record, midpoint in hash_order.midpoints(split_records, estimated_record_bytes, split, bucket, placed):
+      shards[split, min(count - 1, int(midpoint * count / total))].append(record)
+  return shards
+
+
+def numbering(planned: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], Tuple[int, int]]:
+  """(index, count) in the file name of each planned shard that holds records.
+
+  A record larger than a shard can leave a planned neighbour empty; files are
+  numbered without gaps, so a reader can trust the '-of-N' in their names.
+  """
+  in_use: Dict[str, List[int]] = collections.defaultdict(list)
+  for split, index in set(planned):
+    in_use[split].append(index)
+  return {(split, planned_index): (index, len(indexes))
+          for split, indexes in in_use.items() for index, planned_index in enumerate(sorted(indexes))}
+
+
+def plan_shard(split: str, planned_index: int, records: Iterable[ImageRecord],
+               numbered: Dict[Tuple[str, int], Tuple[int, int]]) -> ShardPlan:
+  """One shard's plan: its records in shard order, under its gap-free number."""
+  index, count = numbered[split, planned_index]
+  return ShardPlan(split, index, count, tuple(sorted(records, key=_ordered)))

@@ -1,0 +1,73 @@
+"""Validating a batch of inputs: read, hash, label and fully decode each; keep only metadata.
+
+A plain function, so it runs the same inline in a DoFn (Dataflow, Cloud Storage
+inputs) and in a worker process of a local run.
+"""
+import collections
+import functools
+from typing import List, NamedTuple, Optional, Sequence
+
+from beam_pipeline.core import images, labels, reading, schemas, sharding
+from beam_pipeline.core.records import ImageRecord, InputItem, Rejection, Validated
+from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import Settings
+
+# Images are decoded in chunks of at most this many bytes (plus one image), so a
+# batch of large images is never held whole.
+CHUNK_BYTES = 32 * 2**20
+
+
+class _Loaded(NamedTuple):
+  item: InputItem
+  label: Optional[str]
+  data: bytes
+  sha256: str
+
+
+def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optional[reading.Remote] = None,
+                   chunk_bytes: int = CHUNK_BYTES) -> Validated:
+  """Every item becomes a record or a rejection; ``remote`` reads Cloud Storage objects (ahead).
+
+  Raises TransientReadError when storage keeps failing: the whole batch is then
+  retried, and no image is rejected for it.
+  """
+  result = Validated([], [], collections.Counter())
+  load = functools.partial(_load, settings=settings, open_remote=remote and remote.open)
+  chunk: List[_Loaded] = []
+  size = 0
+  for item, loaded in reading.read_files(load, items, lambda item: item.uri, remote):
+    if isinstance(loaded, Rejected):
+      result.rejections.append(Rejection.of(item.uri, loaded))
+      continue
+    chunk.append(loaded)
+    size += len(loaded.data)
+    if size >= chunk_bytes:
+      _decode(chunk, settings, result)
+      chunk, size = [], 0
+  if chunk:
+    _decode(chunk, settings, result)
+  return result._replace(source_formats=dict(result.source_formats))
+
+
+def _load(item: InputItem, settings: Settings, open_remote) -> _Loaded:
+  label = labels.label_for(item.uri, item.label, settings.label_source)
+  schemas.check_extras(dict(item.extras), settings.schema)
+  data = reading.read_file(item.uri, settings.max_file_bytes, open_remote)
+  return _Loaded(item, label, data, images.sha256_hex(data))
+
+
+def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None:
+  """TensorFlow decodes the chunk on every core; each image becomes a record or a rejection."""
+  for loaded, prepared in zip(chunk, images.prepare_images([loaded.data for loaded in chunk], settings.max_pixels)):
+    if isinstance(prepared, Rejected):
+      result.rejections.append(Rejection.of(loaded.item.uri, prepared))
+      continue
+    info = prepared.info
+    result.source_formats[info.source_format] += 1
+    result.records.append(ImageRecord(
+        uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
+        source_sha256=loaded.sha256,
+        sha256=images.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
+        num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
+        channels=info.channels, reencoded=info.reencoded,
+        order_key=sharding.order_key(loaded.sha256, loaded.item.uri)))

@@ -1,5 +1,0 @@
-"""The error for bad options and inputs, caught by the CLI and printed as one line."""
-
-
-class UsageError(ValueError):
-  """A bad option value, a missing input or an unusable output, found before any work."""

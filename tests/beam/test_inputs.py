@@ -1,0 +1,140 @@
+"""Input kinds and manifest parsing, without a runner."""
+import gzip
+import json
+import os
+
+import pytest
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.beam import inputs
+from beam_pipeline.core import settings
+from beam_pipeline.core.records import InputItem, Rejection
+from beam_pipeline.core.usage import UsageError
+
+
+@pytest.fixture
+def tree(tmp_path):
+  for name in ('Cat/1.jpg', 'Cat/sub/2.jpg', 'Dog/3.png', 'Thumbs.db'):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_bytes(b'x')
+  return tmp_path
+
+
+def _uris(spec):
+  return sorted(item.uri for item in inputs.list_inputs(spec))
+
+
+def test_directory_is_walked_recursively_including_non_images(tree):
+  spec = inputs.resolve_input(str(tree))
+  assert spec.kind == settings.DIRECTORY
+  assert _uris(spec) == sorted(str(tree / n) for n in ('Cat/1.jpg', 'Cat/sub/2.jpg', 'Dog/3.png', 'Thumbs.db'))
+  assert inputs.resolve_input(str(tree) + '/') == spec
+
+
+def test_glob_and_single_file(tree):
+  spec = inputs.resolve_input(str(tree / '**' / '*.jpg'))
+  assert spec.kind == settings.GLOB
+  assert _uris(spec) == [str(tree / 'Cat/1.jpg'), str(tree / 'Cat/sub/2.jpg')]
+  assert _uris(inputs.resolve_input(str(tree / 'Dog/3.png'))) == [str(tree / 'Dog/3.png')]
+
+
+@pytest.mark.parametrize('pattern, expected', [
+    ('*/*.jpg', ['Cat/1.jpg']),  # '*' stays within one directory, as in Beam
+    ('**.jpg', ['Cat/1.jpg', 'Cat/sub/2.jpg']),  # '**' crosses directories
+    ('[CD]*/*', ['Cat/1.jpg', 'Dog/3.png']),
+    ('Thumbs.d?', ['Thumbs.db']),
+])
+def test_local_globs_match_like_beam_absolute_and_relative(tree, monkeypatch, pattern, expected):
+  absolute = sorted(inputs.match_local_glob(f'{tree}/{pattern}'))
+  assert absolute == [str(tree / name) for name in expected]
+  assert absolute == sorted(m.path for m in FileSystems.match([f'{tree}/{pattern}'])[0].metadata_list)
+  monkeypatch.chdir(tree)
+  assert sorted(inputs.match_local_glob(pattern)) == expected
+
+
+def test_a_single_local_file_is_matched_without_listing_its_directory(tree):
+  os.symlink('nowhere.jpg', tree / 'dangling.jpg')
+  assert list(inputs.match_local_glob(str(tree / 'Dog/3.png'))) == [str(tree / 'Dog/3.png')]
+  assert list(inputs.match_local_glob(str(tree / 'dangling.jpg'))) == [str(tree / 'dangling.jpg')]
+  assert list(inputs.match_local_glob(str(tree / 'missing.jpg'))) == []
+  assert list(inputs.match_local_glob(str(tree / 'Cat'))) == []  # a directory is no file
+
+
+@pytest.mark.parametrize('make, message', [
+    (lambda p: str(p / 'missing'), 'does not exist'),
+    (lambda p: '/no-such-top-level-directory', 'does not exist'),  # without walking / to look for it
+    (lambda p: str(p / '*.nothing'), 'matches no files'),
+    (lambda p: str(p / 'empty'), 'empty directory'),
+    (lambda p: str(p / 'missing.csv'), 'manifest not found'),
+    (lambda p: '', '--input is required'),
+])
+def test_bad_inputs_fail_fast_with_one_line(tmp_path, make, message):
+  (tmp_path / 'empty').mkdir()
+  with pytest.raises(UsageError) as raised:
+    inputs.resolve_input(make(tmp_path))
+  assert message in str(raised.value) and '\n' not in str(raised.value)
+
+
+def _read(path):
+  return list(inputs.list_inputs(inputs.resolve_input(str(path))))
+
+
+def test_automl_csv_without_header(tmp_path):
+  manifest = tmp_path / 'data.csv'
+  manifest.write_text('TRAIN,gs://b/a.jpg,cat\n'
+                      'validation,gs://b/b.jpg,dog\n'
+                      'UNASSIGNED,gs://b/c.jpg,\n'
+                      'gs://b/d.jpg,cat\n'
+                      'rel/e.jpg\n'
+                      '\n'
+                      'TEST,gs://b/f.jpg,cat,dog\n')
+  items = _read(manifest)
+  assert items[:5] == [
+      InputItem('gs://b/a.jpg', 'cat', 'train'),
+      InputItem('gs://b/b.jpg', 'dog', 'validation'),
+      InputItem('gs://b/c.jpg', None, None),
+      InputItem('gs://b/d.jpg', 'cat', None),
+      InputItem(str(tmp_path / 'rel/e.jpg'), None, None),
+  ]
+  assert isinstance(items[5], Rejection) and items[5].reason == 'bad_manifest_row'
+  assert items[5].uri == f'{manifest}:row 7'
+
+
+def test_csv_with_header_passes_extra_columns_and_quoted_names(tmp_path):
+  manifest = tmp_path / 'data.csv'
+  manifest.write_text('set,image_path,label,source\n'
+                      'TRAIN,"a, ""quoted""\nname.jpg",cat,web\n'
+                      'TRAIN,b.jpg,dog\n'
+                      'BOGUS,c.jpg,dog,web\n', encoding='utf-8')
+  first, short, bogus = _read(manifest)
+  assert first == InputItem(str(tmp_path / 'a, "quoted"\nname.jpg'), 'cat', 'train', (('source', 'web'),))
+  assert short.reason == 'bad_manifest_row' and '3 fields' in short.detail
+  assert bogus.reason == 'bad_manifest_row' and 'BOGUS' in bogus.detail
+
+
+def test_jsonl_with_extras_and_bad_lines(tmp_path):
+  manifest = tmp_path / 'data.jsonl'
+  lines = [json.dumps({'uri': 'gs://b/é.jpg', 'label': 3, 'split': 'TEST', 'weight': 0.5, 'tags': ['x', 'y']}),
+           '{not json', json.dumps(['a list']), json.dumps({'label': 'cat'}), '']
+  manifest.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+  item, bad_json, not_object, no_uri = _read(manifest)
+  assert item == InputItem('gs://b/é.jpg', '3', 'test', (('tags', ['x', 'y']), ('weight', 0.5)))
+  assert [r.reason for r in (bad_json, not_object, no_uri)] == ['bad_manifest_row'] * 3
+  assert bad_json.uri == f'{manifest}:line 2'
+
+
+def test_gzipped_manifest(tmp_path):
+  manifest = tmp_path / 'data.jsonl.gz'
+  manifest.write_bytes(gzip.compress(b'{"uri": "gs://b/a.jpg", "label": "cat"}\n'))
+  assert _read(manifest) == [InputItem('gs://b/a.jpg', 'cat', None)]
+
+
+def test_batches_hold_items_only_and_unusable_rows_come_out_alone(tmp_path):
+  manifest = tmp_path / 'data.jsonl'
+  rows = [json.dumps({'uri': f'gs://b/{i}.jpg'}) if i % 4 else 'not json' for i in range(10)]
+  manifest.write_text('\n'.join(rows) + '\n')
+  out = list(inputs.list_input_batches(inputs.resolve_input(str(manifest)), size=3))
+  batches = [b for b in out if isinstance(b, list)]
+  assert [len(b) for b in batches] == [3, 3, 1]
+  assert all(isinstance(item, InputItem) for b in batches for item in b)
+  assert [r.reason for r in out if isinstance(r, Rejection)] == ['bad_manifest_row'] * 3

@@ -1,0 +1,71 @@
+import pytest
+from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
+
+from beam_pipeline.beam import options
+from beam_pipeline.beam.options import ConversionOptions
+from beam_pipeline.core.usage import UsageError
+
+
+@pytest.fixture
+def images(tmp_path):
+  (tmp_path / 'cat').mkdir()
+  (tmp_path / 'cat' / '1.jpg').write_bytes(b'x')
+  return tmp_path
+
+
+def test_defaults(images, tmp_path):
+  _, settings = options.parse([f'--input={images}', f'--output={tmp_path}/out'])
+  assert settings.target_shard_bytes == 150 * 2**20 and settings.compression == 'none'
+  assert settings.schema == 'default' and settings.label_source.kind == 'parent_dir'
+
+
+def test_ours_and_beams_flags_are_parsed_once_into_one_pipeline_options(images, tmp_path):
+  """Our flags by argparse, the rest by Beam: both end up in the PipelineOptions the job
+  is built with (and that Dataflow would serialize)."""
+  beam_options, settings = options.parse([
+      '--runner', 'DataflowRunner', f'--input={images}', '--output', f'{tmp_path}/out', '--label_source=none',
+      '--labels=team=ml', '--labels', 'airflow-version=3', '--dedupe', '--project=p'])
+  assert beam_options.view_as(StandardOptions).runner == 'DataflowRunner'
+  assert beam_options.view_as(GoogleCloudOptions).labels == ['team=ml', 'airflow-version=3']
+  assert beam_options.view_as(ConversionOptions).label_source == 'none'
+  assert beam_options.get_all_options(drop_default=True)['dedupe'] is True
+  assert settings.label_source.kind == 'none' and settings.dedupe and settings.output == f'{tmp_path}/out'
+
+
+def test_a_label_mode_given_to_beams_labels_flag_says_where_it_went(images, tmp_path):
+  with pytest.raises(UsageError, match='--labels=parent_dir sets a Dataflow job label.*--label_source=parent_dir'):
+    options.parse([f'--input={images}', f'--output={tmp_path}/out', '--labels=parent_dir'])
+
+
+@pytest.mark.parametrize('flag, message', [
+    ('--schema=tfds', '--schema=tfds is not one of'),
+    ('--compression=zstd', '--compression=zstd is not one of'),
+    ('--target_shard_mb=abc', 'is not a number'),
+    ('--target_shard_mb=-1', 'must be a positive number'),
+    ('--max_pixels=0', 'must be a positive number'),
+    ('--max_error_fraction=1.5', 'must be between 0 and 1'),
+    ('--max_error_fraction=x', 'is not a number'),
+    ('--image_size=2.5', 'must be a whole number'),
+    ('--target_shard_mbb=10', 'unknown option --target_shard_mbb; did you mean --target_shard_mb?'),
+    ('--inp=x', 'unknown option --inp'),
+    ('--label_source=regex:nogroup', 'exactly one capture group'),
+    ('--output', 'expected one argument'),
+])
+def test_bad_values_fail_with_one_line(images, tmp_path, flag, message):
+  with pytest.raises(UsageError) as raised:
+    options.parse([f'--input={images}', f'--output={tmp_path}/out', flag])
+  assert message in str(raised.value) and '\n' not in str(raised.value)
+
+
+def test_output_is_required(images):
+  with pytest.raises(UsageError, match='--output is required'):
+    options.parse([f'--input={images}'])
+
+
+def test_help_lists_our_options(capsys):
+  with pytest.raises(SystemExit) as exited:
+    options.parse(['--help'])
+  assert exited.value.code == 0
+  text = capsys.readouterr().out
+  for flag in ('--input', '--output', '--label_source', '--target_shard_mb', '--schema', '--compression'):
+    assert flag in text

@@ -1,0 +1,53 @@
+"""The DoFns driven directly, without a runner: what they hold and when they emit."""
+import pytest
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_pipeline.beam import options, transforms, workers
+from beam_pipeline.core import hash_order, sharding, splitting
+from beam_pipeline.core.records import ContentGroup, InputItem
+
+from helpers import photos
+from helpers.values import image_record
+
+
+@pytest.mark.parametrize('pooled', [False, True])
+def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp_path, pooled):
+  """Without a pool (Dataflow) each batch's records come out of process; with one,
+  up to AHEAD batches per worker run ahead, and what is still running at the end
+  of the bundle comes out of finish_bundle, windowed."""
+  photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(12, size=(64, 48)))})
+  items = [InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in range(12)]
+  _, settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out'])
+  batches = [items[i:i + 2] for i in range(0, 12, 2)]
+  validate = transforms.ValidateImages(settings)
+  if pooled:
+    workers.start(1)
+  try:
+    validate.setup()
+    validate.start_bundle()
+    from_process = [output for batch in batches for output in validate.process(batch)]
+    from_finish = list(validate.finish_bundle())
+  finally:
+    validate.teardown()
+    workers.shutdown()
+  ahead = transforms.ValidateImages.AHEAD
+  assert (len(from_process), len(from_finish)) == ((6 - ahead, ahead) if pooled else (6, 0))
+  assert all(isinstance(output, WindowedValue) for output in from_finish)
+  emitted = from_process + [output.value for output in from_finish]
+  assert [[r.uri for r in records] for records in emitted] == [[item.uri for item in batch] for batch in batches]
+
+
+def test_split_assignment_hands_a_content_bucket_on_by_order_bucket_then_its_labels():
+  spec = splitting.parse_splits('train=0.5,test=0.5')
+  records = [image_record(f'/d/{label}/{i}.jpg', label, sha256=f'{i:064x}')
+             for i, label in enumerate(['cat'] * 40 + ['dog'] * 2)]
+  groups = [ContentGroup((r,)) for r in records]
+  placed = hash_order.offsets(splitting.class_weights('00', groups))
+  out = list(transforms.assign_splits(('00', groups), spec, placed))
+  by_order, tagged = [o for o in out if isinstance(o, tuple)], [o for o in out if not isinstance(o, tuple)]
+  assert len(by_order) > 1 and all(r.order_key.startswith(bucket) for bucket, batch in by_order for r in batch)
+  assigned = [r for _, batch in by_order for r in batch]
+  assert sorted(r.uri for r in assigned) == sorted(r.uri for r in records)
+  assert {r.split for r in assigned if r.label == 'cat'} == {'train', 'test'}
+  assert [(o.tag, o.value) for o in tagged] == [('labels', 'cat'), ('labels', 'dog')]
+  assert len(by_order) <= 16 ** sharding.ORDER_BUCKET_DIGITS

@@ -1,0 +1,82 @@
+"""The local worker pool: who imports what, which runs use it, and the private API it relies on."""
+import subprocess
+import sys
+import time
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_pipeline.beam import local_runner, workers
+from beam_pipeline.core import steps
+from beam_pipeline.core.records import InputItem
+
+from helpers import photos, worker_probe
+from helpers.commands import ROOT
+from helpers.values import settings
+
+
+@pytest.mark.parametrize('argv, in_process', [
+    ([], True),
+    (['--runner=DirectRunner'], True),
+    (['--runner', 'direct', '--direct_num_workers=2'], True),
+    (['--direct_running_mode=multi_threading'], True),
+    (['--direct_running_mode=multi_processing', '--direct_num_workers=2'], False),
+    (['--runner=DataflowRunner', '--project=p'], False),
+])
+def test_the_pool_serves_runs_whose_dofns_run_in_the_launching_process(argv, in_process):
+  assert local_runner.runs_in_process(PipelineOptions(argv)) == in_process
+
+
+def test_a_local_run_keeps_tensorflow_out_of_the_launcher(tmp_path):
+  """The launcher of a local run validates, writes shards and traces the tf.Transform
+  graph through its workers, so it never imports TensorFlow (2 s at start-up)."""
+  photos.write_files(tmp_path / 'in', {f'{("cat", "dog")[i % 2]}/{i}.jpg': data
+                                       for i, data in enumerate(photos.jpegs(6, size=(40, 30)))})
+  script = ('import sys\n'
+            'from beam_pipeline.beam import workers\n'
+            'workers.start_forkserver()\n'
+            'from beam_pipeline import cli\n'
+            'code = cli.main(sys.argv[1:])\n'
+            'print(code, "tensorflow" in sys.modules)\n')
+  done = subprocess.run([sys.executable, '-c', script, f'--input={tmp_path}/in', f'--output={tmp_path}/out'],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+  assert done.stdout.splitlines()[-1:] == ['0 False'], done.stdout[-2000:] + done.stderr[-3000:]
+  assert (tmp_path / 'out' / 'transform_fn' / 'saved_model.pb').exists()
+
+
+def test_workers_validate_without_importing_beam(tmp_path):
+  """Worker processes import TensorFlow (in the forkserver, once) but never Beam (0.6 s
+  each): what a step receives and does for local files needs neither."""
+  photos.write_files(tmp_path, {'cat/1.jpg': photos.jpeg(1, 40, 30)})
+  pool = workers.start(1)
+  try:
+    validated = pool.submit(steps.validate_batch, [InputItem(str(tmp_path / 'cat' / '1.jpg'))], settings()).result()
+    modules = pool.submit(worker_probe.imported, ['tensorflow', 'apache_beam']).result()
+  finally:
+    workers.shutdown()
+  assert [record.label for record in validated.records] == ['cat']
+  assert modules == {'tensorflow': True, 'apache_beam': False}
+
+
+def test_the_forkserver_can_be_found_and_stopped_through_multiprocessings_private_state():
+  """workers.forkserver_pid reads multiprocessing's private forkserver state: a Python
+  that moves it fails here, instead of leaving forkservers running after bad options."""
+  if not workers.available():
+    pytest.skip('no forkserver on this platform')
+  workers.start_forkserver()
+  pid = workers.forkserver_pid()
+  with open(f'/proc/{pid}/cmdline', 'rb') as f:
+    assert b'multiprocessing.forkserver' in f.read()
+  workers.stop_forkserver()
+  deadline = time.monotonic() + 30
+  while _state(pid) not in ('Z', None) and time.monotonic() < deadline:
+    time.sleep(0.01)
+  assert _state(pid) in ('Z', None)  # killed; multiprocessing reaps it when a pool next starts one
+
+
+def _state(pid: int):
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0]
+  except FileNotFoundError:
+    return None

@@ -1,0 +1,54 @@
+import pytest
+import tensorflow as tf
+
+from beam_pipeline.core import examples, schemas
+from beam_pipeline.core.rejections import Rejected
+
+FIELDS = {schemas.IMAGE: b'\xff\xd8bytes', schemas.FORMAT: b'jpeg', schemas.HEIGHT: 4, schemas.WIDTH: 5,
+          schemas.CHANNELS: 3, schemas.LABEL: 1, schemas.TEXT: b'dog', schemas.URI: b'gs://b/dog/1.jpg',
+          schemas.SHA256: b'ab' * 32}
+
+
+def test_default_schema_keys_and_extras():
+  serialized = examples.encode_example(FIELDS, {'weight': 0.5, 'count': 2, 'tags': ['a', 'b'], 'meta': {'k': 1},
+                                                'flag': True}, 'default')
+  features = tf.train.Example.FromString(serialized).features.feature
+  assert set(features) == {'image/encoded', 'image/format', 'image/height', 'image/width', 'image/channels',
+                           'image/class/label', 'image/class/text', 'image/filename', 'image/key/sha256',
+                           'weight', 'count', 'tags', 'meta', 'flag'}
+  assert features['image/encoded'].bytes_list.value == [b'\xff\xd8bytes']
+  assert features['image/height'].int64_list.value == [4]
+  assert features['image/class/label'].int64_list.value == [1]
+  assert features['image/class/text'].bytes_list.value == [b'dog']
+  assert features['image/filename'].bytes_list.value == [b'gs://b/dog/1.jpg']
+  assert features['weight'].float_list.value == [0.5]
+  assert features['count'].int64_list.value == [2]
+  assert features['flag'].int64_list.value == [1]
+  assert features['tags'].bytes_list.value == [b'a', b'b']
+  assert features['meta'].bytes_list.value == [b'{"k": 1}']
+
+
+def test_simple_schema_matches_the_seeds_reader():
+  serialized = examples.encode_example(FIELDS, {}, 'simple')
+  assert set(tf.train.Example.FromString(serialized).features.feature) == {'image_raw', 'label', 'id'}
+  parsed = tf.io.parse_single_example(serialized, {
+      'image_raw': tf.io.FixedLenFeature([], tf.string),
+      'label': tf.io.FixedLenFeature([], tf.int64),
+      'id': tf.io.FixedLenFeature([], tf.string)})
+  assert parsed['label'].numpy() == 1 and parsed['id'].numpy() == b'gs://b/dog/1.jpg'
+
+
+def test_serialization_is_deterministic():
+  extras = {f'k{i}': i for i in range(20)}
+  assert (examples.encode_example(FIELDS, extras, 'default') ==
+          examples.encode_example(dict(reversed(list(FIELDS.items()))), dict(reversed(list(extras.items()))),
+                                  'default'))
+
+
+def test_extras_may_not_overwrite_schema_keys():
+  schemas.check_extras({'image/source_id': 'x'}, 'default')
+  with pytest.raises(Rejected) as raised:
+    schemas.check_extras({'image/encoded': 'x'}, 'default')
+  assert raised.value.reason == 'bad_manifest_row'
+  with pytest.raises(Rejected):
+    schemas.check_extras({'label': 'x'}, 'simple')

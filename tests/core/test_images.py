@@ -1,0 +1,93 @@
+"""prepare_image against TensorFlow itself: the table of bad and odd inputs."""
+import pytest
+import tensorflow as tf
+
+from beam_pipeline.core import images
+from beam_pipeline.core.rejections import Rejected
+
+from helpers import cyclic_garbage
+from helpers.hostile_files import exif_segment, segment
+from helpers.image_cases import cases
+
+CASES = cases()
+WRITTEN = [c for c in CASES.values() if c.reason is None]
+REJECTED = [c for c in CASES.values() if c.reason is not None]
+
+
+@pytest.mark.parametrize('case', WRITTEN, ids=lambda c: c.name)
+def test_written_cases_decode_in_tensorflow_to_the_recorded_shape(case):
+  prepared = images.prepare_image(case.data, max_pixels=10**8)
+  info = prepared.info
+  assert (info.format, info.channels, info.reencoded) == (case.format, case.channels, case.reencoded)
+  decoded = tf.io.decode_image(prepared.stored, channels=3, expand_animations=False)
+  assert decoded.shape == (info.height, info.width, 3)
+  native = tf.io.decode_image(prepared.stored, channels=0, expand_animations=False)
+  assert native.shape[-1] == info.channels
+  if not case.reencoded:
+    assert prepared.stored is case.data  # TensorFlow-readable bytes are kept as they are
+
+
+@pytest.mark.parametrize('case', REJECTED, ids=lambda c: c.name)
+def test_rejected_cases_give_their_reason(case):
+  with pytest.raises(Rejected) as raised:
+    images.prepare_image(case.data, max_pixels=10**8)
+  assert raised.value.reason == case.reason
+  assert raised.value.detail
+
+
+def test_reencoding_is_lossless_and_deterministic():
+  case = CASES['scan.tiff']
+  first = images.prepare_image(case.data, max_pixels=10**8).stored
+  assert first == images.prepare_image(case.data, max_pixels=10**8).stored
+  from PIL import Image
+  import io
+  with Image.open(io.BytesIO(case.data)) as source, Image.open(io.BytesIO(first)) as stored:
+    assert list(source.convert('RGB').getdata()) == list(stored.convert('RGB').getdata())
+
+
+def test_pixel_limit_applies_before_decoding():
+  images.prepare_image(CASES['photo.jpg'].data, max_pixels=64 * 48)
+  with pytest.raises(Rejected) as raised:
+    images.prepare_image(CASES['photo.jpg'].data, max_pixels=64 * 48 - 1)
+  assert raised.value.reason == 'too_many_pixels'
+
+
+def test_a_batch_gives_the_same_results_as_one_by_one():
+  datas = [c.data for c in CASES.values()]
+  batch = images.prepare_images(datas, max_pixels=10**8)
+  for data, result in zip(datas, batch):
+    try:
+      alone = images.prepare_image(data, max_pixels=10**8)
+    except Rejected as e:
+      alone = e
+    if isinstance(alone, Rejected):
+      assert isinstance(result, Rejected) and (result.reason, result.detail) == (alone.reason, alone.detail)
+    else:
+      assert result == alone
+  tf_only = batch[list(CASES).index('marker-in-scan.jpg')]  # fails the batch, found one by one
+  assert isinstance(tf_only, Rejected) and 'in TensorFlow' in tf_only.detail
+
+
+def test_a_batch_with_rejections_leaves_no_garbage_cycles():
+  """Rejections are returned as values; a traceback kept on one led back, through its
+  frames, to the list of results, so a whole chunk of image bytes outlived the call
+  until the next full collection (memory grew with the input)."""
+  datas = [c.data for c in CASES.values()]
+  with cyclic_garbage.collected() as garbage:
+    batch = images.prepare_images(datas, max_pixels=10**8)
+    assert sum(isinstance(result, Rejected) for result in batch) == len(REJECTED)
+    del batch
+  assert not [o for o in garbage if isinstance(o, (bytes, Rejected, images.PreparedImage))]
+
+
+def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
+  """The bytes Exif\\0\\0 counted anywhere only bound the segment count: a photo with one
+  Exif segment and those bytes many times in a comment is walked, and written."""
+  photo = CASES['photo.jpg'].data
+  comment = segment(0xFE, b'Exif\0\0' * (images.MAX_EXIF_SEGMENTS + 1))
+  marked = photo[:2] + exif_segment(fill=16) + comment + photo[2:]
+  assert images.prepare_image(marked, max_pixels=10**8).stored is marked
+  too_many = photo[:2] + exif_segment(fill=16) * (images.MAX_EXIF_SEGMENTS + 1) + photo[2:]
+  with pytest.raises(Rejected) as raised:
+    images.prepare_image(too_many, max_pixels=10**8)
+  assert raised.value.reason == 'corrupt'

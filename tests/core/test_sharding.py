@@ -1,0 +1,111 @@
+import collections
+import itertools
+import random
+
+import pytest
+
+from beam_pipeline.core import hash_order, sharding, splitting
+from beam_pipeline.core.records import ContentGroup, ShardPlan
+
+from helpers.values import image_record
+
+
+def _record(i, size, label='cat', split='train'):
+  return image_record(f'gs://b/{label}/{i}.jpg', label, split, f'{random.Random(i).getrandbits(256):064x}', size)
+
+
+def plan_shards(records, target, buckets=None):
+  """The pipeline's steps as plain calls: bucket totals, then each order bucket places its records."""
+  buckets = sharding.order_buckets(records) if buckets is None else buckets
+  placed = hash_order.offsets(pair for key, batch in buckets.items() for pair in sharding.split_bytes(key, batch))
+  shards = collections.defaultdict(list)
+  for key, batch in buckets.items():
+    for shard, shard_records in sharding.assign_shards(key, batch, target, placed).items():
+      shards[shard].extend(shard_records)
+  numbered = sharding.numbering(shards)
+  return sorted((sharding.plan_shard(split, index, shard_records, numbered)
+                 for (split, index), shard_records in shards.items()), key=lambda plan: (plan.split, plan.index))
+
+
+@pytest.mark.parametrize('count, size, target', [(1, 100, 10**6), (1000, 150_000, 10**7),
+                                                  (777, 90_000, 3 * 10**6), (50, 10**6, 4 * 10**6)])
+def test_every_shard_but_the_last_is_within_half_of_the_target(count, size, target):
+  rng = random.Random(count)
+  records = [_record(i, int(size * rng.uniform(0.3, 1.7))) for i in range(count)]
+  plans = plan_shards(records, target)
+  total = sum(map(sharding.estimated_record_bytes, records))
+  assert len(plans) == max(1, -(-total // target))
+  assert sorted(r.uri for p in plans for r in p.records) == sorted(r.uri for r in records)
+  assert all(p.count == len(plans) and p.index == i for i, p in enumerate(plans))
+  for plan in plans[:-1]:
+    assert 0.5 * target <= sum(map(sharding.estimated_record_bytes, plan.records)) <= 1.5 * target
+
+
+def test_order_is_by_content_and_name_not_by_input_order():
+  records = [_record(i, 100, 'cat' if i < 50 else 'dog') for i in range(100)]
+  forward = plan_shards(records, 10**6)
+  backward = plan_shards(list(reversed(records)), 10**6)
+  assert forward == backward
+  labels = [r.label for r in forward[0].records]
+  assert labels != sorted(labels)  # class-sorted input comes out mixed
+
+
+def test_the_order_key_is_reproducible_and_gives_copies_places_of_their_own():
+  content = 'ab' * 32
+  assert sharding.order_key(content, 'gs://b/x.jpg') == sharding.order_key(content, 'gs://b/x.jpg')
+  assert sharding.order_key(content, 'gs://b/x.jpg') != sharding.order_key(content, 'gs://b/copy of x.jpg')
+  assert sharding.order_key(content, '/d/caf\udce9.jpg')  # a name that is not UTF-8
+
+
+def longest_run(labels):
+  return max(len(list(run)) for _, run in itertools.groupby(labels))
+
+
+def test_every_shard_mixes_the_classes_as_its_split_does():
+  """Two classes, listed class by class, split 80/20 and written in shards of about 300
+  records. Splits rank each class by content hash, so ordering shards by that hash left
+  a run of one class at the ends of each split (41 records, and a validation shard
+  opening with 31 of one class, on 3,000 photos). Now no shard has a run longer than a
+  random order gives, and every shard's class share is its split's within sampling noise."""
+  records = [_record(i, 10_000, ('cat', 'dog')[i // 1500], split=None) for i in range(3000)]
+  spec = splitting.parse_splits('train=0.8,validation=0.2')
+  groups = splitting.content_buckets(records)
+  groups = {key: [ContentGroup((record,)) for record in batch] for key, batch in groups.items()}
+  placed = hash_order.offsets(pair for key, batch in groups.items() for pair in splitting.class_weights(key, batch))
+  assigned = [record for key, batch in groups.items() for record in splitting.assign_splits(key, batch, spec, placed)]
+
+  plans = plan_shards(assigned, 300 * sharding.estimated_record_bytes(records[0]))
+  assert {plan.split for plan in plans} == {'train', 'validation'} and len(plans) >= 9
+  for plan in plans:
+    labels = [record.label for record in plan.records]
+    in_split = [record.label for record in assigned if record.split == plan.split]
+    share, split_share = labels.count('cat') / len(labels), in_split.count('cat') / len(in_split)
+    assert longest_run(labels) <= 20, (plan.split, plan.index, longest_run(labels))
+    assert abs(share - split_share) <= 3 * (split_share * (1 - split_share) / len(labels)) ** 0.5, plan.index
+
+  # What ordering by the content hash itself gave: a long run of one class in some shard.
+  by_content = sorted((r for r in assigned if r.split == 'train'), key=lambda r: r.source_sha256)
+  assert longest_run([r.label for r in by_content]) > 20
+
+
+def test_a_huge_record_never_leaves_an_empty_shard():
+  records = [_record(0, 10**7)] + [_record(i, 10) for i in range(1, 5)]
+  plans = plan_shards(records, 10**6)
+  assert all(p.records for p in plans) and plans[-1].count == len(plans)
+
+
+def test_planning_bucket_by_bucket_equals_one_sort_of_the_whole_split():
+  """Every order bucket places its own records from the totals before it, exactly as
+  ranking the whole split in one place would (one bucket holding everything)."""
+  rng = random.Random(7)
+  records = [_record(i, int(90_000 * rng.uniform(0.3, 1.7)), split=rng.choice(['train', 'test'])) for i in range(3000)]
+  bucketed = plan_shards(records, 3 * 10**6)
+  assert len(sharding.order_buckets(records)) == 16 ** sharding.ORDER_BUCKET_DIGITS
+  assert bucketed == plan_shards(records, 3 * 10**6, buckets={'': records})
+  assert {plan.split for plan in bucketed} == {'train', 'test'}
+  assert all([r.order_key for r in plan.records] == sorted(r.order_key for r in plan.records) for plan in bucketed)
+
+
+def test_names():
+  assert ShardPlan('train', 3, 12, ()).file_name('none') == 'train-00003-of-00012.tfrecord'
+  assert ShardPlan('validation', 0, 1, ()).file_name('gzip') == 'validation-00000-of-00001.tfrecord.gz'

@@ -1,0 +1,93 @@
+import collections
+import hashlib
+import random
+
+import pytest
+
+from beam_pipeline.core import hash_order, splitting
+from beam_pipeline.core.records import ContentGroup
+from beam_pipeline.core.settings import SplitSpec
+from beam_pipeline.core.usage import UsageError
+
+from helpers.values import image_record
+
+SPEC = splitting.parse_splits('train=0.8,validation=0.1,test=0.1')
+
+
+def _record(name, label, content=None, split=None):
+  return image_record(f'gs://b/{label}/{name}', label, split, hashlib.sha256((content or name).encode()).hexdigest())
+
+
+def assign(groups, buckets=None):
+  """The pipeline's steps as plain calls: class totals per bucket, then each bucket assigns its groups."""
+  if buckets is None:
+    buckets = {}
+    for group in groups:
+      buckets.setdefault(group.records[0].source_sha256[:splitting.CONTENT_BUCKET_DIGITS], []).append(group)
+  placed = hash_order.offsets(pair for key, batch in buckets.items() for pair in splitting.class_weights(key, batch))
+  return [record for key, batch in buckets.items() for record in splitting.assign_splits(key, batch, SPEC, placed)]
+
+
+def test_parse_splits():
+  assert SPEC == SplitSpec(('train', 'validation', 'test'), (0.8, 0.1, 0.1))
+  assert splitting.parse_splits(None) == SplitSpec(('train',), (1.0,))
+  for bad in ('train=0.8,validation=0.3', 'Train=1', 'train=x', 'train=0.5,train=0.5', 'train=0,test=1'):
+    with pytest.raises(UsageError):
+      splitting.parse_splits(bad)
+
+
+@pytest.mark.parametrize('count', [101, 700, 2500])
+def test_fractions_hold_per_class_within_one_point(count):
+  groups = [ContentGroup((_record(f'{i}.jpg', 'cat'),)) for i in range(count)]
+  assigned = assign(groups)
+  for name, fraction in zip(SPEC.names, SPEC.fractions):
+    share = sum(r.split == name for r in assigned) / count
+    assert abs(share - fraction) <= 0.01 + 1 / count
+
+
+def test_assignment_follows_content_not_order():
+  groups = [ContentGroup((_record(f'{i}.jpg', 'dog'),)) for i in range(300)]
+  forward = {r.uri: r.split for r in assign(groups)}
+  shuffled = groups[:]
+  random.Random(1).shuffle(shuffled)
+  assert forward == {r.uri: r.split for r in assign(shuffled)}
+
+
+def test_assigning_bucket_by_bucket_equals_one_ranking_of_each_whole_class():
+  rng = random.Random(3)
+  groups = [ContentGroup(tuple(_record(f'{i}-{k}.jpg', label, content=str(i)) for k in range(rng.choice([1, 1, 2]))))
+            for i, label in ((i, rng.choice(['cat', 'dog', 'emu'])) for i in range(4000))]
+  bucketed = {r.uri: r.split for r in assign(groups)}
+  assert bucketed == {r.uri: r.split for r in assign(groups, buckets={'': groups})}
+  for label in ('cat', 'dog', 'emu'):
+    shares = collections.Counter(split for uri, split in bucketed.items() if f'/{label}/' in uri)
+    assert abs(shares['validation'] / sum(shares.values()) - 0.1) < 0.01
+
+
+def test_copies_share_one_split_and_explicit_splits_win():
+  copies = [_record('b.jpg', 'cat', content='same', split='test'), _record('a.jpg', 'dog', content='same'),
+            _record('c.jpg', 'cat', content='same', split='train')]
+  group, dropped = splitting.group_duplicates(copies, dedupe=False)
+  assert [r.uri for r in group.records] == ['gs://b/cat/b.jpg', 'gs://b/cat/c.jpg', 'gs://b/dog/a.jpg']
+  assert {r.split for r in group.records} == {'test'} and not dropped
+  assert {r.split for r in assign([group])} == {'test'}
+
+
+def test_dedupe_keeps_the_first_copy_by_uri():
+  copies = [_record('b.jpg', 'cat', content='same'), _record('a.jpg', 'cat', content='same')]
+  group, dropped = splitting.group_duplicates(copies, dedupe=True)
+  assert [r.uri for r in group.records] == ['gs://b/cat/a.jpg']
+  assert [(d.uri, d.reason) for d in dropped] == [('gs://b/cat/b.jpg', 'duplicate')]
+  assert 'gs://b/cat/a.jpg' in dropped[0].detail
+
+
+def test_copies_always_meet_in_one_content_bucket():
+  records = [_record(f'{i}.jpg', 'cat', content=f'photo {i % 300}') for i in range(900)]
+  buckets = splitting.content_buckets(records)
+  assert sorted(r.uri for batch in buckets.values() for r in batch) == sorted(r.uri for r in records)
+  assert 150 < len(buckets) <= 256  # 300 distinct contents, spread over the 256 buckets
+  for key, batch in buckets.items():
+    assert {r.source_sha256[:len(key)] for r in batch} == {key}
+    copies = list(splitting.same_content(batch))
+    assert all(len({r.source_sha256 for r in group}) == 1 for group in copies)
+    assert sum(map(len, copies)) == len(batch) and all(len(group) == 3 for group in copies)

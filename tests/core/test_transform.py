@@ -1,0 +1,42 @@
+"""The tf.Transform graph, written as a worker writes it, and the internal API it relies on."""
+import inspect
+
+import tensorflow as tf
+import tensorflow_transform as tft
+from tensorflow_transform import impl_helper
+
+from beam_pipeline.core import examples, schemas, transform
+from beam_pipeline.core.records import TransformGraph
+
+from helpers import photos
+
+
+def test_tf_transforms_internal_tracing_api_is_still_there():
+  """transform._trace_and_write calls impl_helper, which tf.Transform does not publish:
+  an upgrade that renames or reshapes it fails here, naming what changed."""
+  parameters = inspect.signature(impl_helper.trace_and_write_v2_saved_model).parameters
+  assert set(parameters) >= {'saved_model_dir', 'preprocessing_fn', 'input_signature', 'base_temp_dir',
+                             'baseline_analyzers_fingerprint', 'tensor_replacement_map', 'output_keys_to_name_map',
+                             'save_options'}
+  assert impl_helper.METADATA_DIR_NAME == '.tft_metadata'
+
+
+def _example(schema, label_id, text):
+  fields = {schemas.IMAGE: photos.jpeg(1, 20, 10), schemas.FORMAT: b'jpeg', schemas.HEIGHT: 10, schemas.WIDTH: 20,
+            schemas.CHANNELS: 3, schemas.LABEL: label_id, schemas.TEXT: text, schemas.URI: b'x',
+            schemas.SHA256: b'0'}
+  return examples.encode_example(fields, {}, schema)
+
+
+def test_each_schema_gets_a_graph_that_reads_its_own_records(tmp_path):
+  """The default schema's graph looks the label's text up in labels.txt; the simple
+  schema's, whose records carry no text, passes their class id through."""
+  for schema in schemas.SCHEMAS:
+    directory = tmp_path / schema
+    transform.write_graph(str(directory), TransformGraph(8, schema), ['cat', 'dog'])
+    assert sorted(p.name for p in directory.iterdir()) == sorted(transform.DIRECTORIES)
+    output = tft.TFTransformOutput(str(directory))
+    batch = tf.constant([_example(schema, 1, b'dog'), _example(schema, 0, b'cat')])
+    transformed = output.transform_features_layer()(tf.io.parse_example(batch, output.raw_feature_spec()))
+    assert transformed['image'].shape == (2, 8, 8, 3)
+    assert transformed['label'].numpy().tolist() == [1, 0], schema

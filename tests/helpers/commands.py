@@ -1,0 +1,42 @@
+"""The real command, in this process or in a subprocess, as users, Airflow and CI run it."""
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator, List
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 300
+
+
+def convert(*args: object) -> int:
+  """A conversion in this process, on the DirectRunner: the exit code ``python -m beam_pipeline ARGS`` gives."""
+  from beam_pipeline import cli  # pylint: disable=import-outside-toplevel
+  return cli.main([*map(str, args), '--runner=DirectRunner'])
+
+
+def command(*args: object) -> List[str]:
+  """``python -m beam_pipeline ARGS``."""
+  return [sys.executable, '-m', 'beam_pipeline', *map(str, args)]
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess:
+  """Runs ``python -m beam_pipeline ARGS`` to its end, its output captured as text."""
+  return subprocess.run(command(*args), cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+
+
+@contextlib.contextmanager
+def started(argv: List[str], log: Path) -> Iterator[subprocess.Popen]:
+  """Starts ``argv`` in a session of its own, its output to ``log``; on the way out, whatever
+  is left of its process group (workers, a forkserver) is killed, so no failed test leaves
+  processes behind."""
+  with open(log, 'w') as log_file:
+    process = subprocess.Popen(argv, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+  try:
+    yield process
+  finally:
+    if process.poll() is None:
+      os.killpg(process.pid, signal.SIGKILL)
+      process.wait()

@@ -1,0 +1,148 @@
+"""The local Cloud Storage emulator (gcp-storage-emulator) for tests: real HTTP, no mocks, offline.
+
+``running_emulator()`` starts it as a subprocess on a free port and yields its URL;
+``emulator_environment()`` gives the environment the code under test needs to talk to it;
+the rest create buckets and move bytes with the real google-cloud-storage client.
+
+Why a credentials file: Beam's GCS filesystem (apache_beam.io.gcp.gcsio.GcsIO) always
+asks ``google.auth.default()`` for credentials, and apache_beam.internal.gcp.auth retries
+a failed lookup 4 times with exponential backoff (initial 2 s) before it connects
+anonymously: about 25 s in every process. No Beam option changes that (``--no_auth``
+only reaches the Dataflow API client). A static-token "authorized_user" file named by
+GOOGLE_APPLICATION_CREDENTIALS, the standard ADC variable, makes the lookup succeed at
+once and offline: the token is valid until 2999, so it is never refreshed, and the
+emulator ignores the Authorization header it travels in. It also keeps a developer's real
+credentials away from the tests, and reaches any worker process through the environment.
+"""
+import contextlib
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from typing import Dict, Iterator, List, Mapping
+
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+
+from helpers import photos
+
+_HOST = '127.0.0.1'
+# Loaded by google.auth.default() as google.oauth2.credentials.Credentials (the format
+# Credentials.to_json() writes); with a future expiry it never contacts oauth2.googleapis.com.
+_STATIC_TOKEN_CREDENTIALS = {
+    'type': 'authorized_user',
+    'token': 'gcs-emulator',
+    'expiry': '2999-01-01T00:00:00Z',
+    'refresh_token': 'unused',
+    'client_id': 'unused',
+    'client_secret': 'unused',
+}
+
+
+def free_port() -> int:
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind((_HOST, 0))
+    return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+  try:
+    with urllib.request.urlopen(f'{url}/storage/v1/b', timeout=1) as response:
+      return response.status == 200
+  except OSError:
+    return False
+
+
+@contextlib.contextmanager
+def running_emulator(timeout_secs: float = 30.0) -> Iterator[str]:
+  """Starts an in-memory emulator and yields its URL (http://127.0.0.1:<port>)."""
+  with tempfile.TemporaryDirectory(prefix='gcs-emulator-') as workdir, \
+      open(os.path.join(workdir, 'emulator.log'), 'w+b') as log:
+    port = free_port()
+    url = f'http://{_HOST}:{port}'
+    process = subprocess.Popen(
+        [sys.executable, '-m', 'gcp_storage_emulator', 'start', '--host', _HOST, '--port', str(port),
+         '--in-memory', '--quiet'],
+        cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+      deadline = time.monotonic() + timeout_secs
+      while not _answers(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+          log.seek(0)
+          raise RuntimeError(f'the storage emulator did not start on {url} '
+                             f'(exit code {process.poll()}): {log.read().decode(errors="replace")[-2000:]}')
+        time.sleep(0.05)
+      yield url
+    finally:
+      process.terminate()
+      try:
+        process.wait(timeout=10)
+      except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def emulator_environment(url: str, directory: str) -> Dict[str, str]:
+  """Variables that point google-cloud-storage, and so Beam's FileSystems, at the emulator.
+
+  Writes the static-token credentials file into ``directory``.
+  """
+  credentials_file = os.path.join(directory, 'emulator-credentials.json')
+  with open(credentials_file, 'w', encoding='utf-8') as f:
+    json.dump(_STATIC_TOKEN_CREDENTIALS, f)
+  return {
+      'STORAGE_EMULATOR_HOST': url,
+      'GOOGLE_APPLICATION_CREDENTIALS': credentials_file,
+      'GOOGLE_CLOUD_PROJECT': 'test',  # spares google.auth a "no project ID" warning
+  }
+
+
+def client() -> storage.Client:
+  """A real client for the emulator (STORAGE_EMULATOR_HOST must be set)."""
+  if not os.environ.get('STORAGE_EMULATOR_HOST'):
+    raise RuntimeError('STORAGE_EMULATOR_HOST is not set: refusing to talk to real Cloud Storage')
+  return storage.Client(project='test', credentials=AnonymousCredentials())
+
+
+def create_bucket(name: str) -> storage.Bucket:
+  return client().create_bucket(name)
+
+
+def upload(bucket_name: str, files: Mapping[str, bytes]) -> None:
+  """Uploads {object name: bytes}."""
+  bucket = client().bucket(bucket_name)
+  for name, data in files.items():
+    bucket.blob(name).upload_from_string(data)
+
+
+def upload_photo_set(bucket_name: str, prefix: str, labels, per_class: int,
+                     extra: Mapping[str, bytes] = None) -> Dict[str, tuple]:
+  """Creates the bucket with per_class small JPEGs per label under <prefix><label>/ (plus extra
+  objects); returns {uri: (label, bytes)} for the photos."""
+  rng = random.Random(bucket_name)
+  files, expected = {}, {}
+  for label in labels:
+    for i in range(per_class):
+      name = f'{prefix}{label}/{label}.{i}.jpg'
+      files[name] = photos.jpeg(rng.randrange(2**32), rng.randrange(48, 96), rng.randrange(48, 96))
+      expected[f'gs://{bucket_name}/{name}'] = (label, files[name])
+  create_bucket(bucket_name)
+  upload(bucket_name, {**files, **(extra or {})})
+  return expected
+
+
+def list_bucket_names() -> List[str]:
+  return sorted(bucket.name for bucket in client().list_buckets())
+
+
+def list_names(bucket_name: str, prefix: str = '') -> List[str]:
+  return sorted(blob.name for blob in client().list_blobs(bucket_name, prefix=prefix))
+
+
+def download(bucket_name: str, name: str) -> bytes:
+  return client().bucket(bucket_name).blob(name).download_as_bytes()

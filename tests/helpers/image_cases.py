@@ -1,0 +1,105 @@
+"""Generated bad and odd image files, each with the outcome the converter must give."""
+import io
+import random
+import struct
+import zlib
+from typing import Dict, NamedTuple, Optional
+
+import numpy as np
+from PIL import Image
+
+from helpers.photos import encode, image
+
+
+class Case(NamedTuple):
+  name: str  # file name, extension as a user would have it
+  data: bytes
+  reason: Optional[str] = None  # rejection reason, or None if written
+  format: Optional[str] = None  # stored format when written
+  channels: Optional[int] = None
+  reencoded: bool = False
+
+
+def _png_with_size(width: int, height: int) -> bytes:
+  """A PNG whose header claims a huge size; its data is tiny (a decompression bomb's header)."""
+  data = bytearray(encode(image(1, 8, 8), 'PNG'))
+  ihdr = struct.pack('>II', width, height) + bytes(data[24:29])
+  data[16:29] = ihdr
+  data[29:33] = struct.pack('>I', zlib.crc32(b'IHDR' + ihdr) & 0xFFFFFFFF)
+  return bytes(data)
+
+
+def _png_bad_crc() -> bytes:
+  data = bytearray(encode(image(1, 64, 48), 'PNG'))
+  idat = data.index(b'IDAT')
+  length, = struct.unpack('>I', data[idat - 4:idat])
+  data[idat + 4 + length] ^= 0xFF  # first byte of IDAT's CRC
+  return bytes(data)
+
+
+def _marker_in_scan(jpeg: bytes) -> bytes:
+  """A stray marker segment, claiming 65535 bytes, inside the entropy-coded scan:
+  Pillow zero-fills the rest and accepts the file, libjpeg in TensorFlow fails on it
+  (the pattern fuzzing found)."""
+  middle = (jpeg.index(b'\xff\xda') + len(jpeg)) // 2
+  return jpeg[:middle] + b'\xff\xe0\xff\xff' + jpeg[middle:]
+
+
+def cases() -> Dict[str, Case]:
+  photo = image(1, 64, 48)
+  jpeg = encode(photo, 'JPEG', quality=90)
+  frames = dict(save_all=True, append_images=[photo.rotate(180)])
+  p_frames = dict(save_all=True, append_images=[photo.rotate(180).convert('P')])
+  listed = [
+      Case('empty.jpg', b'', reason='empty'),
+      Case('truncated.jpg', jpeg[:len(jpeg) // 2], reason='truncated'),
+      Case('garbage.jpg', bytes(random.Random(3).randrange(256) for _ in range(3000)), reason='not_image'),
+      Case('page.jpg', b'<!DOCTYPE html>\n<html><body>Access denied</body></html>\n', reason='not_image'),
+      Case('Thumbs.db', b'\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1' + bytes(600), reason='not_image'),
+      Case('huge-header.png', _png_with_size(60000, 60000), reason='too_many_pixels'),
+      Case('bad-crc.png', _png_bad_crc(), reason='corrupt'),
+      Case('marker-in-scan.jpg', _marker_in_scan(jpeg), reason='corrupt'),
+      Case('float.tiff', encode(Image.fromarray(np.random.rand(16, 16).astype('float32')), 'TIFF'),
+           reason='unsupported_pixels'),
+      Case('photo.jpg', jpeg, format='jpeg', channels=3),
+      Case('trailing-bytes.jpg', jpeg + b'\x00garbage after EOI', format='jpeg', channels=3),
+      Case('progressive.jpg', encode(photo, 'JPEG', progressive=True), format='jpeg', channels=3),
+      Case('gray.jpg', encode(photo.convert('L'), 'JPEG'), format='jpeg', channels=1),
+      Case('cmyk.jpg', encode(photo.convert('CMYK'), 'JPEG'), format='jpeg', channels=3),
+      Case('png-named.jpg', encode(photo, 'PNG'), format='png', channels=3),
+      Case('rgba.png', encode(photo.convert('RGBA'), 'PNG'), format='png', channels=4),
+      Case('palette-alpha.png', encode(photo.convert('P'), 'PNG', transparency=0), format='png', channels=4),
+      Case('palette.png', encode(photo.convert('P'), 'PNG'), format='png', channels=3),
+      Case('gray-alpha.png', encode(photo.convert('LA'), 'PNG'), format='png', channels=2),
+      Case('16bit.png', encode(Image.fromarray((np.random.rand(20, 30) * 65535).astype('uint16')), 'PNG'),
+           format='png', channels=1),
+      Case('animated.png', encode(photo, 'PNG', **frames), format='png', channels=3),
+      Case('still.gif', encode(photo.convert('P'), 'GIF'), format='png', channels=3, reencoded=True),
+      Case('animated.gif', encode(photo.convert('P'), 'GIF', **p_frames), format='png', channels=3, reencoded=True),
+      Case('transparent.gif', encode(photo.convert('P'), 'GIF', transparency=0), format='png', channels=4,
+           reencoded=True),
+      Case('photo.bmp', encode(photo, 'BMP'), format='bmp', channels=3),
+      Case('trailing-bytes.bmp', encode(photo, 'BMP') + b'\0\0', format='png', channels=3, reencoded=True),
+      Case('palette.bmp', encode(photo.convert('P'), 'BMP'), format='png', channels=3, reencoded=True),
+      Case('1bit.bmp', encode(photo.convert('1'), 'BMP'), format='png', channels=1, reencoded=True),
+      Case('photo.webp', encode(photo, 'WEBP'), format='webp', channels=3),
+      Case('alpha.webp', encode(photo.convert('RGBA').rotate(30), 'WEBP'), format='png', channels=4, reencoded=True),
+      Case('animated.webp', encode(photo, 'WEBP', **frames), format='png', channels=3, reencoded=True),
+      # Crashed TensorFlow's WebP decoder (heap corruption, SIGABRT) before it was re-encoded.
+      Case('damaged-frame.webp', encode(photo, 'WEBP', **frames).replace(b'ANMF', b'AcMF', 1),
+           format='png', channels=3, reencoded=True),
+      Case('scan.tiff', encode(photo, 'TIFF'), format='png', channels=3, reencoded=True),
+      Case('cmyk.tiff', encode(photo.convert('CMYK'), 'TIFF'), format='png', channels=3, reencoded=True),
+      Case('16bit.tiff', encode(Image.fromarray((np.random.rand(20, 30) * 65535).astype('uint16')), 'TIFF'),
+           format='png', channels=1, reencoded=True),
+      Case('icon.ico', encode(photo, 'ICO'), format='png', channels=3, reencoded=True),
+      Case('photo.ppm', encode(photo, 'PPM'), format='png', channels=3, reencoded=True),
+      Case('photo.tga', encode(photo, 'TGA'), format='png', channels=3, reencoded=True),
+  ]
+  return {case.name: case for case in listed}
+
+
+def decoded_size(data: bytes):
+  """Pillow's view of stored bytes, for cross-checks independent of TensorFlow."""
+  with Image.open(io.BytesIO(data)) as image:
+    return image.size
