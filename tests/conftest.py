@@ -14,9 +14,7 @@ from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wro
 def proxy(tmp_path_factory):
   """The emulator behind a fault proxy; the environment points every client at the proxy."""
   with gcs_emulator.running_emulator() as url, fault_proxy.FaultProxy(url) as running, \
-      pytest.MonkeyPatch.context() as mp:
-    for name, value in gcs_emulator.emulator_environment(running.url, str(tmp_path_factory.mktemp('gcs'))).items():
-      mp.setenv(name, value)
+      gcs_emulator.pointed_at(running.url, str(tmp_path_factory.mktemp('gcs'))):
     yield running
 
 
@@ -26,3 +24,12 @@ def plan(proxy):  # pylint: disable=redefined-outer-name
   proxy.plan.reset()
   yield proxy.plan
   proxy.plan.reset()
+
+
+@pytest.fixture(scope='module')
+def sample_set(tmp_path_factory):
+  """The set `make run` converts, 12 photos a class: 27 images written, 3 files rejected."""
+  from beam_pipeline.sample_images import write_sample_set  # pylint: disable=import-outside-toplevel
+  root = tmp_path_factory.mktemp('sample-set')
+  write_sample_set(str(root), per_class=12)
+  return root

@@ -22,10 +22,7 @@ OUTPUT_FILES = {output_dir.DATASET_INFO, output_dir.LABELS_TXT, output_dir.ERROR
 @pytest.fixture(scope='module', autouse=True)
 def emulator(tmp_path_factory):
   """One emulator for the module; its environment is set only while the module runs."""
-  with gcs_emulator.running_emulator() as url, pytest.MonkeyPatch.context() as mp:
-    env = gcs_emulator.emulator_environment(url, str(tmp_path_factory.mktemp('gcs')))
-    for name, value in env.items():
-      mp.setenv(name, value)
+  with gcs_emulator.serving(str(tmp_path_factory.mktemp('gcs'))) as url:
     yield url
 
 

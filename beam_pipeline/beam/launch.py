@@ -1,6 +1,7 @@
 """``python -m beam_pipeline [options]``: check everything, run the pipeline, say what was written."""
 import contextlib
 import gc
+import logging
 import re
 import sys
 from concurrent.futures.process import BrokenProcessPool
@@ -8,8 +9,8 @@ from typing import Iterator, List
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import StandardOptions
-from apache_beam.runners.runner import PipelineState
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
+from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline.beam import graph, local_runner, options as options_lib, output_dir, workers
 from beam_pipeline.core import dataset_info
@@ -17,12 +18,19 @@ from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.core.reading import TransientReadError
 from beam_pipeline.core.usage import UsageError
 
+# What Beam's Dataflow client logs at INFO that a user must see, and Airflow's Beam
+# operator reads the job id from; its other INFO lines (staging, the whole job
+# request) are chatter.
+_SUBMISSION_LINES = ('Created job with id:', 'Submitted job:', 'To access the Dataflow monitoring console',
+                     'A template was just created')
+
 
 def convert(argv: List[str]) -> int:
   """Runs the conversion the command line asks for; returns the exit code (2: a bad option)."""
   try:
     options, settings = options_lib.parse(argv)
-    output_dir.prepare(settings.output)
+    if not _translates_only(options):  # a dry run or a template leaves the output as it is
+      output_dir.prepare(settings.output)
   except UsageError as e:
     workers.stop_forkserver()  # a bad option: no run, no workers
     print(f'error: {e}', file=sys.stderr)
@@ -34,12 +42,19 @@ def convert(argv: List[str]) -> int:
     workers.start()
   else:
     workers.stop_forkserver()
+  if not local_runner.is_direct(options):
+    _show_job_submission()
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
       graph.build(pipeline, settings, runner)
-    state = pipeline.run().wait_until_finish()
+    result = pipeline.run()
+    done = _submitted(result, options)
+    if done is not None:
+      print(done)
+      return 0
+    state = result.wait_until_finish()
   except Exception as e:  # runners wrap worker errors; ours carry a message for the user
     budget = re.search(re.escape(ErrorBudgetExceeded.PREFIX) + r'[^\n]*', str(e))
     if budget:
@@ -63,6 +78,46 @@ def convert(argv: List[str]) -> int:
   info = dataset_info.read(settings.output, FileSystems.exists, FileSystems.open)
   print('Wrote ' + '\n'.join(dataset_info.summary(info, settings.output)))
   return 0
+
+
+def _submitted(result: PipelineResult, options: PipelineOptions):
+  """What to say, and end with, when the run ends at submission: a dry run, a classic
+  template, or --no_wait; None when the command waits for the job. Prints a submitted
+  Dataflow job's id and console link either way."""
+  cloud = options.view_as(GoogleCloudOptions)
+  if _translates_only(options):
+    if cloud.template_location:
+      return f'Wrote a classic template to {cloud.template_location}; nothing was submitted.'
+    return 'Dry run: the job was translated and checked, and nothing was submitted.'
+  if not getattr(result, 'has_job', False):
+    return None
+  job = result.job_id()
+  print(f'Dataflow job {job}: https://console.cloud.google.com/dataflow/jobs/{cloud.region}/{job}'
+        f'?project={cloud.project}', flush=True)
+  if options.view_as(options_lib.ConversionOptions).no_wait:
+    return 'Submitted; not waiting for the job (--no_wait). dataset_info.json appears in the output once it completes.'
+  return None
+
+
+def _translates_only(options: PipelineOptions) -> bool:
+  """Whether the runner only translates the job: a dry run, or a classic template."""
+  return bool(options.view_as(TestOptions).dry_run or options.view_as(GoogleCloudOptions).template_location)
+
+
+def _show_job_submission() -> None:
+  """Lets Beam's job-submission lines (_SUBMISSION_LINES) through to standard error, with
+  its warnings and errors; the rest of its Dataflow client's INFO lines stay out."""
+  logger = logging.getLogger('apache_beam.runners.dataflow.internal.apiclient')
+  if any(getattr(handler, 'shows_job_submission', False) for handler in logger.handlers):
+    return
+  handler = logging.StreamHandler(sys.stderr)
+  handler.shows_job_submission = True
+  handler.addFilter(lambda record: record.levelno >= logging.WARNING or
+                    record.getMessage().startswith(_SUBMISSION_LINES))
+  handler.setFormatter(logging.Formatter('%(levelname)s:%(name)s:%(message)s'))
+  logger.addHandler(handler)
+  logger.setLevel(logging.INFO)
+  logger.propagate = False
 
 
 @contextlib.contextmanager

@@ -10,18 +10,31 @@ launch with one line that says what to do.
 """
 import argparse
 import difflib
+import sys
 from typing import List, NoReturn, Optional, Tuple
 
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
 from beam_pipeline.beam import inputs
-from beam_pipeline.core import labels, schemas, splitting
+from beam_pipeline.core import labels, schemas, splitting, uris
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.usage import UsageError
 
 COMPRESSIONS = ('none', 'gzip')
 DESCRIPTION = ('Convert images to validated, sharded TFRecords. Every standard Beam option '
                '(--runner, --project, --region, --temp_location, --direct_num_workers, ...) also works.')
+
+
+def _boolean(value: str) -> bool:
+  """A switch's value, as a Flex Template launcher passes it (--dedupe=true) or a user writes it."""
+  known = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0': False}
+  if value.lower() not in known:
+    raise argparse.ArgumentTypeError(f'{value!r} is not true or false')
+  return known[value.lower()]
+
+
+# An on/off option: --dedupe, --dedupe=true or --dedupe=false.
+_SWITCH = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--splits', default=None, help='Split fractions, e.g. train=0.8,validation=0.2: '
                       'stratified per class by content hash; a manifest split column or top-level '
                       'train/validation/test folders take precedence. Default: all train.')
-  parser.add_argument('--dedupe', action='store_true', default=False, help='Keep one copy of identical '
+  parser.add_argument('--dedupe', **_SWITCH, help='Keep one copy of identical '
                       'files (the others are rejected as duplicate); without it copies are kept, '
                       'always in one split, and listed in dataset_info.json.')
   parser.add_argument('--image_size', default='224', help='Side of the square images the tf.Transform '
@@ -56,8 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       'still written.')
   parser.add_argument('--read_threads', default='32', help='Concurrent image reads per worker from Cloud '
                       'Storage, which is latency-bound. Local files are read one at a time, which is faster.')
-  parser.add_argument('--skip_transform', action='store_true', default=False, help='Do not write the '
+  parser.add_argument('--skip_transform', **_SWITCH, help='Do not write the '
                       'tf.Transform graph (transform_fn/, transformed_metadata/).')
+  parser.add_argument('--no_wait', **_SWITCH, help='With DataflowRunner: return once the job is submitted '
+                      '(its id and console link printed) instead of waiting for it and reporting what it '
+                      'wrote. The Flex Template entry point always returns at once.')
 
 
 class ConversionOptions(PipelineOptions):
@@ -90,7 +106,10 @@ def parse(argv: List[str]) -> Tuple[PipelineOptions, Settings]:
   ours, beam_flags = parser().parse_known_args(argv)
   options = PipelineOptions(beam_flags, **vars(ours))
   _check_flags(options)
-  return options, validate(options)
+  settings = validate(options)
+  if 'dataflow' in (options.view_as(StandardOptions).runner or '').lower():
+    _check_dataflow(options, settings)
+  return options, settings
 
 
 def _check_flags(options: PipelineOptions) -> None:
@@ -106,6 +125,25 @@ def _check_flags(options: PipelineOptions) -> None:
     if labels.is_label_mode(label):
       raise UsageError(f'--labels={label} sets a Dataflow job label; to take labels from {label}, '
                        f'use --label_source={label}')
+
+
+def _check_dataflow(options: PipelineOptions, settings: Settings) -> None:
+  """What DataflowRunner needs, checked here in one line each: Beam's own check of it
+  would first try to create a default staging bucket."""
+  cloud = options.view_as(GoogleCloudOptions)
+  for flag, value, example in (('--project', cloud.project, 'my-project'), ('--region', cloud.region, 'us-central1')):
+    if not value:
+      raise UsageError(f'DataflowRunner needs {flag}, for example {flag}={example}')
+  for flag, value in (('--temp_location', cloud.temp_location), ('--staging_location', cloud.staging_location)):
+    if value and not value.startswith('gs://'):
+      raise UsageError(f'{flag}={value}: DataflowRunner stages and keeps temporary files on Cloud Storage; '
+                       f'give a gs:// path')
+  if not cloud.temp_location and not cloud.staging_location:
+    raise UsageError('DataflowRunner needs --temp_location=gs://BUCKET/tmp, for its staging and temporary files')
+  for flag, value in (('--input', settings.input.path), ('--output', settings.output)):
+    if not uris.is_remote(value):
+      print(f'warning: {flag}={value} is a local path, which Dataflow workers cannot read or write; '
+            f'use a gs:// path', file=sys.stderr)
 
 
 def validate(options: PipelineOptions) -> Settings:

@@ -24,7 +24,8 @@ def test_ours_and_beams_flags_are_parsed_once_into_one_pipeline_options(images, 
   is built with (and that Dataflow would serialize)."""
   beam_options, settings = options.parse([
       '--runner', 'DataflowRunner', f'--input={images}', '--output', f'{tmp_path}/out', '--label_source=none',
-      '--labels=team=ml', '--labels', 'airflow-version=3', '--dedupe', '--project=p'])
+      '--labels=team=ml', '--labels', 'airflow-version=3', '--dedupe', '--project=p', '--region=r',
+      '--temp_location=gs://b/tmp'])
   assert beam_options.view_as(StandardOptions).runner == 'DataflowRunner'
   assert beam_options.view_as(GoogleCloudOptions).labels == ['team=ml', 'airflow-version=3']
   assert beam_options.view_as(ConversionOptions).label_source == 'none'

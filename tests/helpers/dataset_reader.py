@@ -1,9 +1,14 @@
-"""Reads a finished output directory back with TensorFlow, for end-to-end assertions."""
+"""Reads a finished output back with TensorFlow, for end-to-end assertions, and compares two."""
 import json
 import os
 from typing import Dict, List, Tuple
 
 import tensorflow as tf
+
+from helpers import gcs_emulator
+
+# What two runs of one conversion may differ in: when, where to, on which runner.
+RUN_SPECIFIC = ('created', 'options.output', 'options.runner')
 
 
 def read_output(output: str) -> Tuple[dict, Dict[str, List[dict]]]:
@@ -46,3 +51,36 @@ def _features(serialized: bytes) -> dict:
     items = list(getattr(feature, kind).value)
     values[key] = items[0] if len(items) == 1 else items
   return values
+
+
+def local_files(output) -> Dict[str, bytes]:
+  """Every file of a local output: {relative path: bytes}."""
+  files = {}
+  for directory, _, names in os.walk(output):
+    for name in names:
+      with open(os.path.join(directory, name), 'rb') as f:
+        files[os.path.relpath(os.path.join(directory, name), output)] = f.read()
+  return files
+
+
+def bucket_files(bucket: str, prefix: str) -> Dict[str, bytes]:
+  """Every object of an output on the storage emulator: {path under prefix: bytes}."""
+  return {name[len(prefix) + 1:]: gcs_emulator.download(bucket, name)
+          for name in gcs_emulator.list_names(bucket, prefix + '/')}
+
+
+def assert_same_dataset(files: Dict[str, bytes], expected: Dict[str, bytes]) -> None:
+  """Equal file for file, but for dataset_info.json's run-specific fields and the
+  SavedModel's bytes, which TensorFlow does not write the same twice."""
+  assert sorted(files) == sorted(expected)
+  infos = json.loads(files['dataset_info.json']), json.loads(expected['dataset_info.json'])
+  for field in RUN_SPECIFIC:
+    *path, key = field.split('.')
+    for info in infos:
+      for step in path:
+        info = info[step]
+      del info[key]
+  assert infos[0] == infos[1]
+  for name, data in expected.items():
+    if name != 'dataset_info.json' and not name.startswith('transform_fn/'):
+      assert files[name] == data, name

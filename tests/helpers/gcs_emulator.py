@@ -1,7 +1,8 @@
 """The local Cloud Storage emulator (gcp-storage-emulator) for tests: real HTTP, no mocks, offline.
 
 ``running_emulator()`` starts it as a subprocess on a free port and yields its URL;
-``emulator_environment()`` gives the environment the code under test needs to talk to it;
+``emulator_environment()`` gives the environment the code under test needs to talk to it,
+``pointed_at()`` sets it for a block, and ``serving()`` does all three with buckets made;
 the rest create buckets and move bytes with the real google-cloud-storage client.
 
 Why a credentials file: Beam's GCS filesystem (apache_beam.io.gcp.gcsio.GcsIO) always
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from typing import Dict, Iterator, List, Mapping
+from typing import Dict, Iterable, Iterator, List, Mapping
 
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
@@ -100,6 +101,32 @@ def emulator_environment(url: str, directory: str) -> Dict[str, str]:
       'GOOGLE_APPLICATION_CREDENTIALS': credentials_file,
       'GOOGLE_CLOUD_PROJECT': 'test',  # spares google.auth a "no project ID" warning
   }
+
+
+@contextlib.contextmanager
+def pointed_at(url: str, directory: str) -> Iterator[None]:
+  """This process's environment, and so its children's, pointed at the emulator (or a proxy
+  in front of it) at ``url`` while the block runs."""
+  environment = emulator_environment(url, directory)
+  saved = {name: os.environ.get(name) for name in environment}
+  os.environ.update(environment)
+  try:
+    yield
+  finally:
+    for name, value in saved.items():
+      if value is None:
+        os.environ.pop(name, None)
+      else:
+        os.environ[name] = value
+
+
+@contextlib.contextmanager
+def serving(directory: str, buckets: Iterable[str] = ()) -> Iterator[str]:
+  """A running emulator, the environment pointed at it, and ``buckets`` made; yields its URL."""
+  with running_emulator() as url, pointed_at(url, directory):
+    for bucket in buckets:
+      create_bucket(bucket)
+    yield url
 
 
 def client() -> storage.Client:

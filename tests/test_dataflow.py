@@ -1,0 +1,105 @@
+"""The unchanged command on DataflowRunner, offline: staging into the storage emulator, and
+only the call that submits the job replaced by running the job Dataflow would get
+(helpers/dataflow_offline.py). Its output must be the DirectRunner's, byte for byte."""
+import json
+import os
+
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from helpers import gcs_emulator
+from helpers.commands import convert
+from helpers.dataflow import OPTIONS as DATAFLOW, assert_submitted_as_airflow_expects, run_offline
+from helpers.dataset_reader import assert_same_dataset, bucket_files, local_files
+
+OPTIONS = ('--max_error_fraction=0.5', '--splits=train=0.75,validation=0.25', '--target_shard_mb=0.1')
+
+
+@pytest.fixture(scope='module')
+def gcs(tmp_path_factory):
+  """The storage emulator, with the environment pointed at it (for this process and its
+  children) and the buckets 'stage' (Dataflow's staging) and 'data'."""
+  with gcs_emulator.serving(str(tmp_path_factory.mktemp('gcs')), ('stage', 'data')) as url:
+    yield url
+
+
+def assert_graph_works(files: dict, directory) -> None:
+  """The tf.Transform graph, copied out of the output, transforms the output's own records."""
+  for name, data in files.items():
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+  output = tft.TFTransformOutput(str(directory))
+  shard = next(name for name in files if name.startswith('train-'))
+  records = tf.constant([r.numpy() for r in tf.data.TFRecordDataset(str(directory / shard))])
+  transformed = output.transform_features_layer()(tf.io.parse_example(records, output.raw_feature_spec()))
+  assert transformed['image'].shape[1:] == (224, 224, 3)
+  labels = [tf.train.Example.FromString(r.numpy()).features.feature['image/class/label'].int64_list.value[0]
+            for r in records]
+  assert transformed['label'].numpy().tolist() == labels
+
+
+def test_a_dataflow_job_on_local_paths_writes_what_the_direct_runner_writes(gcs, sample_set, tmp_path):
+  assert convert(f'--input={sample_set}', f'--output={tmp_path}/direct', *OPTIONS) == 0
+  result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/dataflow', *OPTIONS, *DATAFLOW,
+                       '--setup_file=./setup.py')
+  assert result.returncode == 0, result.stderr[-4000:]
+  assert_submitted_as_airflow_expects(result)
+  assert 'Wrote 27 examples' in result.stdout  # and waited for the job to report what it wrote
+  assert_same_dataset(local_files(tmp_path / 'dataflow'), local_files(tmp_path / 'direct'))
+  assert len([name for name in local_files(tmp_path / 'direct') if name.startswith('train-')]) >= 2
+  staged = gcs_emulator.list_names('stage', 'tmp/')
+  assert [name for name in staged if name.endswith('/workflow.tar.gz')], staged  # the package, from setup.py
+  assert [name for name in staged if name.endswith('/pipeline.pb')], staged
+
+
+def test_a_dataflow_job_on_cloud_storage_writes_what_the_direct_runner_writes(gcs, sample_set, tmp_path):
+  """gs:// input and output, the tf.Transform graph included (uploaded through Beam's FileSystems)."""
+  gcs_emulator.upload('data', {f'in/{name}': data for name, data in local_files(sample_set).items()})
+  assert convert('--input=gs://data/in', '--output=gs://data/direct', *OPTIONS) == 0
+  result = run_offline('--input=gs://data/in', '--output=gs://data/dataflow', *OPTIONS, *DATAFLOW)
+  assert result.returncode == 0, result.stderr[-4000:]
+  assert_submitted_as_airflow_expects(result)
+  files = bucket_files('data', 'dataflow')
+  assert_same_dataset(files, bucket_files('data', 'direct'))
+  assert {'transform_fn/saved_model.pb', 'transformed_metadata/schema.pbtxt', 'metadata/schema.pbtxt'} <= set(files)
+  assert not [name for name in files if name.startswith('.beam_pipeline-tmp/')]
+  assert_graph_works(files, tmp_path / 'copy')
+
+
+def test_a_dry_run_and_a_classic_template_translate_the_job_and_touch_no_output(gcs, sample_set, tmp_path):
+  (tmp_path / 'out').mkdir()
+  (tmp_path / 'out' / 'dataset_info.json').write_text('{"from": "an earlier run"}')
+  for extra, message in ((['--dry_run=True'], 'Dry run: the job was translated'),
+                         (['--template_location=gs://stage/templates/images.json'],
+                          'Wrote a classic template to gs://stage/templates/images.json')):
+    result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/out', *DATAFLOW, *extra)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip().splitlines()[-1].startswith(message), result.stdout
+    assert 'Traceback' not in result.stderr
+  assert os.listdir(tmp_path / 'out') == ['dataset_info.json']
+  template = json.loads(gcs_emulator.download('stage', 'templates/images.json'))
+  options = template['environment']['sdkPipelineOptions']['options']
+  assert options['input'] == str(sample_set) and options['pipelineUrl'].startswith('gs://stage/tmp/')
+
+
+def test_no_wait_returns_once_the_job_is_submitted(gcs, sample_set, tmp_path):
+  result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/out', *DATAFLOW, '--max_error_fraction=0.5',
+                       '--no_wait')
+  assert result.returncode == 0, result.stderr[-4000:]
+  assert_submitted_as_airflow_expects(result)
+  assert result.stdout.strip().splitlines()[-1].startswith('Submitted; not waiting for the job')
+  assert 'Wrote' not in result.stdout
+
+
+@pytest.mark.parametrize('drop, add, message', [
+    ('--project=test-project', (), 'error: DataflowRunner needs --project'),
+    ('--temp_location=gs://stage/tmp', (), 'error: DataflowRunner needs --temp_location=gs://BUCKET/tmp'),
+    ('--temp_location=gs://stage/tmp', ('--temp_location=/tmp/x',), 'error: --temp_location=/tmp/x: DataflowRunner'),
+])
+def test_what_dataflow_needs_is_checked_before_any_work(sample_set, tmp_path, drop, add, message):
+  result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/out', *[a for a in DATAFLOW if a != drop], *add)
+  assert result.returncode == 2
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error')]
+  assert len(errors) == 1 and errors[0].startswith(message), result.stderr[-2000:]
