@@ -3,10 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Airflow gets an environment of its own: it cannot share one with TensorFlow's dependencies.
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 SAMPLE := build/sample-images
 SAMPLE_OUT := build/sample-tfrecords
 
-.PHONY: install run test bench clean
+.PHONY: install airflow run test bench clean
 
 install: $(STAMP)
 
@@ -16,11 +19,19 @@ $(STAMP): requirements.txt setup.py
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e '.[test]'
 	touch $(STAMP)
 
+airflow: $(AIRFLOW_STAMP)
+
+$(AIRFLOW_STAMP): deploy/airflow/requirements.txt
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet -r deploy/airflow/requirements.txt
+	touch $(AIRFLOW_STAMP)
+
 run: install
 	$(BIN)/python -m beam_pipeline.sample_images $(SAMPLE)
 	$(BIN)/python -m beam_pipeline --input=$(SAMPLE) --output=$(SAMPLE_OUT) --runner=DirectRunner
 
-test: install
+test: install airflow
 	$(BIN)/python -m pytest
 
 bench: install

@@ -1,0 +1,102 @@
+"""Two DAGs that turn an image collection into TFRecords with beam_pipeline.
+
+``images_to_tfrecords`` runs ``python -m beam_pipeline`` with Airflow's Beam operator,
+on the Airflow worker (DirectRunner) or on Dataflow (DataflowRunner), by the param
+``runner``. ``images_to_tfrecords_flex`` launches the Flex Template built from
+deploy/dataflow (see the README).
+
+Params: ``input`` (a glob, directory or manifest), ``output`` (default: a directory
+under the Variable ``tfrecords_output_root`` named for the run's date and time, so
+a retry of a run rewrites the same output), and ``options``: any other option of
+the command, as a JSON object ({"splits": "train=0.8,validation=0.2", "dedupe": true}).
+
+Variables: ``tfrecords_python`` (the interpreter of the environment beam_pipeline is
+installed in: Airflow and TensorFlow cannot share one), ``tfrecords_output_root``,
+and for Dataflow ``tfrecords_project``, ``tfrecords_region``,
+``tfrecords_temp_location`` (gs://...), ``tfrecords_container_image`` (the image of
+deploy/dataflow/Dockerfile, which the workers start from) and, for the Flex
+Template, ``tfrecords_template`` (the template file's gs:// path).
+"""
+import datetime
+from typing import Any, Dict, Mapping
+
+from airflow.providers.apache.beam.operators.beam import BeamRunPythonPipelineOperator
+from airflow.providers.google.cloud.operators.dataflow import DataflowStartFlexTemplateOperator
+from airflow.sdk import DAG, Param
+
+JOB_NAME = 'images-to-tfrecords'
+PARAMS = {
+    'input': Param('', type='string', description='Images: a glob, a directory or a manifest (required).'),
+    'output': Param('', type='string', description='Where to write; empty: a dated directory under '
+                    'the Variable tfrecords_output_root.'),
+    'options': Param({}, type='object', description='Other options of python -m beam_pipeline, e.g. '
+                     '{"splits": "train=0.8,validation=0.2", "dedupe": true}.'),
+}
+
+
+def conversion_options(params: Mapping[str, Any], run_after: datetime.datetime, variables: Any) -> Dict[str, Any]:
+  """The command's options for one run: ``options``, then input and output."""
+  if not params['input']:
+    raise ValueError('give the param input: the images to convert (a glob, a directory or a manifest)')
+  output = params['output']
+  if not output:
+    root = variables.get('tfrecords_output_root', '')
+    if not root:
+      raise ValueError('give the param output, or set the Variable tfrecords_output_root')
+    output = f'{root.rstrip("/")}/{run_after:%Y%m%dT%H%M%S}'
+  return {**params['options'], 'input': params['input'], 'output': output}
+
+
+def dataflow_options(params: Mapping[str, Any], variables: Any) -> Dict[str, Any]:
+  """What a DataflowRunner run adds: where to stage, the workers' image, and --no_wait, as
+  Airflow itself waits for the job (by the id the command logs)."""
+  if params['runner'] != 'DataflowRunner':
+    return {}
+  return {'temp_location': variables.tfrecords_temp_location,
+          'sdk_container_image': variables.tfrecords_container_image, 'no_wait': True}
+
+
+def template_parameters(params: Mapping[str, Any], run_after: datetime.datetime, variables: Any) -> Dict[str, str]:
+  """conversion_options as a Flex Template's parameters: strings, booleans as true/false."""
+  return {name: str(value).lower() if isinstance(value, bool) else str(value)
+          for name, value in conversion_options(params, run_after, variables).items()}
+
+
+class _BeamPythonPipeline(BeamRunPythonPipelineOperator):
+  """The Beam operator, its interpreter taken from a Variable when the task runs."""
+  template_fields = (*BeamRunPythonPipelineOperator.template_fields, 'py_interpreter')
+
+
+MACROS = {'conversion_options': conversion_options, 'dataflow_options': dataflow_options,
+          'template_parameters': template_parameters}
+
+with DAG('images_to_tfrecords', schedule=None, catchup=False, render_template_as_native_obj=True,
+         user_defined_macros=MACROS, tags=['tfrecords'], doc_md=__doc__,
+         params={**PARAMS, 'runner': Param('DirectRunner', enum=['DirectRunner', 'DataflowRunner'])}):
+  _BeamPythonPipeline(
+      task_id='convert',
+      py_interpreter='{{ var.value.tfrecords_python }}',
+      py_file='beam_pipeline',
+      py_options=['-m'],
+      runner='{{ params.runner }}',
+      default_pipeline_options='{{ conversion_options(params, dag_run.run_after, var.value) }}',
+      pipeline_options='{{ dataflow_options(params, var.value) }}',
+      dataflow_config={'job_name': JOB_NAME, 'project_id': "{{ var.value.get('tfrecords_project', '') }}",
+                       'location': "{{ var.value.get('tfrecords_region', '') }}", 'wait_until_finished': True},
+  )
+
+with DAG('images_to_tfrecords_flex', schedule=None, catchup=False, render_template_as_native_obj=True,
+         user_defined_macros=MACROS, tags=['tfrecords'], doc_md=__doc__, params=PARAMS):
+  DataflowStartFlexTemplateOperator(
+      task_id='convert',
+      project_id='{{ var.value.tfrecords_project }}',
+      location='{{ var.value.tfrecords_region }}',
+      body={'launchParameter': {
+          'jobName': JOB_NAME,
+          'containerSpecGcsPath': '{{ var.value.tfrecords_template }}',
+          'parameters': '{{ template_parameters(params, dag_run.run_after, var.value) }}',
+          'environment': {'tempLocation': '{{ var.value.tfrecords_temp_location }}',
+                          'sdkContainerImage': '{{ var.value.tfrecords_container_image }}'},
+      }},
+      wait_until_finished=True,
+  )

@@ -1,0 +1,135 @@
+"""The DAGs of deploy/airflow in a real Airflow (its own environment, .venv-airflow, which
+`make test` builds): they load, and their task runs the conversion with Airflow's Beam
+operator, on the DirectRunner and on Dataflow (offline), or launches the Flex Template."""
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from typing import List
+
+import pytest
+
+from helpers import gcs_emulator
+from helpers.commands import ROOT
+from helpers.dataflow import JOB_ID, OFFLINE
+from helpers.dataset_reader import bucket_files, read_output
+
+AIRFLOW_BIN = ROOT / '.venv-airflow' / 'bin'
+DAGS = ROOT / 'deploy' / 'airflow' / 'dags'
+TASK = ROOT / 'tests' / 'helpers' / 'airflow_task.py'
+TIMEOUT = 600
+
+
+@pytest.fixture(scope='module')
+def airflow(tmp_path_factory):
+  """The environment of an Airflow installation: its home, with the database migrated and the
+  DAGs serialized, and the storage emulator (for Dataflow's staging and gs:// outputs)."""
+  if not (AIRFLOW_BIN / 'airflow').exists():
+    pytest.fail('no Airflow environment: `make airflow` (which `make test` runs) builds .venv-airflow')
+  home = tmp_path_factory.mktemp('airflow')
+  with gcs_emulator.serving(str(home), ('stage', 'data')):
+    environment = dict(os.environ, AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
+                       AIRFLOW__CORE__LOAD_EXAMPLES='False', AIRFLOW_VAR_TFRECORDS_PYTHON=sys.executable,
+                       AIRFLOW_VAR_TFRECORDS_OUTPUT_ROOT='gs://data/runs',
+                       # Composer defines it; the Dataflow hook reads it (and calls nothing with it here).
+                       AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT=json.dumps({'conn_type': 'google_cloud_platform'}))
+    for command in (['db', 'migrate'], ['dags', 'reserialize']):
+      done = subprocess.run([str(AIRFLOW_BIN / 'airflow'), *command], env=environment, cwd=home,
+                            capture_output=True, text=True, timeout=TIMEOUT, check=False)
+      assert done.returncode == 0, done.stderr[-3000:]
+    yield environment
+
+
+def run_task(environment, dag_id: str, params: dict, record) -> str:
+  """``airflow tasks test DAG convert 2026-11-24 -t PARAMS`` (helpers/airflow_task.py); its log,
+  once the task has succeeded (the command's exit code does not say)."""
+  done = subprocess.run([str(AIRFLOW_BIN / 'python'), str(TASK), str(record), dag_id, 'convert', '2026-11-24',
+                         json.dumps(params)], env=environment, cwd=environment['AIRFLOW_HOME'],
+                        capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  log = done.stdout + done.stderr
+  assert done.returncode == 0 and 'new_state=success' in log, log[-8000:]
+  return log
+
+
+def command_line(log: str) -> List[str]:
+  """The command the Beam operator ran, as it logged it."""
+  line = next(line for line in log.splitlines() if 'Running command: ' in line)
+  return shlex.split(line.split('Running command: ')[1].split(' [airflow.')[0])
+
+
+def test_both_dags_load_in_airflows_dagbag(airflow):
+  script = ('import json\n'
+            'from airflow.dag_processing.dagbag import DagBag\n'
+            f'bag = DagBag(dag_folder={str(DAGS)!r})\n'
+            'print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},\n'
+            '                  "dags": {d: [type(t).__name__ for t in dag.tasks] for d, dag in bag.dags.items()}}))\n')
+  done = subprocess.run([str(AIRFLOW_BIN / 'python'), '-c', script], env=airflow, capture_output=True, text=True,
+                        timeout=TIMEOUT, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  loaded = json.loads(done.stdout.strip().splitlines()[-1])
+  assert loaded == {'errors': {}, 'dags': {'images_to_tfrecords': ['_BeamPythonPipeline'],
+                                           'images_to_tfrecords_flex': ['DataflowStartFlexTemplateOperator']}}
+
+
+def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
+  log = run_task(airflow, 'images_to_tfrecords', {'input': str(sample_set), 'output': str(tmp_path / 'out'),
+                                                  'options': {'max_error_fraction': 0.5, 'dedupe': True}},
+                 tmp_path / 'record.json')
+  assert command_line(log) == [sys.executable, '-m', 'beam_pipeline', '--runner=DirectRunner', '--max_error_fraction=0.5',
+                               '--dedupe', f'--input={sample_set}', f'--output={tmp_path}/out',
+                               '--labels=airflow-version=v3-3-2']
+  info, records = read_output(tmp_path / 'out')
+  assert info['num_examples'] == len(records['train']) == 27 and info['options']['dedupe']
+
+
+def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sample_set, tmp_path):
+  """The Beam operator's command, rendered with the Dataflow Variables, run as Dataflow runs
+  it (offline); Airflow reads the job id from its log, and the job writes the dataset."""
+  gcs_emulator.upload('data', {f'in/{path.relative_to(sample_set)}': path.read_bytes()
+                               for path in sample_set.rglob('*') if path.is_file()})
+  python = tmp_path / 'python'  # the Variable tfrecords_python: this environment's, running jobs offline
+  python.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ]; then exec {sys.executable} {OFFLINE} "$@"; fi\n'
+                    f'exec {sys.executable} "$@"\n')
+  python.chmod(python.stat().st_mode | stat.S_IXUSR)
+  environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_PYTHON=str(python), AIRFLOW_VAR_TFRECORDS_PROJECT='test-project',
+                     AIRFLOW_VAR_TFRECORDS_REGION='us-central1', AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
+                     AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1')
+  log = run_task(environment, 'images_to_tfrecords', {'input': 'gs://data/in', 'output': 'gs://data/beam',
+                                                      'runner': 'DataflowRunner', 'options': {'max_error_fraction': 0.5}},
+                 tmp_path / 'record.json')
+  command = command_line(log)
+  job_name = next(arg for arg in command if arg.startswith('--job_name=images-to-tfrecords-'))
+  assert command[:3] == [str(python), '-m', 'beam_pipeline'] and sorted(command[3:]) == sorted([
+      '--runner=DataflowRunner', '--max_error_fraction=0.5', '--input=gs://data/in', '--output=gs://data/beam',
+      job_name, '--project=test-project', '--region=us-central1', '--labels=airflow-version=v3-3-2',
+      '--temp_location=gs://stage/tmp', '--sdk_container_image=us-docker.pkg.dev/p/r/tfrecords:1', '--no_wait'])
+  assert f'Created job with id: [{JOB_ID}]' in log
+  files = bucket_files('data', 'beam')
+  assert json.loads(files['dataset_info.json'])['num_examples'] == 27
+
+
+def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sample_set, tmp_path):
+  """The request body Airflow sends, with the default output dated for the run; the fake
+  launcher then runs the entry file with it, as Dataflow's launcher would."""
+  gcs_emulator.upload('data', {f'flex-in/{path.relative_to(sample_set)}': path.read_bytes()
+                               for path in sample_set.rglob('*') if path.is_file()})
+  environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_PROJECT='test-project', AIRFLOW_VAR_TFRECORDS_REGION='us-central1',
+                     AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
+                     AIRFLOW_VAR_TFRECORDS_TEMPLATE='gs://stage/templates/images-to-tfrecords.json',
+                     AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1')
+  run_task(environment, 'images_to_tfrecords_flex',
+           {'input': 'gs://data/flex-in', 'options': {'max_error_fraction': 0.5, 'skip_transform': True}},
+           tmp_path / 'record.json')
+  record = json.loads((tmp_path / 'record.json').read_text())
+  launch = record['body']['launchParameter']
+  assert (record['project_id'], record['location']) == ('test-project', 'us-central1')
+  assert launch['jobName'].startswith('images-to-tfrecords-')
+  assert launch['containerSpecGcsPath'] == 'gs://stage/templates/images-to-tfrecords.json'
+  assert launch['parameters'] == {'max_error_fraction': '0.5', 'skip_transform': 'true', 'input': 'gs://data/flex-in',
+                                  'output': 'gs://data/runs/20261124T000000'}
+  assert launch['environment'] == {'tempLocation': 'gs://stage/tmp',
+                                   'sdkContainerImage': 'us-docker.pkg.dev/p/r/tfrecords:1'}
+  files = bucket_files('data', 'runs/20261124T000000')
+  assert json.loads(files['dataset_info.json'])['num_examples'] == 27 and 'transform_fn/saved_model.pb' not in files
