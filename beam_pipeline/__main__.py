@@ -1,17 +1,21 @@
 import logging
 import os
 import sys
+import time
 
-from beam_pipeline import cli
-from beam_pipeline.beam import workers
+STARTED = time.monotonic()  # before the imports below: the command's wall time includes them
+
+from beam_pipeline import arguments, cli  # pylint: disable=wrong-import-position
+from beam_pipeline.beam import workers  # pylint: disable=wrong-import-position
 
 if __name__ == '__main__':
   argv = sys.argv[1:]
-  if cli.is_conversion(argv) and workers.available():
+  cli.quiet_libraries()
+  if arguments.command_of(argv) == 'convert' and workers.available():
     # Before Beam is imported: the workers' forkserver imports TensorFlow meanwhile.
     # The conversion stops it again if its options leave the pool unused.
     workers.start_forkserver()
-  code = cli.main(argv)
+  code = cli.main(argv, STARTED)
   # Everything the run wrote is closed and committed by now. Tearing down an
   # interpreter that holds Beam takes most of a second (measured: 2.1-2.8 s for a
   # script that only imports it, 1.4-1.6 s without the teardown) and does

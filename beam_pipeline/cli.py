@@ -1,61 +1,92 @@
-"""``python -m beam_pipeline``: convert images (the default), or ``inspect OUTPUT``.
+"""``python -m beam_pipeline``: convert (the default), ``inspect OUTPUT`` or ``verify OUTPUT``.
 
-This module imports no Beam: a conversion's own module (beam/launch.py) does,
-once the command line says there is one.
+The command line is parsed once, by arguments.py. This module imports no Beam: a
+conversion's own module (beam/launch.py) does, once the command line asks for one;
+inspect and verify never do.
 """
-import argparse
+import collections
+import os
 import sys
-from typing import List, NoReturn, Optional
+import time
+from typing import List, Optional
 
-from beam_pipeline.core import dataset_info, uris
+from beam_pipeline import arguments, progress
+from beam_pipeline.core import quiet_import
+from beam_pipeline.core.usage import UsageError
 
-SUBCOMMANDS = ('inspect',)
+def quiet_libraries() -> None:
+  """Keeps TensorFlow's C++ log off the console: its CUDA probing reads like a failure on a
+  machine without a GPU, and its decoders' per-image warnings are about files the run
+  either writes anyway or rejects with the decoder's error in their errors line. Set
+  before TensorFlow is imported, in this process and the workers it forks."""
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 
-def is_conversion(argv: List[str]) -> bool:
-  """Whether the command line asks for a conversion rather than one of the SUBCOMMANDS."""
-  return argv[:1] not in ([name] for name in SUBCOMMANDS)
-
-
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, started: Optional[float] = None) -> int:
+  """Runs the command ``argv`` asks for; ``started`` (time.monotonic(), default now) is when it
+  started, for the wall time a conversion's summary reports."""
+  started = time.monotonic() if started is None else started
   argv = sys.argv[1:] if argv is None else list(argv)
-  if not is_conversion(argv):
-    return inspect(argv[1:])
-  from beam_pipeline.beam import launch  # pylint: disable=import-outside-toplevel
-  return launch.convert(argv)
-
-
-class _Parser(argparse.ArgumentParser):
-
-  def error(self, message: str) -> NoReturn:
-    print(f'error: {message}; usage: {self.format_usage().strip()[len("usage: "):]}', file=sys.stderr)
-    sys.exit(2)
-
-
-def inspect(argv: List[str]) -> int:
-  """``python -m beam_pipeline inspect OUTPUT``: what a completed output holds."""
-  parser = _Parser(prog='python -m beam_pipeline inspect', description='Summarize a completed output.')
-  parser.add_argument('output', metavar='OUTPUT_DIRECTORY')
+  quiet_libraries()
+  command = arguments.command_of(argv)
+  if command == 'convert':
+    from beam_pipeline.beam import launch  # pylint: disable=import-outside-toplevel
+    return launch.convert(argv, started)
   try:
-    output = parser.parse_args(argv).output
-  except SystemExit as e:
-    return e.code
+    namespace, _ = arguments.parse(argv)
+  except UsageError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  except SystemExit as e:  # --help, printed
+    return e.code or 0
+  from beam_pipeline.inspection import files  # pylint: disable=import-outside-toplevel
   try:
-    info = _read_info(output)
+    info = files.info(namespace.output)
   except FileNotFoundError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  print('\n'.join(dataset_info.summary(info, output)))
-  for split in info['splits'].values():
-    for shard in split['shards']:
-      print(f'  {shard["file"]}: {shard["num_examples"]} examples, {shard["num_bytes"]} bytes')
-  print(f'labels: {", ".join(info["labels"]) or "(unlabeled)"}')
+  return (inspect if command == 'inspect' else verify)(namespace, info)
+
+
+def inspect(namespace, info: dict) -> int:
+  """The dataset at a glance, and what --errors, --contact_sheet and --plots ask for."""
+  from beam_pipeline.inspection import overview  # pylint: disable=import-outside-toplevel
+  output = namespace.output
+  print('\n'.join(overview.glance(info, output)))
+  if namespace.errors:
+    print('\n'.join(overview.errors(info, output)))
+  title = f'{output}: {info["num_examples"]:,} examples, {info["num_classes"]} classes'
+  if namespace.contact_sheet:
+    quiet_import.tensorflow()
+    from beam_pipeline.inspection import contact_sheet  # pylint: disable=import-outside-toplevel
+    found = contact_sheet.samples(info, output, namespace.samples)
+    counts = collections.Counter()
+    for split in info['splits'].values():
+      counts.update(split['classes'])
+    counts['(unlabeled)'] = info['num_examples'] - sum(counts.values())
+    contact_sheet.draw(found, title, namespace.samples, counts).save(namespace.contact_sheet)
+    print(f'Contact sheet: {namespace.contact_sheet}')
+  if namespace.plots:
+    from beam_pipeline.inspection import plots  # pylint: disable=import-outside-toplevel
+    plots.draw(info, namespace.plots, title)
+    print(f'Plots: {namespace.plots}')
   return 0
 
 
-def _read_info(output: str) -> dict:
-  """dataset_info.json; a remote output's through Beam's FileSystems, imported for it alone."""
-  if not uris.is_remote(output):
-    return dataset_info.read(output)
-  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  return dataset_info.read(output, FileSystems.exists, FileSystems.open)
+def verify(namespace, info: dict) -> int:
+  """Exit 0 if every record checks out; else 1, naming the first problems."""
+  quiet_import.tensorflow()
+  from beam_pipeline.inspection import verify as verification  # pylint: disable=import-outside-toplevel
+  tally = progress.Tally('verifying', info['num_examples'], 'records', 'failed')
+  with progress.shown(sys.stderr, counter=tally):
+    report = verification.verify(namespace.output, info, tally)
+  if not report.problems:
+    print(f'Verified {report.records:,} records in {report.shards} shards of {namespace.output}: all intact.')
+    return 0
+  shown = report.problems[:20]
+  print(f'{len(report.problems)} problem(s) in {namespace.output}:', file=sys.stderr)
+  for problem in shown:
+    print(f'  {problem}', file=sys.stderr)
+  if len(report.problems) > len(shown):
+    print(f'  ... and {len(report.problems) - len(shown)} more', file=sys.stderr)
+  return 1

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # as the command sets it (cli.quiet_libraries)
 
 from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position
 

@@ -77,9 +77,9 @@ def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
   log = run_task(airflow, 'images_to_tfrecords', {'input': str(sample_set), 'output': str(tmp_path / 'out'),
                                                   'options': {'max_error_fraction': 0.5, 'dedupe': True}},
                  tmp_path / 'record.json')
-  assert command_line(log) == [sys.executable, '-m', 'beam_pipeline', '--runner=DirectRunner', '--max_error_fraction=0.5',
-                               '--dedupe', f'--input={sample_set}', f'--output={tmp_path}/out',
-                               '--labels=airflow-version=v3-3-2']
+  assert command_line(log) == [sys.executable, '-m', 'beam_pipeline', '--runner=DirectRunner',
+                               '--max_error_fraction=0.5', '--dedupe', f'--input={sample_set}',
+                               f'--output={tmp_path}/out', '--labels=airflow-version=v3-3-2']
   info, records = read_output(tmp_path / 'out')
   assert info['num_examples'] == len(records['train']) == 27 and info['options']['dedupe']
 
@@ -96,9 +96,9 @@ def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sampl
   environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_PYTHON=str(python), AIRFLOW_VAR_TFRECORDS_PROJECT='test-project',
                      AIRFLOW_VAR_TFRECORDS_REGION='us-central1', AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
                      AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1')
-  log = run_task(environment, 'images_to_tfrecords', {'input': 'gs://data/in', 'output': 'gs://data/beam',
-                                                      'runner': 'DataflowRunner', 'options': {'max_error_fraction': 0.5}},
-                 tmp_path / 'record.json')
+  params = {'input': 'gs://data/in', 'output': 'gs://data/beam', 'runner': 'DataflowRunner',
+            'options': {'max_error_fraction': 0.5}}
+  log = run_task(environment, 'images_to_tfrecords', params, tmp_path / 'record.json')
   command = command_line(log)
   job_name = next(arg for arg in command if arg.startswith('--job_name=images-to-tfrecords-'))
   assert command[:3] == [str(python), '-m', 'beam_pipeline'] and sorted(command[3:]) == sorted([

@@ -14,8 +14,8 @@ def test_converts_the_sample_set_and_says_where_it_went(tmp_path):
   result = run_cli(f'--input={tmp_path}/images', f'--output={tmp_path}/out', '--runner=DirectRunner',
                    '--max_error_fraction=0.5')
   assert result.returncode == 0, result.stderr[-3000:]
-  assert f'in {tmp_path}/out' in result.stdout
-  assert 'Rejected 3 inputs' in result.stdout
+  assert result.stdout.startswith(f'Wrote 11 examples of 14 images, 2 classes, to {tmp_path}/out in ')
+  assert 'Rejected 3 inputs: not_image 2, truncated 1' in result.stdout
   assert (tmp_path / 'out' / 'dataset_info.json').exists()
   assert count == 14
 
@@ -57,7 +57,7 @@ def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_pat
                  '--max_error_fraction=0.5', '--skip_transform').returncode == 0
   result = run_cli('inspect', tmp_path / 'out')
   assert result.returncode == 0
-  assert result.stdout.startswith(f'11 examples (train: 11 in 1 shard(s)), 2 classes, in {tmp_path}/out')
+  assert result.stdout.startswith(f'Wrote 11 examples of 14 images, 2 classes, to {tmp_path}/out\n')
   assert 'train-00000-of-00001.tfrecord: 11 examples' in result.stdout
   (tmp_path / 'out' / 'dataset_info.json').unlink()
   result = run_cli('inspect', tmp_path / 'out')

@@ -253,8 +253,9 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
   plus the 5000 shards of an even older run with tiny shards; each step kills
   a run of the same command at one moment, then checks that no marker is left.
   Expected: every kill ends the process with -SIGKILL and leaves no process
-  behind (the worker pool's end within WORKER_GRACE_SECONDS); no marker after any of them; the final rerun equals the reference
-  byte for byte, with no temporary directory and no stale shard left.
+  behind (the worker pool's end within WORKER_GRACE_SECONDS); no marker after any of them; the
+  final rerun equals the reference byte for byte, with no temporary directory and no stale
+  shard left.
   """
   out = tmp_path / 'out'
   shutil.copytree(reference.out, out)
@@ -281,7 +282,7 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
   assert any(temp_files(out)())
 
   # 2. Fixed delays, calibrated on the reference run: starting up, validating images.
-  for fraction in (0.4, 0.8):
+  for fraction in (0.3, 0.6):  # kept well below 1: a run may be faster than the reference was
     step = f'fixed delay ({fraction:.0%} of the reference run\'s time to its first shard)'
     ended = kill(step, after_delay(fraction * reference.first_temp_file_seconds))
     assert outlived(ended.family, out) == []

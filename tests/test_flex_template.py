@@ -1,5 +1,6 @@
 """The Flex Template (deploy/dataflow): its metadata against the command's options, its
 entry file run the way the launcher runs it, and its image's Dockerfile."""
+import argparse
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import sys
 import pytest
 from google.cloud.dataflow_v1beta3 import TemplateMetadata
 
+from beam_pipeline import arguments
 from beam_pipeline.beam import options
 from beam_pipeline.core.usage import UsageError
 
@@ -53,8 +55,9 @@ def test_the_metadata_is_what_the_dataflow_client_reads():
 
 
 def test_every_parameter_is_an_option_and_every_option_a_parameter():
-  flags = {action.dest for action in options.parser()._actions if action.dest != 'help'}  # pylint: disable=protected-access
-  assert set(PARAMETERS) == flags - NOT_PARAMETERS
+  parser = argparse.ArgumentParser()
+  arguments.add_conversion_options(parser)
+  assert set(PARAMETERS) == set(vars(parser.parse_args([]))) - NOT_PARAMETERS
   required = {name for name, parameter in PARAMETERS.items() if not parameter.get('isOptional')}
   assert required == {'input', 'output'}
   assert set(SAMPLES) == set(PARAMETERS)

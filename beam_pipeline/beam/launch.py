@@ -1,9 +1,11 @@
 """``python -m beam_pipeline [options]``: check everything, run the pipeline, say what was written."""
 import contextlib
 import gc
+import json
 import logging
 import re
 import sys
+import time
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterator, List
 
@@ -12,8 +14,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
+from beam_pipeline import progress
 from beam_pipeline.beam import graph, local_runner, options as options_lib, output_dir, workers
 from beam_pipeline.core import dataset_info
+from beam_pipeline.inspection import summary
 from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.core.reading import TransientReadError
 from beam_pipeline.core.usage import UsageError
@@ -25,10 +29,12 @@ _SUBMISSION_LINES = ('Created job with id:', 'Submitted job:', 'To access the Da
                      'A template was just created')
 
 
-def convert(argv: List[str]) -> int:
-  """Runs the conversion the command line asks for; returns the exit code (2: a bad option)."""
+def convert(argv: List[str], started: float) -> int:
+  """Runs the conversion the command line asks for; returns the exit code (2: a bad option).
+  ``started`` (time.monotonic()) is when the command started, for the summary's wall time."""
   try:
-    options, settings = options_lib.parse(argv)
+    conversion = options_lib.parse(argv)
+    options, settings = conversion.options, conversion.settings
     if not _translates_only(options):  # a dry run or a template leaves the output as it is
       output_dir.prepare(settings.output)
   except UsageError as e:
@@ -38,23 +44,28 @@ def convert(argv: List[str]) -> int:
   except SystemExit as e:  # --help, printed
     workers.stop_forkserver()
     return e.code or 0
-  if local_runner.runs_in_process(options):
+  in_process = local_runner.runs_in_process(options)
+  if in_process:
     workers.start()
   else:
     workers.stop_forkserver()
-  if not local_runner.is_direct(options):
+  if conversion.verbose:
+    logging.getLogger('apache_beam').setLevel(logging.INFO)
+  elif not local_runner.is_direct(options):
     _show_job_submission()
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
+  shown = progress.shown(sys.stderr, conversion.progress_interval) if in_process else contextlib.nullcontext()
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
       graph.build(pipeline, settings, runner)
-    result = pipeline.run()
-    done = _submitted(result, options)
-    if done is not None:
-      print(done)
-      return 0
-    state = result.wait_until_finish()
+    with shown:
+      result = pipeline.run()
+      done = _submitted(result, options)
+      if done is not None:
+        print(done)
+        return 0
+      state = result.wait_until_finish()
   except Exception as e:  # runners wrap worker errors; ours carry a message for the user
     budget = re.search(re.escape(ErrorBudgetExceeded.PREFIX) + r'[^\n]*', str(e))
     if budget:
@@ -76,7 +87,8 @@ def convert(argv: List[str]) -> int:
     print(f'error: the pipeline ended in state {state}', file=sys.stderr)
     return 1
   info = dataset_info.read(settings.output, FileSystems.exists, FileSystems.open)
-  print('Wrote ' + '\n'.join(dataset_info.summary(info, settings.output)))
+  wrote = summary.of(info, settings.output, time.monotonic() - started)
+  print(json.dumps(wrote, indent=2) if conversion.json else '\n'.join(summary.lines(wrote)))
   return 0
 
 

@@ -1,79 +1,25 @@
-"""The conversion's command line: its options, as a Beam PipelineOptions subclass, parsed
-once and checked before any work.
+"""A conversion's options, as a Beam PipelineOptions subclass, parsed once and checked before any work.
 
-argparse reads our options and leaves every other flag to Beam's PipelineOptions,
-which gets our values as keyword arguments: each flag is parsed once, and every
-standard Beam flag (--runner, --project, --labels, ...) works unchanged. Values
-are checked here rather than by argparse ``type=``/``choices=``, so that every
-mistake, including an unknown flag that Beam would only warn about, ends the
-launch with one line that says what to do.
+The command line's parser (arguments.py) reads our options and leaves every other
+flag to Beam's PipelineOptions, which gets our values as keyword arguments: each
+flag is parsed once, and every standard Beam flag (--runner, --project, --labels,
+...) works unchanged. Values are checked here rather than by argparse ``type=``/
+``choices=``, so that every mistake, including an unknown flag that Beam would
+only warn about, ends the launch with one line that says what to do.
 """
-import argparse
 import difflib
 import sys
-from typing import List, NoReturn, Optional, Tuple
+from typing import List, NamedTuple, Optional
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
+from beam_pipeline import arguments
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import labels, schemas, splitting, uris
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.usage import UsageError
 
 COMPRESSIONS = ('none', 'gzip')
-DESCRIPTION = ('Convert images to validated, sharded TFRecords. Every standard Beam option '
-               '(--runner, --project, --region, --temp_location, --direct_num_workers, ...) also works.')
-
-
-def _boolean(value: str) -> bool:
-  """A switch's value, as a Flex Template launcher passes it (--dedupe=true) or a user writes it."""
-  known = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0': False}
-  if value.lower() not in known:
-    raise argparse.ArgumentTypeError(f'{value!r} is not true or false')
-  return known[value.lower()]
-
-
-# An on/off option: --dedupe, --dedupe=true or --dedupe=false.
-_SWITCH = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-  """The conversion's options, on Beam's parser (ConversionOptions) and on the command line's."""
-  parser.add_argument('--input', help='Images to convert: a glob (gs://b/imgs/**/*.jpg), a directory '
-                      '(walked recursively) or a manifest (.csv in AutoML layout [set,]uri,label, '
-                      'or .jsonl with uri/label/split and extra fields).')
-  parser.add_argument('--output', help='Directory for shards, labels.txt, errors-*.jsonl and '
-                      'dataset_info.json (written last: its presence means the run completed).')
-  parser.add_argument('--label_source', default=None, help='Where labels come from: parent_dir (the '
-                      'default for globs and directories: PetImages/Cat/1.jpg -> Cat), none, '
-                      'regex:<pattern with one group> on the file name (regex:^([a-z]+)\\. gives '
-                      'cat.12.jpg -> cat), or manifest (the default for manifests).')
-  parser.add_argument('--schema', default='default', help='Example keys: default (image/encoded, '
-                      'image/class/label, ...) or simple (image_raw, label, id).')
-  parser.add_argument('--target_shard_mb', default='150', help='Target shard size in MB.')
-  parser.add_argument('--compression', default='none', help='none or gzip.')
-  parser.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels '
-                      '(all frames of a GIF count); guards against decompression bombs.')
-  parser.add_argument('--max_file_mb', default='100', help='Reject files larger than this, unread.')
-  parser.add_argument('--splits', default=None, help='Split fractions, e.g. train=0.8,validation=0.2: '
-                      'stratified per class by content hash; a manifest split column or top-level '
-                      'train/validation/test folders take precedence. Default: all train.')
-  parser.add_argument('--dedupe', **_SWITCH, help='Keep one copy of identical '
-                      'files (the others are rejected as duplicate); without it copies are kept, '
-                      'always in one split, and listed in dataset_info.json.')
-  parser.add_argument('--image_size', default='224', help='Side of the square images the tf.Transform '
-                      'preprocessing graph resizes to.')
-  parser.add_argument('--max_error_fraction', default='0.05', help='Fail the job (no dataset_info.json) '
-                      'if more of the input than this is rejected: a wrong bucket or a permission '
-                      'problem must not quietly produce a near-empty dataset. The errors file is '
-                      'still written.')
-  parser.add_argument('--read_threads', default='32', help='Concurrent image reads per worker from Cloud '
-                      'Storage, which is latency-bound. Local files are read one at a time, which is faster.')
-  parser.add_argument('--skip_transform', **_SWITCH, help='Do not write the '
-                      'tf.Transform graph (transform_fn/, transformed_metadata/).')
-  parser.add_argument('--no_wait', **_SWITCH, help='With DataflowRunner: return once the job is submitted '
-                      '(its id and console link printed) instead of waiting for it and reporting what it '
-                      'wrote. The Flex Template entry point always returns at once.')
 
 
 class ConversionOptions(PipelineOptions):
@@ -81,35 +27,33 @@ class ConversionOptions(PipelineOptions):
 
   @classmethod
   def _add_argparse_args(cls, parser):
-    add_arguments(parser)
+    arguments.add_conversion_options(parser)
 
 
-class _Parser(argparse.ArgumentParser):
-  """Reports a malformed option as a UsageError (one line) instead of usage text and exit."""
-
-  def error(self, message: str) -> NoReturn:
-    raise UsageError(message)
-
-
-def parser() -> argparse.ArgumentParser:
-  result = _Parser(prog='python -m beam_pipeline', description=DESCRIPTION, allow_abbrev=False)
-  add_arguments(result)
-  return result
+class Conversion(NamedTuple):
+  """A conversion's command line, parsed and checked."""
+  options: PipelineOptions  # Beam's and ours, as the job is built with them
+  settings: Settings
+  verbose: bool
+  json: bool
+  progress_interval: float
 
 
-def parse(argv: List[str]) -> Tuple[PipelineOptions, Settings]:
+def parse(argv: List[str]) -> Conversion:
   """The command line's options, Beam's included, and the checked values of ours.
 
   Raises UsageError with one line for anything wrong, and SystemExit(0) after
   printing the help for -h/--help.
   """
-  ours, beam_flags = parser().parse_known_args(argv)
-  options = PipelineOptions(beam_flags, **vars(ours))
+  namespace, beam_flags = arguments.parse(argv)
+  ours = {name: value for name, value in vars(namespace).items()
+          if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
+  options = PipelineOptions(beam_flags, **ours)
   _check_flags(options)
   settings = validate(options)
   if 'dataflow' in (options.view_as(StandardOptions).runner or '').lower():
     _check_dataflow(options, settings)
-  return options, settings
+  return Conversion(options, settings, namespace.verbose, namespace.json, namespace.progress_interval)
 
 
 def _check_flags(options: PipelineOptions) -> None:

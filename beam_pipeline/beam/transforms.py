@@ -11,10 +11,11 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
+from beam_pipeline import progress
 from beam_pipeline.beam import inputs, output_dir, workers
 from beam_pipeline.core import dataset_info, hash_order, labels, reading, sharding, splitting, steps, uris
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
-                                        ShardWritten, TransformGraph, Validated)
+                                        ShardWritten, Validated)
 from beam_pipeline.core.settings import InputSpec, Settings, SplitSpec
 
 REJECTED = 'rejected'
@@ -50,8 +51,8 @@ class _PooledDoFn(beam.DoFn):
 
   def setup(self) -> None:
     threads = self._settings.read_threads
-    self._remote = reading.Remote(inputs.open_image, ThreadPoolExecutor(threads, thread_name_prefix=type(self).__name__),
-                                  threads)
+    pool = ThreadPoolExecutor(threads, thread_name_prefix=type(self).__name__)
+    self._remote = reading.Remote(inputs.open_image, pool, threads)
 
   def teardown(self) -> None:
     if self._remote:
@@ -86,8 +87,16 @@ class _PooledDoFn(beam.DoFn):
 
 def list_input(spec: InputSpec) -> Iterator[Any]:
   """Batches of the input's items; a manifest row that names no usable input is rejected here."""
+  counts = progress.counts()
   for batch in inputs.list_input_batches(spec):
-    yield _rejected(batch) if isinstance(batch, Rejection) else batch
+    if isinstance(batch, Rejection):
+      counts.listed(1)
+      counts.checked(1, rejected=1)
+      yield _rejected(batch)
+    else:
+      counts.listed(len(batch))
+      yield batch
+  counts.listing_done()
 
 
 class ValidateImages(_PooledDoFn):
@@ -98,6 +107,7 @@ class ValidateImages(_PooledDoFn):
     yield from self._run(steps.validate_batch, (batch, self._settings), self._emit, (item.uri for item in batch))
 
   def _emit(self, result: Validated) -> Iterator[Any]:
+    progress.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))
     for rejection in result.rejections:
       yield _rejected(rejection)
     if result.records:
@@ -136,12 +146,15 @@ class WriteOutputs(_PooledDoFn):
                            functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
     else:
       staged = output_dir.staging(settings.output, TRANSFORM_STAGING, self._scratch)
-      yield from self._run(steps.write_graph, (staged, unit, class_names), functools.partial(self._graph_written, staged))
+      yield from self._run(steps.write_graph, (staged, unit, class_names),
+                           functools.partial(self._graph_written, staged))
 
   def _shard_written(self, staged: str, result: ShardWritten) -> Iterator[Any]:
+    progress.counts().rejected(len(result.rejections))
     for rejection in result.rejections:
       yield _rejected(rejection)
     output_dir.publish(self._settings.output, result.shard['file'], staged)
+    progress.counts().written(result.shard['num_examples'])
     Metrics.counter(_NAMESPACE, 'written').inc(result.shard['num_examples'])
     yield result.shard
 
@@ -166,6 +179,7 @@ class GroupCopies(beam.DoFn):
       if len(copies) > 1:
         Metrics.counter(_NAMESPACE, 'duplicate_groups').inc()
         yield beam.pvalue.TaggedOutput(DUPLICATES, sorted(r.uri for r in copies))
+      progress.counts().rejected(len(dropped))
       for rejection in dropped:
         yield _rejected(rejection)
       groups.append(group)

@@ -2,10 +2,11 @@
 
 It is the commit marker too: written last, so an output without it is not to be read.
 """
+import collections
 import datetime
 import json
 import os
-from typing import IO, Any, Callable, Dict, Iterable, List, Mapping
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from beam_pipeline import __version__
 from beam_pipeline.core import uris
@@ -28,22 +29,18 @@ def read(output: str, exists: Callable[[str], bool] = os.path.exists,
     return json.load(f)
 
 
-def summary(info: Mapping[str, Any], output: str) -> List[str]:
-  """A few human-readable lines about a completed output."""
-  splits = ', '.join(f'{name}: {split["num_examples"]} in {len(split["shards"])} shard(s)'
-                     for name, split in info['splits'].items())
-  lines = [f'{info["num_examples"]} examples ({splits or "none"}), {info["num_classes"]} classes, in {output}']
-  if info['num_errors']:
-    reasons = ', '.join(f'{reason}: {count}' for reason, count in info['errors_by_reason'].items())
-    lines.append(f'Rejected {info["num_errors"]} inputs ({reasons}); see '
-                 f'{uris.join(output, info["errors_file"])}')
-  else:
-    lines.append('Rejected no inputs.')
-  duplicates = info.get('duplicates', {})
-  if duplicates.get('num_groups'):
-    what = 'removed' if duplicates['removed'] else 'kept, each group in one split'
-    lines.append(f'{duplicates["num_extra_copies"]} duplicate copies in {duplicates["num_groups"]} groups ({what}).')
-  return lines
+def size_bin(value: int) -> str:
+  """The power of two at or below ``value`` (0 for 0): the bins of the size histograms."""
+  return str(1 << (value.bit_length() - 1) if value > 0 else 0)
+
+
+def image_statistics(labels: Iterable[Optional[str]], longer_sides: Iterable[int],
+                     stored_bytes: Iterable[int]) -> Dict[str, Dict[str, int]]:
+  """A shard's counts per class and histograms of its images' longer side (pixels) and stored
+  size (KiB, in power-of-two bins): what dataset_info.json holds per split."""
+  return {'classes': dict(collections.Counter(label for label in labels if label is not None)),
+          'longer_side_px': dict(collections.Counter(map(size_bin, longer_sides))),
+          'kib': dict(collections.Counter(size_bin(size // 1024) for size in stored_bytes))}
 
 
 MAX_LISTED_DUPLICATE_GROUPS = 1000
@@ -55,10 +52,19 @@ def build(*, shards: Iterable[Mapping[str, Any]], labels: List[str], errors_by_r
   """Counts per split come from the shards as written, so they match the files."""
   splits: Dict[str, Dict[str, Any]] = {}
   for shard in sorted(shards, key=lambda s: s['file']):
-    split = splits.setdefault(shard['split'], {'num_examples': 0, 'num_bytes': 0, 'shards': []})
+    split = splits.setdefault(shard['split'], {'num_examples': 0, 'num_bytes': 0, 'shards': [], 'classes': {},
+                                               'longer_side_px': {}, 'kib': {}})
     split['num_examples'] += shard['num_examples']
     split['num_bytes'] += shard['num_bytes']
     split['shards'].append({k: shard[k] for k in ('file', 'num_examples', 'num_bytes')})
+    for field in ('classes', 'longer_side_px', 'kib'):
+      for key, count in shard[field].items():
+        split[field][key] = split[field].get(key, 0) + count
+  order = {label: index for index, label in enumerate(labels)}
+  for split in splits.values():
+    split['classes'] = dict(sorted(split['classes'].items(), key=lambda item: order[item[0]]))
+    for field in ('longer_side_px', 'kib'):
+      split[field] = dict(sorted(split[field].items(), key=lambda item: int(item[0])))
   return {
       'tool': 'beam_pipeline',
       'version': __version__,

@@ -34,7 +34,7 @@ from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
 
-from beam_pipeline.core import rejections
+from beam_pipeline.core import native_output, rejections
 from beam_pipeline.core.rejections import Rejected
 
 # Our own --max_pixels check replaces Pillow's warning; its hard error (at twice
@@ -89,21 +89,27 @@ def prepare_images(datas: Sequence[bytes], max_pixels: int) -> List[Union[Prepar
   Everything short of TensorFlow's decode (_plan) comes first; then the planned
   images go to TensorFlow in one call that decodes on every core (eager calls from
   Python threads do not run in parallel). The few it fails are looked at again one
-  by one, by Pillow and an eager decode, to say why.
+  by one, by Pillow and an eager decode, to say why: what the decoders wrote to
+  standard error then goes into the rejection's detail (native_output).
   """
-  results = [_plan(data, max_pixels) for data in datas]
-  pending = [i for i, r in enumerate(results) if isinstance(r, _Pending)]
-  decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
-  for position, index in enumerate(pending):
-    plan, shapes = results[index], decoded.get(position)
-    result = None
-    if shapes is not None:
-      header, shape = shapes
-      result = (plan._replace(height=header[0], width=header[1]) if plan.quick else plan).checked(shape)
-    if result is None or (plan.quick and isinstance(result, Rejected)):
-      plan = _plan(plan.stored, max_pixels, quick=False) if plan.quick else plan
-      result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
-    results[index] = result
+  with native_output.captured() as decoders:
+    results = [_plan(data, max_pixels) for data in datas]
+    pending = [i for i, r in enumerate(results) if isinstance(r, _Pending)]
+    decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
+    for position, index in enumerate(pending):
+      plan, shapes = results[index], decoded.get(position)
+      result = None
+      if shapes is not None:
+        header, shape = shapes
+        result = (plan._replace(height=header[0], width=header[1]) if plan.quick else plan).checked(shape)
+      if result is None or (plan.quick and isinstance(result, Rejected)):
+        mark = decoders.mark()
+        plan = _plan(plan.stored, max_pixels, quick=False) if plan.quick else plan
+        result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
+        said = decoders.since(mark)
+        if isinstance(result, Rejected) and said:
+          result = Rejected(result.reason, f'{result.detail} (the decoder said: {" / ".join(said.splitlines())[:200]})')
+      results[index] = result
   return results
 
 

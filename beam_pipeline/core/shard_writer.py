@@ -11,7 +11,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from beam_pipeline.core import examples, images, reading, rejections, schemas
+from beam_pipeline.core import dataset_info, examples, images, reading, rejections, schemas
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import Settings
@@ -27,7 +27,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   """
   class_ids = {label: index for index, label in enumerate(class_names)}
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
-  written, rejected = 0, []
+  rejected, labels, longer_sides, stored_bytes = [], [], [], []
   stored_image = functools.partial(_stored_image, settings=settings, open_remote=remote and remote.open)
   with tf.io.TFRecordWriter(file_path, 'GZIP' if settings.compression == 'gzip' else '') as writer:
     for record, image in reading.read_files(stored_image, plan.records, lambda record: record.uri, remote):
@@ -41,9 +41,12 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
           schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
           schemas.SHA256: (images.sha256_hex(image) if record.reencoded else record.sha256).encode('ascii')}
       writer.write(examples.encode_example(fields, dict(record.extras), settings.schema))
-      written += 1
-  shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': written,
-           'num_bytes': os.path.getsize(file_path)}
+      labels.append(record.label)
+      longer_sides.append(max(record.height, record.width))
+      stored_bytes.append(len(image))
+  shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': len(labels),
+           'num_bytes': os.path.getsize(file_path),
+           **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
   return ShardWritten(shard, rejected)
 
 

@@ -47,8 +47,8 @@ def test_metrics_count_validated_written_and_rejected_images(tmp_path):
   files.update({'cat/empty.jpg': b'', 'dog/page.jpg': b'<html></html>',
                 'dog/1.png': photos.encode(photos.image(1, 32, 24), 'PNG')})
   photos.write_files(tmp_path / 'in', files)
-  beam_options, settings = options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out',
-                                          '--max_error_fraction=1'])
+  beam_options, settings, *_ = options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out',
+                                              '--max_error_fraction=1'])
   output_dir.prepare(settings.output)
   p = beam.Pipeline(runner=local_runner.runner_for(beam_options), options=beam_options)
   graph.build(p, settings, 'DirectRunner')

@@ -14,7 +14,7 @@ def images(tmp_path):
 
 
 def test_defaults(images, tmp_path):
-  _, settings = options.parse([f'--input={images}', f'--output={tmp_path}/out'])
+  settings = options.parse([f'--input={images}', f'--output={tmp_path}/out']).settings
   assert settings.target_shard_bytes == 150 * 2**20 and settings.compression == 'none'
   assert settings.schema == 'default' and settings.label_source.kind == 'parent_dir'
 
@@ -22,7 +22,7 @@ def test_defaults(images, tmp_path):
 def test_ours_and_beams_flags_are_parsed_once_into_one_pipeline_options(images, tmp_path):
   """Our flags by argparse, the rest by Beam: both end up in the PipelineOptions the job
   is built with (and that Dataflow would serialize)."""
-  beam_options, settings = options.parse([
+  beam_options, settings, *_ = options.parse([
       '--runner', 'DataflowRunner', f'--input={images}', '--output', f'{tmp_path}/out', '--label_source=none',
       '--labels=team=ml', '--labels', 'airflow-version=3', '--dedupe', '--project=p', '--region=r',
       '--temp_location=gs://b/tmp'])

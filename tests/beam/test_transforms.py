@@ -17,7 +17,7 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
   of the bundle comes out of finish_bundle, windowed."""
   photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(12, size=(64, 48)))})
   items = [InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in range(12)]
-  _, settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out'])
+  settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out']).settings
   batches = [items[i:i + 2] for i in range(0, 12, 2)]
   validate = transforms.ValidateImages(settings)
   if pooled:

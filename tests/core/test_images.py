@@ -91,3 +91,14 @@ def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
   with pytest.raises(Rejected) as raised:
     images.prepare_image(too_many, max_pixels=10**8)
   assert raised.value.reason == 'corrupt'
+
+
+def test_what_a_decoder_prints_goes_into_the_rejection_not_onto_the_console(capfd):
+  """libjpeg prints its warnings straight to standard error; for a file it rejects they
+  belong in the file's detail, and for none on the console."""
+  capfd.readouterr()
+  results = images.prepare_images([CASES['marker-in-scan.jpg'].data, CASES['photo.jpg'].data,
+                                   CASES['truncated.jpg'].data], max_pixels=10**8)
+  assert 'the decoder said: Corrupt JPEG data' in results[0].detail
+  assert not isinstance(results[1], Rejected)
+  assert capfd.readouterr().err == ''

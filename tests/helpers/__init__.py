@@ -1,1 +1,2 @@
-"""Helpers shared by the tests: synthetic images, commands in subprocesses, readers of the output, fakes of the network."""
+"""Helpers shared by the tests: synthetic images, commands in subprocesses, readers of the
+output, and offline stand-ins for the network."""

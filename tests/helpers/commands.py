@@ -5,10 +5,14 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, List
+from typing import Dict, Iterator, List
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
+# What TensorFlow and its decoders printed on the console before the command kept them off
+# it: CUDA probing on a machine without a GPU, absl's start-up notice, decoder warnings.
+CHATTER = ('cuInit', 'cuda', 'absl::InitializeLog', 'oneDNN', 'jpeg_mem.cc', 'Premature end of JPEG',
+           'Corrupt JPEG data', 'PNG warning', 'Improper call to JPEG library', 'cpu_feature_guard')
 
 
 def convert(*args: object) -> int:
@@ -22,9 +26,16 @@ def command(*args: object) -> List[str]:
   return [sys.executable, '-m', 'beam_pipeline', *map(str, args)]
 
 
+def user_environment() -> Dict[str, str]:
+  """This environment without the TensorFlow settings the tests' own process uses: whatever
+  quiets TensorFlow in a command must be the command's own doing."""
+  return {name: value for name, value in os.environ.items() if not name.startswith('TF_')}
+
+
 def run_cli(*args: object) -> subprocess.CompletedProcess:
   """Runs ``python -m beam_pipeline ARGS`` to its end, its output captured as text."""
-  return subprocess.run(command(*args), cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  return subprocess.run(command(*args), cwd=ROOT, env=user_environment(), capture_output=True, text=True,
+                        timeout=TIMEOUT, check=False)
 
 
 @contextlib.contextmanager

@@ -23,7 +23,8 @@ def jpeg(seed: int = 1, width: int = 48, height: int = 40, quality: int = 85) ->
   return encode(image(seed, width, height), 'JPEG', quality=quality)
 
 
-def jpegs(count: int, seed: int = 0, size: Tuple[int, int] = (48, 40), qualities: Sequence[int] = (70, 90)) -> List[bytes]:
+def jpegs(count: int, seed: int = 0, size: Tuple[int, int] = (48, 40),
+          qualities: Sequence[int] = (70, 90)) -> List[bytes]:
   """``count`` JPEGs of one size, of varied quality, as a camera folder would hold."""
   rng = random.Random(seed)
   return [encode(synthetic_photo(rng, *size), 'JPEG', quality=rng.choice(qualities)) for _ in range(count)]

@@ -1,0 +1,143 @@
+"""The command line: its subcommands and every option, in one argparse parser, free of Beam
+and TensorFlow so that parsing it costs neither import.
+
+``python -m beam_pipeline [convert] OPTIONS`` converts; ``inspect OUTPUT`` and
+``verify OUTPUT`` look at a finished output. A conversion's own options are Beam
+pipeline options too (beam/options.ConversionOptions adds them to Beam's parser
+with add_conversion_options); the flags this parser does not know are Beam's, and
+go to PipelineOptions.
+"""
+import argparse
+from typing import List, NoReturn, Tuple
+
+from beam_pipeline.core.usage import UsageError
+
+SUBCOMMANDS = ('convert', 'inspect', 'verify')
+# Beam's own flags that --help lists under Cloud; every other Beam flag works as well.
+BEAM_FLAGS = {'runner': ('DirectRunner', 'DataflowRunner'), 'project': ('my-project',), 'region': ('us-central1',),
+              'temp_location': ('gs://my-bucket/tmp',), 'setup_file': ('./setup.py',),
+              'sdk_container_image': ('us-central1-docker.pkg.dev/my-project/tfrecords/images-to-tfrecords:0.1.0',)}
+# Options of the command itself, not of the pipeline: they never reach Beam.
+CONSOLE_OPTIONS = ('verbose', 'json', 'progress_interval')
+
+
+def _boolean(value: str) -> bool:
+  """A switch's value, as a Flex Template launcher passes it (--dedupe=true) or a user writes it."""
+  known = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0': False}
+  if value.lower() not in known:
+    raise argparse.ArgumentTypeError(f'{value!r} is not true or false')
+  return known[value.lower()]
+
+
+# An on/off option: --dedupe, --dedupe=true or --dedupe=false.
+_SWITCH = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
+
+
+def add_conversion_options(parser: argparse.ArgumentParser) -> None:
+  """A conversion's own options, in groups: on the command line's parser and on Beam's."""
+  group = parser.add_argument_group('input')
+  group.add_argument('--input', help='Images to convert: a glob, a directory (walked recursively) or a '
+                     'manifest (.csv in AutoML layout [set,]uri,label, or .jsonl with uri, label, split and '
+                     'extra fields). Required. E.g. --input=gs://my-bucket/PetImages or '
+                     "--input='photos/**/*.jpg'")
+  group = parser.add_argument_group('labels and splits')
+  group.add_argument('--label_source', default=None, help='Where labels come from: parent_dir '
+                     '(PetImages/Cat/1.jpg -> Cat), none, regex:<pattern with one group> on the file name, or '
+                     'manifest. Default: manifest for manifests, else parent_dir. E.g. '
+                     "--label_source='regex:^([a-z]+)\\.' gives cat.12.jpg -> cat")
+  group.add_argument('--splits', default=None, help='Split fractions, stratified per class by content hash; '
+                     'a manifest split column or top-level train/validation/test folders take precedence. '
+                     'Default: all train. E.g. --splits=train=0.8,validation=0.1,test=0.1')
+  group.add_argument('--dedupe', **_SWITCH, help='Keep one copy of identical files (the others are rejected '
+                     'as duplicate); without it copies are kept, always in one split. Default: false')
+  group = parser.add_argument_group('output')
+  group.add_argument('--output', help='Directory for the dataset (local or gs://): empty, new or an earlier '
+                     'output of this tool. Required. E.g. --output=gs://my-bucket/tfrecords/pets')
+  group.add_argument('--schema', default='default', help='Example keys: default (image/encoded, '
+                     'image/class/label, ...) or simple (image_raw, label, id). Default: %(default)s')
+  group.add_argument('--target_shard_mb', default='150', help='Target size of a shard, in MB. Default: '
+                     '%(default)s. E.g. --target_shard_mb=200')
+  group.add_argument('--compression', default='none', help='none or gzip. Default: %(default)s')
+  group.add_argument('--image_size', default='224', help='Side of the square images the tf.Transform '
+                     'graph resizes to. Default: %(default)s')
+  group.add_argument('--skip_transform', **_SWITCH, help='Write no tf.Transform graph. Default: false')
+  group.add_argument('--max_error_fraction', default='0.05', help='Fail the run (no dataset_info.json; the '
+                     'errors file is still written) if a larger fraction of the input is rejected. '
+                     'Default: %(default)s. E.g. --max_error_fraction=0.2')
+  group = parser.add_argument_group('images')
+  group.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels, from their '
+                     'header (decompression bombs). Default: %(default)s')
+  group.add_argument('--max_file_mb', default='100', help='Reject larger files, unread. Default: %(default)s')
+  group.add_argument('--read_threads', default='32', help='Cloud Storage reads in flight per worker. '
+                     'Default: %(default)s')
+  group = parser.add_argument_group('cloud', 'Beam options; every other Beam option works as well.')
+  group.add_argument('--no_wait', **_SWITCH, help='With DataflowRunner: return once the job is submitted '
+                     '(its id and console link printed). Default: false')
+
+
+def _add_beam_flags(group) -> None:
+  """Beam's own flags, listed in --help; given, they go to PipelineOptions as they are."""
+  for name, examples in BEAM_FLAGS.items():
+    group.add_argument(f'--{name}', default=argparse.SUPPRESS,
+                       help=f'E.g. --{name}={examples[0]}' + (f' or {examples[1]}' if len(examples) > 1 else ''))
+
+
+class _Parser(argparse.ArgumentParser):
+  """Reports a malformed command line as a UsageError (one line) instead of usage text and an exit."""
+
+  def error(self, message: str) -> NoReturn:
+    raise UsageError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+  root = _Parser(prog='python -m beam_pipeline', allow_abbrev=False,
+                 description='Turn an image collection into validated, sharded TFRecords.')
+  commands = root.add_subparsers(dest='command', required=True, parser_class=_Parser)
+  convert = commands.add_parser(
+      'convert', prog='python -m beam_pipeline', allow_abbrev=False,
+      description='Convert images to validated, sharded TFRecords (the word convert may be left out).',
+      epilog='Other commands: python -m beam_pipeline inspect OUTPUT (--help for its options), '
+      'python -m beam_pipeline verify OUTPUT.')
+  add_conversion_options(convert)
+  _add_beam_flags(next(group for group in convert._action_groups if group.title == 'cloud'))  # pylint: disable=protected-access
+  console = convert.add_argument_group('console')
+  console.add_argument('--verbose', action='store_true', help="Show Beam's INFO log lines.")
+  console.add_argument('--json', action='store_true', help='Print the summary as JSON on standard output.')
+  console.add_argument('--progress_interval', type=float, default=10.0, help='Seconds between progress '
+                       'lines when standard error is not a terminal (Airflow and CI logs). Default: %(default)s')
+
+  inspect = commands.add_parser('inspect', prog='python -m beam_pipeline inspect', allow_abbrev=False,
+                                description='The dataset a completed conversion wrote, at a glance.')
+  inspect.add_argument('output', metavar='OUTPUT', help='A completed output directory (local or gs://).')
+  inspect.add_argument('--errors', action='store_true', help='List the rejected files, grouped by reason.')
+  inspect.add_argument('--contact_sheet', metavar='PATH.png', help='Draw sample images of every class, with '
+                       'label and split, into this PNG.')
+  inspect.add_argument('--plots', metavar='PATH.png', help='Plot the class balance per split and the '
+                       'image sizes into this PNG.')
+  inspect.add_argument('--samples', type=int, default=8, help='Images per class on the contact sheet. '
+                       'Default: %(default)s')
+
+  verify = commands.add_parser('verify', prog='python -m beam_pipeline verify', allow_abbrev=False,
+                               description='Check every record of a completed output: framing, parsing, '
+                               'decoding to its recorded size, and its hash.')
+  verify.add_argument('output', metavar='OUTPUT', help='A completed output directory (local or gs://).')
+  return root
+
+
+def command_of(argv: List[str]) -> str:
+  """The subcommand argv asks for: its first word, or convert."""
+  return argv[0] if argv[:1] and argv[0] in SUBCOMMANDS else 'convert'
+
+
+def parse(argv: List[str]) -> Tuple[argparse.Namespace, List[str]]:
+  """The command and its options, and the flags left over: Beam's, for a conversion.
+
+  Raises UsageError with one line for anything malformed, and SystemExit(0) after
+  printing the help for -h/--help.
+  """
+  if command_of(argv) == 'convert' and argv[:1] != ['convert']:
+    argv = ['convert', *argv]
+  namespace, rest = parser().parse_known_args(argv)
+  if namespace.command != 'convert' and rest:
+    raise UsageError(f'unrecognized arguments: {" ".join(rest)}')
+  return namespace, rest

@@ -1,0 +1,46 @@
+"""An output's files for inspect and verify: local ones with plain file calls, remote ones
+(gs://) with TensorFlow's file systems, which the records are read with anyway.
+
+Neither command imports Beam, and a local ``inspect`` does not import TensorFlow.
+"""
+import glob
+import os
+from typing import IO, Any, Dict, List
+
+from beam_pipeline.core import dataset_info, quiet_import, uris
+
+# A shard's name, as the converter writes it (split-NNNNN-of-NNNNN.tfrecord[.gz]).
+SHARD_PATTERN = '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*'
+
+
+def info(output: str) -> Dict[str, Any]:
+  """dataset_info.json; FileNotFoundError for an output that is not complete."""
+  if not uris.is_remote(output):
+    return dataset_info.read(output)
+  tf = quiet_import.tensorflow()
+  return dataset_info.read(output, tf.io.gfile.exists, tf.io.gfile.GFile)
+
+
+def open_text(path: str) -> IO[str]:
+  if not uris.is_remote(path):
+    return open(path, encoding='utf-8')
+  tf = quiet_import.tensorflow()
+  return tf.io.gfile.GFile(path)
+
+
+def shard_names(output: str) -> List[str]:
+  """The names of every file in ``output`` named like a shard."""
+  pattern = uris.join(output, SHARD_PATTERN)
+  if uris.is_remote(output):
+    tf = quiet_import.tensorflow()
+    paths = tf.io.gfile.glob(pattern)
+  else:
+    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + SHARD_PATTERN)
+  return sorted(os.path.basename(path) for path in paths)
+
+
+def size(path: str) -> int:
+  if not uris.is_remote(path):
+    return os.path.getsize(path)
+  tf = quiet_import.tensorflow()
+  return tf.io.gfile.stat(path).length

@@ -1,0 +1,70 @@
+"""``inspect``'s text: a completed output at a glance, and its rejected files by reason."""
+import collections
+import json
+from typing import Any, Dict, List, Mapping
+
+from beam_pipeline.core import uris
+from beam_pipeline.inspection import files, summary
+
+# Rows of the class table, and examples shown per rejection reason.
+LISTED_CLASSES = 30
+EXAMPLES_PER_REASON = 3
+
+
+def glance(info: Mapping[str, Any], output: str) -> List[str]:
+  """Splits and shards, classes and their balance, image sizes, rejections, options."""
+  lines = summary.lines(summary.of(info, output))
+  splits = info['splits']
+  for name, split in splits.items():
+    for shard in split['shards']:
+      lines.append(f'  {shard["file"]}: {shard["num_examples"]:,} examples, {shard["num_bytes"]:,} bytes')
+  lines += _class_table(info['labels'], splits)
+  for field, unit, title in (('longer_side_px', 'px', 'longer side'), ('kib', 'KiB', 'stored size')):
+    lines.append(f'Images by {title}:')
+    for name, split in splits.items():
+      bins = ', '.join(f'{_bin(edge, unit)} {count:,}' for edge, count in split[field].items())
+      lines.append(f'  {name}: {bins or "none"}')
+  lines.append('Options: ' + ', '.join(f'{key}={json.dumps(value)}' for key, value in info['options'].items()))
+  return lines
+
+
+def errors(info: Mapping[str, Any], output: str) -> List[str]:
+  """The errors file grouped by reason, largest group first, with a few files of each."""
+  by_reason: Dict[str, List[dict]] = collections.defaultdict(list)
+  with files.open_text(uris.join(output, info['errors_file'])) as f:
+    for line in f:
+      if line.strip():
+        error = json.loads(line)
+        by_reason[error['reason']].append(error)
+  if not by_reason:
+    return ['No input was rejected.']
+  lines = []
+  for reason, rejected in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+    lines.append(f'{reason}: {len(rejected):,}')
+    for error in rejected[:EXAMPLES_PER_REASON]:
+      lines.append(f'  {error["uri"]}: {error["detail"]}')
+    if len(rejected) > EXAMPLES_PER_REASON:
+      lines.append(f'  ... and {len(rejected) - EXAMPLES_PER_REASON:,} more')
+  return lines
+
+
+def _class_table(labels: List[str], splits: Mapping[str, Any]) -> List[str]:
+  if not labels:
+    return ['Classes: none (unlabeled)']
+  width = max(len(label) for label in labels[:LISTED_CLASSES])
+  header = ''.join(f'{name:>22}' for name in splits)
+  lines = [f'Classes ({len(labels)}), examples and share of each split:', f'  {"":<{width}}{header}']
+  for label in labels[:LISTED_CLASSES]:
+    cells = ''
+    for split in splits.values():
+      count = split['classes'].get(label, 0)
+      cells += f'{count:>14,} ({count / max(split["num_examples"], 1):5.1%})'
+    lines.append(f'  {label:<{width}}{cells}')
+  if len(labels) > LISTED_CLASSES:
+    lines.append(f'  ... and {len(labels) - LISTED_CLASSES} more classes')
+  return lines
+
+
+def _bin(edge: str, unit: str) -> str:
+  low = int(edge)
+  return f'<1 {unit}' if low == 0 else f'{low}-{2 * low - 1} {unit}'

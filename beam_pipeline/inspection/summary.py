@@ -1,0 +1,70 @@
+"""What a completed conversion wrote, in a few lines or as JSON: printed at the end of a
+run and by ``inspect``."""
+from typing import Any, Dict, List, Mapping, Optional
+
+from beam_pipeline.core import uris
+
+# Classes listed by name in a split's line; more are summarized by their smallest and largest counts.
+LISTED_CLASSES = 8
+
+
+def of(info: Mapping[str, Any], output: str, wall_seconds: Optional[float] = None) -> Dict[str, Any]:
+  """The summary of ``info`` (dataset_info.json) as plain values, for --json and for its lines."""
+  inputs = info['num_examples'] + info['num_errors']
+  summary = {
+      'output': output,
+      'num_inputs': inputs,
+      'num_examples': info['num_examples'],
+      'num_classes': info['num_classes'],
+      'splits': {name: {'num_examples': split['num_examples'], 'num_bytes': split['num_bytes'],
+                        'num_shards': len(split['shards']), 'classes': split['classes'],
+                        'shards': split['shards']}
+                 for name, split in info['splits'].items()},
+      'num_errors': info['num_errors'],
+      'errors_by_reason': info['errors_by_reason'],
+      'errors_file': uris.join(output, info['errors_file']),
+      'duplicates': {key: info['duplicates'][key] for key in ('num_groups', 'num_extra_copies', 'removed')},
+  }
+  if wall_seconds is not None:
+    summary.update(wall_seconds=round(wall_seconds, 2), images_per_second=round(inputs / max(wall_seconds, 1e-9), 1))
+  return summary
+
+
+def lines(summary: Mapping[str, Any]) -> List[str]:
+  """The summary for people."""
+  speed = ''
+  if 'wall_seconds' in summary:
+    speed = f' in {summary["wall_seconds"]:.1f} s ({summary["images_per_second"]:,.0f} images/s)'
+  result = [f'Wrote {summary["num_examples"]:,} examples of {summary["num_inputs"]:,} images, '
+            f'{summary["num_classes"]} classes, to {summary["output"]}{speed}']
+  width = max((len(name) for name in summary['splits']), default=0)
+  for name, split in summary['splits'].items():
+    shards = split['num_shards']
+    sizes = sorted({_mb(shard['num_bytes']) for shard in split['shards']}, key=lambda text: float(text.split()[0]))
+    size = sizes[0] + (' each' if shards > 1 else '') if len(sizes) == 1 else f'{sizes[0]} to {sizes[-1]} each'
+    result.append(f'  {name:<{width}}  {split["num_examples"]:>9,} examples in {shards} shard'
+                  f'{"s" if shards != 1 else ""} ({size}){_classes(split["classes"])}')
+  if summary['num_errors']:
+    reasons = ', '.join(f'{reason} {count:,}' for reason, count in
+                        sorted(summary['errors_by_reason'].items(), key=lambda item: (-item[1], item[0])))
+    result.append(f'Rejected {summary["num_errors"]:,} inputs: {reasons}; see {summary["errors_file"]}')
+  else:
+    result.append('Rejected no inputs.')
+  duplicates = summary['duplicates']
+  if duplicates['num_groups']:
+    what = 'removed' if duplicates['removed'] else 'kept, each group in one split'
+    result.append(f'{duplicates["num_extra_copies"]:,} duplicate copies in {duplicates["num_groups"]:,} groups '
+                  f'({what}).')
+  return result
+
+
+def _mb(num_bytes: int) -> str:
+  return f'{num_bytes / 2**20:.1f} MB' if num_bytes >= 2**20 else f'{num_bytes / 1024:.0f} KB'
+
+
+def _classes(classes: Mapping[str, int]) -> str:
+  if not classes:
+    return ''
+  if len(classes) <= LISTED_CLASSES:
+    return ': ' + ', '.join(f'{label} {count:,}' for label, count in classes.items())
+  return f': {len(classes)} classes, {min(classes.values()):,}-{max(classes.values()):,} examples each'

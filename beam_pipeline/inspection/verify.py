@@ -1,0 +1,126 @@
+"""``python -m beam_pipeline verify OUTPUT``: every record of a completed output, checked again.
+
+For every shard that dataset_info.json names: the file is there, has its recorded
+size and record count, and TensorFlow's TFRecord reader accepts its framing (length
+and data CRCs); every record parses, decodes with
+``tf.io.decode_image(channels=3, expand_animations=False)`` to its recorded height
+and width, and its image bytes match ``image/key/sha256``. A file named like a shard
+that dataset_info.json does not list is a problem too. Shards are checked side by
+side, and TensorFlow decodes each one's records on every core.
+"""
+import concurrent.futures
+import hashlib
+import os
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+
+import tensorflow as tf
+
+from beam_pipeline.core import schemas, uris
+from beam_pipeline.inspection import files
+from beam_pipeline.progress import Tally
+
+# Problems listed per shard before its check gives up on it.
+MAX_PROBLEMS_PER_SHARD = 10
+
+
+class Problem(NamedTuple):
+  shard: str
+  record: Optional[int]  # its index in the shard; None for the whole file
+  what: str
+
+  def __str__(self) -> str:
+    where = self.shard if self.record is None else f'{self.shard}, record {self.record}'
+    return f'{where}: {self.what}'
+
+
+class Report(NamedTuple):
+  problems: List[Problem]
+  shards: int
+  records: int  # records read and checked
+
+
+def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) -> Report:
+  """Checks ``output``, whose dataset_info.json is ``info``; counts records on ``tally``."""
+  listed = {shard['file']: shard for split in info['splits'].values() for shard in split['shards']}
+  present = set(files.shard_names(output))
+  problems = [Problem(name, None, 'listed in dataset_info.json but missing') for name in sorted(set(listed) - present)]
+  problems += [Problem(name, None, 'not listed in dataset_info.json') for name in sorted(present - set(listed))]
+  keys = schemas.keys(info['schema'])
+  compression = 'GZIP' if info['compression'] == 'gzip' else ''
+  checked = sorted(set(listed) & present)
+  with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression, tally),
+                            checked))
+  for shard_problems, _ in results:
+    problems += shard_problems
+  return Report(sorted(problems, key=lambda p: (p.shard, p.record is None, p.record or 0)), len(listed),
+                sum(records for _, records in results))
+
+
+def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compression: str,
+                 tally: Optional[Tally]) -> tuple:
+  """(problems, records read) of one shard."""
+  name = shard['file']
+  problems = []
+  size = files.size(path)
+  if size != shard['num_bytes']:
+    problems.append(Problem(name, None, f'{size} bytes, dataset_info.json says {shard["num_bytes"]}'))
+  index = 0
+  while len(problems) < MAX_PROBLEMS_PER_SHARD:
+    records = _decoded(path, keys, compression, index)
+    try:
+      for record in records:
+        problem = _record_problem(record, keys)
+        if problem:
+          problems.append(Problem(name, index, problem))
+        index += 1
+        if tally:
+          tally.add(1, bool(problem))
+      break
+    except tf.errors.DataLossError as e:
+      problems.append(Problem(name, index, f'the file is damaged here: {_message(e)}'))
+      break
+    except tf.errors.InvalidArgumentError as e:  # this record does not parse or decode; check on after it
+      problems.append(Problem(name, index, f'does not parse or decode: {_message(e)}'))
+      index += 1
+      if tally:
+        tally.add(1, 1)
+  if index != shard['num_examples'] and len(problems) < MAX_PROBLEMS_PER_SHARD:
+    problems.append(Problem(name, None, f'{index} records read, dataset_info.json says {shard["num_examples"]}'))
+  return problems, index
+
+
+def _decoded(path: str, keys: Dict[str, str], compression: str, start: int) -> tf.data.Dataset:
+  """The shard's records from index ``start`` on: the fields the check needs, and the decoded
+  image's shape."""
+  spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string)}
+  for field, dtype in ((schemas.HEIGHT, tf.int64), (schemas.WIDTH, tf.int64), (schemas.SHA256, tf.string)):
+    if field in keys:
+      spec[keys[field]] = tf.io.FixedLenFeature([], dtype)
+
+  def decode(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
+    record = tf.io.parse_single_example(serialized, spec)
+    shape = tf.shape(tf.io.decode_image(record[keys[schemas.IMAGE]], channels=3, expand_animations=False))
+    return {**record, 'shape': shape}
+
+  return (tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 * 2**20)
+          .skip(start)
+          .map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+          .prefetch(tf.data.AUTOTUNE))
+
+
+def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str]) -> Optional[str]:
+  height, width = (int(v) for v in record['shape'][:2])
+  if schemas.HEIGHT in keys:
+    recorded = int(record[keys[schemas.HEIGHT]]), int(record[keys[schemas.WIDTH]])
+    if recorded != (height, width):
+      return f'decodes to {width}x{height}, recorded as {recorded[1]}x{recorded[0]}'
+  if schemas.SHA256 in keys:
+    digest = hashlib.sha256(record[keys[schemas.IMAGE]].numpy()).hexdigest()
+    if digest != record[keys[schemas.SHA256]].numpy().decode('ascii', 'replace'):
+      return 'its image bytes do not match image/key/sha256'
+  return None
+
+
+def _message(error: tf.errors.OpError) -> str:
+  return (error.message or type(error).__name__).splitlines()[0].split('[Op:')[0].strip()[:300]
