@@ -1,0 +1,119 @@
+"""What a conversion shows: live progress, no library chatter, and a summary that agrees
+with dataset_info.json (as text, and as JSON for scripts)."""
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import termios
+import time
+
+from beam_pipeline import cli
+
+from helpers import hostile_files, photos
+from helpers.commands import CHATTER, ROOT, TIMEOUT, command, user_environment
+
+
+
+def _tree(root, count=400):
+  """Photos of two classes, and files that make decoders talk: a truncated JPEG, one with
+  extra bytes after its end (which decodes), a bomb's header."""
+  files = photos.labelled(('cat', 'dog'), count // 2, seed=3, size=(64, 48))
+  jpeg = photos.jpeg(5, 64, 48)
+  files.update({'cat/truncated.jpg': jpeg[:len(jpeg) // 2], 'dog/trailing.jpg': jpeg + b'\0' * 40,
+                'dog/bomb.png': hostile_files.png_with_size(100000, 100000)})
+  photos.write_files(root, files)
+
+
+def test_a_run_in_a_terminal_shows_a_progress_bar_and_no_library_chatter(tmp_path):
+  _tree(tmp_path / 'in')
+  leader, follower = pty.openpty()
+  fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 120, 0, 0))
+  process = subprocess.Popen(command(f'--input={tmp_path}/in', f'--output={tmp_path}/out'), cwd=ROOT,
+                             env=user_environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower)
+  os.close(follower)
+  screen = b''
+  deadline = time.monotonic() + TIMEOUT
+  while time.monotonic() < deadline:
+    if select.select([leader], [], [], 0.1)[0]:
+      try:
+        chunk = os.read(leader, 65536)
+      except OSError:  # the terminal's other end closed: the command ended
+        break
+      if not chunk:
+        break
+      screen += chunk
+    elif process.poll() is not None:
+      break
+  summary = process.communicate(timeout=TIMEOUT)[0].decode()
+  text = screen.decode('utf-8', 'replace')
+  assert process.returncode == 0, text[-3000:]
+  frames = [frame for frame in re.split('[\r\n]', text) if frame.strip()]
+  assert re.search(r'checking: 100%\|.*\| 403/403 \[.*images/s, 2 rejected\]', text), frames[-10:]
+  assert re.search(r'writing: 100%\|.*\| 401/401', text), frames[-10:]
+  assert len([frame for frame in frames if frame.startswith('checking:')]) >= 2  # redrawn, not printed once
+  assert not [word for word in CHATTER if word in text], text[-3000:]
+  assert [frame for frame in frames if not re.match(r'(listing|checking|writing|committing):', frame)] == []
+  assert summary.startswith('Wrote 401 examples of 403 images, 2 classes, to ')
+
+
+def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
+  _tree(tmp_path / 'in', count=1200)
+  done = subprocess.run(command(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2'),
+                        cwd=ROOT, env=user_environment(), capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  lines = done.stderr.splitlines()
+  assert not [word for word in CHATTER if word in done.stderr], done.stderr[-3000:]
+  assert [line for line in lines if not line.startswith('progress: ')] == []
+  ended = [line for line in lines if ' done: ' in line]
+  assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
+  assert re.match(r'progress: checking done: 1,203 images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$', ended[1])
+  checking = float(re.search(r'in ([0-9.]+) s', ended[1]).group(1))
+  periodic = [line for line in lines if re.match(r'progress: checking [0-9,]+ of 1,203 images, [0-9,]+ images/s, '
+                                                 r'[0-9,]+ rejected(, about [0-9]+ s left)?$', line)]
+  assert len(periodic) >= int(checking / 0.2) - 2, (checking, lines)
+
+
+def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):
+  files = photos.labelled(('ant', 'bee', 'cat'), 40, seed=7, size=(40, 30))
+  files['ant/copy.jpg'] = files['ant/ant.0.jpg']
+  files['bee/empty.jpg'] = b''
+  photos.write_files(tmp_path / 'in', files)
+  args = [f'--input={tmp_path}/in', '--splits=train=0.75,validation=0.25', '--target_shard_mb=0.02']
+  assert cli.main([*args, f'--output={tmp_path}/out', '--json']) == 0
+  printed = json.loads(capsys.readouterr().out)
+  info = json.loads((tmp_path / 'out' / 'dataset_info.json').read_text())
+  assert printed['num_examples'] == info['num_examples'] == 121 and printed['num_inputs'] == 122
+  assert printed['errors_by_reason'] == info['errors_by_reason'] == {'empty': 1}
+  assert printed['duplicates'] == {'num_groups': 1, 'num_extra_copies': 1, 'removed': False}
+  assert printed['errors_file'] == str(tmp_path / 'out' / 'errors-00000-of-00001.jsonl')
+  assert printed['wall_seconds'] > 0 and printed['images_per_second'] > 0
+  for name, split in info['splits'].items():
+    assert printed['splits'][name] == {'num_examples': split['num_examples'], 'num_bytes': split['num_bytes'],
+                                       'num_shards': len(split['shards']), 'classes': split['classes'],
+                                       'shards': split['shards']}
+    assert sum(split['classes'].values()) == split['num_examples']
+  assert printed['splits']['train']['num_shards'] >= 2
+
+  assert cli.main([*args, f'--output={tmp_path}/text']) == 0
+  text = capsys.readouterr().out.splitlines()
+  assert text[0].startswith(f'Wrote 121 examples of 122 images, 3 classes, to {tmp_path}/text in ')
+  for name, split in info['splits'].items():
+    line = next(line for line in text if line.strip().startswith(name + ' '))
+    assert f'{split["num_examples"]} examples in {len(split["shards"])} shards' in line
+    assert ', '.join(f'{label} {count}' for label, count in split['classes'].items()) in line
+  assert text[-2:] == [f'Rejected 1 inputs: empty 1; see {tmp_path}/text/errors-00000-of-00001.jsonl',
+                       '1 duplicate copies in 1 groups (kept, each group in one split).']
+
+
+def test_verbose_lets_beams_info_lines_through(tmp_path):
+  photos.write_files(tmp_path / 'in', photos.labelled(('cat',), 3))
+  quiet = subprocess.run(command(f'--input={tmp_path}/in', f'--output={tmp_path}/quiet'), cwd=ROOT,
+                         capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  verbose = subprocess.run(command(f'--input={tmp_path}/in', f'--output={tmp_path}/verbose', '--verbose'), cwd=ROOT,
+                           capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  assert quiet.returncode == verbose.returncode == 0
+  assert 'INFO:apache_beam' not in quiet.stderr and 'INFO:apache_beam' in verbose.stderr

@@ -1,0 +1,113 @@
+"""``verify`` and ``inspect`` on real outputs: damage found and named, pictures drawn."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from helpers import photos
+from helpers.commands import CHATTER, convert, run_cli
+
+
+@pytest.fixture(scope='module', params=['none', 'gzip'])
+def output(request, tmp_path_factory):
+  """A completed output of three classes in several shards, plain or gzip."""
+  root = tmp_path_factory.mktemp(f'output-{request.param}')
+  files = photos.labelled(('ant', 'bee', 'cat'), 30, seed=2, size=(80, 60))
+  files['cat/broken.jpg'] = b'<html>not an image</html>'
+  photos.write_files(root / 'in', files)
+  assert convert(f'--input={root}/in', f'--output={root}/out', '--splits=train=0.8,validation=0.2',
+                 '--target_shard_mb=0.05', f'--compression={request.param}', '--max_error_fraction=0.5') == 0
+  return root / 'out'
+
+
+def shards(out):
+  info = json.loads((out / 'dataset_info.json').read_text())
+  return [shard['file'] for split in info['splits'].values() for shard in split['shards']]
+
+
+def damaged(output, tmp_path):
+  copy = tmp_path / 'copy'
+  shutil.copytree(output, copy)
+  return copy
+
+
+def test_verify_passes_an_intact_output(output):
+  result = run_cli('verify', output)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.startswith(f'Verified 90 records in {len(shards(output))} shards of {output}: all intact.')
+  assert not [word for word in CHATTER if word in result.stderr], result.stderr
+
+
+def test_verify_names_the_shard_and_record_of_a_flipped_byte(output, tmp_path):
+  """A byte flipped in the middle of a plain shard's third record (inside its image) fails
+  that record's CRC; in a gzip shard, the stream itself."""
+  out = damaged(output, tmp_path)
+  name = shards(out)[1]
+  data = bytearray((out / name).read_bytes())
+  if name.endswith('.gz'):
+    at = len(data) // 2
+  else:
+    at, length = 0, 0
+    for _ in range(3):
+      at += length
+      length = 8 + 4 + int.from_bytes(data[at:at + 8], 'little') + 4
+    at += length // 2
+  data[at] ^= 0xFF
+  (out / name).write_bytes(bytes(data))
+  result = run_cli('verify', out)
+  assert result.returncode == 1
+  problems = result.stderr.splitlines()
+  first = next(line for line in problems if line.startswith('  '))
+  if name.endswith('.gz'):
+    assert first.startswith(f'  {name}, record ') and 'damaged' in first, problems
+  else:
+    assert first.startswith(f'  {name}, record 2: the file is damaged here'), problems
+
+
+def test_verify_finds_a_truncated_a_removed_and_a_stray_shard(output, tmp_path):
+  out = damaged(output, tmp_path)
+  first, second, *_ = shards(out)
+  data = (out / first).read_bytes()
+  (out / first).write_bytes(data[:len(data) * 2 // 3])
+  (out / second).unlink()
+  stray = first.replace('-00000-', '-00099-')
+  shutil.copy(out / first, out / stray)
+  result = run_cli('verify', out)
+  assert result.returncode == 1
+  problems = [line.strip() for line in result.stderr.splitlines() if line.startswith('  ')]
+  assert f'{second}: listed in dataset_info.json but missing' in problems
+  assert f'{stray}: not listed in dataset_info.json' in problems
+  truncated = [problem for problem in problems if problem.startswith(first)]
+  assert any('bytes, dataset_info.json says' in problem for problem in truncated), problems
+  assert any('records read, dataset_info.json says' in problem for problem in truncated), problems
+
+
+def test_verify_refuses_an_incomplete_output(output, tmp_path):
+  out = damaged(output, tmp_path)
+  (out / 'dataset_info.json').unlink()
+  result = run_cli('verify', out)
+  assert result.returncode == 2 and 'is not a completed conversion' in result.stderr
+
+
+def test_inspect_draws_a_contact_sheet_and_plots_and_lists_the_errors(output, tmp_path):
+  sheet, plots = tmp_path / 'sheet.png', tmp_path / 'plots.png'
+  result = run_cli('inspect', output, f'--contact_sheet={sheet}', f'--plots={plots}', '--errors', '--samples=4')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert not [word for word in CHATTER if word in result.stderr], result.stderr
+  text = result.stdout
+  assert 'Classes (3), examples and share of each split:' in text and 'Images by longer side:' in text
+  assert 'not_image: 1\n' in text and 'cat/broken.jpg: not a recognised image format' in text
+  assert f'Contact sheet: {sheet}' in text and f'Plots: {plots}' in text
+  with Image.open(sheet) as image:
+    assert image.width >= 4 * 128 and image.height >= 3 * 128
+    pixels = np.asarray(image.convert('L'), dtype=np.float32)
+  assert pixels.std() > 20  # photos and captions, not a blank page
+  rows = [pixels[40 + row * 154:40 + row * 154 + 128, 170:] for row in range(3)]
+  assert all(row.std() > 20 for row in rows)  # every class's row holds pictures
+  with Image.open(plots) as image:
+    assert image.width >= 600 and image.height >= 600
+    assert np.asarray(image.convert('L'), dtype=np.float32).std() > 10
+  assert os.path.getsize(plots) > 10_000
