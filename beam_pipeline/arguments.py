@@ -65,6 +65,15 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
                      'errors file is still written) if a larger fraction of the input is rejected. '
                      'Default: %(default)s. E.g. --max_error_fraction=0.2')
   group = parser.add_argument_group('images')
+  group.add_argument('--image_format', default='original', help='What records store: original (JPEG and PNG '
+                     'as they are, every other format as PNG, losslessly), jpeg (JPEG as it is, the rest as RGB '
+                     'JPEG) or png (everything as PNG). Every choice decodes with tf.io.decode_jpeg, '
+                     'tf.io.decode_image and Pillow. Default: %(default)s')
+  group.add_argument('--jpeg_quality', default='95', help='Quality of the JPEGs --image_format=jpeg or '
+                     '--max_side encode. Default: %(default)s')
+  group.add_argument('--max_side', default=None, help='Downscale images whose longer side is longer than this '
+                     '(aspect ratio kept, never enlarged), storing the source size as image/original_height '
+                     'and image/original_width. Default: keep every size. E.g. --max_side=512')
   group.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels, from their '
                      'header (decompression bombs). Default: %(default)s')
   group.add_argument('--max_file_mb', default='100', help='Reject larger files, unread. Default: %(default)s')

@@ -3,6 +3,7 @@
   a  decode limit: every core only reads and decodes each file with Pillow
   b  the seeds' loop: one TensorFlow process, read + decode_image + TFRecordWriter
   c  the converter: python -m beam_pipeline ... --runner=DirectRunner, default options
+  d  the converter storing training-sized JPEGs: --image_format=jpeg --max_side=512
 
 Machines are noisy, so the verdicts are ratios of measurements taken side by side:
 c/a (our overhead over pure decoding) and b/c (our speed-up over the hand-written loop).
@@ -11,7 +12,7 @@ and memory cover every process of the run, the converter's workers included
 (benchmarks.measure): memory is the peak of the processes' summed PSS (shared pages
 split between them), with the largest single process and the plain RSS sum beside it.
 
-Usage: python -m benchmarks.run [--images 2000] [--only a,b,c] [--repeat N] [--keep-output]
+Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d] [--repeat N] [--keep-output]
        python -m benchmarks.run --memory-scaling
 """
 import argparse
@@ -30,7 +31,9 @@ from benchmarks import baselines, photo_set
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / 'build' / 'bench-results'
 SCRATCH = REPO / 'build' / 'bench-out'
-NAMES = {'a': f'decode limit ({os.cpu_count()} procs)', 'b': "seeds' TF loop (1 proc)", 'c': 'converter (DirectRunner)'}
+NAMES = {'a': f'decode limit ({os.cpu_count()} procs)', 'b': "seeds' TF loop (1 proc)", 'c': 'converter (DirectRunner)',
+         'd': 'converter, JPEG at 512 px'}
+CONVERTERS = {'c': [], 'd': ['--image_format=jpeg', '--max_side=512']}
 # ratio: (target, stretch, True if higher is better)
 TARGETS = {'c/a': (1.5, 1.0, False), 'b/c': (1.8, 2.5, True)}
 MEMORY_SIZES, MEMORY_GROWTH_LIMIT, MEMORY_LIMIT_MB = (2000, 20000), 1.5, 1536
@@ -52,18 +55,18 @@ def run_child(argv: List[str], log: Path) -> Dict[str, Any]:
 
 def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) -> Dict[str, Any]:
   """One run of measurement a, b or c, with its own sanity figures."""
-  output = scratch / ('converter' if which == 'c' else 'seeds.tfrecord')
-  if which == 'c':
+  output = scratch / (f'converter-{which}' if which in CONVERTERS else 'seeds.tfrecord')
+  if which in CONVERTERS:
     shutil.rmtree(output, ignore_errors=True)  # the converter wants a new or empty output
-  argv = {
-      'a': [sys.executable, '-m', 'benchmarks.baselines', str(images)],
-      'b': [sys.executable, '-c', baselines.SEEDS_LOOP, str(images), str(output)],
-      'c': [sys.executable, '-m', 'beam_pipeline', f'--input={images}', f'--output={output}', '--runner=DirectRunner'],
-  }[which]
+    argv = [sys.executable, '-m', 'beam_pipeline', f'--input={images}', f'--output={output}', '--runner=DirectRunner',
+            *CONVERTERS[which]]
+  else:
+    argv = {'a': [sys.executable, '-m', 'benchmarks.baselines', str(images)],
+            'b': [sys.executable, '-c', baselines.SEEDS_LOOP, str(images), str(output)]}[which]
   result = run_child(argv, scratch / which)
   result['images_per_s'] = round(n / result['wall_s'], 1)
   info_path = output / 'dataset_info.json'
-  if result['exit_code'] == 0 and which == 'c' and not info_path.exists():
+  if result['exit_code'] == 0 and which in CONVERTERS and not info_path.exists():
     result['error'] = f'exit code 0 but no {info_path}'
   elif result['exit_code'] != 0:
     err = (scratch / which).with_suffix('.err').read_text(errors='replace').strip().splitlines()
@@ -74,13 +77,14 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
     info = json.loads(info_path.read_text())
     result.update(num_examples=info['num_examples'], num_errors=info['num_errors'],
                   errors_by_reason=info['errors_by_reason'],
+                  output_mb=round(sum(split['num_bytes'] for split in info['splits'].values()) / 2**20, 1),
                   accounted_for_all=info['num_examples'] + info['num_errors'] == n)
     if not result['accounted_for_all']:
       print(f'\n!!!!! WARNING: converter accounted for {info["num_examples"]} examples + {info["num_errors"]} '
             f'errors = {info["num_examples"] + info["num_errors"]}, but the set holds {n} files !!!!!\n')
   if which == 'b':
     output.unlink(missing_ok=True)
-  elif which == 'c' and not keep_output:
+  elif which in CONVERTERS and not keep_output:
     shutil.rmtree(output, ignore_errors=True)
   del result['last_line']
   result['ok'] = 'error' not in result
@@ -115,7 +119,7 @@ def bench(n: int, only: str, repeat: int, keep_output: bool) -> Dict[str, Any]:
       ratios[name] = {'value': round(value, 3), 'target': target, 'stretch': stretch,
                       'meets_target': meets(target), 'meets_stretch': meets(stretch)}
   return {'images': n, 'repeat': repeat, 'machine': machine(), 'data_set': data, 'best': best, 'runs': runs,
-          'ratios': ratios, 'output': str(scratch / 'converter') if keep_output and 'c' in ok else None}
+          'ratios': ratios, 'output': str(scratch / 'converter-c') if keep_output and 'c' in ok else None}
 
 
 def machine() -> Dict[str, Any]:
@@ -140,7 +144,11 @@ def print_report(report: Dict[str, Any]) -> None:
   if report['best'].get('c', {}).get('ok'):
     c = report['best']['c']
     print(f'converter: peak memory {c["peak_pss_mb"]:.0f} MB, {c["num_examples"]} examples, {c["num_errors"]} errors '
-          f'{c["errors_by_reason"]}')
+          f'{c["errors_by_reason"]}, {c["output_mb"]} MB written')
+  if report['best'].get('c', {}).get('ok') and report['best'].get('d', {}).get('ok'):
+    c, d = report['best']['c'], report['best']['d']
+    print(f'd/c: {d["images_per_s"] / c["images_per_s"]:.2f}x the images/s, {d["output_mb"] / c["output_mb"]:.2f}x '
+          f'the bytes ({d["output_mb"]} MB against {c["output_mb"]} MB)')
   if report.get('output'):
     print(f'converter output kept in {report["output"]}')
 
@@ -167,7 +175,7 @@ def memory_scaling(repeat: int) -> Dict[str, Any]:
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=2000, help='size of the photo set (default 2000)')
-  parser.add_argument('--only', default='a,b,c', help='comma-separated subset of a,b,c (default all)')
+  parser.add_argument('--only', default='a,b,c,d', help='comma-separated subset of a,b,c,d (default all)')
   parser.add_argument('--repeat', type=int, default=1, help='runs per measurement; the best counts (default 1)')
   parser.add_argument('--keep-output', action='store_true', help="keep the converter's output directory")
   parser.add_argument('--memory-scaling', action='store_true',
@@ -176,7 +184,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = parser.parse_args(argv)
   only = [w.strip() for w in args.only.split(',') if w.strip()]
   if not only or set(only) - set(NAMES) or args.repeat < 1 or args.images < 1:
-    parser.error('--only takes a comma-separated subset of a,b,c; --repeat and --images must be positive')
+    parser.error('--only takes a comma-separated subset of a,b,c,d; --repeat and --images must be positive')
   RESULTS.mkdir(parents=True, exist_ok=True)
   if args.memory_scaling:
     summary = memory_scaling(args.repeat)

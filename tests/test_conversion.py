@@ -191,3 +191,52 @@ def test_error_budget_fails_the_job_but_keeps_the_errors(tmp_path, capsys):
   assert not (tmp_path / 'out' / 'dataset_info.json').exists()
   assert len(read_errors(tmp_path / 'out')) == 4
   assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--max_error_fraction=0.4') == 0
+
+
+def test_the_seeds_reader_reads_every_record_of_a_conversion_of_mixed_formats(tmp_path):
+  """Seed 000's recipe, as written: image_raw/label/id in GZIP, tf.image.decode_jpeg with 3
+  channels, cache, shuffle(256), resize to 150, batch(64). decode_jpeg reads JPEG, PNG and
+  GIF but not BMP or WebP; by default no record is anything else."""
+  table = cases()
+  photos.write_files(tmp_path / 'in', {f'odd/{name}': case.data for name, case in table.items()})
+  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--schema=simple', '--compression=gzip',
+                 '--max_error_fraction=1') == 0
+  info = json.load(open(tmp_path / 'out' / 'dataset_info.json'))
+  files = [str(tmp_path / 'out' / shard['file']) for shard in info['splits']['train']['shards']]
+  spec = {'image_raw': tf.io.FixedLenFeature([], tf.string), 'label': tf.io.FixedLenFeature([], tf.int64),
+          'id': tf.io.FixedLenFeature([], tf.string)}
+  dataset = (tf.data.TFRecordDataset(files, compression_type='GZIP')
+             .map(lambda r: tf.io.parse_single_example(r, spec), num_parallel_calls=tf.data.AUTOTUNE)
+             .map(lambda r: (tf.cast(tf.image.decode_jpeg(r['image_raw'], channels=3), tf.float32), r['label']),
+                  num_parallel_calls=tf.data.AUTOTUNE)
+             .cache().shuffle(256)
+             .map(lambda image, label: (tf.image.resize(image, (150, 150)), label), num_parallel_calls=tf.data.AUTOTUNE)
+             .batch(64))
+  assert sum(int(labels.shape[0]) for _, labels in dataset) == info['num_examples'] == len(
+      [case for case in table.values() if case.reason is None])
+  assert info['num_reencoded'] == len([case for case in table.values() if case.reason is None and case.reencoded])
+
+
+def test_jpeg_records_at_a_longest_side_are_byte_identical_on_a_rerun(tmp_path):
+  images = {f'x/{i}.png': photos.encode(photos.image(i, 90 + 7 * i, 60), 'PNG') for i in range(6)}
+  images.update({f'x/{i}.jpg': data for i, data in enumerate(photos.jpegs(6, size=(120, 40)))})
+  images['x/small.jpg'] = photos.jpeg(1, 50, 40)
+  photos.write_files(tmp_path / 'in', images)
+  args = (f'--input={tmp_path}/in', '--image_format=jpeg', '--max_side=64', '--jpeg_quality=90')
+  assert convert(*args, f'--output={tmp_path}/one') == 0
+  assert convert(*args, f'--output={tmp_path}/two') == 0
+  info, records = read_output(tmp_path / 'one')
+  assert (info['num_reencoded'], info['num_resized']) == (12, 12)
+  assert {key: info['options'][key] for key in ('image_format', 'jpeg_quality', 'max_side')} == {
+      'image_format': 'jpeg', 'jpeg_quality': 90, 'max_side': 64}
+  for record in records['train']:
+    assert record['image/format'] == b'jpeg' and max(record['image/height'], record['image/width']) <= 64
+    name = os.path.basename(record['image/filename'].decode())
+    if name == 'small.jpg':
+      assert record['image/encoded'] == images['x/small.jpg']
+      assert (record['image/original_width'], record['image/width']) == (50, 50)
+    else:
+      assert record['image/original_width'] > record['image/width'] == 64
+  for name in output_files(tmp_path / 'one')[0]:
+    if name.endswith('.tfrecord'):
+      assert (tmp_path / 'one' / name).read_bytes() == (tmp_path / 'two' / name).read_bytes()

@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from beam_pipeline import arguments
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import labels, schemas, splitting, uris
-from beam_pipeline.core.settings import Settings
+from beam_pipeline.core.settings import IMAGE_FORMATS, Settings, StoredImages
 from beam_pipeline.core.usage import UsageError
 
 COMPRESSIONS = ('none', 'gzip')
@@ -102,9 +102,13 @@ def validate(options: PipelineOptions) -> Settings:
   target_mb = _number('--target_shard_mb', opts.target_shard_mb)
   max_pixels = int(_number('--max_pixels', opts.max_pixels))
   max_file_mb = _number('--max_file_mb', opts.max_file_mb)
-  image_size = _number('--image_size', opts.image_size)
-  if image_size != int(image_size):
-    raise UsageError(f'--image_size={opts.image_size} must be a whole number of pixels')
+  image_size = _whole_number('--image_size', opts.image_size)
+  if opts.image_format not in IMAGE_FORMATS:
+    raise UsageError(f'--image_format={opts.image_format} is not one of {", ".join(IMAGE_FORMATS)}')
+  jpeg_quality = _whole_number('--jpeg_quality', opts.jpeg_quality)
+  if jpeg_quality > 100:
+    raise UsageError(f'--jpeg_quality={opts.jpeg_quality} must be at most 100')
+  max_side = _whole_number('--max_side', opts.max_side) if opts.max_side is not None else 0
   splits = splitting.parse_splits(opts.splits)
   read_threads = _number('--read_threads', opts.read_threads)
   max_error_fraction = _number('--max_error_fraction', opts.max_error_fraction, fraction=True)
@@ -120,11 +124,19 @@ def validate(options: PipelineOptions) -> Settings:
       max_file_bytes=max(1, int(max_file_mb * 2**20)),
       splits=splits,
       dedupe=bool(opts.dedupe),
-      image_size=int(image_size),
+      image_size=image_size,
       skip_transform=bool(opts.skip_transform),
       read_threads=max(1, int(read_threads)),
       max_error_fraction=max_error_fraction,
+      stored=StoredImages(opts.image_format, jpeg_quality, max_side),
   )
+
+
+def _whole_number(flag: str, value: Optional[str]) -> int:
+  number = _number(flag, value)
+  if number != int(number):
+    raise UsageError(f'{flag}={value} must be a whole number')
+  return int(number)
 
 
 def _number(flag: str, value: Optional[str], fraction: bool = False) -> float:

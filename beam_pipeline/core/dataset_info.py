@@ -6,7 +6,7 @@ import collections
 import datetime
 import json
 import os
-from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from beam_pipeline import __version__
 from beam_pipeline.core import uris
@@ -46,7 +46,7 @@ def image_statistics(labels: Iterable[Optional[str]], longer_sides: Iterable[int
 MAX_LISTED_DUPLICATE_GROUPS = 1000
 
 
-def build(*, shards: Iterable[Mapping[str, Any]], labels: List[str], errors_by_reason: Mapping[str, int],
+def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_reason: Mapping[str, int],
           errors_file: str, duplicates: List[List[str]], dedupe: bool, settings: Mapping[str, Any],
           runner: str) -> Dict[str, Any]:
   """Counts per split come from the shards as written, so they match the files."""
@@ -70,6 +70,9 @@ def build(*, shards: Iterable[Mapping[str, Any]], labels: List[str], errors_by_r
       'version': __version__,
       'created': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
       'num_examples': sum(split['num_examples'] for split in splits.values()),
+      # Stored as a re-encoding of their source (another format, or downscaled), and downscaled.
+      'num_reencoded': sum(shard['num_reencoded'] for shard in shards),
+      'num_resized': sum(shard['num_resized'] for shard in shards),
       'splits': dict(sorted(splits.items())),
       'labels': labels,
       'num_classes': len(labels),

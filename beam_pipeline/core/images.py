@@ -2,27 +2,29 @@
 
 The contract is TensorFlow's reader: every stored image must decode with
 ``tf.io.decode_image(bytes, channels=3, expand_animations=False)`` to exactly the
-recorded height and width. So TensorFlow itself decodes every stored image once
-here, and the record's shape is what it decoded; Pillow identifies the real format,
-reads the header (rejecting decompression bombs before any pixel is allocated),
-and re-encodes what TensorFlow cannot read. A JPEG skips Pillow unless TensorFlow
-fails it: TensorFlow reads its header (the same bomb check) and decodes it, and
-Pillow then only explains the failure. Which bytes are kept, as measured
-against TensorFlow in tests/test_images.py and tests/test_images_fuzz.py:
+recorded height and width, and with ``tf.io.decode_jpeg`` and Pillow too. So
+TensorFlow itself decodes every stored image once here, and the record's shape is
+what it decoded; Pillow identifies the real format, reads the header (rejecting
+decompression bombs before any pixel is allocated), and re-encodes. A JPEG skips
+Pillow unless TensorFlow fails it or it must be re-encoded: TensorFlow reads its
+header (the same bomb check) and decodes it, and Pillow then only explains a
+failure. Which bytes are stored (StoredImages), as measured against TensorFlow in
+tests/core/test_images.py and test_images_fuzz.py:
 
-* JPEG (also CMYK, grayscale, progressive, MPO), PNG (all modes, APNG's default
-  image) and still, opaque WebP keep their original bytes. TensorFlow refuses
-  channels=3 for a WebP with alpha, animated WebP entirely, and aborts the whole
-  process on some damaged animated ones.
-* GIF is re-encoded: TensorFlow's giflib rejects files Pillow reads (stray
-  records, pixel indexes past the colour table) and sizes its output by the
-  largest frame rather than the canvas, which cannot be checked without giflib.
-* BMP keeps its bytes only when uncompressed 24/32-bit and exactly sized:
-  TensorFlow rejects 1/4/16 bits, RLE and trailing bytes, and decodes 8-bit
-  palette BMPs as raw indexes (wrong colours).
-* Everything else Pillow reads (TIFF, PSD, ICO, PPM, TGA, JPEG 2000, animated
-  WebP, ...) is re-encoded losslessly as PNG (its first frame, the frame
-  TensorFlow would return).
+* ``original`` (the default): JPEG (also CMYK, grayscale, progressive, MPO) and
+  PNG (all modes, APNG's default image) keep their bytes. Everything else Pillow
+  reads is re-encoded losslessly as PNG (its first frame, the frame TensorFlow
+  would return): BMP and WebP (decode_jpeg reads neither), GIF (TensorFlow's
+  giflib rejects files Pillow reads and sizes its output by the largest frame
+  rather than the canvas), TIFF, PSD, ICO, PPM, TGA, JPEG 2000, ...
+* ``jpeg``: JPEG keeps its bytes; the rest becomes RGB JPEG at --jpeg_quality,
+  transparency composited on white.
+* ``png``: everything becomes PNG, losslessly (but for colour-space conversions
+  PNG cannot hold, such as CMYK).
+* ``max_side``: an image whose longer side is longer is downscaled (Lanczos,
+  aspect ratio kept; JPEG through the decoder's DCT scaling to at least twice the
+  size first, which is fast and loses nothing visible) and re-encoded in the
+  format it is stored in.
 """
 import hashlib
 import io
@@ -36,11 +38,14 @@ from PIL import Image, UnidentifiedImageError
 
 from beam_pipeline.core import native_output, rejections
 from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import StoredImages
 
 # Our own --max_pixels check replaces Pillow's warning; its hard error (at twice
 # Image.MAX_IMAGE_PIXELS) stays as a second line of defence.
 warnings.simplefilter('ignore', Image.DecompressionBombWarning)
 
+# Source formats whose bytes each --image_format keeps.
+KEPT = {'original': ('jpeg', 'png'), 'jpeg': ('jpeg',), 'png': ('png',)}
 # Modes PNG stores as they are.
 _PNG_MODES = {'1', 'L', 'I;16', 'LA', 'P', 'RGB', 'RGBA'}
 # Modes converted before PNG encoding; colour-space conversions are the only
@@ -50,16 +55,20 @@ _PNG_CONVERSIONS = {
     'YCbCr': 'RGB', 'LAB': 'RGB', 'HSV': 'RGB',
     'I;16L': 'I;16', 'I;16B': 'I;16', 'I;16N': 'I;16',
 }
+# What modes are resized in (Pillow's Lanczos filter needs one of these), by stored mode.
+_RESIZE_MODES = {'1': 'L', 'P': 'RGBA', 'I;16': 'I'}
 
 
 class ImageInfo(NamedTuple):
   """What a record says about its stored image."""
-  format: str  # format of the stored bytes: jpeg, png, bmp or webp
+  format: str  # format of the stored bytes: jpeg or png
   height: int
   width: int
   channels: int  # what tf.io.decode_image(channels=0) yields for the stored bytes
-  reencoded: bool  # stored bytes are a PNG re-encoding, not the source bytes
+  reencoded: bool  # stored bytes are a re-encoding, not the source bytes
   source_format: str  # what the source really is (Pillow's name), whatever its extension
+  original_height: int  # of the source, before any downscaling
+  original_width: int
 
 
 class PreparedImage(NamedTuple):
@@ -71,50 +80,97 @@ def sha256_hex(data: bytes) -> str:
   return hashlib.sha256(data).hexdigest()
 
 
-def prepare_image(data: bytes, max_pixels: int) -> PreparedImage:
+def prepare_image(data: bytes, max_pixels: int, stored: StoredImages = StoredImages()) -> PreparedImage:
   """Fully validates ``data`` and returns the bytes a record should store.
 
   Raises:
     Rejected: with a short reason code for anything that must not be written.
   """
-  result, = prepare_images([data], max_pixels)
+  result, = prepare_images([data], max_pixels, stored)
   if isinstance(result, Rejected):
     raise result
   return result
 
 
-def prepare_images(datas: Sequence[bytes], max_pixels: int) -> List[Union[PreparedImage, Rejected]]:
+def reencode_again(data: bytes, stored: StoredImages) -> Tuple[bytes, int, int]:
+  """The bytes prepare_image re-encoded ``data`` into, made again (the encoding is
+  deterministic), with the source's height and width; for the shard writer.
+
+  Only Pillow runs: TensorFlow decoded these very bytes during validation, and the
+  writer compares their hash with the one validation recorded.
+  """
+  with Image.open(io.BytesIO(data)) as image:
+    pending = _reencode(image, image.format or 'unknown', stored)
+  return pending.stored, pending.original_height, pending.original_width
+
+
+def prepare_images(datas: Sequence[bytes], max_pixels: int,
+                   stored: StoredImages = StoredImages()) -> List[Union[PreparedImage, Rejected]]:
   """prepare_image for many images at once, each result a PreparedImage or a Rejected.
 
   Everything short of TensorFlow's decode (_plan) comes first; then the planned
   images go to TensorFlow in one call that decodes on every core (eager calls from
   Python threads do not run in parallel). The few it fails are looked at again one
   by one, by Pillow and an eager decode, to say why: what the decoders wrote to
-  standard error then goes into the rejection's detail (native_output).
+  standard error then goes into the rejection's detail (native_output). Sources
+  that TensorFlow read and that ``stored`` changes (a JPEG to downscale, say) are
+  re-encoded then, and their new bytes decoded by TensorFlow in a second call.
   """
   with native_output.captured() as decoders:
-    results = [_plan(data, max_pixels) for data in datas]
-    pending = [i for i, r in enumerate(results) if isinstance(r, _Pending)]
-    decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
-    for position, index in enumerate(pending):
-      plan, shapes = results[index], decoded.get(position)
-      result = None
-      if shapes is not None:
-        header, shape = shapes
-        result = (plan._replace(height=header[0], width=header[1]) if plan.quick else plan).checked(shape)
-      if result is None or (plan.quick and isinstance(result, Rejected)):
-        mark = decoders.mark()
-        plan = _plan(plan.stored, max_pixels, quick=False) if plan.quick else plan
-        result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
-        said = decoders.since(mark)
-        if isinstance(result, Rejected) and said:
-          result = Rejected(result.reason, f'{result.detail} (the decoder said: {" / ".join(said.splitlines())[:200]})')
-      results[index] = result
+    results = [_plan(data, max_pixels, stored) for data in datas]
+    _check(results, max_pixels, stored, decoders)
+    redone = {i: _reencoded(r, stored) for i, r in enumerate(results) if _to_reencode(r, stored)}
+    for i, result in redone.items():
+      results[i] = result
+    _check(results, max_pixels, stored, decoders, only=redone)
   return results
 
 
+def _check(results: List, max_pixels: int, stored: StoredImages, decoders: native_output.Capture,
+           only=None) -> None:
+  """TensorFlow decodes the _Pending results (of ``only``'s indexes, if given), in place."""
+  pending = [i for i, r in enumerate(results) if isinstance(r, _Pending) and (only is None or i in only)]
+  decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
+  for position, index in enumerate(pending):
+    plan, shapes = results[index], decoded.get(position)
+    result = None
+    if shapes is not None:
+      header, shape = shapes
+      if plan.quick:
+        plan = plan._replace(height=header[0], width=header[1], original_height=header[0], original_width=header[1])
+      result = plan.checked(shape)
+    if result is None or (plan.quick and isinstance(result, Rejected)):
+      mark = decoders.mark()
+      plan = _plan(plan.stored, max_pixels, stored, quick=False) if plan.quick else plan
+      result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
+      said = decoders.since(mark)
+      if isinstance(result, Rejected) and said:
+        result = Rejected(result.reason, f'{result.detail} (the decoder said: {" / ".join(said.splitlines())[:200]})')
+    results[index] = result
+
+
+def _to_reencode(result, stored: StoredImages) -> bool:
+  """Whether a source TensorFlow read as it is must still be re-encoded for ``stored``."""
+  if not isinstance(result, PreparedImage) or result.info.reencoded:
+    return False
+  info = result.info
+  return info.format not in KEPT[stored.format] or 0 < stored.max_side < max(info.height, info.width)
+
+
+def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending', Rejected]:
+  """A JPEG or PNG source, decoded by Pillow and re-encoded for ``stored``."""
+  try:
+    with Image.open(io.BytesIO(prepared.stored)) as image:
+      return _reencode(image, prepared.info.source_format, stored)
+  except Rejected as e:
+    return e.with_traceback(None)
+  except Exception as e:  # pylint: disable=broad-except  # TensorFlow read it; Pillow may still refuse
+    return Rejected(rejections.CORRUPT, f'{prepared.info.source_format} data does not decode in Pillow: '
+                    f'{_message(e)}')
+
+
 class _Pending(NamedTuple):
-  """An image whose own bytes will be stored once TensorFlow has decoded them."""
+  """Bytes to store once TensorFlow has decoded them to the size they are meant to have."""
   stored: bytes
   format: str
   height: int
@@ -122,6 +178,8 @@ class _Pending(NamedTuple):
   source_format: str
   reencoded: bool = False
   quick: bool = False  # a JPEG whose header only TensorFlow has read (height, width unknown yet)
+  original_height: int = 0  # of the source
+  original_width: int = 0
 
   def checked(self, shape: Tuple[int, ...]) -> Union[PreparedImage, Rejected]:
     """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale)."""
@@ -129,11 +187,12 @@ class _Pending(NamedTuple):
     if shape[:2] != (-(-self.height // scale), -(-self.width // scale)):
       return Rejected(rejections.CORRUPT, f'{self.source_format} decodes to a {shape[1]}x{shape[0]} (1/{scale} '
                       f'scale) image in TensorFlow but its header says {self.width}x{self.height}')
-    info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format)
+    info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format,
+                     self.original_height or self.height, self.original_width or self.width)
     return PreparedImage(info, self.stored)
 
 
-def _plan(data: bytes, max_pixels: int, quick: bool = True) -> Union[Rejected, _Pending]:
+def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True) -> Union[Rejected, _Pending]:
   """Everything short of TensorFlow's decode: real format, size limits, byte checks, re-encoding.
 
   A JPEG, nearly all of a photo collection, is ``quick``: TensorFlow reads its
@@ -157,7 +216,7 @@ def _plan(data: bytes, max_pixels: int, quick: bool = True) -> Union[Rejected, _
     return Rejected(rejections.CORRUPT, f'unreadable image header: {_message(e)}')
   with image:
     try:
-      return _plan_opened(image, data, max_pixels)
+      return _plan_opened(image, data, max_pixels, stored)
     except Rejected as e:
       # Kept as a value, so without its traceback: its frames lead back to the
       # caller's list of results, a cycle that would hold a whole chunk of image
@@ -172,7 +231,9 @@ def _plan(data: bytes, max_pixels: int, quick: bool = True) -> Union[Rejected, _
       return Rejected(rejections.CORRUPT, f'{image.format} data does not decode: {message}')
 
 
-def _plan_opened(image: Image.Image, data: bytes, max_pixels: int) -> _Pending:
+def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: StoredImages) -> _Pending:
+  """A JPEG source as it is, for TensorFlow to check (prepare_images re-encodes it after,
+  if ``stored`` says so), and a PNG one that ``stored`` keeps; anything else re-encoded."""
   source_format = image.format or 'unknown'
   width, height = image.size
   if width < 1 or height < 1:
@@ -188,12 +249,11 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int) -> _Pending:
     return _Pending(data, 'jpeg', height, width, source_format)
   if source_format == 'PNG':
     _verify_png_chunks(data)  # for a precise reason; TensorFlow would fail these too
-    return _Pending(data, 'png', height, width, source_format)
-  if source_format == 'WEBP' and _tf_safe_webp(data) and 'A' not in image.mode:
-    return _Pending(data, 'webp', height, width, source_format)
-  if source_format == 'BMP' and _tf_readable_bmp(data):
-    return _Pending(data, 'bmp', height, width, source_format)
-  return _reencode_as_png(image, source_format)
+    if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height):
+      return _Pending(data, 'png', height, width, source_format)
+  # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
+  # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
+  return _reencode(image, source_format, stored)
 
 
 _NO_HEADER = (-1, -1, -1)
@@ -253,24 +313,80 @@ def _checked_by_tensorflow(pending: _Pending) -> Union[PreparedImage, Rejected]:
   return pending.checked(tuple(shape))
 
 
-def _reencode_as_png(image: Image.Image, source_format: str) -> _Pending:
+def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _Pending:
+  """The first frame of ``image`` (the frame TensorFlow would return), downscaled to
+  ``stored.max_side`` if it is longer, and encoded as the format ``stored`` asks for:
+  the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``."""
+  target = _target(source_format, stored.format)
+  original_width, original_height = image.size
+  size = _downscaled_size(image.size, stored.max_side)
+  if size != image.size and image.format in ('JPEG', 'MPO'):
+    image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   image.seek(0)
   image.load()
+  image = _rgb_on_white(image) if target == 'jpeg' else _png_mode(image, source_format)
+  if size != image.size:
+    mode = image.mode
+    image = image.convert(_RESIZE_MODES.get(mode, mode)).resize(size, Image.LANCZOS)
+    image = image if image.mode == mode else _png_mode(image, source_format)
+  buffer = io.BytesIO()
+  if target == 'jpeg':
+    image.save(buffer, 'JPEG', quality=stored.jpeg_quality)
+  else:
+    image.save(buffer, 'PNG')
+  width, height = image.size
+  return _Pending(buffer.getvalue(), target, height, width, source_format, reencoded=True,
+                  original_height=original_height, original_width=original_width)
+
+
+def _target(source_format: str, image_format: str) -> str:
+  """The format an image is stored in: its own if ``image_format`` keeps it, else PNG (JPEG for jpeg)."""
+  own = {'JPEG': 'jpeg', 'MPO': 'jpeg', 'PNG': 'png'}.get(source_format)
+  if own in KEPT[image_format]:
+    return own
+  return 'jpeg' if image_format == 'jpeg' else 'png'
+
+
+def _downscaled_size(size: Tuple[int, int], max_side: int) -> Tuple[int, int]:
+  """``size`` scaled so its longer side is ``max_side`` (aspect ratio kept), or as it is if
+  no longer: images are never enlarged."""
+  width, height = size
+  if not max_side or max(width, height) <= max_side:
+    return size
+  scale = max_side / max(width, height)
+  return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def _png_mode(image: Image.Image, source_format: str) -> Image.Image:
+  """``image`` in a mode PNG stores, converted without loss where PNG allows."""
   if image.mode in _PNG_CONVERSIONS:
-    image = image.convert(_PNG_CONVERSIONS[image.mode])
-  elif image.mode == 'I':
+    return image.convert(_PNG_CONVERSIONS[image.mode])
+  if image.mode == 'I':
     low, high = image.getextrema()
     if low < 0 or high > 0xFFFF:
       raise Rejected(rejections.UNSUPPORTED_PIXELS,
                      f'{source_format} has 32-bit integer pixels ({low}..{high}) that PNG cannot hold')
-    image = image.convert('I;16')
-  elif image.mode not in _PNG_MODES:
+    return image.convert('I;16')
+  if image.mode not in _PNG_MODES:
     raise Rejected(rejections.UNSUPPORTED_PIXELS,
                    f'{source_format} pixel mode {image.mode} cannot be stored losslessly as PNG')
-  buffer = io.BytesIO()
-  image.save(buffer, 'PNG')
-  width, height = image.size
-  return _Pending(buffer.getvalue(), 'png', height, width, source_format, reencoded=True)
+  return image
+
+
+def _rgb_on_white(image: Image.Image) -> Image.Image:
+  """``image`` as 8-bit RGB for JPEG: transparency composited on white, 16-bit samples scaled."""
+  if image.mode in ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I'):
+    low, high = image.getextrema()
+    if low < 0 or high > 0xFFFF:
+      raise Rejected(rejections.UNSUPPORTED_PIXELS, f'{image.format or "image"} has 32-bit integer pixels')
+    image = image.convert('I').point(lambda value: value / 257).convert('L')
+  if image.mode == 'F':
+    raise Rejected(rejections.UNSUPPORTED_PIXELS, f'{image.format or "image"} has floating-point pixels')
+  if image.mode in ('RGBA', 'LA', 'PA', 'RGBa', 'La') or (image.mode == 'P' and 'transparency' in image.info):
+    rgba = image.convert('RGBA')
+    white = Image.new('RGBA', rgba.size, (255, 255, 255, 255))
+    return Image.alpha_composite(white, rgba).convert('RGB')
+  return image.convert('RGB')
 
 
 MAX_EXIF_SEGMENTS = 16
@@ -327,35 +443,6 @@ def _verify_png_chunks(data: bytes) -> None:
     if kind == b'IEND':
       return
     position = end + 4
-
-
-def _tf_safe_webp(data: bytes) -> bool:
-  """A still WebP in a layout TensorFlow's decoder handles safely.
-
-  Its animation path corrupts the heap (the process aborts) on a malformed VP8X
-  file whose frame chunk is damaged, which Pillow reads as a still image; found by
-  fuzzing. So only plain VP8/VP8L files and VP8X without animation or alpha flags
-  are handed to it.
-  """
-  chunk = data[12:16]
-  if chunk in (b'VP8 ', b'VP8L'):
-    return True
-  return chunk == b'VP8X' and len(data) > 20 and not data[20] & 0x12
-
-
-def _tf_readable_bmp(data: bytes) -> bool:
-  """Whether TensorFlow's BMP decoder reads this file correctly (right colours included).
-
-  That decoder reads only uncompressed 24/32-bit pixels and insists that the file
-  end exactly after the last padded row (many editors append a few bytes).
-  """
-  if len(data) < 34:
-    return False
-  pixel_offset, header_size, width, height, _, bits, compression = struct.unpack_from('<IIiiHHI', data, 10)
-  if header_size < 40 or compression != 0 or bits not in (24, 32) or width < 1 or height == 0:
-    return False
-  row_size = (bits // 8 * width + 3) // 4 * 4
-  return len(data) == pixel_offset + row_size * abs(height)
 
 
 def _describe(data: bytes) -> str:

@@ -13,8 +13,10 @@ from beam_pipeline.core.rejections import Rejected
 # The fields a record can carry; a schema maps the ones it writes to their keys.
 IMAGE = 'image'  # bytes: the stored image
 FORMAT = 'format'  # bytes: jpeg, png, bmp or webp
-HEIGHT = 'height'  # int64
+HEIGHT = 'height'  # int64: of the stored image
 WIDTH = 'width'  # int64
+ORIGINAL_HEIGHT = 'original_height'  # int64: of the source, before any downscaling (--max_side)
+ORIGINAL_WIDTH = 'original_width'  # int64
 CHANNELS = 'channels'  # int64: what tf.io.decode_image(channels=0) yields
 LABEL = 'label'  # int64: the class id of labels.txt, UNLABELED without one
 TEXT = 'text'  # bytes: the label's text
@@ -23,6 +25,7 @@ SHA256 = 'sha256'  # bytes: hex digest of the stored image
 
 KEYS = {
     'default': {IMAGE: 'image/encoded', FORMAT: 'image/format', HEIGHT: 'image/height', WIDTH: 'image/width',
+                ORIGINAL_HEIGHT: 'image/original_height', ORIGINAL_WIDTH: 'image/original_width',
                 CHANNELS: 'image/channels', LABEL: 'image/class/label', TEXT: 'image/class/text',
                 URI: 'image/filename', SHA256: 'image/key/sha256'},
     'simple': {IMAGE: 'image_raw', LABEL: 'label', URI: 'id'},

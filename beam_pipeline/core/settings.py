@@ -33,6 +33,16 @@ class SplitSpec(NamedTuple):
   fractions: Tuple[float, ...]
 
 
+IMAGE_FORMATS = ('original', 'jpeg', 'png')
+
+
+class StoredImages(NamedTuple):
+  """How the bytes a record stores are chosen: --image_format, --jpeg_quality, --max_side."""
+  format: str = 'original'  # original (JPEG and PNG kept, the rest PNG), jpeg or png
+  jpeg_quality: int = 95
+  max_side: int = 0  # longer side past which images are downscaled; 0: never
+
+
 class Settings(NamedTuple):
   """Validated values of the conversion's options: small and picklable, for DoFns and worker tasks."""
   input: InputSpec
@@ -49,6 +59,7 @@ class Settings(NamedTuple):
   skip_transform: bool
   read_threads: int
   max_error_fraction: float
+  stored: StoredImages = StoredImages()
 
   def as_dict(self) -> dict:
     """The options as recorded in dataset_info.json."""
@@ -61,4 +72,6 @@ class Settings(NamedTuple):
         'splits': dict(zip(self.splits.names, self.splits.fractions)), 'dedupe': self.dedupe,
         'image_size': self.image_size, 'skip_transform': self.skip_transform,
         'read_threads': self.read_threads, 'max_error_fraction': self.max_error_fraction,
+        'image_format': self.stored.format, 'jpeg_quality': self.stored.jpeg_quality,
+        'max_side': self.stored.max_side or None,
     }

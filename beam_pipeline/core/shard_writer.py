@@ -7,7 +7,7 @@ worker never touches a final name, and every shard is framed by the same writer.
 """
 import functools
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -28,32 +28,42 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   class_ids = {label: index for index, label in enumerate(class_names)}
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected, labels, longer_sides, stored_bytes = [], [], [], []
+  reencoded = resized = 0
   stored_image = functools.partial(_stored_image, settings=settings, open_remote=remote and remote.open)
   with tf.io.TFRecordWriter(file_path, 'GZIP' if settings.compression == 'gzip' else '') as writer:
-    for record, image in reading.read_files(stored_image, plan.records, lambda record: record.uri, remote):
-      if isinstance(image, Rejected):
-        rejected.append(Rejection.of(record.uri, image))
+    for record, stored in reading.read_files(stored_image, plan.records, lambda record: record.uri, remote):
+      if isinstance(stored, Rejected):
+        rejected.append(Rejection.of(record.uri, stored))
         continue
+      image, original_size = stored
       fields = {
           schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,
-          schemas.WIDTH: record.width, schemas.CHANNELS: record.channels,
+          schemas.WIDTH: record.width, schemas.ORIGINAL_HEIGHT: original_size[0],
+          schemas.ORIGINAL_WIDTH: original_size[1], schemas.CHANNELS: record.channels,
           schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
           schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
-          schemas.SHA256: (images.sha256_hex(image) if record.reencoded else record.sha256).encode('ascii')}
+          schemas.SHA256: record.sha256.encode('ascii')}
       writer.write(examples.encode_example(fields, dict(record.extras), settings.schema))
       labels.append(record.label)
       longer_sides.append(max(record.height, record.width))
       stored_bytes.append(len(image))
+      reencoded += record.reencoded
+      resized += original_size != (record.height, record.width)
   shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': len(labels),
-           'num_bytes': os.path.getsize(file_path),
+           'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized,
            **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
   return ShardWritten(shard, rejected)
 
 
-def _stored_image(record: ImageRecord, settings: Settings, open_remote) -> bytes:
+def _stored_image(record: ImageRecord, settings: Settings, open_remote) -> Tuple[bytes, Tuple[int, int]]:
+  """The bytes ``record`` stores, re-encoded again if they are a re-encoding, and the
+  source's (height, width)."""
   data = reading.read_file(record.uri, settings.max_file_bytes, open_remote)
   if images.sha256_hex(data) != record.source_sha256:
     raise Rejected(rejections.CHANGED_DURING_RUN, 'file content changed after it was validated')
   if not record.reencoded:
-    return data
-  return images.prepare_image(data, settings.max_pixels).stored
+    return data, (record.height, record.width)
+  stored, original_height, original_width = images.reencode_again(data, settings.stored)
+  if images.sha256_hex(stored) != record.sha256:
+    raise RuntimeError(f'{record.uri}: re-encoding it again gave other bytes than during validation')
+  return stored, (original_height, original_width)

@@ -58,7 +58,8 @@ def _load(item: InputItem, settings: Settings, open_remote) -> _Loaded:
 
 def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None:
   """TensorFlow decodes the chunk on every core; each image becomes a record or a rejection."""
-  for loaded, prepared in zip(chunk, images.prepare_images([loaded.data for loaded in chunk], settings.max_pixels)):
+  datas = [loaded.data for loaded in chunk]
+  for loaded, prepared in zip(chunk, images.prepare_images(datas, settings.max_pixels, settings.stored)):
     if isinstance(prepared, Rejected):
       result.rejections.append(Rejection.of(loaded.item.uri, prepared))
       continue

@@ -5,6 +5,7 @@ from beam_pipeline.core import examples, schemas
 from beam_pipeline.core.rejections import Rejected
 
 FIELDS = {schemas.IMAGE: b'\xff\xd8bytes', schemas.FORMAT: b'jpeg', schemas.HEIGHT: 4, schemas.WIDTH: 5,
+          schemas.ORIGINAL_HEIGHT: 8, schemas.ORIGINAL_WIDTH: 10,
           schemas.CHANNELS: 3, schemas.LABEL: 1, schemas.TEXT: b'dog', schemas.URI: b'gs://b/dog/1.jpg',
           schemas.SHA256: b'ab' * 32}
 
@@ -13,7 +14,8 @@ def test_default_schema_keys_and_extras():
   serialized = examples.encode_example(FIELDS, {'weight': 0.5, 'count': 2, 'tags': ['a', 'b'], 'meta': {'k': 1},
                                                 'flag': True}, 'default')
   features = tf.train.Example.FromString(serialized).features.feature
-  assert set(features) == {'image/encoded', 'image/format', 'image/height', 'image/width', 'image/channels',
+  assert set(features) == {'image/encoded', 'image/format', 'image/height', 'image/width', 'image/original_height',
+                           'image/original_width', 'image/channels',
                            'image/class/label', 'image/class/text', 'image/filename', 'image/key/sha256',
                            'weight', 'count', 'tags', 'meta', 'flag'}
   assert features['image/encoded'].bytes_list.value == [b'\xff\xd8bytes']

@@ -23,6 +23,7 @@ def test_tf_transforms_internal_tracing_api_is_still_there():
 
 def _example(schema, label_id, text):
   fields = {schemas.IMAGE: photos.jpeg(1, 20, 10), schemas.FORMAT: b'jpeg', schemas.HEIGHT: 10, schemas.WIDTH: 20,
+            schemas.ORIGINAL_HEIGHT: 10, schemas.ORIGINAL_WIDTH: 20,
             schemas.CHANNELS: 3, schemas.LABEL: label_id, schemas.TEXT: text, schemas.URI: b'x',
             schemas.SHA256: b'0'}
   return examples.encode_example(fields, {}, schema)

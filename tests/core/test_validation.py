@@ -17,8 +17,8 @@ def test_validation_decodes_a_batch_in_chunks_of_bounded_bytes(tmp_path, monkeyp
   items.insert(4, InputItem(str(tmp_path / 'cat' / 'bad.jpg')))
   chunks = []
   prepare_images = images.prepare_images
-  monkeypatch.setattr(images, 'prepare_images', lambda datas, max_pixels: chunks.append(
-      [len(d) for d in datas]) or prepare_images(datas, max_pixels))
+  monkeypatch.setattr(images, 'prepare_images', lambda datas, *args: chunks.append(
+      [len(d) for d in datas]) or prepare_images(datas, *args))
   size = os.path.getsize(items[0].uri)
   result = validation.validate_batch(items, settings(), chunk_bytes=2 * size)
   assert all(sum(chunk[:-1]) < 2 * size for chunk in chunks) and sum(map(len, chunks)) == 11

@@ -78,11 +78,11 @@ def cases() -> Dict[str, Case]:
       Case('animated.gif', encode(photo.convert('P'), 'GIF', **p_frames), format='png', channels=3, reencoded=True),
       Case('transparent.gif', encode(photo.convert('P'), 'GIF', transparency=0), format='png', channels=4,
            reencoded=True),
-      Case('photo.bmp', encode(photo, 'BMP'), format='bmp', channels=3),
+      Case('photo.bmp', encode(photo, 'BMP'), format='png', channels=3, reencoded=True),
       Case('trailing-bytes.bmp', encode(photo, 'BMP') + b'\0\0', format='png', channels=3, reencoded=True),
       Case('palette.bmp', encode(photo.convert('P'), 'BMP'), format='png', channels=3, reencoded=True),
       Case('1bit.bmp', encode(photo.convert('1'), 'BMP'), format='png', channels=1, reencoded=True),
-      Case('photo.webp', encode(photo, 'WEBP'), format='webp', channels=3),
+      Case('photo.webp', encode(photo, 'WEBP'), format='png', channels=3, reencoded=True),
       Case('alpha.webp', encode(photo.convert('RGBA').rotate(30), 'WEBP'), format='png', channels=4, reencoded=True),
       Case('animated.webp', encode(photo, 'WEBP', **frames), format='png', channels=3, reencoded=True),
       # Crashed TensorFlow's WebP decoder (heap corruption, SIGABRT) before it was re-encoded.
