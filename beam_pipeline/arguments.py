@@ -79,6 +79,18 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
   group.add_argument('--max_file_mb', default='100', help='Reject larger files, unread. Default: %(default)s')
   group.add_argument('--read_threads', default='32', help='Cloud Storage reads in flight per worker. '
                      'Default: %(default)s')
+  group = parser.add_argument_group('embeddings', "A pretrained network's features beside (or instead of) "
+                                    'the pixels, as image/embedding (flattened) and image/embedding/shape.')
+  group.add_argument('--embedding_model', default=None, help='A Keras .keras file or a TensorFlow SavedModel '
+                     'directory (local or gs://) that takes a batch of float32 RGB images with values 0-255 and '
+                     'normalizes them itself, as Keras applications do. E.g. '
+                     '--embedding_model=gs://my-bucket/models/efficientnet_b0.keras')
+  group.add_argument('--embedding_image_size', default='224', help='Side of the square the stored images are '
+                     'resized to (tf.image.resize, bilinear) for the model. Default: %(default)s')
+  group.add_argument('--embedding_only', **_SWITCH, help='Store the embedding instead of the image '
+                     '(image/encoded is left out; every image is still validated). Default: false')
+  group.add_argument('--embedding_batch_size', default='32', help='Images per model call. Default: '
+                     '%(default)s; larger suits a GPU')
   group = parser.add_argument_group('cloud', 'Beam options; every other Beam option works as well.')
   group.add_argument('--no_wait', **_SWITCH, help='With DataflowRunner: return once the job is submitted '
                      '(its id and console link printed). Default: false')

@@ -56,6 +56,10 @@ def inspect(namespace, info: dict) -> int:
   if namespace.errors:
     print('\n'.join(overview.errors(info, output)))
   title = f'{output}: {info["num_examples"]:,} examples, {info["num_classes"]} classes'
+  if namespace.contact_sheet and not (info.get('embedding') or {}).get('images_stored', True):
+    print(f'error: {output} stores embeddings instead of images (--embedding_only): there are no images to draw; '
+          'leave out --contact_sheet', file=sys.stderr)
+    return 2
   if namespace.contact_sheet:
     quiet_import.tensorflow()
     from beam_pipeline.inspection import contact_sheet  # pylint: disable=import-outside-toplevel

@@ -1,10 +1,11 @@
-"""Read a finished output as a ``tf.data.Dataset`` of ``(images, labels)`` for ``model.fit``.
+"""Read a finished output as a ``tf.data.Dataset`` of ``(images, labels)`` or
+``(embeddings, labels)`` for ``model.fit``.
 
 The file list and compression come from dataset_info.json, the commit marker, so
 a directory without it (an interrupted or running conversion) is refused rather
 than read half-written.
 """
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 
@@ -17,26 +18,32 @@ def dataset_info(output_dir: str) -> Dict[str, Any]:
   return info_file.read(output_dir, tf.io.gfile.exists, tf.io.gfile.GFile)
 
 
-def load(output_dir: str, split: str = 'train', *, image_size: int = 224, batch_size: int = 32,
-         shuffle_buffer: int = 0, seed: Optional[int] = None) -> tf.data.Dataset:
-  """Batches of float32 images in [0, 1], resized to image_size x image_size, and int64 labels.
+FEATURES = ('image', 'embedding')
 
-  Labels are the class ids of labels.txt (-1 for unlabeled images). With
-  shuffle_buffer > 0, shard order and records are shuffled (use it for training).
+
+def load(output_dir: str, split: str = 'train', *, features: str = 'image', image_size: int = 224,
+         batch_size: int = 32, shuffle_buffer: int = 0, seed: Optional[int] = None) -> tf.data.Dataset:
+  """Batches of (features, labels) for ``model.fit``.
+
+  ``features='image'``: float32 images in [0, 1], resized to image_size x image_size.
+  ``features='embedding'``: the float32 embeddings of --embedding_model, each shaped
+  by its image/embedding/shape. Labels are the class ids of labels.txt (-1 for
+  unlabeled images). With shuffle_buffer > 0, shard order and records are shuffled
+  (use it for training).
   """
   info = dataset_info(output_dir)
   if split not in info['splits']:
     raise ValueError(f'{output_dir} has no split {split!r}; it has {", ".join(info["splits"]) or "none"}')
+  if features not in FEATURES:
+    raise ValueError(f'features={features!r} is not one of {", ".join(map(repr, FEATURES))}')
   files = [uris.join(output_dir, shard['file']) for shard in info['splits'][split]['shards']]
-  keys = schemas.keys(info['schema'])
-  image_key, label_key = keys[schemas.IMAGE], keys[schemas.LABEL]
-  spec = {image_key: tf.io.FixedLenFeature([], tf.string), label_key: tf.io.FixedLenFeature([], tf.int64)}
+  label_key = schemas.keys(info['schema'])[schemas.LABEL]
+  spec, parse_features = (_image_features if features == 'image' else _embedding_features)(info, image_size)
+  spec[label_key] = tf.io.FixedLenFeature([], tf.int64)
 
   def decode(serialized: tf.Tensor):
-    features = tf.io.parse_single_example(serialized, spec)
-    image = tf.io.decode_image(features[image_key], channels=3, expand_animations=False)
-    image.set_shape([None, None, 3])
-    return tf.image.resize(image, [image_size, image_size]) / 255.0, features[label_key]
+    parsed = tf.io.parse_single_example(serialized, spec)
+    return parse_features(parsed), parsed[label_key]
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if shuffle_buffer:
@@ -49,3 +56,33 @@ def load(output_dir: str, split: str = 'train', *, image_size: int = 224, batch_
   return (dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
           .batch(batch_size)
           .prefetch(tf.data.AUTOTUNE))
+
+
+def _image_features(info: Dict[str, Any], image_size: int) -> Tuple[Dict[str, Any], Callable]:
+  """The image's feature spec, and its decoding from the parsed record."""
+  embedding = info.get('embedding')
+  if embedding and not embedding['images_stored']:
+    raise ValueError("this output holds embeddings instead of images (--embedding_only); load features='embedding'")
+  image_key = schemas.keys(info['schema'])[schemas.IMAGE]
+
+  def image(parsed: Dict[str, tf.Tensor]) -> tf.Tensor:
+    decoded = tf.io.decode_image(parsed[image_key], channels=3, expand_animations=False)
+    decoded.set_shape([None, None, 3])
+    return tf.image.resize(decoded, [image_size, image_size]) / 255.0
+
+  return {image_key: tf.io.FixedLenFeature([], tf.string)}, image
+
+
+def _embedding_features(info: Dict[str, Any], _) -> Tuple[Dict[str, Any], Callable]:
+  """The embedding's feature spec, and its shaping: by the record's own shape, which must be
+  the one dataset_info.json gives (Keras needs it known)."""
+  embedding = info.get('embedding')
+  if not embedding:
+    raise ValueError('this output holds no embeddings; convert with --embedding_model to store them')
+  key, shape_key, shape = embedding['key'], embedding['shape_key'], embedding['output_shape']
+
+  def shaped(parsed: Dict[str, tf.Tensor]) -> tf.Tensor:
+    return tf.ensure_shape(tf.reshape(parsed[key], parsed[shape_key]), shape)
+
+  return {key: tf.io.FixedLenFeature([embedding['num_values']], tf.float32),
+          shape_key: tf.io.FixedLenFeature([len(shape)], tf.int64)}, shaped

@@ -37,6 +37,10 @@ SAMPLES = {
     'image_format': (['original', 'jpeg', 'png'], ['webp', 'JPEG', '']),
     'jpeg_quality': (['95', '1', '100'], ['0', '101', '9.5', 'high']),
     'max_side': (['512', '1'], ['0', '-1', '51.2', 'big']),
+    'embedding_model': (['gs://b/models/efficientnet_b0.keras', 'gs://b/models/saved'], ['/local/model.keras', '']),
+    'embedding_image_size': (['224', '32'], ['0', '22.5', 'big']),
+    'embedding_only': (['true', 'false'], ['maybe']),
+    'embedding_batch_size': (['32', '1'], ['0', '-2', 'lots']),
     'max_pixels': (['100000000', '1'], ['0', '-5', '1e8x', '']),
     'max_file_mb': (['100', '0.25'], ['0', '0.0', 'lots']),
     'image_size': (['224', '32'], ['0', '22.5', 'big']),
@@ -73,15 +77,20 @@ def test_the_regexes_accept_what_the_command_accepts_and_refuse_the_rest(name, t
   (tmp_path / 'in' / 'cat').mkdir(parents=True)
   (tmp_path / 'in' / 'cat' / '1.jpg').write_bytes(b'x')
   good, bad = SAMPLES[name]
+  # gs:// paths are checked against the emulator in the job tests; the model is loaded by the launcher.
+  paths = ('input', 'output', 'embedding_model')
+  given = [f'--input={tmp_path}/in', f'--output={tmp_path}/out']
+  if name.startswith('embedding_') and name not in paths:
+    given.append('--embedding_model=gs://b/models/m.keras')
   for value in good:
     assert _matches(name, value), (name, value)
-    if name not in ('input', 'output'):  # gs:// paths: checked against the emulator in the job tests
-      options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out', f'--{name}={value}'])
+    if name not in paths:
+      options.parse([*given, f'--{name}={value}'])
   for value in bad:
     assert not _matches(name, value), (name, value)
-    if name not in ('input', 'output') and value:
+    if name not in paths and value:
       with pytest.raises(UsageError):
-        options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out', f'--{name}={value}'])
+        options.parse([*given, f'--{name}={value}'])
 
 
 def test_the_entry_file_run_as_the_launcher_runs_it_submits_the_job_and_returns(tmp_path):

@@ -8,6 +8,7 @@ decode instead of 11, and 0.65 us instead of 6.6 to estimate). The pipeline
 declares its PCollections' element types, so Beam finds these coders in its
 registry, also inside lists and key-value pairs.
 """
+import dataclasses
 import pickle
 from typing import Any, Iterable, Tuple
 
@@ -150,7 +151,7 @@ class OutputUnitCoder(_FieldsCoder):
   def to_fields(self, value: OutputUnit) -> tuple:
     if isinstance(value, ShardPlan):
       return _SHARD, _plan_fields(value)
-    return _GRAPH, (value.image_size, value.schema)
+    return _GRAPH, dataclasses.astuple(value)
 
   def from_fields(self, fields: tuple) -> OutputUnit:
     tag, unit = fields

@@ -6,9 +6,10 @@ from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline.beam import coders
 from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits, GroupCopies,
-                                           PlanShards, ValidateImages, WriteOutputs, commit, list_input, write_errors)
-from beam_pipeline.core import labels, splitting
-from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit, TransformGraph
+                                           PlanShards, ValidateImages, WriteOutputs, commit, list_input,
+                                           transform_graph, write_errors)
+from beam_pipeline.core import labels, sharding, splitting
+from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
 
@@ -44,10 +45,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
 
   # Plan on metadata; each planned shard is then written whole by one worker, and
   # the tf.Transform graph (its vocabulary is labels.txt) beside them.
-  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes)
-  graph = pipeline | 'TransformGraph' >> beam.Create(
-      [] if settings.skip_transform else [TransformGraph(settings.image_size, settings.schema)]
-  ).with_output_types(OutputUnit)
+  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings))
+  graph = pipeline | 'TransformGraph' >> beam.Create(transform_graph(settings)).with_output_types(OutputUnit)
   written = ((plans, graph)
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
              | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(class_labels)).with_outputs(

@@ -15,12 +15,13 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline import progress
-from beam_pipeline.beam import graph, local_runner, options as options_lib, output_dir, workers
+from beam_pipeline.beam import embedding, graph, local_runner, options as options_lib, output_dir, workers
 from beam_pipeline.core import dataset_info
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.core.reading import TransientReadError
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.settings import Settings
+from beam_pipeline.core.usage import ModelError, UsageError
 
 # What Beam's Dataflow client logs at INFO that a user must see, and Airflow's Beam
 # operator reads the job id from; its other INFO lines (staging, the whole job
@@ -35,16 +36,19 @@ def convert(argv: List[str], started: float) -> int:
   try:
     conversion = options_lib.parse(argv)
     options, settings = conversion.options, conversion.settings
+    in_process = local_runner.runs_in_process(options)
+    if settings.embedding:
+      settings = _check_model(settings, in_process)
     if not _translates_only(options):  # a dry run or a template leaves the output as it is
       output_dir.prepare(settings.output)
   except UsageError as e:
+    workers.shutdown()
     workers.stop_forkserver()  # a bad option: no run, no workers
     print(f'error: {e}', file=sys.stderr)
     return 2
   except SystemExit as e:  # --help, printed
     workers.stop_forkserver()
     return e.code or 0
-  in_process = local_runner.runs_in_process(options)
   if in_process:
     workers.start()
   else:
@@ -90,6 +94,19 @@ def convert(argv: List[str], started: float) -> int:
   wrote = summary.of(info, settings.output, time.monotonic() - started)
   print(json.dumps(wrote, indent=2) if conversion.json else '\n'.join(summary.lines(wrote)))
   return 0
+
+
+def _check_model(settings: Settings, in_process: bool) -> Settings:
+  """The settings with --embedding_model's sha256 and output shape, once the model is
+  loaded and has embedded one image: in a worker process on a local run (this process
+  never imports TensorFlow there), else here. UsageError if it cannot embed images."""
+  spec = settings.embedding
+  try:
+    spec = spec._replace(sha256=embedding.fingerprint(spec.model))
+    shape = workers.start().submit(embedding.check, spec).result() if in_process else embedding.check(spec)
+  except ModelError as e:
+    raise UsageError(f'--embedding_model={spec.model} {e}') from None
+  return settings._replace(embedding=spec._replace(output_shape=shape))
 
 
 def _submitted(result: PipelineResult, options: PipelineOptions):

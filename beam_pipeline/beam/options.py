@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from beam_pipeline import arguments
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import labels, schemas, splitting, uris
-from beam_pipeline.core.settings import IMAGE_FORMATS, Settings, StoredImages
+from beam_pipeline.core.settings import IMAGE_FORMATS, EmbeddingSpec, Settings, StoredImages
 from beam_pipeline.core.usage import UsageError
 
 COMPRESSIONS = ('none', 'gzip')
@@ -109,6 +109,7 @@ def validate(options: PipelineOptions) -> Settings:
   if jpeg_quality > 100:
     raise UsageError(f'--jpeg_quality={opts.jpeg_quality} must be at most 100')
   max_side = _whole_number('--max_side', opts.max_side) if opts.max_side is not None else 0
+  embedding = _embedding(opts)
   splits = splitting.parse_splits(opts.splits)
   read_threads = _number('--read_threads', opts.read_threads)
   max_error_fraction = _number('--max_error_fraction', opts.max_error_fraction, fraction=True)
@@ -129,7 +130,20 @@ def validate(options: PipelineOptions) -> Settings:
       read_threads=max(1, int(read_threads)),
       max_error_fraction=max_error_fraction,
       stored=StoredImages(opts.image_format, jpeg_quality, max_side),
+      embedding=embedding,
   )
+
+
+def _embedding(opts: ConversionOptions) -> Optional[EmbeddingSpec]:
+  """The embedding options, checked as values; the model itself is checked by the launcher
+  (launch._check_model), which loads it."""
+  image_size = _whole_number('--embedding_image_size', opts.embedding_image_size)
+  batch_size = _whole_number('--embedding_batch_size', opts.embedding_batch_size)
+  if not opts.embedding_model:
+    if opts.embedding_only:
+      raise UsageError('--embedding_only needs --embedding_model, the model whose embeddings to store')
+    return None
+  return EmbeddingSpec(opts.embedding_model.rstrip('/') or '/', image_size, bool(opts.embedding_only), batch_size)
 
 
 def _whole_number(flag: str, value: Optional[str]) -> int:

@@ -12,10 +12,10 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import progress
-from beam_pipeline.beam import inputs, output_dir, workers
+from beam_pipeline.beam import embedding, inputs, output_dir, workers
 from beam_pipeline.core import dataset_info, hash_order, labels, reading, sharding, splitting, steps, uris
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
-                                        ShardWritten, Validated)
+                                        ShardWritten, TransformGraph, Validated)
 from beam_pipeline.core.settings import InputSpec, Settings, SplitSpec
 
 REJECTED = 'rejected'
@@ -85,6 +85,15 @@ class _PooledDoFn(beam.DoFn):
       yield from then(future.result())
 
 
+def transform_graph(settings: Settings) -> List[TransformGraph]:
+  """The tf.Transform graph to write beside the shards, if any."""
+  if settings.skip_transform:
+    return []
+  spec = settings.embedding
+  return [TransformGraph(settings.image_size, settings.schema, spec.output_shape if spec else (),
+                         not (spec and spec.only))]
+
+
 def list_input(spec: InputSpec) -> Iterator[Any]:
   """Batches of the input's items; a manifest row that names no usable input is rejected here."""
   counts = progress.counts()
@@ -142,7 +151,8 @@ class WriteOutputs(_PooledDoFn):
     if isinstance(unit, ShardPlan):
       name = unit.file_name(settings.compression)
       staged = output_dir.staging(settings.output, name, self._scratch)
-      yield from self._run(steps.write_shard, (unit, staged, settings, class_names),
+      step = embedding.write_shard if settings.embedding else steps.write_shard
+      yield from self._run(step, (unit, staged, settings, class_names),
                            functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
     else:
       staged = output_dir.staging(settings.output, TRANSFORM_STAGING, self._scratch)
@@ -237,16 +247,17 @@ class PlanShards(beam.PTransform):
   GroupByKey spreads them over workers.
   """
 
-  def __init__(self, target_bytes: int):
+  def __init__(self, target_bytes: int, sizes: sharding.RecordSizes = sharding.RecordSizes()):
     super().__init__()
     self._target_bytes = target_bytes
+    self._sizes = sizes
 
   def expand(self, pairs):
-    placed = pairs | 'Place' >> _BucketOffsets(sharding.split_bytes)
+    placed = pairs | 'Place' >> _BucketOffsets(functools.partial(sharding.split_bytes, sizes=self._sizes))
     shards = (pairs
               | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[ImageRecord]]])
-              | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsSingleton(
-                  placed)).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]]))
+              | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsSingleton(placed),
+                                         self._sizes).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]]))
     numbered = (shards
                 | 'Planned' >> beam.Keys()
                 | 'AllPlanned' >> beam.combiners.ToList()
@@ -256,9 +267,10 @@ class PlanShards(beam.PTransform):
             | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsSingleton(numbered)).with_output_types(ShardPlan))
 
 
-def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int,
-                  placed: hash_order.Offsets) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
-  return sharding.assign_shards(bucket[0], itertools.chain.from_iterable(bucket[1]), target_bytes, placed).items()
+def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int, placed: hash_order.Offsets,
+                  sizes: sharding.RecordSizes) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
+  return sharding.assign_shards(bucket[0], itertools.chain.from_iterable(bucket[1]), target_bytes, placed,
+                                sizes).items()
 
 
 def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
@@ -283,7 +295,8 @@ def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors
   output_dir.write_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
   info = dataset_info.build(shards=shards, labels=labels_list, errors_by_reason=errors_by_reason,
                             errors_file=output_dir.ERRORS_FILE, duplicates=duplicates,
-                            dedupe=settings.dedupe, settings=settings.as_dict(), runner=runner)
+                            dedupe=settings.dedupe, settings=settings.as_dict(), runner=runner,
+                            embedding=dataset_info.embedding_info(settings.embedding, settings.schema))
   written = [shard['file'] for shard in shards] + [output_dir.LABELS_TXT, output_dir.ERRORS_FILE]
   written_dirs = [directory for directories in transform_written for directory in directories]
   output_dir.commit(settings.output, written, written_dirs, dataset_info.dumps(info))

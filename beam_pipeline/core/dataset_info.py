@@ -9,7 +9,8 @@ import os
 from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from beam_pipeline import __version__
-from beam_pipeline.core import uris
+from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.settings import EmbeddingSpec
 
 FILE_NAME = 'dataset_info.json'
 
@@ -46,9 +47,21 @@ def image_statistics(labels: Iterable[Optional[str]], longer_sides: Iterable[int
 MAX_LISTED_DUPLICATE_GROUPS = 1000
 
 
+def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[str, Any]]:
+  """What dataset_info.json says of the embeddings: the model (and its sha256), the input it
+  was given, the output's shape, and the keys it is stored under."""
+  if spec is None:
+    return None
+  keys = schemas.keys(schema)
+  return {'model': spec.model, 'sha256': spec.sha256, 'input_size': [spec.image_size, spec.image_size, 3],
+          'input': 'RGB, resized bilinearly (tf.image.resize), float32 values 0-255',
+          'output_shape': list(spec.output_shape), 'num_values': spec.num_values,
+          'key': keys[schemas.EMBEDDING], 'shape_key': keys[schemas.EMBEDDING_SHAPE], 'images_stored': not spec.only}
+
+
 def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_reason: Mapping[str, int],
           errors_file: str, duplicates: List[List[str]], dedupe: bool, settings: Mapping[str, Any],
-          runner: str) -> Dict[str, Any]:
+          runner: str, embedding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
   """Counts per split come from the shards as written, so they match the files."""
   splits: Dict[str, Dict[str, Any]] = {}
   for shard in sorted(shards, key=lambda s: s['file']):
@@ -87,6 +100,7 @@ def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_r
       },
       'compression': settings['compression'],
       'schema': settings['schema'],
+      'embedding': embedding,
       'options': dict(settings, runner=runner),
   }
 

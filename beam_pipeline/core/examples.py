@@ -8,17 +8,23 @@ from beam_pipeline.core import schemas
 
 
 def encode_example(fields: Mapping[str, Any], extras: Mapping[str, Any], schema: str) -> bytes:
-  """``fields`` maps schemas' field names to values (bytes or int); the schema picks which
-  are written, under which keys. Serializes deterministically (sorted map keys), so
-  reruns give identical bytes."""
+  """``fields`` maps schemas' field names to values: bytes, an int, a tuple of ints or a
+  float32 array. The schema picks which are written, under which keys. Serializes
+  deterministically (sorted map keys), so reruns give identical bytes."""
   example = example_pb2.Example()
   feature = example.features.feature
   for field, key in schemas.keys(schema).items():
+    if field not in fields:
+      continue
     value = fields[field]
     if isinstance(value, int):
       feature[key].int64_list.value.append(value)
-    else:
+    elif isinstance(value, bytes):
       feature[key].bytes_list.value.append(value)
+    elif isinstance(value, tuple):
+      feature[key].int64_list.value.extend(value)
+    else:
+      feature[key].float_list.value.extend(value)
   for key, value in extras.items():
     _set_extra(feature[key], value)
   return example.SerializeToString(deterministic=True)

@@ -93,6 +93,8 @@ class TransformGraph(OutputUnit):
   """The tf.Transform preprocessing graph, written beside the shards."""
   image_size: int
   schema: str
+  embedding_shape: Tuple[int, ...] = ()  # with --embedding_model
+  images: bool = True  # False under --embedding_only
 
 
 class ShardWritten(NamedTuple):

@@ -22,6 +22,8 @@ LABEL = 'label'  # int64: the class id of labels.txt, UNLABELED without one
 TEXT = 'text'  # bytes: the label's text
 URI = 'uri'  # bytes: where the image came from
 SHA256 = 'sha256'  # bytes: hex digest of the stored image
+EMBEDDING = 'embedding'  # float list: --embedding_model's output, flattened
+EMBEDDING_SHAPE = 'embedding_shape'  # int64 list: its shape
 
 KEYS = {
     'default': {IMAGE: 'image/encoded', FORMAT: 'image/format', HEIGHT: 'image/height', WIDTH: 'image/width',
@@ -30,18 +32,23 @@ KEYS = {
                 URI: 'image/filename', SHA256: 'image/key/sha256'},
     'simple': {IMAGE: 'image_raw', LABEL: 'label', URI: 'id'},
 }
+# Written with --embedding_model; under --embedding_only without IMAGE.
+EMBEDDING_KEYS = {
+    'default': {EMBEDDING: 'image/embedding', EMBEDDING_SHAPE: 'image/embedding/shape'},
+    'simple': {EMBEDDING: 'embedding', EMBEDDING_SHAPE: 'embedding_shape'},
+}
 SCHEMAS = tuple(KEYS)
 UNLABELED = -1
 
 
 def keys(schema: str) -> Mapping[str, str]:
-  """Field -> feature key, for the fields ``schema`` writes."""
-  return KEYS[schema]
+  """Field -> feature key, for the fields ``schema`` writes, embeddings included."""
+  return {**KEYS[schema], **EMBEDDING_KEYS[schema]}
 
 
 def check_extras(extras: Mapping[str, Any], schema: str) -> None:
   """A manifest field named like a schema key would overwrite it: reject the row instead."""
-  clashes = sorted(set(extras) & set(KEYS[schema].values()))
+  clashes = sorted(set(extras) & set(keys(schema).values()))
   if clashes:
     raise Rejected(rejections.BAD_MANIFEST_ROW,
                    f'manifest field(s) {", ".join(clashes)} clash with the {schema} schema\'s keys')

@@ -3,6 +3,7 @@
 They go with every task to the worker processes of a local run, and into the
 job Dataflow runs; this module imports nothing of the package.
 """
+import math
 from typing import NamedTuple, Optional, Tuple
 
 GLOB = 'glob'
@@ -43,6 +44,22 @@ class StoredImages(NamedTuple):
   max_side: int = 0  # longer side past which images are downscaled; 0: never
 
 
+class EmbeddingSpec(NamedTuple):
+  """--embedding_model and its options. The model check before the run fills in
+  ``sha256`` and ``output_shape``, which the graph and dataset_info.json record."""
+  model: str  # local or gs://: a .keras file or a SavedModel directory
+  image_size: int = 224  # the square side images are resized to for the model
+  only: bool = False  # --embedding_only: records hold the embedding instead of the image
+  batch_size: int = 32
+  sha256: str = ''
+  output_shape: Tuple[int, ...] = ()
+
+  @property
+  def num_values(self) -> int:
+    """How many floats one embedding holds."""
+    return math.prod(self.output_shape)
+
+
 class Settings(NamedTuple):
   """Validated values of the conversion's options: small and picklable, for DoFns and worker tasks."""
   input: InputSpec
@@ -60,6 +77,7 @@ class Settings(NamedTuple):
   read_threads: int
   max_error_fraction: float
   stored: StoredImages = StoredImages()
+  embedding: Optional[EmbeddingSpec] = None
 
   def as_dict(self) -> dict:
     """The options as recorded in dataset_info.json."""
@@ -74,4 +92,8 @@ class Settings(NamedTuple):
         'read_threads': self.read_threads, 'max_error_fraction': self.max_error_fraction,
         'image_format': self.stored.format, 'jpeg_quality': self.stored.jpeg_quality,
         'max_side': self.stored.max_side or None,
+        'embedding_model': self.embedding and self.embedding.model,
+        'embedding_image_size': self.embedding and self.embedding.image_size,
+        'embedding_only': bool(self.embedding and self.embedding.only),
+        'embedding_batch_size': self.embedding and self.embedding.batch_size,
     }

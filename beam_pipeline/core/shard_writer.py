@@ -7,8 +7,9 @@ worker never touches a final name, and every shard is framed by the same writer.
 """
 import functools
 import os
-from typing import List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from beam_pipeline.core import dataset_info, examples, images, reading, rejections, schemas
@@ -17,10 +18,15 @@ from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import Settings
 
 
+# What the model is given, a batch of stored images, and gives: one flattened embedding each.
+Embed = Callable[[Sequence[bytes]], Sequence[np.ndarray]]
+
+
 def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names: List[str],
-                remote: Optional[reading.Remote] = None) -> ShardWritten:
+                remote: Optional[reading.Remote] = None, embed: Optional[Embed] = None) -> ShardWritten:
   """Writes ``plan``'s records in order to the local ``file_path``; ``remote`` reads Cloud
-  Storage objects (ahead).
+  Storage objects (ahead), and ``embed`` computes the embeddings --embedding_model asks for,
+  a batch of records at a time.
 
   A file whose bytes changed since validation is rejected (``changed_during_run``):
   its record would not match what was planned and checked.
@@ -29,30 +35,61 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected, labels, longer_sides, stored_bytes = [], [], [], []
   reencoded = resized = 0
+  batch_size = settings.embedding.batch_size if embed else 1
   stored_image = functools.partial(_stored_image, settings=settings, open_remote=remote and remote.open)
   with tf.io.TFRecordWriter(file_path, 'GZIP' if settings.compression == 'gzip' else '') as writer:
-    for record, stored in reading.read_files(stored_image, plan.records, lambda record: record.uri, remote):
-      if isinstance(stored, Rejected):
-        rejected.append(Rejection.of(record.uri, stored))
-        continue
-      image, original_size = stored
-      fields = {
-          schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,
-          schemas.WIDTH: record.width, schemas.ORIGINAL_HEIGHT: original_size[0],
-          schemas.ORIGINAL_WIDTH: original_size[1], schemas.CHANNELS: record.channels,
-          schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
-          schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
-          schemas.SHA256: record.sha256.encode('ascii')}
-      writer.write(examples.encode_example(fields, dict(record.extras), settings.schema))
-      labels.append(record.label)
-      longer_sides.append(max(record.height, record.width))
-      stored_bytes.append(len(image))
-      reencoded += record.reencoded
-      resized += original_size != (record.height, record.width)
+    read = reading.read_files(stored_image, plan.records, lambda record: record.uri, remote)
+    for batch in _batches(read, batch_size, rejected):
+      images = [image for _, (image, _) in batch]
+      embedded = embed(images) if embed else [None] * len(batch)
+      for (record, (image, original_size)), embedding in zip(batch, embedded):
+        fields = {
+            schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,
+            schemas.WIDTH: record.width, schemas.ORIGINAL_HEIGHT: original_size[0],
+            schemas.ORIGINAL_WIDTH: original_size[1], schemas.CHANNELS: record.channels,
+            schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
+            schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
+            schemas.SHA256: record.sha256.encode('ascii')}
+        if embed:
+          fields.update(_embedding_fields(embedding, settings))
+          if settings.embedding.only:
+            del fields[schemas.IMAGE]
+        writer.write(examples.encode_example(fields, dict(record.extras), settings.schema))
+        labels.append(record.label)
+        longer_sides.append(max(record.height, record.width))
+        stored_bytes.append(len(image))
+        reencoded += record.reencoded
+        resized += original_size != (record.height, record.width)
   shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': len(labels),
            'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized,
            **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
   return ShardWritten(shard, rejected)
+
+
+def _batches(read: Iterable[Tuple[ImageRecord, Any]], size: int,
+             rejected: List[Rejection]) -> Iterator[List[Tuple[ImageRecord, Tuple[bytes, Tuple[int, int]]]]]:
+  """The records read, with their stored images, in batches of ``size`` (the last one
+  smaller); the ones rejected go to ``rejected`` instead."""
+  batch = []
+  for record, stored in read:
+    if isinstance(stored, Rejected):
+      rejected.append(Rejection.of(record.uri, stored))
+      continue
+    batch.append((record, stored))
+    if len(batch) == size:
+      yield batch
+      batch = []
+  if batch:
+    yield batch
+
+
+def _embedding_fields(embedding: np.ndarray, settings: Settings) -> Dict[str, Any]:
+  """The record's embedding and its shape, checked against the model's check before the run."""
+  spec = settings.embedding
+  if embedding.shape != (spec.num_values,):
+    raise RuntimeError(f'{spec.model} gave an embedding of {embedding.size} values; its check gave shape '
+                       f'{spec.output_shape}')
+  return {schemas.EMBEDDING: embedding, schemas.EMBEDDING_SHAPE: spec.output_shape}
 
 
 def _stored_image(record: ImageRecord, settings: Settings, open_remote) -> Tuple[bytes, Tuple[int, int]]:

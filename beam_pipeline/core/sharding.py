@@ -13,14 +13,16 @@ measures it); the salted hash is independent of that ranking, so every shard's
 class mix is its split's.
 """
 import collections
+import functools
 import hashlib
 import math
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Tuple
 
 from beam_pipeline.core import hash_order
 from beam_pipeline.core.records import ImageRecord, ShardPlan
+from beam_pipeline.core.settings import Settings
 
-# Serialized Example overhead beyond the image bytes (keys, label, uri, hash, framing).
+# Serialized Example overhead beyond the image and embedding (keys, label, uri, hash, framing).
 _RECORD_OVERHEAD_BYTES = 300
 _ORDER_SALT = b'beam_pipeline shard order\0'
 # Records are regrouped by the start of their order key, so each group is a contiguous
@@ -49,24 +51,38 @@ def order_buckets(records: Iterable[ImageRecord]) -> Dict[str, List[ImageRecord]
   return buckets
 
 
-def estimated_record_bytes(record: ImageRecord) -> int:
-  return record.num_bytes + len(record.uri.encode('utf-8', 'surrogateescape')) + _RECORD_OVERHEAD_BYTES
+class RecordSizes(NamedTuple):
+  """What a record holds besides metadata, for its estimated size: its image (not under
+  --embedding_only) and an embedding of so many float32 values."""
+  image: bool = True
+  embedding_values: int = 0
 
 
-def split_bytes(bucket: str, records: Iterable[ImageRecord]) -> Iterable[Tuple[Tuple[str, str], int]]:
+def record_sizes(settings: Settings) -> RecordSizes:
+  embedding = settings.embedding
+  return RecordSizes(not (embedding and embedding.only), embedding.num_values if embedding else 0)
+
+
+def estimated_record_bytes(record: ImageRecord, sizes: RecordSizes = RecordSizes()) -> int:
+  return ((record.num_bytes if sizes.image else 0) + 4 * sizes.embedding_values +
+          len(record.uri.encode('utf-8', 'surrogateescape')) + _RECORD_OVERHEAD_BYTES)
+
+
+def split_bytes(bucket: str, records: Iterable[ImageRecord],
+                sizes: RecordSizes = RecordSizes()) -> Iterable[Tuple[Tuple[str, str], int]]:
   """((split, bucket), estimated bytes) of one order bucket."""
-  sizes = collections.Counter()
+  totals = collections.Counter()
   for record in records:
-    sizes[record.split, bucket] += estimated_record_bytes(record)
-  return sizes.items()
+    totals[record.split, bucket] += estimated_record_bytes(record, sizes)
+  return totals.items()
 
 
 def shard_count(total_bytes: int, target_bytes: int) -> int:
   return max(1, math.ceil(total_bytes / target_bytes))
 
 
-def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int,
-                  placed: hash_order.Offsets) -> Dict[Tuple[str, int], List[ImageRecord]]:
+def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int, placed: hash_order.Offsets,
+                  sizes: RecordSizes = RecordSizes()) -> Dict[Tuple[str, int], List[ImageRecord]]:
   """The records of one order bucket by (split, planned shard); ``placed`` holds every bucket's split_bytes.
 
   A split of total T bytes gets N = ceil(T / target) shards of about T/N bytes,
@@ -81,7 +97,8 @@ def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int
     split_records.sort(key=_ordered)
     total = placed.totals[split]
     count = shard_count(total, target_bytes)
-    for record, midpoint in hash_order.midpoints(split_records, estimated_record_bytes, split, bucket, placed):
+    weight = functools.partial(estimated_record_bytes, sizes=sizes)
+    for record, midpoint in hash_order.midpoints(split_records, weight, split, bucket, placed):
       shards[split, min(count - 1, int(midpoint * count / total))].append(record)
   return shards
 

@@ -1,9 +1,11 @@
 """The tf.Transform graph written beside the shards: one preprocessing for training and serving.
 
 ``tft.TFTransformOutput(output).transform_features_layer()`` turns raw Examples
-into ``image`` (decoded, resized to --image_size, scaled to [0, 1]) and ``label``:
-with the default schema, the class id of ``image/class/text`` in labels.txt; with
-the simple one, the stored ``label`` as it is.
+into ``image`` (decoded, resized to --image_size, scaled to [0, 1]; not under
+--embedding_only), ``embedding`` (with --embedding_model, in the model's output
+shape) and ``label``: with the default schema, the class id of
+``image/class/text`` in labels.txt; with the simple one, the stored ``label`` as
+it is.
 
 The graph's one data-dependent part is its vocabulary, and that is labels.txt
 itself, known once the records are labelled. So nothing is analyzed: the graph is
@@ -13,6 +15,7 @@ a worker 0.4 s, tf.Transform's import included; the Beam analysis took the
 pipeline 1.5 s, and would need Beam in the worker, to compute a list the pipeline
 already has.
 """
+import math
 import os
 import shutil
 from typing import Callable, Dict, List
@@ -35,11 +38,20 @@ DIRECTORIES = (tft.TFTransformOutput.TRANSFORM_FN_DIR, tft.TFTransformOutput.TRA
 _NO_CLASSES = b'\x00\n'
 
 
-def raw_feature_spec(schema: str) -> Dict[str, tf.io.FixedLenFeature]:
-  """The features the graph reads: the image, and the label's text (default) or id (simple)."""
-  keys = schemas.keys(schema)
-  label = (keys[schemas.TEXT], tf.string) if schemas.TEXT in keys else (keys[schemas.LABEL], tf.int64)
-  return {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string), label[0]: tf.io.FixedLenFeature([], label[1])}
+def raw_feature_spec(graph: TransformGraph) -> Dict[str, tf.io.FixedLenFeature]:
+  """The features the graph reads: the image (unless --embedding_only), the embedding (with
+  --embedding_model), and the label's text (default schema) or id (simple)."""
+  keys = schemas.keys(graph.schema)
+  spec = {}
+  if graph.images:
+    spec[keys[schemas.IMAGE]] = tf.io.FixedLenFeature([], tf.string)
+  if graph.embedding_shape:
+    spec[keys[schemas.EMBEDDING]] = tf.io.FixedLenFeature([math.prod(graph.embedding_shape)], tf.float32)
+  if schemas.TEXT in schemas.KEYS[graph.schema]:
+    spec[keys[schemas.TEXT]] = tf.io.FixedLenFeature([], tf.string)
+  else:
+    spec[keys[schemas.LABEL]] = tf.io.FixedLenFeature([], tf.int64)
+  return spec
 
 
 def preprocessing_fn_for(graph: TransformGraph,
@@ -52,13 +64,17 @@ def preprocessing_fn_for(graph: TransformGraph,
     return tf.image.resize(image, [image_size, image_size]) / 255.0
 
   def preprocessing_fn(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    images = tf.map_fn(decode, inputs[keys[schemas.IMAGE]],
-                       fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32))
-    if schemas.TEXT in keys:
-      label = tft.apply_vocabulary(inputs[keys[schemas.TEXT]], vocabulary_file, default_value=-1)
+    outputs = {}
+    if graph.images:
+      outputs['image'] = tf.map_fn(decode, inputs[keys[schemas.IMAGE]],
+                                   fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32))
+    if graph.embedding_shape:
+      outputs['embedding'] = tf.reshape(inputs[keys[schemas.EMBEDDING]], [-1, *graph.embedding_shape])
+    if schemas.TEXT in schemas.KEYS[graph.schema]:
+      outputs['label'] = tft.apply_vocabulary(inputs[keys[schemas.TEXT]], vocabulary_file, default_value=-1)
     else:
-      label = inputs[keys[schemas.LABEL]]
-    return {'image': images, 'label': label}
+      outputs['label'] = inputs[keys[schemas.LABEL]]
+    return outputs
 
   return preprocessing_fn
 
@@ -72,10 +88,11 @@ def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -
   vocabulary_file = os.path.join(directory, VOCABULARY_FILE)  # the SavedModel keeps a copy among its assets
   with open(vocabulary_file, 'wb') as f:
     f.write(labels.labels_txt(class_names).encode('utf-8') or _NO_CLASSES)
-  spec = raw_feature_spec(graph.schema)
+  spec = raw_feature_spec(graph)
   transform_fn = os.path.join(directory, tft.TFTransformOutput.TRANSFORM_FN_DIR)
   metadata = _trace_and_write(transform_fn, preprocessing_fn_for(graph, vocabulary_file),
-                              {key: tf.TensorSpec([None], feature.dtype) for key, feature in spec.items()},
+                              {key: tf.TensorSpec([None, *feature.shape], feature.dtype)
+                               for key, feature in spec.items()},
                               os.path.join(directory, 'tmp'))
   # The schema of the transformed features (the label's range included) comes with the SavedModel.
   os.rename(metadata, os.path.join(directory, tft.TFTransformOutput.TRANSFORMED_METADATA_DIR))

@@ -1,5 +1,6 @@
 """What a completed conversion wrote, in a few lines or as JSON: printed at the end of a
 run and by ``inspect``."""
+import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from beam_pipeline.core import uris
@@ -25,6 +26,9 @@ def of(info: Mapping[str, Any], output: str, wall_seconds: Optional[float] = Non
       'errors_file': uris.join(output, info['errors_file']),
       'duplicates': {key: info['duplicates'][key] for key in ('num_groups', 'num_extra_copies', 'removed')},
   }
+  embedding = info.get('embedding')  # absent from outputs of versions before embeddings
+  if embedding:
+    summary['embedding'] = {key: embedding[key] for key in ('model', 'sha256', 'output_shape', 'images_stored')}
   if wall_seconds is not None:
     summary.update(wall_seconds=round(wall_seconds, 2), images_per_second=round(inputs / max(wall_seconds, 1e-9), 1))
   return summary
@@ -50,6 +54,12 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
     result.append(f'Rejected {summary["num_errors"]:,} inputs: {reasons}; see {summary["errors_file"]}')
   else:
     result.append('Rejected no inputs.')
+  if 'embedding' in summary:
+    embedding = summary['embedding']
+    stored = 'beside each image' if embedding['images_stored'] else 'instead of the images (--embedding_only)'
+    shape = embedding['output_shape']
+    result.append(f'Embeddings shaped {"x".join(map(str, shape))} ({math.prod(shape):,} floats) {stored}, from '
+                  f'{embedding["model"]} (sha256 {embedding["sha256"][:12]}...).')
   duplicates = summary['duplicates']
   if duplicates['num_groups']:
     what = 'removed' if duplicates['removed'] else 'kept, each group in one split'

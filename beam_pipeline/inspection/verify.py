@@ -4,7 +4,9 @@ For every shard that dataset_info.json names: the file is there, has its recorde
 size and record count, and TensorFlow's TFRecord reader accepts its framing (length
 and data CRCs); every record parses, decodes with
 ``tf.io.decode_image(channels=3, expand_animations=False)`` to its recorded height
-and width, and its image bytes match ``image/key/sha256``. A file named like a shard
+and width, and its image bytes match ``image/key/sha256``; with --embedding_model, its
+embedding has the recorded shape and finite values (under --embedding_only, which
+stores no image, that is what is checked). A file named like a shard
 that dataset_info.json does not list is a problem too. Shards are checked side by
 side, and TensorFlow decodes each one's records on every core.
 """
@@ -49,8 +51,8 @@ def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) 
   compression = 'GZIP' if info['compression'] == 'gzip' else ''
   checked = sorted(set(listed) & present)
   with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-    results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression, tally),
-                            checked))
+    results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression,
+                                                      info.get('embedding'), tally), checked))
   for shard_problems, _ in results:
     problems += shard_problems
   return Report(sorted(problems, key=lambda p: (p.shard, p.record is None, p.record or 0)), len(listed),
@@ -58,7 +60,7 @@ def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) 
 
 
 def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compression: str,
-                 tally: Optional[Tally]) -> tuple:
+                 embedding: Optional[Mapping[str, Any]], tally: Optional[Tally]) -> tuple:
   """(problems, records read) of one shard."""
   name = shard['file']
   problems = []
@@ -67,10 +69,10 @@ def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compres
     problems.append(Problem(name, None, f'{size} bytes, dataset_info.json says {shard["num_bytes"]}'))
   index = 0
   while len(problems) < MAX_PROBLEMS_PER_SHARD:
-    records = _decoded(path, keys, compression, index)
+    records = _decoded(path, keys, compression, index, embedding)
     try:
       for record in records:
-        problem = _record_problem(record, keys)
+        problem = _record_problem(record, keys, embedding)
         if problem:
           problems.append(Problem(name, index, problem))
         index += 1
@@ -90,18 +92,27 @@ def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compres
   return problems, index
 
 
-def _decoded(path: str, keys: Dict[str, str], compression: str, start: int) -> tf.data.Dataset:
-  """The shard's records from index ``start`` on: the fields the check needs, and the decoded
-  image's shape."""
-  spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string)}
+def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,
+             embedding: Optional[Mapping[str, Any]]) -> tf.data.Dataset:
+  """The shard's records from index ``start`` on: the fields the check needs, the decoded
+  image's shape, and whether the embedding's values are all finite."""
+  images = not embedding or embedding['images_stored']
+  spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string)} if images else {}
   for field, dtype in ((schemas.HEIGHT, tf.int64), (schemas.WIDTH, tf.int64), (schemas.SHA256, tf.string)):
-    if field in keys:
+    if field in keys and images:
       spec[keys[field]] = tf.io.FixedLenFeature([], dtype)
+  if embedding:
+    spec[keys[schemas.EMBEDDING]] = tf.io.FixedLenFeature([embedding['num_values']], tf.float32)
+    spec[keys[schemas.EMBEDDING_SHAPE]] = tf.io.FixedLenFeature([len(embedding['output_shape'])], tf.int64)
 
   def decode(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
     record = tf.io.parse_single_example(serialized, spec)
-    shape = tf.shape(tf.io.decode_image(record[keys[schemas.IMAGE]], channels=3, expand_animations=False))
-    return {**record, 'shape': shape}
+    if images:
+      record['shape'] = tf.shape(tf.io.decode_image(record[keys[schemas.IMAGE]], channels=3,
+                                                    expand_animations=False))
+    if embedding:
+      record['finite'] = tf.reduce_all(tf.math.is_finite(record[keys[schemas.EMBEDDING]]))
+    return record
 
   return (tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 * 2**20)
           .skip(start)
@@ -109,7 +120,16 @@ def _decoded(path: str, keys: Dict[str, str], compression: str, start: int) -> t
           .prefetch(tf.data.AUTOTUNE))
 
 
-def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str]) -> Optional[str]:
+def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str],
+                    embedding: Optional[Mapping[str, Any]]) -> Optional[str]:
+  if embedding:
+    shape = [int(side) for side in record[keys[schemas.EMBEDDING_SHAPE]]]
+    if shape != embedding['output_shape']:
+      return f'its embedding is shaped {shape}, dataset_info.json says {embedding["output_shape"]}'
+    if not bool(record['finite']):
+      return 'its embedding holds values that are not finite (NaN or infinity)'
+    if not embedding['images_stored']:
+      return None
   height, width = (int(v) for v in record['shape'][:2])
   if schemas.HEIGHT in keys:
     recorded = int(record[keys[schemas.HEIGHT]]), int(record[keys[schemas.WIDTH]])

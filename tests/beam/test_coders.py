@@ -40,7 +40,8 @@ def test_every_metadata_type_survives_its_coder_exactly():
   plan = ShardPlan('validation', 2, 7, (RECORD,) * 3)
   cases = [([item], List[InputItem]), ([RECORD, RECORD], List[ImageRecord]),
            (('ab', [RECORD]), Tuple[str, List[ImageRecord]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
-           (plan, ShardPlan), (plan, OutputUnit), (TransformGraph(224, 'simple'), OutputUnit)]
+           (plan, ShardPlan), (plan, OutputUnit), (TransformGraph(224, 'simple'), OutputUnit),
+           (TransformGraph(32, 'default', (7, 7, 1280), False), OutputUnit)]
   for value, type_hint in cases:
     decoded = round_trip(value, type_hint)
     assert decoded == value

@@ -10,7 +10,7 @@ from beam_pipeline.beam import local_runner, workers
 from beam_pipeline.core import steps
 from beam_pipeline.core.records import InputItem
 
-from helpers import photos, worker_probe
+from helpers import models, photos, worker_probe
 from helpers.commands import ROOT
 from helpers.values import settings
 
@@ -27,9 +27,13 @@ def test_the_pool_serves_runs_whose_dofns_run_in_the_launching_process(argv, in_
   assert local_runner.runs_in_process(PipelineOptions(argv)) == in_process
 
 
-def test_a_local_run_keeps_tensorflow_out_of_the_launcher(tmp_path):
+@pytest.mark.parametrize('embedding', [False, True])
+def test_a_local_run_keeps_tensorflow_out_of_the_launcher(tmp_path, embedding):
   """The launcher of a local run validates, writes shards and traces the tf.Transform
-  graph through its workers, so it never imports TensorFlow (2 s at start-up)."""
+  graph through its workers, so it never imports TensorFlow (2 s at start-up); nor
+  does it to check an --embedding_model."""
+  model = [f'--embedding_model={models.save_keras(models.tiny_cnn(), tmp_path)}',
+           f'--embedding_image_size={models.SIZE}'] if embedding else []
   photos.write_files(tmp_path / 'in', {f'{("cat", "dog")[i % 2]}/{i}.jpg': data
                                        for i, data in enumerate(photos.jpegs(6, size=(40, 30)))})
   script = ('import sys\n'
@@ -38,7 +42,7 @@ def test_a_local_run_keeps_tensorflow_out_of_the_launcher(tmp_path):
             'from beam_pipeline import cli\n'
             'code = cli.main(sys.argv[1:])\n'
             'print(code, "tensorflow" in sys.modules)\n')
-  done = subprocess.run([sys.executable, '-c', script, f'--input={tmp_path}/in', f'--output={tmp_path}/out'],
+  done = subprocess.run([sys.executable, '-c', script, f'--input={tmp_path}/in', f'--output={tmp_path}/out', *model],
                         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
   assert done.stdout.splitlines()[-1:] == ['0 False'], done.stdout[-2000:] + done.stderr[-3000:]
   assert (tmp_path / 'out' / 'transform_fn' / 'saved_model.pb').exists()

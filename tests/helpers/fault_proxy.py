@@ -262,7 +262,8 @@ class FaultPlan:
           return rule.fault
     return None
 
-  def _record(self, request: ProxyRequest, outcome: str, fault: Optional[Fault], status: Optional[int]) -> Tuple[int, int]:
+  def _record(self, request: ProxyRequest, outcome: str, fault: Optional[Fault],
+              status: Optional[int]) -> Tuple[int, int]:
     entry = LoggedRequest(request.method, request.path, urlsplit(request.target).query, request.object_name,
                           is_media_download(request), outcome, fault.describe() if fault else '', status)
     with self._lock:

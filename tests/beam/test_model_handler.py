@@ -1,0 +1,140 @@
+"""--embedding_model through Beam's TensorFlow model handler: every way a model is saved,
+the model's files local and on the storage emulator, and the one-line refusals."""
+import hashlib
+import subprocess
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from apache_beam.ml.inference.tensorflow_inference import TFModelHandlerTensor
+
+from beam_pipeline.beam import embedding, model_handler
+from beam_pipeline.core import embeddings
+from beam_pipeline.core.settings import EmbeddingSpec
+from beam_pipeline.core.usage import ModelError
+
+from helpers import gcs_emulator, models, photos
+
+SAVED = {'keras': models.save_keras, 'export': models.export_saved_model, 'module': models.module_saved_model}
+
+
+@pytest.fixture(scope='module')
+def cnn():
+  return models.tiny_cnn()
+
+
+@pytest.fixture(scope='module')
+def saved(cnn, tmp_path_factory):
+  directory = tmp_path_factory.mktemp('models')
+  return {name: str(save(cnn, directory)) for name, save in SAVED.items()}
+
+
+@pytest.mark.parametrize('how', sorted(SAVED))
+def test_every_saved_form_gives_the_models_own_output_through_the_handler(cnn, saved, how):
+  spec = EmbeddingSpec(saved[how], models.SIZE, batch_size=4)
+  handler = model_handler.ImageEmbeddingHandler(spec)
+  assert isinstance(handler, TFModelHandlerTensor)
+  model = handler.load_model()
+  assert model_handler.describe(model, models.SIZE) == models.SHAPE
+  stored = [photos.jpeg(seed=i, width=40 + i, height=30) for i in range(5)]
+  inputs = embeddings.model_inputs(stored, models.SIZE)
+  results = list(handler.run_inference(inputs, model))
+  expected = cnn(tf.stack(inputs)).numpy().reshape(len(stored), -1)
+  assert [result.example is given for result, given in zip(results, inputs)] == [True] * 5
+  np.testing.assert_allclose(np.stack([result.inference for result in results]), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_process_loads_the_model_once_for_all_its_writes(saved, monkeypatch):
+  loads = []
+  load = model_handler.load
+  monkeypatch.setattr(model_handler, 'load', lambda path: loads.append(path) or load(path))
+  spec = EmbeddingSpec(saved['keras'], models.SIZE, sha256='once')
+  assert model_handler.check(spec) == models.SHAPE
+  first, second = model_handler.embedder(spec), model_handler.embedder(spec)
+  assert len(first([photos.jpeg()])[0]) == len(second([photos.jpeg(seed=2)])[0]) == 32
+  assert loads == [saved['keras']]
+
+
+def _save(model, path):
+  model.save(path)
+  return str(path)
+
+
+def _write(path):
+  path.parent.mkdir(exist_ok=True)
+  path.write_bytes(photos.jpeg())
+  return str(path)
+
+
+def _two_inputs():
+  a, b = keras.Input((32, 32, 3)), keras.Input((32, 32, 3))
+  return keras.Model([a, b], keras.layers.Add()([a, b]))
+
+
+def _two_outputs():
+  images = keras.Input((32, 32, 3))
+  return keras.Model(images, [keras.layers.GlobalAveragePooling2D()(images), keras.layers.Flatten()(images)])
+
+
+def _dense():
+  numbers = keras.Input((10,))
+  return keras.Model(numbers, keras.layers.Dense(2)(numbers))
+
+
+@pytest.mark.parametrize('make, message', [
+    (lambda d: _save(_dense(), d / 'dense.keras'), 'takes input of shape (None, 10), not a batch of RGB images'),
+    (lambda d: _save(models.tiny_cnn(64), d / 'big.keras'),
+     'takes images of 64x64 pixels, not 32x32; give --embedding_image_size=64'),
+    (lambda d: _save(_two_inputs(), d / 'two.keras'), 'takes 2 input(s) and gives 1 output(s)'),
+    (lambda d: _save(_two_outputs(), d / 'two_out.keras'), 'takes 1 input(s) and gives 2 output(s)'),
+    (lambda d: _write(d / 'junk.keras'), 'is not a Keras model file (a .keras zip archive)'),
+    (lambda d: _write(d / 'photos' / 'cat.jpg').rsplit('/', 1)[0], 'is a directory without saved_model.pb'),
+])
+def test_a_model_that_cannot_embed_images_is_refused_in_words(tmp_path, make, message):
+  spec = EmbeddingSpec(make(tmp_path), 32)
+  with pytest.raises(ModelError) as raised:
+    model_handler.describe(model_handler.ImageEmbeddingHandler(spec).load_model(), 32)
+  assert str(raised.value).startswith(message)
+  assert '\n' not in str(raised.value)
+
+
+def test_a_savedmodel_without_a_serving_signature_is_refused(tmp_path):
+  module = tf.Module()
+  module.v = tf.Variable(1.0)
+  tf.saved_model.save(module, str(tmp_path / 'bare'))
+  with pytest.raises(ModelError, match='without a serving_default signature'):
+    model_handler.load(str(tmp_path / 'bare'))
+
+
+def test_the_fingerprint_is_what_sha256sum_gives(saved):
+  with open(saved['keras'], 'rb') as f:
+    assert embedding.fingerprint(saved['keras']) == hashlib.sha256(f.read()).hexdigest()
+  listing = subprocess.run("find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs sha256sum | sha256sum",
+                           shell=True, cwd=saved['export'], capture_output=True, text=True, check=True).stdout
+  assert embedding.fingerprint(saved['export']) == listing.split()[0]
+  assert embedding.fingerprint(saved['export'] + '/') == listing.split()[0]
+
+
+def test_a_missing_model_is_refused(tmp_path):
+  with pytest.raises(ModelError, match='does not exist'):
+    embedding.fingerprint(str(tmp_path / 'nothing.keras'))
+
+
+def test_a_model_on_cloud_storage_is_read_with_beams_filesystems(cnn, saved, tmp_path):
+  with gcs_emulator.serving(str(tmp_path), ('models',)):
+    for how in ('keras', 'export'):
+      local = saved[how]
+      files = embedding.model_files(local)
+      gcs_emulator.upload('models', {f'{how}/{local.rsplit("/", 1)[1]}/{path}'.rstrip('/'): open(uri, 'rb').read()
+                                     for path, uri in files.items()})
+      remote = f'gs://models/{how}/{local.rsplit("/", 1)[1]}'
+      assert embedding.fingerprint(remote) == embedding.fingerprint(local)
+      with embedding.local_copy(remote) as copy:
+        assert embedding.fingerprint(copy) == embedding.fingerprint(local)
+        kept = copy
+      assert not tf.io.gfile.exists(kept)  # removed once loaded
+      spec = EmbeddingSpec(remote, models.SIZE, sha256=how)
+      assert model_handler.check(spec) == models.SHAPE
+    with pytest.raises(ModelError, match='does not exist'):
+      embedding.fingerprint('gs://models/nothing.keras')
