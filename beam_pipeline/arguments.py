@@ -89,7 +89,7 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
                      'resized to (tf.image.resize, bilinear) for the model. Default: %(default)s')
   group.add_argument('--embedding_only', **_SWITCH, help='Store the embedding instead of the image '
                      '(image/encoded is left out; every image is still validated). Default: false')
-  group.add_argument('--embedding_batch_size', default='32', help='Images per model call. Default: '
+  group.add_argument('--embedding_batch_size', default='16', help='Images per model call. Default: '
                      '%(default)s; larger suits a GPU')
   group = parser.add_argument_group('cloud', 'Beam options; every other Beam option works as well.')
   group.add_argument('--no_wait', **_SWITCH, help='With DataflowRunner: return once the job is submitted '

@@ -4,6 +4,7 @@
   b  the seeds' loop: one TensorFlow process, read + decode_image + TFRecordWriter
   c  the converter: python -m beam_pipeline ... --runner=DirectRunner, default options
   d  the converter storing training-sized JPEGs: --image_format=jpeg --max_side=512
+  e  the converter with CNN embeddings: --embedding_model=EfficientNetB0 (benchmarks/embedding_model.py)
 
 Machines are noisy, so the verdicts are ratios of measurements taken side by side:
 c/a (our overhead over pure decoding) and b/c (our speed-up over the hand-written loop).
@@ -12,7 +13,7 @@ and memory cover every process of the run, the converter's workers included
 (benchmarks.measure): memory is the peak of the processes' summed PSS (shared pages
 split between them), with the largest single process and the plain RSS sum beside it.
 
-Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d] [--repeat N] [--keep-output]
+Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e] [--repeat N] [--keep-output]
        python -m benchmarks.run --memory-scaling
 """
 import argparse
@@ -26,14 +27,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from benchmarks import baselines, photo_set
+from benchmarks import baselines, embedding_model, photo_set
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / 'build' / 'bench-results'
 SCRATCH = REPO / 'build' / 'bench-out'
 NAMES = {'a': f'decode limit ({os.cpu_count()} procs)', 'b': "seeds' TF loop (1 proc)", 'c': 'converter (DirectRunner)',
-         'd': 'converter, JPEG at 512 px'}
-CONVERTERS = {'c': [], 'd': ['--image_format=jpeg', '--max_side=512']}
+         'd': 'converter, JPEG at 512 px', 'e': 'converter + EfficientNetB0'}
+CONVERTERS = {'c': [], 'd': ['--image_format=jpeg', '--max_side=512'], 'e': ['--embedding_model={model}']}
 # ratio: (target, stretch, True if higher is better)
 TARGETS = {'c/a': (1.5, 1.0, False), 'b/c': (1.8, 2.5, True)}
 MEMORY_SIZES, MEMORY_GROWTH_LIMIT, MEMORY_LIMIT_MB = (2000, 20000), 1.5, 1536
@@ -58,8 +59,9 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
   output = scratch / (f'converter-{which}' if which in CONVERTERS else 'seeds.tfrecord')
   if which in CONVERTERS:
     shutil.rmtree(output, ignore_errors=True)  # the converter wants a new or empty output
+    model = embedding_model.ensure() if which == 'e' else None
     argv = [sys.executable, '-m', 'beam_pipeline', f'--input={images}', f'--output={output}', '--runner=DirectRunner',
-            *CONVERTERS[which]]
+            *(arg.format(model=model) for arg in CONVERTERS[which])]
   else:
     argv = {'a': [sys.executable, '-m', 'benchmarks.baselines', str(images)],
             'b': [sys.executable, '-c', baselines.SEEDS_LOOP, str(images), str(output)]}[which]
@@ -149,6 +151,11 @@ def print_report(report: Dict[str, Any]) -> None:
     c, d = report['best']['c'], report['best']['d']
     print(f'd/c: {d["images_per_s"] / c["images_per_s"]:.2f}x the images/s, {d["output_mb"] / c["output_mb"]:.2f}x '
           f'the bytes ({d["output_mb"]} MB against {c["output_mb"]} MB)')
+  if report['best'].get('c', {}).get('ok') and report['best'].get('e', {}).get('ok'):
+    c, e = report['best']['c'], report['best']['e']
+    print(f'e/c: {e["images_per_s"]:.1f} against {c["images_per_s"]:.1f} images/s with and without embeddings '
+          f'({e["images_per_s"] / c["images_per_s"]:.2f}x); e: {e["cpu_s"] / e["num_examples"] * 1000:.1f} ms of CPU '
+          f'per image, {e["output_mb"]} MB written')
   if report.get('output'):
     print(f'converter output kept in {report["output"]}')
 
@@ -175,7 +182,7 @@ def memory_scaling(repeat: int) -> Dict[str, Any]:
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=2000, help='size of the photo set (default 2000)')
-  parser.add_argument('--only', default='a,b,c,d', help='comma-separated subset of a,b,c,d (default all)')
+  parser.add_argument('--only', default='a,b,c,d,e', help='comma-separated subset of a,b,c,d,e (default all)')
   parser.add_argument('--repeat', type=int, default=1, help='runs per measurement; the best counts (default 1)')
   parser.add_argument('--keep-output', action='store_true', help="keep the converter's output directory")
   parser.add_argument('--memory-scaling', action='store_true',
@@ -184,7 +191,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = parser.parse_args(argv)
   only = [w.strip() for w in args.only.split(',') if w.strip()]
   if not only or set(only) - set(NAMES) or args.repeat < 1 or args.images < 1:
-    parser.error('--only takes a comma-separated subset of a,b,c,d; --repeat and --images must be positive')
+    parser.error('--only takes a comma-separated subset of a,b,c,d,e; --repeat and --images must be positive')
   RESULTS.mkdir(parents=True, exist_ok=True)
   if args.memory_scaling:
     summary = memory_scaling(args.repeat)

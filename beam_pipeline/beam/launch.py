@@ -98,12 +98,18 @@ def convert(argv: List[str], started: float) -> int:
 
 def _check_model(settings: Settings, in_process: bool) -> Settings:
   """The settings with --embedding_model's sha256 and output shape, once the model is
-  loaded and has embedded one image: in a worker process on a local run (this process
-  never imports TensorFlow there), else here. UsageError if it cannot embed images."""
+  loaded and has embedded one image: here, or on a local run (this process never
+  imports TensorFlow there) in the worker processes, a check each, so that every
+  worker loads the model now, side by side, rather than in its first shard.
+  UsageError if the model cannot embed images."""
   spec = settings.embedding
   try:
     spec = spec._replace(sha256=embedding.fingerprint(spec.model))
-    shape = workers.start().submit(embedding.check, spec).result() if in_process else embedding.check(spec)
+    if in_process:
+      pool = workers.start()
+      shape = [check.result() for check in [pool.submit(embedding.check, spec) for _ in range(workers.count())]][0]
+    else:
+      shape = embedding.check(spec)
   except ModelError as e:
     raise UsageError(f'--embedding_model={spec.model} {e}') from None
   return settings._replace(embedding=spec._replace(output_shape=shape))

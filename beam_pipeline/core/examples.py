@@ -2,6 +2,7 @@
 import json
 from typing import Any, Mapping
 
+import numpy as np
 from tensorflow.core.example import example_pb2, feature_pb2
 
 from beam_pipeline.core import schemas
@@ -24,10 +25,31 @@ def encode_example(fields: Mapping[str, Any], extras: Mapping[str, Any], schema:
     elif isinstance(value, tuple):
       feature[key].int64_list.value.extend(value)
     else:
-      feature[key].float_list.value.extend(value)
+      _set_floats(feature[key], value)
   for key, value in extras.items():
     _set_extra(feature[key], value)
   return example.SerializeToString(deterministic=True)
+
+
+# FloatList's one field, ``value`` (1), packed: wire type 2, a byte length, then the floats.
+_PACKED_VALUES_TAG = b'\x0a'
+
+
+def _set_floats(feature: feature_pb2.Feature, values: np.ndarray) -> None:
+  """The float32 ``values`` as the feature's float list, as extend() would set them.
+
+  extend() makes a Python float of each value (7 ms for a 7x7x1280 embedding);
+  parsing the list's packed wire form from the array's bytes runs in protobuf's C
+  parser instead (0.02 ms). tests/core/test_examples.py checks both give one Example.
+  """
+  data = np.asarray(values, '<f4').tobytes()
+  length, size = bytearray(), len(data)
+  while True:  # the length as a protobuf varint: 7 bits a byte, low bits first
+    length.append((size & 0x7F) | (0x80 if size > 0x7F else 0))
+    size >>= 7
+    if not size:
+      break
+  feature.float_list.MergeFromString(_PACKED_VALUES_TAG + bytes(length) + data)
 
 
 def uri_bytes(uri: str) -> bytes:

@@ -50,7 +50,7 @@ class EmbeddingSpec(NamedTuple):
   model: str  # local or gs://: a .keras file or a SavedModel directory
   image_size: int = 224  # the square side images are resized to for the model
   only: bool = False  # --embedding_only: records hold the embedding instead of the image
-  batch_size: int = 32
+  batch_size: int = 16
   sha256: str = ''
   output_shape: Tuple[int, ...] = ()
 

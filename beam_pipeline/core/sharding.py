@@ -51,16 +51,27 @@ def order_buckets(records: Iterable[ImageRecord]) -> Dict[str, List[ImageRecord]
   return buckets
 
 
+# With --embedding_model, a split has at least one shard per this many images: a shard
+# is written whole by one worker thread, so the model's work spreads over as many
+# threads as there are shards, and shards by size alone would be few (Dataflow would
+# run the model on a handful of threads).
+EMBEDDED_IMAGES_PER_SHARD = 1024
+
+
 class RecordSizes(NamedTuple):
   """What a record holds besides metadata, for its estimated size: its image (not under
-  --embedding_only) and an embedding of so many float32 values."""
+  --embedding_only) and an embedding of so many float32 values; and the most images a
+  shard may hold (0: no limit)."""
   image: bool = True
   embedding_values: int = 0
+  max_images: int = 0
 
 
 def record_sizes(settings: Settings) -> RecordSizes:
   embedding = settings.embedding
-  return RecordSizes(not (embedding and embedding.only), embedding.num_values if embedding else 0)
+  if embedding is None:
+    return RecordSizes()
+  return RecordSizes(not embedding.only, embedding.num_values, EMBEDDED_IMAGES_PER_SHARD)
 
 
 def estimated_record_bytes(record: ImageRecord, sizes: RecordSizes = RecordSizes()) -> int:
@@ -70,11 +81,19 @@ def estimated_record_bytes(record: ImageRecord, sizes: RecordSizes = RecordSizes
 
 def split_bytes(bucket: str, records: Iterable[ImageRecord],
                 sizes: RecordSizes = RecordSizes()) -> Iterable[Tuple[Tuple[str, str], int]]:
-  """((split, bucket), estimated bytes) of one order bucket."""
+  """((split, bucket), estimated bytes) of one order bucket, and with a limit of images per
+  shard ((_images(split), bucket), images) as well."""
   totals = collections.Counter()
   for record in records:
     totals[record.split, bucket] += estimated_record_bytes(record, sizes)
+    if sizes.max_images:
+      totals[_images(record.split), bucket] += 1
   return totals.items()
+
+
+def _images(split: str) -> str:
+  """The key that counts a split's images beside its bytes; no split's name holds a NUL."""
+  return split + '\0images'
 
 
 def shard_count(total_bytes: int, target_bytes: int) -> int:
@@ -88,6 +107,7 @@ def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int
   A split of total T bytes gets N = ceil(T / target) shards of about T/N bytes,
   which is at most the target and, for N >= 2, more than half of it; a record goes
   to the shard holding its midpoint, so no shard is off by more than one record.
+  With ``sizes.max_images``, N is at least the split's images over it.
   """
   by_split: Dict[str, List[ImageRecord]] = collections.defaultdict(list)
   for record in records:
@@ -97,6 +117,8 @@ def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int
     split_records.sort(key=_ordered)
     total = placed.totals[split]
     count = shard_count(total, target_bytes)
+    if sizes.max_images:
+      count = max(count, math.ceil(placed.totals[_images(split)] / sizes.max_images))
     weight = functools.partial(estimated_record_bytes, sizes=sizes)
     for record, midpoint in hash_order.midpoints(split_records, weight, split, bucket, placed):
       shards[split, min(count - 1, int(midpoint * count / total))].append(record)

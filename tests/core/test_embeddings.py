@@ -1,5 +1,6 @@
 """The embedding's plain parts, without a runner: the model's input, the checks of what a
 model takes and gives, the shard writer's batches, and shard sizes with embeddings."""
+import collections
 import io
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import embeddings, images, schemas, shard_writer, sharding
+from beam_pipeline.core import embeddings, hash_order, images, schemas, shard_writer, sharding
 from beam_pipeline.core.records import ShardPlan
 from beam_pipeline.core.settings import EmbeddingSpec
 from beam_pipeline.core.usage import ModelError
@@ -133,3 +134,19 @@ def test_shards_are_planned_on_what_records_hold():
   assert with_embedding - image_only == 4000
   assert image_only - embedding_only == record.num_bytes - 4000
 
+
+
+def test_with_embeddings_a_split_has_a_shard_per_1024_images_however_small_they_are():
+  records = [image_record(f'/in/{i}.jpg', split='train', num_bytes=1000) for i in range(5000)]
+  sizes = sharding.RecordSizes(False, 1280, sharding.EMBEDDED_IMAGES_PER_SHARD)
+  buckets = sharding.order_buckets(records)
+  placed = hash_order.offsets(pair for key, batch in buckets.items() for pair in sharding.split_bytes(key, batch, sizes))
+  shards = collections.defaultdict(list)
+  for key, batch in buckets.items():
+    for shard, in_shard in sharding.assign_shards(key, batch, 150 * 2**20, placed, sizes).items():
+      shards[shard] += in_shard
+  assert len(shards) == 5  # 25 MB of embeddings would be one shard by size
+  assert all(900 <= len(shard) <= 1100 for shard in shards.values())
+  assert sum(map(len, shards.values())) == 5000
+  assert len(sharding.assign_shards('', records, 150 * 2**20, hash_order.offsets(
+      sharding.split_bytes('', records)))) == 1  # without embeddings, by size alone

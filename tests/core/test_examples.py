@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -54,3 +55,20 @@ def test_extras_may_not_overwrite_schema_keys():
   assert raised.value.reason == 'bad_manifest_row'
   with pytest.raises(Rejected):
     schemas.check_extras({'label': 'x'}, 'simple')
+
+
+@pytest.mark.parametrize('size', [0, 1, 31, 32, 4096, 62720])
+def test_an_embedding_is_the_float_list_extend_would_make(size):
+  """The packed form the encoder writes (the varint of its length crosses 1, 2 and 3 bytes
+  across these sizes) parses as the same floats, and serializes to the same bytes."""
+  values = np.random.RandomState(size).standard_normal(size).astype(np.float32)
+  values[:3] = [np.inf, -0.0, np.nan][:size]
+  fields = {**FIELDS, schemas.EMBEDDING: values, schemas.EMBEDDING_SHAPE: (size,)}
+  serialized = examples.encode_example(fields, {}, 'default')
+  expected = tf.train.Example.FromString(serialized)
+  del expected.features.feature['image/embedding']
+  expected.features.feature['image/embedding'].float_list.value.extend(values.tolist())
+  assert serialized == expected.SerializeToString(deterministic=True)
+  parsed = tf.train.Example.FromString(serialized).features.feature
+  np.testing.assert_array_equal(np.array(parsed['image/embedding'].float_list.value, np.float32), values)
+  assert parsed['image/embedding/shape'].int64_list.value == [size]
