@@ -140,7 +140,8 @@ def test_with_embeddings_a_split_has_a_shard_per_1024_images_however_small_they_
   records = [image_record(f'/in/{i}.jpg', split='train', num_bytes=1000) for i in range(5000)]
   sizes = sharding.RecordSizes(False, 1280, sharding.EMBEDDED_IMAGES_PER_SHARD)
   buckets = sharding.order_buckets(records)
-  placed = hash_order.offsets(pair for key, batch in buckets.items() for pair in sharding.split_bytes(key, batch, sizes))
+  placed = hash_order.offsets(pair for key, batch in buckets.items()
+                              for pair in sharding.split_bytes(key, batch, sizes))
   shards = collections.defaultdict(list)
   for key, batch in buckets.items():
     for shard, in_shard in sharding.assign_shards(key, batch, 150 * 2**20, placed, sizes).items():
