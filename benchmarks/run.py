@@ -5,15 +5,19 @@
   c  the converter: python -m beam_pipeline ... --runner=DirectRunner, default options
   d  the converter storing training-sized JPEGs: --image_format=jpeg --max_side=512
   e  the converter with CNN embeddings: --embedding_model=EfficientNetB0 (benchmarks/embedding_model.py)
+  f  the converter on the Dataflow-style path: Beam's own SDK worker processes
+     (--direct_running_mode=multi_processing), the DoFns calling the core inline
 
 Machines are noisy, so the verdicts are ratios of measurements taken side by side:
 c/a (our overhead over pure decoding) and b/c (our speed-up over the hand-written loop).
+Then c and f run at two sizes (--costs), which sets their CPU apart into a fixed
+cost and a cost per image; f's per image must stay within 1.1x of c's.
 Each measurement is a whole child process: wall time includes start-up and imports. CPU
 and memory cover every process of the run, the converter's workers included
 (benchmarks.measure): memory is the peak of the processes' summed PSS (shared pages
 split between them), with the largest single process and the plain RSS sum beside it.
 
-Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e] [--repeat N] [--keep-output]
+Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e,f] [--repeat N] [--keep-output] [--costs 2000,20000]
        python -m benchmarks.run --memory-scaling
 """
 import argparse
@@ -33,10 +37,13 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / 'build' / 'bench-results'
 SCRATCH = REPO / 'build' / 'bench-out'
 NAMES = {'a': f'decode limit ({os.cpu_count()} procs)', 'b': "seeds' TF loop (1 proc)", 'c': 'converter (DirectRunner)',
-         'd': 'converter, JPEG at 512 px', 'e': 'converter + EfficientNetB0'}
-CONVERTERS = {'c': [], 'd': ['--image_format=jpeg', '--max_side=512'], 'e': ['--embedding_model={model}']}
+         'd': 'converter, JPEG at 512 px', 'e': 'converter + EfficientNetB0', 'f': 'converter, Dataflow-style'}
+CONVERTERS = {'c': [], 'd': ['--image_format=jpeg', '--max_side=512'], 'e': ['--embedding_model={model}'],
+              'f': ['--direct_running_mode=multi_processing', f'--direct_num_workers={os.cpu_count()}']}
 # ratio: (target, stretch, True if higher is better)
-TARGETS = {'c/a': (1.5, 1.0, False), 'b/c': (1.8, 2.5, True)}
+TARGETS = {'c/a': (1.3, 1.0, False), 'b/c': (2.0, 2.5, True)}
+# The Dataflow-style path's CPU per image, at most this many times the local path's.
+PER_IMAGE_LIMIT = 1.1
 MEMORY_SIZES, MEMORY_GROWTH_LIMIT, MEMORY_LIMIT_MB = (2000, 20000), 1.5, 1536
 
 
@@ -179,19 +186,85 @@ def memory_scaling(repeat: int) -> Dict[str, Any]:
   return summary
 
 
+def costs(sizes: List[int], repeat: int, measured: Dict[str, Any]) -> Dict[str, Any]:
+  """CPU of c (local path) and f (Dataflow-style path) at two sizes, set apart into a fixed
+  cost and a cost per image (a line through the two), with wall time and peak memory.
+  ``measured``: a report of bench() whose runs of c at its size are reused."""
+  runs: Dict[str, Dict[int, List[Dict[str, Any]]]] = {'c': {}, 'f': {}}
+  if measured.get('images') in sizes and measured['runs'].get('c'):
+    runs['c'][measured['images']] = list(measured['runs']['c'])
+  for n in sizes:
+    images, _ = photo_set.ensure(n)
+    scratch = SCRATCH / str(n)
+    scratch.mkdir(parents=True, exist_ok=True)
+    for round_ in range(repeat):
+      for which in 'cf':
+        if len(runs[which].setdefault(n, [])) > round_:
+          continue
+        print(f'[costs {n}, {round_ + 1}/{repeat}] {which}: {NAMES[which]} ...', end=' ', flush=True)
+        runs[which][n].append(measure(which, images, n, scratch, keep_output=False))
+        last = runs[which][n][-1]
+        print(f'{last["wall_s"]:.2f} s, {last["cpu_s"]:.1f} s CPU' if last['ok'] else
+              f'FAILED (exit {last["exit_code"]})', flush=True)
+  small, large = sizes
+  model: Dict[str, Any] = {'sizes': sizes, 'paths': {}}
+  for which in 'cf':
+    ok = {n: [r for r in runs[which][n] if r['ok']] for n in sizes}
+    if not all(ok.values()):
+      model['paths'][which] = {'ok': False}
+      continue
+    # Each size's least CPU: noise only ever adds to it.
+    best = {n: min(ok[n], key=lambda r: r['cpu_s']) for n in sizes}
+    per_image = (best[large]['cpu_s'] - best[small]['cpu_s']) / (large - small)
+    model['paths'][which] = {
+        'ok': True, 'per_image_ms': round(per_image * 1000, 3),
+        'fixed_cpu_s': round(best[small]['cpu_s'] - small * per_image, 2),
+        'by_size': {n: {key: min(ok[n], key=lambda r: r['wall_s'])[key] for key in ('wall_s', 'cpu_s')}
+                    | {'peak_pss_mb': max(r['peak_pss_mb'] for r in ok[n])} for n in sizes}}
+  if model['paths']['c'].get('ok') and model['paths']['f'].get('ok'):
+    ratio = model['paths']['f']['per_image_ms'] / model['paths']['c']['per_image_ms']
+    model['f/c per image'] = {'value': round(ratio, 3), 'limit': PER_IMAGE_LIMIT, 'meets': ratio <= PER_IMAGE_LIMIT}
+  return model
+
+
+def print_costs(model: Dict[str, Any]) -> None:
+  small, large = model['sizes']
+  print('\nCPU set apart (least CPU of each size; wall best of its runs; memory the peak summed PSS)')
+  print(f'   {"path":<30}{"fixed CPU s":>12}{"ms/image":>10}{"wall " + str(small):>12}{"wall " + str(large):>12}'
+        f'{"MB " + str(small):>10}{"MB " + str(large):>10}')
+  for which, path in model['paths'].items():
+    if not path['ok']:
+      print(f'{which}  {NAMES[which]:<30} FAILED')
+      continue
+    sizes = path['by_size']
+    print(f'{which}  {NAMES[which]:<30}{path["fixed_cpu_s"]:>12.2f}{path["per_image_ms"]:>10.3f}'
+          f'{sizes[small]["wall_s"]:>12.2f}{sizes[large]["wall_s"]:>12.2f}'
+          f'{sizes[small]["peak_pss_mb"]:>10.0f}{sizes[large]["peak_pss_mb"]:>10.0f}')
+  if 'f/c per image' in model:
+    ratio = model['f/c per image']
+    print(f'f/c CPU per image = {ratio["value"]:.2f}   (limit <= {ratio["limit"]}: '
+          f'{"ok" if ratio["meets"] else "EXCEEDED"})')
+
+
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=2000, help='size of the photo set (default 2000)')
-  parser.add_argument('--only', default='a,b,c,d,e', help='comma-separated subset of a,b,c,d,e (default all)')
+  parser.add_argument('--only', default='a,b,c,d,e', help='comma-separated subset of a,b,c,d,e,f '
+                      '(default a,b,c,d,e; f runs with --costs)')
   parser.add_argument('--repeat', type=int, default=1, help='runs per measurement; the best counts (default 1)')
   parser.add_argument('--keep-output', action='store_true', help="keep the converter's output directory")
+  parser.add_argument('--costs', default='2000,20000', help='two sizes to set c and f apart into fixed and '
+                      "per-image CPU at (default 2000,20000); 'none' to skip")
   parser.add_argument('--memory-scaling', action='store_true',
                       help=f'run only the converter, at {MEMORY_SIZES[0]} and {MEMORY_SIZES[1]} files, '
                            'and compare peak memory')
   args = parser.parse_args(argv)
   only = [w.strip() for w in args.only.split(',') if w.strip()]
   if not only or set(only) - set(NAMES) or args.repeat < 1 or args.images < 1:
-    parser.error('--only takes a comma-separated subset of a,b,c,d,e; --repeat and --images must be positive')
+    parser.error('--only takes a comma-separated subset of a,b,c,d,e,f; --repeat and --images must be positive')
+  cost_sizes = [] if args.costs == 'none' else [int(n) for n in args.costs.split(',')]
+  if cost_sizes and (len(cost_sizes) != 2 or not 0 < cost_sizes[0] < cost_sizes[1]):
+    parser.error("--costs takes two sizes, the smaller first (2000,20000), or 'none'")
   RESULTS.mkdir(parents=True, exist_ok=True)
   if args.memory_scaling:
     summary = memory_scaling(args.repeat)
@@ -200,8 +273,13 @@ def main(argv: Optional[List[str]] = None) -> int:
   else:
     summary = bench(args.images, ''.join(only), args.repeat, args.keep_output)
     print_report(summary)
-    destination = RESULTS / f'{args.images}.json'
     failed = not all(r['ok'] for r in summary['best'].values())
+    if cost_sizes:
+      summary['costs'] = costs(cost_sizes, args.repeat, summary)
+      print_costs(summary['costs'])
+      failed = failed or not all(path['ok'] for path in summary['costs']['paths'].values())
+    destination = RESULTS / f'{args.images}.json'
+
   destination.write_text(json.dumps(summary, indent=2) + '\n')
   print(f'results: {destination.relative_to(REPO)}')
   return 1 if failed else 0

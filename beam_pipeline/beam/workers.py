@@ -29,9 +29,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing import forkserver, reduction
 from typing import Any, Dict, List, Optional
 
-# What the forkserver imports before it forks: the modules the steps run
-# (beam_pipeline.core.steps); the tf.Transform graph's, written once a run, is not among them.
-PRELOAD = ['beam_pipeline.core.validation', 'beam_pipeline.core.shard_writer']
+# What the forkserver imports before it forks: TensorFlow and the modules the steps run.
+PRELOAD = ['beam_pipeline.core.worker_preload']
 
 _pool: Optional[ProcessPoolExecutor] = None
 _count = 0
