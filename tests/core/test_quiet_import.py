@@ -14,9 +14,9 @@ tf = quiet_import.tensorflow()
 left_out = {name: name in sys.modules for name in ('keras', 'matplotlib', 'googleapiclient')}
 decoded = tf.io.decode_png(tf.io.encode_png(tf.zeros([2, 3, 3], tf.uint8))).shape.as_list()
 import keras, matplotlib
+hidden_now = [name for name in ('keras', 'matplotlib', 'googleapiclient') if sys.modules.get(name, 1) is None]
 print(json.dumps({'left_out': left_out, 'decoded': decoded, 'keras': keras.__version__.split('.')[0],
-                  'layer': type(keras.layers.Dense(1)).__name__, 'hidden_now': [
-                      name for name in ('keras', 'matplotlib', 'googleapiclient') if sys.modules.get(name, 1) is None]}))
+                  'layer': type(keras.layers.Dense(1)).__name__, 'hidden_now': hidden_now}))
 '''
 
 
