@@ -10,21 +10,28 @@ processes' forkserver does. A Python error still raises, and is printed after.
 SavedModels (the end of tensorflow/__init__.py; it passes on an ImportError),
 Keras imports matplotlib's pyplot for its plotting helpers, and TensorFlow's GCE
 cluster resolver imports the Google API client (both pass on an ImportError
-too): 1.1 of the import's 2.9 s, in the workers' forkserver on the way to the
-first image, and in inspect and verify. Nothing here uses them but the embedding
+too): well over a third of the import (benchmarks/README.md), in the workers'
+forkserver on the way to the first image, and in inspect and verify. Nothing here uses them but the embedding
 model, which imports Keras itself (Keras then registers what it registers), so
 they stay hidden while TensorFlow is imported, and import as usual afterwards;
 TensorFlow's TPU and GCE cluster resolvers, which we never use, then see no API
 client.
+
+tf.Transform imports tf_keras, whose data adapter imports pandas if it can, only so
+that ``fit`` accepts DataFrames: a large part of tf.Transform's import, paid on
+the way to the graph, which never fits anything. tensorflow_transform() leaves it
+out for the worker step that writes the graph; users' own processes (the reader)
+import tf.Transform as usual.
 """
 import contextlib
 import os
 import sys
 from types import ModuleType
-from typing import Iterator
+from typing import Iterator, Tuple
 
-# What the import of TensorFlow leaves out (see the module docstring).
+# What the imports of TensorFlow and tf.Transform leave out (see the module docstring).
 _LEFT_OUT = ('keras', 'matplotlib', 'googleapiclient')
+_LEFT_OUT_BY_TRANSFORM = ('pandas',)
 
 
 def tensorflow() -> ModuleType:
@@ -34,7 +41,7 @@ def tensorflow() -> ModuleType:
   saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
   try:
     os.dup2(devnull, 2)
-    with _left_out():
+    with _left_out(_LEFT_OUT):
       import tensorflow  # pylint: disable=import-outside-toplevel
   finally:
     os.dup2(saved, 2)
@@ -43,10 +50,20 @@ def tensorflow() -> ModuleType:
   return tensorflow
 
 
+def tensorflow_transform() -> ModuleType:
+  """tf.Transform, for a worker step: with TensorFlow imported quietly, and without pandas."""
+  tensorflow()
+  if 'tensorflow_transform' in sys.modules:
+    return sys.modules['tensorflow_transform']
+  with _left_out(_LEFT_OUT_BY_TRANSFORM):
+    import tensorflow_transform  # pylint: disable=import-outside-toplevel
+  return tensorflow_transform
+
+
 @contextlib.contextmanager
-def _left_out() -> Iterator[None]:
-  """Makes importing _LEFT_OUT raise ImportError meanwhile, unless it is imported already."""
-  hidden = [name for name in _LEFT_OUT if name not in sys.modules]
+def _left_out(names: Tuple[str, ...]) -> Iterator[None]:
+  """Makes importing ``names`` raise ImportError meanwhile, unless imported already."""
+  hidden = [name for name in names if name not in sys.modules]
   for name in hidden:
     sys.modules[name] = None  # the import system's own mark for "raise ImportError"
   try:

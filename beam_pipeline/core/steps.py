@@ -29,6 +29,6 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
 
 
 def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -> None:
-  quiet_import.tensorflow()
+  quiet_import.tensorflow_transform()
   from beam_pipeline.core import transform  # pylint: disable=import-outside-toplevel
   transform.write_graph(directory, graph, class_names)

@@ -28,3 +28,22 @@ def test_tensorflow_imports_without_keras_matplotlib_or_the_api_client_which_imp
   assert result['decoded'] == [2, 3, 3]
   assert result['keras'] == '3' and result['layer'] == 'Dense' and result['hidden_now'] == []
   assert done.stderr == ''  # no TensorFlow start-up notice, as the command runs it
+
+
+TRANSFORM_SCRIPT = '''
+import json, sys
+from beam_pipeline.core import quiet_import
+tft = quiet_import.tensorflow_transform()
+left_out = 'pandas' in sys.modules
+from tensorflow_transform import impl_helper
+import pandas
+print(json.dumps({'left_out': not left_out, 'same': quiet_import.tensorflow_transform() is tft,
+                  'pandas': hasattr(pandas, 'DataFrame'), 'hidden_now': sys.modules.get('pandas', 1) is None}))
+'''
+
+
+def test_tensorflow_transform_imports_without_pandas_which_imports_as_usual_after():
+  done = subprocess.run([sys.executable, '-c', TRANSFORM_SCRIPT], cwd=ROOT, env=user_environment(),
+                        capture_output=True, text=True, timeout=120, check=True)
+  result = json.loads(done.stdout.strip().splitlines()[-1])
+  assert result == {'left_out': True, 'same': True, 'pandas': True, 'hidden_now': False}
