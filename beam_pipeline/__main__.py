@@ -17,9 +17,8 @@ if __name__ == '__main__':
     workers.start_forkserver()
   code = cli.main(argv, STARTED)
   # Everything the run wrote is closed and committed by now. Tearing down an
-  # interpreter that holds Beam takes most of a second (measured: 2.1-2.8 s for a
-  # script that only imports it, 1.4-1.6 s without the teardown) and does
-  # nothing more, so the process ends here, once its output is flushed.
+  # interpreter that holds Beam takes most of a second and does nothing more,
+  # so the process ends here, once its output is flushed.
   logging.shutdown()
   sys.stdout.flush()
   sys.stderr.flush()

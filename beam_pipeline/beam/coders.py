@@ -3,8 +3,8 @@
 Left to itself, Beam pickles each NamedTuple, which calls back into Python for
 every record, and it encodes sampled elements a second time only to count their
 bytes. These coders pickle the plain tuple of a record's fields and estimate
-sizes from a record's uri (measured per record in a list: 5.5 us to encode and
-decode instead of 11, and 0.65 us instead of 6.6 to estimate). The pipeline
+sizes from a record's uri, which halves the cost of encoding and decoding a
+record and makes estimating its size almost free. The pipeline
 declares its PCollections' element types, so Beam finds these coders in its
 registry, also inside lists and key-value pairs.
 """

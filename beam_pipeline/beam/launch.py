@@ -160,9 +160,7 @@ def _long_lived_objects() -> Iterator[None]:
   """Builds what lives as long as the run without collecting garbage, then freezes it.
 
   Beam's modules and the pipeline graph are some 200,000 objects, which every
-  full collection during the run would rescan. (With TensorFlow, imported here
-  before worker processes took it over, they were 500,000 and cost 1.3 s of a
-  20,000-image run.)
+  full collection during the run would rescan.
   """
   gc.disable()
   try:

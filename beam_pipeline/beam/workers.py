@@ -2,14 +2,15 @@
 
 On the DirectRunner every DoFn runs in the launching process, and the steps
 that cost CPU (decoding every image, encoding and writing shards, tracing the
-tf.Transform graph) need TensorFlow, whose import alone takes about 2 s. Two
+tf.Transform graph) need TensorFlow, whose import alone takes longer than a
+small run's images. Two
 things keep both cores busy from the start instead:
 
 * A forkserver (multiprocessing's), started before this process imports Beam,
   imports TensorFlow and the worker-side modules once, in parallel with Beam's
   import and the graph's construction here, then forks ready workers. Beam's
-  own multi-process mode starts each SDK worker from scratch (3 s of Beam and
-  TensorFlow imports each) only after the graph is built.
+  own multi-process mode starts each SDK worker from scratch (Beam's and
+  TensorFlow's imports in each) only after the graph is built.
 * The launching process never imports TensorFlow: DoFns hand the pool the
   steps of beam_pipeline.core.steps, which import their modules where they run,
   and get plain values back.
@@ -140,8 +141,8 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   launcher ends.
 
   On a core of its own, a worker's TensorFlow threads (sized to the cores it
-  sees) no longer contend with the other workers': validating 20,000 photos took
-  3.9-4.1 s instead of 4.1-4.8 s, and 8% less CPU.
+  sees) no longer contend with the other workers': validation is faster and
+  takes less CPU (README, Performance).
 
   A killed launcher closes no pipe a worker would notice: every worker holds the
   write end of its own task queue, and the forkserver lives while any worker
@@ -154,7 +155,7 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   os.environ.update(environment)
   os.chdir(cwd)
   # TensorFlow's modules, imported by the forkserver, live as long as the worker:
-  # a full collection rescanned them (0.27 s of each worker's 20,000-image run).
+  # each full collection would rescan them.
   gc.freeze()
   core = cores.get()
   try:

@@ -38,9 +38,10 @@ _PACKED_VALUES_TAG = b'\x0a'
 def _set_floats(feature: feature_pb2.Feature, values: np.ndarray) -> None:
   """The float32 ``values`` as the feature's float list, as extend() would set them.
 
-  extend() makes a Python float of each value (7 ms for a 7x7x1280 embedding);
-  parsing the list's packed wire form from the array's bytes runs in protobuf's C
-  parser instead (0.02 ms). tests/core/test_examples.py checks both give one Example.
+  extend() makes a Python float of each value, which for an embedding of tens of
+  thousands of floats costs more than the rest of its record; parsing the list's
+  packed wire form from the array's bytes runs in protobuf's C parser instead.
+  tests/core/test_examples.py checks both give one Example.
   """
   data = np.asarray(values, '<f4').tobytes()
   length, size = bytearray(), len(data)

@@ -112,8 +112,7 @@ def _read_local(path: str, max_bytes: int) -> bytes:
 
   Hand-written with os calls instead of FileSystems.open, whose local stream
   (a path check, a buffered file, two seeks, plus our stat for pipes) cost more
-  than reading a photo: 0.75 s against 0.40 s of CPU for 20,000 photos, and every
-  image is read twice, to validate and to write.
+  than reading a photo, and every image is read twice, to validate and to write.
   """
   # O_NONBLOCK: opening a named pipe must not wait for a writer; fstat then refuses it.
   fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -155,8 +154,8 @@ def read_files(read: Callable[[T], R], items: Iterable[T], uris_of: Callable[[T]
   """(item, read(item)) in order, ``read`` raising Rejected for a file that cannot be used.
 
   Object stores are latency-bound, so if any file is remote, ``remote.reads_ahead``
-  reads run ahead on its pool; local files are read fastest one at a time
-  (measured: a pool of threads contending for the GIL made writing a shard 1.9x slower).
+  reads run ahead on its pool; local files are read fastest one at a time (a pool
+  of threads contending for the GIL made writing a shard slower).
   """
   items = list(items)
   if remote is None or not uris.any_remote(map(uris_of, items)):

@@ -10,10 +10,10 @@ it is.
 The graph's one data-dependent part is its vocabulary, and that is labels.txt
 itself, known once the records are labelled. So nothing is analyzed: the graph is
 traced with the vocabulary as an asset file, which is what tf.Transform's own
-Beam implementation does once its analyzers have run (_trace_and_write). It takes
-a worker 0.4 s, tf.Transform's import included; the Beam analysis took the
-pipeline 1.5 s, and would need Beam in the worker, to compute a list the pipeline
-already has.
+Beam implementation does once its analyzers have run (_trace_and_write). One
+worker task does it, where the Beam analysis cost the pipeline several times
+more, and would need Beam in the worker, to compute a list the pipeline already
+has.
 """
 import math
 import os

@@ -2,7 +2,8 @@
 does it, without importing Beam.
 
 Worker processes of a local run read and write only local files, and Beam's import
-alone costs them 0.6 s; tests check that these agree with FileSystems.
+alone would cost them more than many runs' images; tests check that these agree
+with FileSystems.
 """
 import os
 import re
