@@ -4,9 +4,10 @@ its CPU work handed to the local worker pool (workers.py).
 Beam's DirectRunner first tries Prism, which downloads a runner binary and moves
 every element through gRPC to SDK workers, then falls back to the FnApiRunner.
 Offline the attempt fails, at a cost a small run notices (the pipeline is
-translated twice); online it would trade the in-process engine for a slower one. This batch
-pipeline needs nothing Prism adds, so it gets what DirectRunner falls back to,
-set up as DirectRunner does (its options reach multi-process SDK workers).
+translated twice); online it would trade the in-process engine for a slower
+one. This batch pipeline needs nothing Prism adds, so it gets what DirectRunner
+falls back to, set up as DirectRunner does (its options reach multi-process SDK
+workers).
 """
 from typing import Optional
 

@@ -3,8 +3,7 @@
 On the DirectRunner every DoFn runs in the launching process, and the steps
 that cost CPU (decoding every image, encoding and writing shards, tracing the
 tf.Transform graph) need TensorFlow, whose import alone takes longer than a
-small run's images. Two
-things keep both cores busy from the start instead:
+small run's images. Two things keep both cores busy from the start instead:
 
 * A forkserver (multiprocessing's), started before this process imports Beam,
   imports TensorFlow and the worker-side modules once, in parallel with Beam's
