@@ -12,10 +12,10 @@ Keras imports matplotlib's pyplot for its plotting helpers, and TensorFlow's GCE
 cluster resolver imports the Google API client (both pass on an ImportError
 too): well over a third of the import (README, Performance), in the workers'
 forkserver on the way to the first image, and in inspect and verify. Nothing here
-uses them but the embedding model, which imports Keras itself (Keras then registers what it registers), so
-they stay hidden while TensorFlow is imported, and import as usual afterwards;
-TensorFlow's TPU and GCE cluster resolvers, which we never use, then see no API
-client.
+uses them but the embedding model, which imports Keras itself (Keras then
+registers what it registers), so they stay hidden while TensorFlow is imported,
+and import as usual afterwards; TensorFlow's TPU and GCE cluster resolvers, which
+we never use, then see no API client.
 
 tf.Transform imports tf_keras, whose data adapter imports pandas if it can, only so
 that ``fit`` accepts DataFrames: a large part of tf.Transform's import, paid on
