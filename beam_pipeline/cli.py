@@ -14,6 +14,7 @@ from beam_pipeline import arguments, progress
 from beam_pipeline.core import quiet_import
 from beam_pipeline.core.usage import UsageError
 
+
 def quiet_libraries() -> None:
   """Keeps TensorFlow's C++ log off the console: its CUDA probing reads like a failure on a
   machine without a GPU, and its decoders' per-image warnings are about files the run

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import tensorflow as tf
 
 from beam_pipeline.core import dataset_info as info_file, schemas, uris
+from beam_pipeline.core.settings import COMPRESSIONS
 
 
 def dataset_info(output_dir: str) -> Dict[str, Any]:
@@ -49,7 +50,7 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   if shuffle_buffer:
     dataset = dataset.shuffle(len(files), seed=seed)
   dataset = dataset.interleave(
-      lambda f: tf.data.TFRecordDataset(f, compression_type='GZIP' if info['compression'] == 'gzip' else ''),
+      lambda f: tf.data.TFRecordDataset(f, compression_type=COMPRESSIONS[info['compression']]),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle_buffer)
   if shuffle_buffer:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)

@@ -27,7 +27,7 @@ from apache_beam.ml.inference.tensorflow_inference import TFModelHandlerTensor
 from apache_beam.utils import shared
 
 from beam_pipeline.beam import embedding
-from beam_pipeline.core import embeddings
+from beam_pipeline.core import embeddings, rejections
 from beam_pipeline.core.usage import ModelError
 from beam_pipeline.core.settings import EmbeddingSpec
 
@@ -60,7 +60,7 @@ def load(path: str) -> _ImageModel:
     model = keras.models.load_model(path, compile=False)
   except Exception as e:  # Keras raises several types, for files it cannot read
     raise ModelError(f'could not be loaded as a Keras model or a SavedModel directory: '
-                     f'{str(e).splitlines()[0] if str(e) else type(e).__name__}') from None
+                     f'{rejections.first_line(e)}') from None
   if len(model.inputs) != 1 or len(model.outputs) != 1:
     raise ModelError(f'takes {len(model.inputs)} input(s) and gives {len(model.outputs)} output(s); '
                      'it needs to take one image batch and give one embedding per image')
@@ -108,7 +108,7 @@ def describe(model: _ImageModel, image_size: int) -> Tuple[int, ...]:
     output = model(tf.zeros([1, image_size, image_size, 3], tf.float32))
   except Exception as e:  # pylint: disable=broad-except
     raise ModelError(f'failed on a batch of one {image_size}x{image_size} RGB image: '
-                     f'{str(e).splitlines()[0] if str(e) else type(e).__name__}') from None
+                     f'{rejections.first_line(e)}') from None
   return embeddings.output_shape(tf.convert_to_tensor(output), 1)
 
 

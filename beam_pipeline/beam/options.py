@@ -16,10 +16,8 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from beam_pipeline import arguments
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import labels, schemas, splitting, uris
-from beam_pipeline.core.settings import IMAGE_FORMATS, EmbeddingSpec, Settings, StoredImages
+from beam_pipeline.core.settings import COMPRESSIONS, IMAGE_FORMATS, EmbeddingSpec, Settings, StoredImages
 from beam_pipeline.core.usage import UsageError
-
-COMPRESSIONS = ('none', 'gzip')
 
 
 class ConversionOptions(PipelineOptions):

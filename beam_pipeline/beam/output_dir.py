@@ -19,14 +19,13 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import dataset_info, uris
+from beam_pipeline.core.records import TransformGraph
 from beam_pipeline.core.usage import UsageError
 
 DATASET_INFO = dataset_info.FILE_NAME
 LABELS_TXT = 'labels.txt'
 ERRORS_FILE = 'errors-00000-of-00001.jsonl'
 TEMP_DIR = '.beam_pipeline-tmp'
-# The tf.Transform graph's directories (core/transform.py).
-TRANSFORM_DIRS = ('transform_fn', 'transformed_metadata', 'metadata')
 _COPY_BUFFER_BYTES = 8 * 2**20
 
 # Only the exact files tf.Transform writes are ours: a user's file in a directory
@@ -139,7 +138,7 @@ def commit(output: str, written: Iterable[str], written_dirs: Iterable[str], dat
   stale = [name for name in _relative_names(output)
            if _OWN_NAME.match(name) and name not in keep
            and (not name.startswith(kept_dirs) or _TF_TEMP_NAME.search(name))]
-  _delete(output, stale, [d for d in TRANSFORM_DIRS if d + '/' not in kept_dirs])
+  _delete(output, stale, [d for d in TransformGraph.DIRECTORIES if d + '/' not in kept_dirs])
   write_text(output, DATASET_INFO, dataset_info_json)
   leftovers = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
   _delete(output, leftovers, [TEMP_DIR])

@@ -169,9 +169,9 @@ class WriteOutputs(_PooledDoFn):
     yield result.shard
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
-    for name in output_dir.TRANSFORM_DIRS:
+    for name in TransformGraph.DIRECTORIES:
       output_dir.publish_tree(self._settings.output, name, uris.join(staged, name))
-    yield beam.pvalue.TaggedOutput(TRANSFORM_WRITTEN, list(output_dir.TRANSFORM_DIRS))
+    yield beam.pvalue.TaggedOutput(TRANSFORM_WRITTEN, list(TransformGraph.DIRECTORIES))
 
 
 class GroupCopies(beam.DoFn):

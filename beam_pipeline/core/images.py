@@ -46,6 +46,8 @@ warnings.simplefilter('ignore', Image.DecompressionBombWarning)
 
 # Source formats whose bytes each --image_format keeps.
 KEPT = {'original': ('jpeg', 'png'), 'jpeg': ('jpeg',), 'png': ('png',)}
+# The longest a decoder's message is quoted in a rejection's detail.
+_DETAIL_CHARS = 200
 # Modes PNG stores as they are.
 _PNG_MODES = {'1', 'L', 'I;16', 'LA', 'P', 'RGB', 'RGBA'}
 # Modes converted before PNG encoding; colour-space conversions are the only
@@ -166,7 +168,7 @@ def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending
     return e.with_traceback(None)
   except Exception as e:  # pylint: disable=broad-except  # TensorFlow read it; Pillow may still refuse
     return Rejected(rejections.CORRUPT, f'{prepared.info.source_format} data does not decode in Pillow: '
-                    f'{_message(e)}')
+                    f'{rejections.first_line(e, _DETAIL_CHARS)}')
 
 
 class _Pending(NamedTuple):
@@ -213,7 +215,7 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
   except Image.DecompressionBombError as e:
     return Rejected(rejections.TOO_MANY_PIXELS, str(e))
   except Exception as e:  # Pillow's header parsers raise many types on malformed data.
-    return Rejected(rejections.CORRUPT, f'unreadable image header: {_message(e)}')
+    return Rejected(rejections.CORRUPT, f'unreadable image header: {rejections.first_line(e, _DETAIL_CHARS)}')
   with image:
     try:
       return _plan_opened(image, data, max_pixels, stored)
@@ -225,7 +227,7 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
     except Image.DecompressionBombError as e:
       return Rejected(rejections.TOO_MANY_PIXELS, str(e))
     except Exception as e:  # Pillow's decoders raise OSError, SyntaxError, ValueError, ...
-      message = _message(e)
+      message = rejections.first_line(e, _DETAIL_CHARS)
       if 'truncated' in message or isinstance(e, EOFError):
         return Rejected(rejections.TRUNCATED, f'{image.format} data ends early: {message}')
       return Rejected(rejections.CORRUPT, f'{image.format} data does not decode: {message}')
@@ -309,7 +311,7 @@ def _checked_by_tensorflow(pending: _Pending) -> Union[PreparedImage, Rejected]:
       shape = tf.io.decode_image(pending.stored, channels=0, expand_animations=False).shape
   except tf.errors.OpError as e:
     return Rejected(rejections.CORRUPT, f'{pending.source_format} data does not decode in TensorFlow: '
-                    f'{_message(e).split("}}")[-1].strip()}')
+                    f'{rejections.first_line(e, _DETAIL_CHARS).split("}}")[-1].strip()}')
   return pending.checked(tuple(shape))
 
 
@@ -453,6 +455,3 @@ def _describe(data: bytes) -> str:
     return 'looks like XML/SVG, which is not decoded'
   return f'{len(data)} bytes starting {data[:8].hex()}'
 
-
-def _message(error: Exception) -> str:
-  return (str(error) or type(error).__name__).splitlines()[0][:200]

@@ -34,6 +34,8 @@ _TRANSIENT_HTTP_CODES = (408, 429)  # request timeout, too many requests
 # say the storage hiccupped.
 _TRANSIENT_ERRNOS = (errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT, errno.ESTALE, errno.EBUSY)
 READ_ATTEMPTS = 4
+# The longest a read error's message is quoted in a rejection or an error.
+_DETAIL_CHARS = 300
 BACKOFF_SECONDS = 0.5
 RETRY_DEADLINE_SECONDS = 60
 
@@ -67,11 +69,11 @@ def read_file(uri: str, max_bytes: int, open_remote: Optional[Callable[[str], Bi
       raise
     except _PERMANENT as e:
       if getattr(e, 'code', None) not in _TRANSIENT_HTTP_CODES:
-        raise Rejected(rejections.UNREADABLE, f'cannot read: {_first_line(e)}') from None
+        raise Rejected(rejections.UNREADABLE, f'cannot read: {rejections.first_line(e, _DETAIL_CHARS)}') from None
       error = e
     except OSError as e:
       if not uris.is_remote(uri) and e.errno not in _TRANSIENT_ERRNOS:
-        raise Rejected(rejections.UNREADABLE, f'cannot read: {_first_line(e)}') from None
+        raise Rejected(rejections.UNREADABLE, f'cannot read: {rejections.first_line(e, _DETAIL_CHARS)}') from None
       error = e
     except Exception as e:  # pylint: disable=broad-except
       error = e
@@ -80,7 +82,7 @@ def read_file(uri: str, max_bytes: int, open_remote: Optional[Callable[[str], Bi
     if attempt == READ_ATTEMPTS or time.monotonic() - started > RETRY_DEADLINE_SECONDS:
       raise TransientReadError(f'{uri}: reading failed after {attempt} attempt(s) in '
                                f'{time.monotonic() - started:.0f} s, last with '
-                               f'{type(error).__name__}: {_first_line(error)}') from error
+                               f'{type(error).__name__}: {rejections.first_line(error, _DETAIL_CHARS)}') from error
     time.sleep(BACKOFF_SECONDS * 2**(attempt - 1) * random.uniform(0.5, 1.0))
   raise AssertionError('unreachable')
 
@@ -144,9 +146,6 @@ def _check_size(size: int, max_bytes: int) -> None:
   if size > max_bytes:
     raise Rejected(rejections.FILE_TOO_LARGE, f'{size} bytes, more than --max_file_mb ({max_bytes} bytes)')
 
-
-def _first_line(error: Exception) -> str:
-  return (str(error) or type(error).__name__).splitlines()[0][:300]
 
 
 def read_files(read: Callable[[T], R], items: Iterable[T], uris_of: Callable[[T], str],

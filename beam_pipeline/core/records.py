@@ -7,7 +7,7 @@ again (checking ``source_sha256``). This module imports nothing of the package.
 """
 import dataclasses
 import json
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
 
 class InputItem(NamedTuple):
@@ -91,6 +91,8 @@ class ShardPlan(OutputUnit):
 @dataclasses.dataclass(frozen=True)
 class TransformGraph(OutputUnit):
   """The tf.Transform preprocessing graph, written beside the shards."""
+  # What it is written as: the directories tf.Transform's readers look for (TFTransformOutput).
+  DIRECTORIES: ClassVar[Tuple[str, ...]] = ('transform_fn', 'transformed_metadata', 'metadata')
   image_size: int
   schema: str
   embedding_shape: Tuple[int, ...] = ()  # with --embedding_model

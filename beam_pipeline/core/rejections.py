@@ -4,6 +4,7 @@ Every input ends either as a written record or as exactly one rejection, so the
 codes are part of the output contract (errors-*.jsonl, dataset_info.json,
 Beam counters) and must stay stable.
 """
+from typing import Optional
 
 EMPTY = 'empty'
 NOT_IMAGE = 'not_image'
@@ -17,6 +18,13 @@ NO_LABEL = 'no_label'
 BAD_MANIFEST_ROW = 'bad_manifest_row'
 CHANGED_DURING_RUN = 'changed_during_run'
 DUPLICATE = 'duplicate'
+
+
+def first_line(error: BaseException, limit: Optional[int] = None) -> str:
+  """What a one-line message says of ``error``: its first line (at most ``limit`` characters),
+  or its type's name if it has no message."""
+  line = (str(error) or type(error).__name__).splitlines()[0]
+  return line[:limit] if limit else line
 
 
 class Rejected(Exception):

@@ -35,6 +35,8 @@ class SplitSpec(NamedTuple):
 
 
 IMAGE_FORMATS = ('original', 'jpeg', 'png')
+# --compression's values, and TensorFlow's compression_type for each (its TFRecord writer and readers).
+COMPRESSIONS = {'none': '', 'gzip': 'GZIP'}
 
 
 class StoredImages(NamedTuple):

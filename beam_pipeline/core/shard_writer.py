@@ -15,7 +15,7 @@ import tensorflow as tf
 from beam_pipeline.core import dataset_info, examples, images, reading, rejections, schemas
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import Rejected
-from beam_pipeline.core.settings import Settings
+from beam_pipeline.core.settings import COMPRESSIONS, Settings
 
 
 # What the model is given, a batch of stored images, and gives: one flattened embedding each.
@@ -37,11 +37,10 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   reencoded = resized = 0
   batch_size = settings.embedding.batch_size if embed else 1
   stored_image = functools.partial(_stored_image, settings=settings, open_remote=remote and remote.open)
-  with tf.io.TFRecordWriter(file_path, 'GZIP' if settings.compression == 'gzip' else '') as writer:
+  with tf.io.TFRecordWriter(file_path, COMPRESSIONS[settings.compression]) as writer:
     read = reading.read_files(stored_image, plan.records, lambda record: record.uri, remote)
     for batch in _batches(read, batch_size, rejected):
-      images = [image for _, (image, _) in batch]
-      embedded = embed(images) if embed else [None] * len(batch)
+      embedded = embed([image for _, (image, _) in batch]) if embed else [None] * len(batch)
       for (record, (image, original_size)), embedding in zip(batch, embedded):
         fields = {
             schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,

@@ -113,13 +113,13 @@ def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int
   for record in records:
     by_split[record.split].append(record)
   shards: Dict[Tuple[str, int], List[ImageRecord]] = collections.defaultdict(list)
+  weight = functools.partial(estimated_record_bytes, sizes=sizes)
   for split, split_records in by_split.items():
     split_records.sort(key=_ordered)
     total = placed.totals[split]
     count = shard_count(total, target_bytes)
     if sizes.max_images:
       count = max(count, math.ceil(placed.totals[_images(split)] / sizes.max_images))
-    weight = functools.partial(estimated_record_bytes, sizes=sizes)
     for record, midpoint in hash_order.midpoints(split_records, weight, split, bucket, placed):
       shards[split, min(count - 1, int(midpoint * count / total))].append(record)
   return shards

@@ -29,9 +29,6 @@ from beam_pipeline.core import labels, schemas
 from beam_pipeline.core.records import TransformGraph
 
 VOCABULARY_FILE = 'class_labels.txt'
-# What write_graph leaves in its directory, all of it to be moved into the output.
-DIRECTORIES = (tft.TFTransformOutput.TRANSFORM_FN_DIR, tft.TFTransformOutput.TRANSFORMED_METADATA_DIR,
-               tft.TFTransformOutput.RAW_METADATA_DIR)
 # TensorFlow cannot initialize a lookup table from an empty file, so a vocabulary
 # with no classes (an unlabeled dataset) holds one NUL line, which no label taken
 # from a path can equal; every text then maps to -1.
@@ -80,9 +77,9 @@ def preprocessing_fn_for(graph: TransformGraph,
 
 
 def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -> None:
-  """Writes DIRECTORIES (the SavedModel, its output schema, the raw schema) under the local
-  ``directory``, which is staging: the caller moves them into the output. What a killed
-  run left there is removed first."""
+  """Writes TransformGraph.DIRECTORIES (the SavedModel, its output schema, the raw
+  schema) under the local ``directory``, which is staging: the caller moves them into
+  the output. What a killed run left there is removed first."""
   shutil.rmtree(directory, ignore_errors=True)
   os.makedirs(directory)
   vocabulary_file = os.path.join(directory, VOCABULARY_FILE)  # the SavedModel keeps a copy among its assets

@@ -11,6 +11,7 @@ import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.settings import COMPRESSIONS
 
 CELL = 128  # thumbnail side, pixels
 CAPTION = 18  # caption height under a thumbnail
@@ -26,7 +27,7 @@ def samples(info: Mapping[str, Any], output: str, per_class: int) -> Dict[str, L
   wanted = {label: [] for label in labels}
   spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string),
           keys[schemas.LABEL]: tf.io.FixedLenFeature([], tf.int64)}
-  compression = 'GZIP' if info['compression'] == 'gzip' else ''
+  compression = COMPRESSIONS[info['compression']]
   for split, entry in info['splits'].items():
     for shard in entry['shards']:
       for serialized in tf.data.TFRecordDataset(uris.join(output, shard['file']), compression_type=compression):

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 import tensorflow as tf
 
 from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
 from beam_pipeline.progress import Tally
 
@@ -48,7 +49,7 @@ def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) 
   problems = [Problem(name, None, 'listed in dataset_info.json but missing') for name in sorted(set(listed) - present)]
   problems += [Problem(name, None, 'not listed in dataset_info.json') for name in sorted(present - set(listed))]
   keys = schemas.keys(info['schema'])
-  compression = 'GZIP' if info['compression'] == 'gzip' else ''
+  compression = COMPRESSIONS[info['compression']]
   checked = sorted(set(listed) & present)
   with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
     results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression,

@@ -35,7 +35,7 @@ def test_each_schema_gets_a_graph_that_reads_its_own_records(tmp_path):
   for schema in schemas.SCHEMAS:
     directory = tmp_path / schema
     transform.write_graph(str(directory), TransformGraph(8, schema), ['cat', 'dog'])
-    assert sorted(p.name for p in directory.iterdir()) == sorted(transform.DIRECTORIES)
+    assert sorted(p.name for p in directory.iterdir()) == sorted(TransformGraph.DIRECTORIES)
     output = tft.TFTransformOutput(str(directory))
     batch = tf.constant([_example(schema, 1, b'dog'), _example(schema, 0, b'cat')])
     transformed = output.transform_features_layer()(tf.io.parse_example(batch, output.raw_feature_spec()))

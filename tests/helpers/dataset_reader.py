@@ -5,6 +5,7 @@ from typing import Dict, List, Tuple
 
 import tensorflow as tf
 
+from beam_pipeline.core.settings import COMPRESSIONS
 from helpers import gcs_emulator
 
 # What two runs of one conversion may differ in: when, where to, on which runner.
@@ -15,7 +16,7 @@ def read_output(output: str) -> Tuple[dict, Dict[str, List[dict]]]:
   """dataset_info.json and, per split, every record's features as plain Python values."""
   with open(os.path.join(output, 'dataset_info.json')) as f:
     info = json.load(f)
-  compression = 'GZIP' if info['compression'] == 'gzip' else ''
+  compression = COMPRESSIONS[info['compression']]
   records = {}
   for split, entry in info['splits'].items():
     records[split] = []
