@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from benchmarks import baselines, embedding_model, photo_set
 
@@ -100,23 +100,40 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
   return result
 
 
-def bench(n: int, only: str, repeat: int, keep_output: bool) -> Dict[str, Any]:
-  """Best of `repeat` for each measurement; rounds are interleaved so drift hits all alike."""
+def prepared(n: int) -> Tuple[Path, Dict[str, Any], Path]:
+  """The photo set of ``n`` files, in the page cache so the first measurement is not
+  penalised, its description, and the scratch directory of its runs."""
   images, data = photo_set.ensure(n)
-  print(f'set: {n} files in {images} ({"cached" if data["cached"] else "generated"}; '
-        f'generation took {data["generation_seconds"]} s), mean JPEG {data["mean_jpeg_bytes"] / 1024:.1f} KB, '
-        f'total {data["total_bytes"] / 2**20:.0f} MB, kinds {data["kinds"]}', flush=True)
-  for path in baselines.list_files(str(images)):  # warm the page cache so the first measurement is not penalised
+  for path in baselines.list_files(str(images)):
     Path(path).read_bytes()
   scratch = SCRATCH / str(n)
   scratch.mkdir(parents=True, exist_ok=True)
+  return images, data, scratch
+
+
+def measured_round(which: str, images: Path, n: int, scratch: Path, keep_output: bool, label: str,
+                   show_cpu: bool = False) -> Dict[str, Any]:
+  """measure(), said on one line as it goes."""
+  print(f'[{label}] {which}: {NAMES[which]} ...', end=' ', flush=True)
+  result = measure(which, images, n, scratch, keep_output)
+  if not result['ok']:
+    print(f'FAILED (exit {result["exit_code"]})', flush=True)
+  else:
+    print(f'{result["wall_s"]:.2f} s' + (f', {result["cpu_s"]:.1f} s CPU' if show_cpu else ''), flush=True)
+  return result
+
+
+def bench(n: int, only: str, repeat: int, keep_output: bool) -> Dict[str, Any]:
+  """Best of `repeat` for each measurement; rounds are interleaved so drift hits all alike."""
+  images, data, scratch = prepared(n)
+  print(f'set: {n} files in {images} ({"cached" if data["cached"] else "generated"}; '
+        f'generation took {data["generation_seconds"]} s), mean JPEG {data["mean_jpeg_bytes"] / 1024:.1f} KB, '
+        f'total {data["total_bytes"] / 2**20:.0f} MB, kinds {data["kinds"]}', flush=True)
   runs: Dict[str, List[Dict[str, Any]]] = {which: [] for which in only}
   for round_ in range(repeat):
     for which in only:
-      print(f'[{round_ + 1}/{repeat}] {which}: {NAMES[which]} ...', end=' ', flush=True)
-      runs[which].append(measure(which, images, n, scratch, keep_output and round_ == repeat - 1))
-      last = runs[which][-1]
-      print(f'{last["wall_s"]:.2f} s' if last['ok'] else f'FAILED (exit {last["exit_code"]})', flush=True)
+      runs[which].append(measured_round(which, images, n, scratch, keep_output and round_ == repeat - 1,
+                                        f'{round_ + 1}/{repeat}'))
   best = {which: min(r, key=lambda x: (not x['ok'], x['wall_s'])) for which, r in runs.items()}
   ok = {which: r for which, r in best.items() if r['ok']}
   ratios = {}
@@ -189,23 +206,19 @@ def memory_scaling(repeat: int) -> Dict[str, Any]:
 def costs(sizes: List[int], repeat: int, measured: Dict[str, Any]) -> Dict[str, Any]:
   """CPU of c (local path) and f (Dataflow-style path) at two sizes, set apart into a fixed
   cost and a cost per image (a line through the two), with wall time and peak memory.
-  ``measured``: a report of bench() whose runs of c at its size are reused."""
+  ``measured``: a report of bench() whose runs of c and f at its size are reused."""
   runs: Dict[str, Dict[int, List[Dict[str, Any]]]] = {'c': {}, 'f': {}}
-  if measured.get('images') in sizes and measured['runs'].get('c'):
-    runs['c'][measured['images']] = list(measured['runs']['c'])
+  for which in 'cf':
+    if measured.get('images') in sizes and measured['runs'].get(which):
+      runs[which][measured['images']] = list(measured['runs'][which])
   for n in sizes:
-    images, _ = photo_set.ensure(n)
-    scratch = SCRATCH / str(n)
-    scratch.mkdir(parents=True, exist_ok=True)
+    images, _, scratch = prepared(n)
     for round_ in range(repeat):
       for which in 'cf':
         if len(runs[which].setdefault(n, [])) > round_:
           continue
-        print(f'[costs {n}, {round_ + 1}/{repeat}] {which}: {NAMES[which]} ...', end=' ', flush=True)
-        runs[which][n].append(measure(which, images, n, scratch, keep_output=False))
-        last = runs[which][n][-1]
-        print(f'{last["wall_s"]:.2f} s, {last["cpu_s"]:.1f} s CPU' if last['ok'] else
-              f'FAILED (exit {last["exit_code"]})', flush=True)
+        runs[which][n].append(measured_round(which, images, n, scratch, False, f'costs {n}, {round_ + 1}/{repeat}',
+                                             show_cpu=True))
   small, large = sizes
   model: Dict[str, Any] = {'sizes': sizes, 'paths': {}}
   for which in 'cf':
@@ -219,8 +232,8 @@ def costs(sizes: List[int], repeat: int, measured: Dict[str, Any]) -> Dict[str, 
     model['paths'][which] = {
         'ok': True, 'per_image_ms': round(per_image * 1000, 3),
         'fixed_cpu_s': round(best[small]['cpu_s'] - small * per_image, 2),
-        'by_size': {n: {key: min(ok[n], key=lambda r: r['wall_s'])[key] for key in ('wall_s', 'cpu_s')}
-                    | {'peak_pss_mb': max(r['peak_pss_mb'] for r in ok[n])} for n in sizes}}
+        'by_size': {n: {'wall_s': min(r['wall_s'] for r in ok[n]), 'cpu_s': best[n]['cpu_s'],
+                        'peak_pss_mb': max(r['peak_pss_mb'] for r in ok[n])} for n in sizes}}
   if model['paths']['c'].get('ok') and model['paths']['f'].get('ok'):
     ratio = model['paths']['f']['per_image_ms'] / model['paths']['c']['per_image_ms']
     model['f/c per image'] = {'value': round(ratio, 3), 'limit': PER_IMAGE_LIMIT, 'meets': ratio <= PER_IMAGE_LIMIT}
