@@ -26,6 +26,21 @@ def plan(proxy):  # pylint: disable=redefined-outer-name
   proxy.plan.reset()
 
 
+@pytest.fixture(scope='session')
+def cnn():
+  """A tiny Keras CNN with random weights (helpers/models.py)."""
+  from helpers import models  # pylint: disable=import-outside-toplevel  # Keras only for the tests that use it
+  return models.tiny_cnn()
+
+
+@pytest.fixture(scope='session')
+def saved(cnn, tmp_path_factory):  # pylint: disable=redefined-outer-name
+  """``cnn`` saved every way users save models, by helpers.models.SAVERS' names: {name: path}."""
+  from helpers import models  # pylint: disable=import-outside-toplevel
+  directory = tmp_path_factory.mktemp('models')
+  return {name: str(save(cnn, directory)) for name, save in models.SAVERS.items()}
+
+
 @pytest.fixture(scope='module')
 def sample_set(tmp_path_factory):
   """The set `make run` converts, 12 photos a class: 27 images written, 3 files rejected."""

@@ -14,7 +14,7 @@ import pytest
 from helpers import gcs_emulator
 from helpers.commands import ROOT
 from helpers.dataflow import JOB_ID, OFFLINE
-from helpers.dataset_reader import bucket_files, read_output
+from helpers.dataset_reader import bucket_files, local_files, read_output
 
 AIRFLOW_BIN = ROOT / '.venv-airflow' / 'bin'
 DAGS = ROOT / 'deploy' / 'airflow' / 'dags'
@@ -87,8 +87,7 @@ def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
 def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sample_set, tmp_path):
   """The Beam operator's command, rendered with the Dataflow Variables, run as Dataflow runs
   it (offline); Airflow reads the job id from its log, and the job writes the dataset."""
-  gcs_emulator.upload('data', {f'in/{path.relative_to(sample_set)}': path.read_bytes()
-                               for path in sample_set.rglob('*') if path.is_file()})
+  gcs_emulator.upload('data', {f'in/{name}': data for name, data in local_files(sample_set).items()})
   python = tmp_path / 'python'  # the Variable tfrecords_python: this environment's, running jobs offline
   python.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ]; then exec {sys.executable} {OFFLINE} "$@"; fi\n'
                     f'exec {sys.executable} "$@"\n')
@@ -113,8 +112,7 @@ def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sampl
 def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sample_set, tmp_path):
   """The request body Airflow sends, with the default output dated for the run; the fake
   launcher then runs the entry file with it, as Dataflow's launcher would."""
-  gcs_emulator.upload('data', {f'flex-in/{path.relative_to(sample_set)}': path.read_bytes()
-                               for path in sample_set.rglob('*') if path.is_file()})
+  gcs_emulator.upload('data', {f'flex-in/{name}': data for name, data in local_files(sample_set).items()})
   environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_PROJECT='test-project', AIRFLOW_VAR_TFRECORDS_REGION='us-central1',
                      AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
                      AIRFLOW_VAR_TFRECORDS_TEMPLATE='gs://stage/templates/images-to-tfrecords.json',

@@ -14,8 +14,7 @@ import time
 from beam_pipeline import cli
 
 from helpers import hostile_files, photos
-from helpers.commands import CHATTER, ROOT, TIMEOUT, command, user_environment
-
+from helpers.commands import CHATTER, ROOT, TIMEOUT, command, run_cli, user_environment
 
 
 def _tree(root, count=400):
@@ -62,8 +61,7 @@ def test_a_run_in_a_terminal_shows_a_progress_bar_and_no_library_chatter(tmp_pat
 
 def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
   _tree(tmp_path / 'in', count=1200)
-  done = subprocess.run(command(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2'),
-                        cwd=ROOT, env=user_environment(), capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  done = run_cli(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2')
   assert done.returncode == 0, done.stderr[-3000:]
   lines = done.stderr.splitlines()
   assert not [word for word in CHATTER if word in done.stderr], done.stderr[-3000:]

@@ -1,7 +1,9 @@
 """--embedding_model through Beam's TensorFlow model handler: every way a model is saved,
 the model's files local and on the storage emulator, and the one-line refusals."""
 import hashlib
+import os
 import subprocess
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -16,21 +18,7 @@ from beam_pipeline.core.usage import ModelError
 
 from helpers import gcs_emulator, models, photos
 
-SAVED = {'keras': models.save_keras, 'export': models.export_saved_model, 'module': models.module_saved_model}
-
-
-@pytest.fixture(scope='module')
-def cnn():
-  return models.tiny_cnn()
-
-
-@pytest.fixture(scope='module')
-def saved(cnn, tmp_path_factory):
-  directory = tmp_path_factory.mktemp('models')
-  return {name: str(save(cnn, directory)) for name, save in SAVED.items()}
-
-
-@pytest.mark.parametrize('how', sorted(SAVED))
+@pytest.mark.parametrize('how', sorted(models.SAVERS))
 def test_every_saved_form_gives_the_models_own_output_through_the_handler(cnn, saved, how):
   spec = EmbeddingSpec(saved[how], models.SIZE, batch_size=4)
   handler = model_handler.ImageEmbeddingHandler(spec)
@@ -121,14 +109,14 @@ def test_a_missing_model_is_refused(tmp_path):
     embedding.fingerprint(str(tmp_path / 'nothing.keras'))
 
 
-def test_a_model_on_cloud_storage_is_read_with_beams_filesystems(cnn, saved, tmp_path):
+def test_a_model_on_cloud_storage_is_read_with_beams_filesystems(saved, tmp_path):
   with gcs_emulator.serving(str(tmp_path), ('models',)):
     for how in ('keras', 'export'):
       local = saved[how]
-      files = embedding.model_files(local)
-      gcs_emulator.upload('models', {f'{how}/{local.rsplit("/", 1)[1]}/{path}'.rstrip('/'): open(uri, 'rb').read()
-                                     for path, uri in files.items()})
-      remote = f'gs://models/{how}/{local.rsplit("/", 1)[1]}'
+      name = f'{how}/{os.path.basename(local)}'
+      gcs_emulator.upload('models', {f'{name}/{path}'.rstrip('/'): Path(uri).read_bytes()
+                                     for path, uri in embedding.model_files(local).items()})
+      remote = f'gs://models/{name}'
       assert embedding.fingerprint(remote) == embedding.fingerprint(local)
       with embedding.local_copy(remote) as copy:
         assert embedding.fingerprint(copy) == embedding.fingerprint(local)

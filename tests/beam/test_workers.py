@@ -28,11 +28,11 @@ def test_the_pool_serves_runs_whose_dofns_run_in_the_launching_process(argv, in_
 
 
 @pytest.mark.parametrize('embedding', [False, True])
-def test_a_local_run_keeps_tensorflow_out_of_the_launcher(tmp_path, embedding):
+def test_a_local_run_keeps_tensorflow_out_of_the_launcher(saved, tmp_path, embedding):
   """The launcher of a local run validates, writes shards and traces the tf.Transform
   graph through its workers, so it never imports TensorFlow (2 s at start-up); nor
   does it to check an --embedding_model."""
-  model = [f'--embedding_model={models.save_keras(models.tiny_cnn(), tmp_path)}',
+  model = [f'--embedding_model={saved["keras"]}',
            f'--embedding_image_size={models.SIZE}'] if embedding else []
   photos.write_files(tmp_path / 'in', {f'{("cat", "dog")[i % 2]}/{i}.jpg': data
                                        for i, data in enumerate(photos.jpegs(6, size=(40, 30)))})

@@ -135,7 +135,6 @@ def test_shards_are_planned_on_what_records_hold():
   assert image_only - embedding_only == record.num_bytes - 4000
 
 
-
 def test_with_embeddings_a_split_has_a_shard_per_1024_images_however_small_they_are():
   records = [image_record(f'/in/{i}.jpg', split='train', num_bytes=1000) for i in range(5000)]
   sizes = sharding.RecordSizes(False, 1280, sharding.EMBEDDED_IMAGES_PER_SHARD)

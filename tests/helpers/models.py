@@ -41,3 +41,7 @@ def module_saved_model(model: keras.Model, directory: Path) -> Path:
   module.model = model
   tf.saved_model.save(module, str(path), signatures={'serving_default': serve})
   return path
+
+
+# Every way the tests save a model, by name.
+SAVERS = {'keras': save_keras, 'export': export_saved_model, 'module': module_saved_model}
