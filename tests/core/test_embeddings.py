@@ -1,6 +1,5 @@
 """The embedding's plain parts, without a runner: the model's input, the checks of what a
 model takes and gives, the shard writer's batches, and shard sizes with embeddings."""
-import collections
 import io
 
 import numpy as np
@@ -14,7 +13,7 @@ from beam_pipeline.core.settings import EmbeddingSpec
 from beam_pipeline.core.usage import ModelError
 
 from helpers import photos
-from helpers.values import image_record, settings
+from helpers.values import image_record, plan_shards, settings
 
 
 def _png(image: Image.Image) -> bytes:
@@ -138,15 +137,9 @@ def test_shards_are_planned_on_what_records_hold():
 def test_with_embeddings_a_split_has_a_shard_per_1024_images_however_small_they_are():
   records = [image_record(f'/in/{i}.jpg', split='train', num_bytes=1000) for i in range(5000)]
   sizes = sharding.RecordSizes(False, 1280, sharding.EMBEDDED_IMAGES_PER_SHARD)
-  buckets = sharding.order_buckets(records)
-  placed = hash_order.offsets(pair for key, batch in buckets.items()
-                              for pair in sharding.split_bytes(key, batch, sizes))
-  shards = collections.defaultdict(list)
-  for key, batch in buckets.items():
-    for shard, in_shard in sharding.assign_shards(key, batch, 150 * 2**20, placed, sizes).items():
-      shards[shard] += in_shard
-  assert len(shards) == 5  # 25 MB of embeddings would be one shard by size
-  assert all(900 <= len(shard) <= 1100 for shard in shards.values())
-  assert sum(map(len, shards.values())) == 5000
+  plans = plan_shards(records, 150 * 2**20, sizes=sizes)
+  assert len(plans) == 5  # 25 MB of embeddings would be one shard by size
+  assert all(900 <= len(plan.records) <= 1100 for plan in plans)
+  assert sum(len(plan.records) for plan in plans) == 5000
   assert len(sharding.assign_shards('', records, 150 * 2**20, hash_order.offsets(
       sharding.split_bytes('', records)))) == 1  # without embeddings, by size alone

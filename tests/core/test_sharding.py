@@ -1,4 +1,3 @@
-import collections
 import itertools
 import random
 
@@ -7,24 +6,11 @@ import pytest
 from beam_pipeline.core import hash_order, sharding, splitting
 from beam_pipeline.core.records import ContentGroup, ShardPlan
 
-from helpers.values import image_record
+from helpers.values import image_record, plan_shards
 
 
 def _record(i, size, label='cat', split='train'):
   return image_record(f'gs://b/{label}/{i}.jpg', label, split, f'{random.Random(i).getrandbits(256):064x}', size)
-
-
-def plan_shards(records, target, buckets=None):
-  """The pipeline's steps as plain calls: bucket totals, then each order bucket places its records."""
-  buckets = sharding.order_buckets(records) if buckets is None else buckets
-  placed = hash_order.offsets(pair for key, batch in buckets.items() for pair in sharding.split_bytes(key, batch))
-  shards = collections.defaultdict(list)
-  for key, batch in buckets.items():
-    for shard, shard_records in sharding.assign_shards(key, batch, target, placed).items():
-      shards[shard].extend(shard_records)
-  numbered = sharding.numbering(shards)
-  return sorted((sharding.plan_shard(split, index, shard_records, numbered)
-                 for (split, index), shard_records in shards.items()), key=lambda plan: (plan.split, plan.index))
 
 
 @pytest.mark.parametrize('count, size, target', [(1, 100, 10**6), (1000, 150_000, 10**7),

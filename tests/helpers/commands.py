@@ -15,6 +15,11 @@ CHATTER = ('cuInit', 'cuda', 'absl::InitializeLog', 'oneDNN', 'jpeg_mem.cc', 'Pr
            'Corrupt JPEG data', 'PNG warning', 'Improper call to JPEG library', 'cpu_feature_guard')
 
 
+def chatter(text: str) -> List[str]:
+  """The CHATTER that ``text`` holds."""
+  return [word for word in CHATTER if word in text]
+
+
 def convert(*args: object) -> int:
   """A conversion in this process, on the DirectRunner: the exit code ``python -m beam_pipeline ARGS`` gives."""
   from beam_pipeline import cli  # pylint: disable=import-outside-toplevel

@@ -1,9 +1,10 @@
 """The core's values for tests of planning, steps and coders, without a command line or images."""
+import collections
 import hashlib
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
-from beam_pipeline.core import sharding
-from beam_pipeline.core.records import ImageRecord
+from beam_pipeline.core import hash_order, sharding
+from beam_pipeline.core.records import ImageRecord, ShardPlan
 from beam_pipeline.core.settings import InputSpec, LabelSource, Settings, SplitSpec
 
 
@@ -25,3 +26,19 @@ def settings(**changes: Any) -> Settings:
                 max_file_bytes=100 * 2**20, splits=SplitSpec(('train',), (1.0,)), dedupe=False, image_size=224,
                 skip_transform=False, read_threads=32, max_error_fraction=0.05)
   return Settings(**{**values, **changes})
+
+
+def plan_shards(records: Sequence[ImageRecord], target: int, buckets: Optional[Dict[str, List[ImageRecord]]] = None,
+                sizes: sharding.RecordSizes = sharding.RecordSizes()) -> List[ShardPlan]:
+  """The pipeline's planning steps as plain calls: bucket totals, then each order bucket
+  places its records; the plans in split and index order."""
+  buckets = sharding.order_buckets(records) if buckets is None else buckets
+  placed = hash_order.offsets(pair for key, batch in buckets.items()
+                              for pair in sharding.split_bytes(key, batch, sizes))
+  shards = collections.defaultdict(list)
+  for key, batch in buckets.items():
+    for shard, shard_records in sharding.assign_shards(key, batch, target, placed, sizes).items():
+      shards[shard].extend(shard_records)
+  numbered = sharding.numbering(shards)
+  return sorted((sharding.plan_shard(split, index, shard_records, numbered)
+                 for (split, index), shard_records in shards.items()), key=lambda plan: (plan.split, plan.index))
