@@ -62,9 +62,10 @@ def run_child(argv: List[str], log: Path) -> Dict[str, Any]:
 
 
 def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) -> Dict[str, Any]:
-  """One run of measurement a, b or c, with its own sanity figures."""
-  output = scratch / (f'converter-{which}' if which in CONVERTERS else 'seeds.tfrecord')
-  if which in CONVERTERS:
+  """One run of a measurement (NAMES), with its own sanity figures."""
+  converter = which in CONVERTERS
+  output = scratch / (f'converter-{which}' if converter else 'seeds.tfrecord')
+  if converter:
     shutil.rmtree(output, ignore_errors=True)  # the converter wants a new or empty output
     model = embedding_model.ensure() if which == 'e' else None
     argv = [sys.executable, '-m', 'beam_pipeline', f'--input={images}', f'--output={output}', '--runner=DirectRunner',
@@ -75,7 +76,7 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
   result = run_child(argv, scratch / which)
   result['images_per_s'] = round(n / result['wall_s'], 1)
   info_path = output / 'dataset_info.json'
-  if result['exit_code'] == 0 and which in CONVERTERS and not info_path.exists():
+  if result['exit_code'] == 0 and converter and not info_path.exists():
     result['error'] = f'exit code 0 but no {info_path}'
   elif result['exit_code'] != 0:
     err = (scratch / which).with_suffix('.err').read_text(errors='replace').strip().splitlines()
@@ -93,7 +94,7 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
             f'errors = {info["num_examples"] + info["num_errors"]}, but the set holds {n} files !!!!!\n')
   if which == 'b':
     output.unlink(missing_ok=True)
-  elif which in CONVERTERS and not keep_output:
+  elif converter and not keep_output:
     shutil.rmtree(output, ignore_errors=True)
   del result['last_line']
   result['ok'] = 'error' not in result
@@ -167,16 +168,17 @@ def print_report(report: Dict[str, Any]) -> None:
     sign = '>=' if TARGETS[name][2] else '<='
     verdict = 'stretch met' if r['meets_stretch'] else 'target met' if r['meets_target'] else 'TARGET MISSED'
     print(f'{name} = {r["value"]:.2f}   (target {sign} {r["target"]}, stretch {sign} {r["stretch"]}: {verdict})')
-  if report['best'].get('c', {}).get('ok'):
-    c = report['best']['c']
+  ok = {which: r for which, r in report['best'].items() if r['ok']}
+  if 'c' in ok:
+    c = ok['c']
     print(f'converter: peak memory {c["peak_pss_mb"]:.0f} MB, {c["num_examples"]} examples, {c["num_errors"]} errors '
           f'{c["errors_by_reason"]}, {c["output_mb"]} MB written')
-  if report['best'].get('c', {}).get('ok') and report['best'].get('d', {}).get('ok'):
-    c, d = report['best']['c'], report['best']['d']
+  if {'c', 'd'} <= ok.keys():
+    d = ok['d']
     print(f'd/c: {d["images_per_s"] / c["images_per_s"]:.2f}x the images/s, {d["output_mb"] / c["output_mb"]:.2f}x '
           f'the bytes ({d["output_mb"]} MB against {c["output_mb"]} MB)')
-  if report['best'].get('c', {}).get('ok') and report['best'].get('e', {}).get('ok'):
-    c, e = report['best']['c'], report['best']['e']
+  if {'c', 'e'} <= ok.keys():
+    e = ok['e']
     print(f'e/c: {e["images_per_s"]:.1f} against {c["images_per_s"]:.1f} images/s with and without embeddings '
           f'({e["images_per_s"] / c["images_per_s"]:.2f}x); e: {e["cpu_s"] / e["num_examples"] * 1000:.1f} ms of CPU '
           f'per image, {e["output_mb"]} MB written')
