@@ -454,4 +454,3 @@ def _describe(data: bytes) -> str:
   if head.startswith((b'<?xml', b'<svg')):
     return 'looks like XML/SVG, which is not decoded'
   return f'{len(data)} bytes starting {data[:8].hex()}'
-

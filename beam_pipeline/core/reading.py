@@ -147,7 +147,6 @@ def _check_size(size: int, max_bytes: int) -> None:
     raise Rejected(rejections.FILE_TOO_LARGE, f'{size} bytes, more than --max_file_mb ({max_bytes} bytes)')
 
 
-
 def read_files(read: Callable[[T], R], items: Iterable[T], uris_of: Callable[[T], str],
                remote: Optional[Remote]) -> Iterator[Tuple[T, Union[R, Rejected]]]:
   """(item, read(item)) in order, ``read`` raising Rejected for a file that cannot be used.
