@@ -41,7 +41,7 @@ def tensorflow() -> ModuleType:
   saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
   try:
     os.dup2(devnull, 2)
-    with _left_out(_LEFT_OUT):
+    with left_out(_LEFT_OUT):
       import tensorflow  # pylint: disable=import-outside-toplevel
   finally:
     os.dup2(saved, 2)
@@ -55,14 +55,15 @@ def tensorflow_transform() -> ModuleType:
   tensorflow()
   if 'tensorflow_transform' in sys.modules:
     return sys.modules['tensorflow_transform']
-  with _left_out(_LEFT_OUT_BY_TRANSFORM):
+  with left_out(_LEFT_OUT_BY_TRANSFORM):
     import tensorflow_transform  # pylint: disable=import-outside-toplevel
   return tensorflow_transform
 
 
 @contextlib.contextmanager
-def _left_out(names: Tuple[str, ...]) -> Iterator[None]:
-  """Makes importing ``names`` raise ImportError meanwhile, unless imported already."""
+def left_out(names: Tuple[str, ...]) -> Iterator[None]:
+  """Makes importing ``names`` raise ImportError meanwhile, unless imported already;
+  for imports of optional dependencies that their importer passes on."""
   hidden = [name for name in names if name not in sys.modules]
   for name in hidden:
     sys.modules[name] = None  # the import system's own mark for "raise ImportError"

@@ -28,10 +28,11 @@ def test_the_pool_serves_runs_whose_dofns_run_in_the_launching_process(argv, in_
 
 
 @pytest.mark.parametrize('embedding', [False, True])
-def test_a_local_run_keeps_tensorflow_out_of_the_launcher(saved, tmp_path, embedding):
+def test_a_local_run_keeps_tensorflow_and_pandas_out_of_the_launcher(saved, tmp_path, embedding):
   """The launcher of a local run validates, writes shards and traces the tf.Transform
   graph through its workers, so it never imports TensorFlow (2 s at start-up); nor
-  does it to check an --embedding_model."""
+  does it to check an --embedding_model. Beam is imported without pandas, which
+  its type hints would import for DataFrames (launch.py)."""
   model = [f'--embedding_model={saved["keras"]}',
            f'--embedding_image_size={models.SIZE}'] if embedding else []
   photos.write_files(tmp_path / 'in', {f'{("cat", "dog")[i % 2]}/{i}.jpg': data
@@ -41,10 +42,10 @@ def test_a_local_run_keeps_tensorflow_out_of_the_launcher(saved, tmp_path, embed
             'workers.start_forkserver()\n'
             'from beam_pipeline import cli\n'
             'code = cli.main(sys.argv[1:])\n'
-            'print(code, "tensorflow" in sys.modules)\n')
+            'print(code, "tensorflow" in sys.modules, "pandas" in sys.modules)\n')
   done = subprocess.run([sys.executable, '-c', script, f'--input={tmp_path}/in', f'--output={tmp_path}/out', *model],
                         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-  assert done.stdout.splitlines()[-1:] == ['0 False'], done.stdout[-2000:] + done.stderr[-3000:]
+  assert done.stdout.splitlines()[-1:] == ['0 False False'], done.stdout[-2000:] + done.stderr[-3000:]
   assert (tmp_path / 'out' / 'transform_fn' / 'saved_model.pb').exists()
 
 
