@@ -18,7 +18,9 @@ if __name__ == '__main__':
   code = cli.main(argv, STARTED)
   # Everything the run wrote is closed and committed by now. Tearing down an
   # interpreter that holds Beam takes most of a second and does nothing more,
-  # so the process ends here, once its output is flushed.
+  # so the process ends here, once its output is flushed and the forkserver's
+  # socket is removed.
+  workers.remove_forkserver_socket()
   logging.shutdown()
   sys.stdout.flush()
   sys.stderr.flush()

@@ -20,6 +20,19 @@ def test_converts_the_sample_set_and_says_where_it_went(tmp_path):
   assert count == 14
 
 
+@pytest.mark.parametrize('good', [True, False])
+def test_a_run_leaves_nothing_in_the_temporary_directory(tmp_path, good):
+  """Neither the forkserver's socket nor what the workers' libraries wrote (the graph's
+  SavedModel leaves an autograph source file): the command and its workers end
+  without the interpreter's exit, which would have removed them."""
+  write_sample_set(str(tmp_path / 'images'), per_class=2)
+  (tmp_path / 'tmp').mkdir()
+  result = run_cli(f'--input={tmp_path}/images', f'--output={tmp_path}/out', '--max_error_fraction=1',
+                   *([] if good else ['--splits=train']), environment={'TMPDIR': str(tmp_path / 'tmp')})
+  assert result.returncode == (0 if good else 2), result.stderr[-3000:]
+  assert not list((tmp_path / 'tmp').iterdir())
+
+
 def test_called_as_a_function_main_leaves_garbage_collection_as_it_found_it(tmp_path, capsys):
   """The run freezes the long-lived objects it built; a caller's process gets them back."""
   write_sample_set(str(tmp_path / 'images'), per_class=2)

@@ -23,10 +23,12 @@ import gc
 import multiprocessing
 import os
 import select
+import shutil
 import signal
+import tempfile
 import threading
 from concurrent.futures import Executor, ProcessPoolExecutor
-from multiprocessing import forkserver, reduction
+from multiprocessing import forkserver, reduction, util
 from typing import Any, Dict, List, Optional
 
 # What the forkserver imports before it forks: TensorFlow and the modules the steps run.
@@ -34,6 +36,8 @@ PRELOAD = ['beam_pipeline.core.worker_preload']
 
 _pool: Optional[ProcessPoolExecutor] = None
 _count = 0
+# The workers' temporary directory, removed with the pool (_initialize_worker).
+_scratch: Optional[str] = None
 
 
 def available() -> bool:
@@ -71,6 +75,14 @@ def stop_forkserver() -> None:
       pass
 
 
+def remove_forkserver_socket() -> None:
+  """Removes the directory of the forkserver's socket, for a command that ends with
+  os._exit: multiprocessing removes it only in the interpreter's own exit. No pool
+  can be started in this process afterwards."""
+  if forkserver_pid():
+    shutil.rmtree(util.get_temp_dir(), ignore_errors=True)
+
+
 def forkserver_pid() -> Optional[int]:
   """The process id of this process's forkserver, if it started one.
 
@@ -83,7 +95,7 @@ def forkserver_pid() -> Optional[int]:
 
 def start(workers: int = 0) -> ProcessPoolExecutor:
   """The process pool the DoFns of this process use, with ``workers`` processes (default: one per core)."""
-  global _pool, _count
+  global _pool, _count, _scratch
   if _pool is None:
     start_forkserver()
     context = multiprocessing.get_context('forkserver')
@@ -92,8 +104,9 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
     assignments = context.SimpleQueue()
     for index in range(_count):
       assignments.put(cores[index % len(cores)])
+    _scratch = tempfile.mkdtemp(prefix='beam-pipeline-workers-')
     _pool = ProcessPoolExecutor(_count, mp_context=context, initializer=_initialize_worker,
-                                initargs=(os.getpid(), dict(os.environ), os.getcwd(), assignments,
+                                initargs=(os.getpid(), {**os.environ, 'TMPDIR': _scratch}, os.getcwd(), assignments,
                                           _LaunchersStderr()))
   return _pool
 
@@ -109,10 +122,12 @@ def count() -> int:
 
 
 def shutdown() -> None:
-  global _pool
+  global _pool, _scratch
   if _pool is not None:
     _pool.shutdown(wait=True, cancel_futures=True)
     _pool = None
+    shutil.rmtree(_scratch, ignore_errors=True)
+    _scratch = None
 
 
 def _usable_cores() -> List[int]:
@@ -139,6 +154,11 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   forkserver has those of its own start), a core of its own, and an end when the
   launcher ends.
 
+  Its temporary directory (TMPDIR in ``environment``) is the pool's own, removed
+  with the pool: a worker ends without the interpreter's exit, so what libraries
+  would delete then (TensorFlow's autograph writes a source file for the graph's
+  SavedModel signature) would otherwise stay behind.
+
   On a core of its own, a worker's TensorFlow threads (sized to the cores it
   sees) no longer contend with the other workers': validation is faster and
   takes less CPU (README, Performance).
@@ -152,6 +172,7 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   os.close(stderr_fd)
   os.environ.clear()
   os.environ.update(environment)
+  tempfile.tempdir = None  # read from TMPDIR again at its next use
   os.chdir(cwd)
   # TensorFlow's modules, imported by the forkserver, live as long as the worker:
   # each full collection would rescan them.

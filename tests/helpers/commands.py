@@ -5,7 +5,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
@@ -37,10 +37,11 @@ def user_environment() -> Dict[str, str]:
   return {name: value for name, value in os.environ.items() if not name.startswith('TF_')}
 
 
-def run_cli(*args: object) -> subprocess.CompletedProcess:
-  """Runs ``python -m beam_pipeline ARGS`` to its end, its output captured as text."""
-  return subprocess.run(command(*args), cwd=ROOT, env=user_environment(), capture_output=True, text=True,
-                        timeout=TIMEOUT, check=False)
+def run_cli(*args: object, environment: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+  """Runs ``python -m beam_pipeline ARGS`` to its end, its output captured as text;
+  ``environment`` adds to the user's."""
+  return subprocess.run(command(*args), cwd=ROOT, env={**user_environment(), **(environment or {})},
+                        capture_output=True, text=True, timeout=TIMEOUT, check=False)
 
 
 @contextlib.contextmanager
