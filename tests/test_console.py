@@ -19,11 +19,13 @@ from helpers.commands import ROOT, TIMEOUT, chatter, command, run_cli, user_envi
 
 def _tree(root, count=400):
   """Photos of two classes, and files that make decoders talk: a truncated JPEG, one with
-  extra bytes after its end (which decodes), a bomb's header."""
+  extra bytes after its end (which decodes), a bomb's header, a TIFF with a tag past
+  its end (which decodes)."""
   files = photos.labelled(('cat', 'dog'), count // 2, seed=3, size=(64, 48))
   jpeg = photos.jpeg(5, 64, 48)
   files.update({'cat/truncated.jpg': jpeg[:len(jpeg) // 2], 'dog/trailing.jpg': jpeg + b'\0' * 40,
-                'dog/bomb.png': hostile_files.png_with_size(100000, 100000)})
+                'dog/bomb.png': hostile_files.png_with_size(100000, 100000),
+                'cat/tag_past_end.tif': hostile_files.tiff_with_tag_past_the_end()})
   photos.write_files(root, files)
 
 
@@ -51,12 +53,12 @@ def test_a_run_in_a_terminal_shows_a_progress_bar_and_no_library_chatter(tmp_pat
   text = screen.decode('utf-8', 'replace')
   assert process.returncode == 0, text[-3000:]
   frames = [frame for frame in re.split('[\r\n]', text) if frame.strip()]
-  assert re.search(r'checking: 100%\|.*\| 403/403 \[.*images/s, 2 rejected\]', text), frames[-10:]
-  assert re.search(r'writing: 100%\|.*\| 401/401', text), frames[-10:]
+  assert re.search(r'checking: 100%\|.*\| 404/404 \[.*images/s, 2 rejected\]', text), frames[-10:]
+  assert re.search(r'writing: 100%\|.*\| 402/402', text), frames[-10:]
   assert len([frame for frame in frames if frame.startswith('checking:')]) >= 2  # redrawn, not printed once
   assert not chatter(text), text[-3000:]
   assert [frame for frame in frames if not re.match(r'(listing|checking|writing|committing):', frame)] == []
-  assert summary.startswith('Wrote 401 examples of 403 images, 2 classes, to ')
+  assert summary.startswith('Wrote 402 examples of 404 images, 2 classes, to ')
 
 
 def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
@@ -68,9 +70,9 @@ def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
   assert [line for line in lines if not line.startswith('progress: ')] == []
   ended = [line for line in lines if ' done: ' in line]
   assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
-  assert re.match(r'progress: checking done: 1,203 images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$', ended[1])
+  assert re.match(r'progress: checking done: 1,204 images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$', ended[1])
   checking = float(re.search(r'in ([0-9.]+) s', ended[1]).group(1))
-  periodic = [line for line in lines if re.match(r'progress: checking [0-9,]+ of 1,203 images, [0-9,]+ images/s, '
+  periodic = [line for line in lines if re.match(r'progress: checking [0-9,]+ of 1,204 images, [0-9,]+ images/s, '
                                                  r'[0-9,]+ rejected(, about [0-9]+ s left)?$', line)]
   assert len(periodic) >= int(checking / 0.2) - 2, (checking, lines)
 

@@ -43,6 +43,10 @@ from beam_pipeline.core.settings import StoredImages
 # Our own --max_pixels check replaces Pillow's warning; its hard error (at twice
 # Image.MAX_IMAGE_PIXELS) stays as a second line of defence.
 warnings.simplefilter('ignore', Image.DecompressionBombWarning)
+# Pillow also warns, once per worker on the user's console, about damaged metadata
+# of images it still decodes (a TIFF tag or Exif block past the end of the file).
+# The decoders decide what becomes of each image; the warning only adds chatter.
+warnings.filterwarnings('ignore', category=UserWarning, module='PIL')
 
 # Source formats whose bytes each --image_format keeps.
 KEPT = {'original': ('jpeg', 'png'), 'jpeg': ('jpeg',), 'png': ('png',)}

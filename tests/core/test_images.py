@@ -1,4 +1,7 @@
 """prepare_image against TensorFlow itself: the table of bad and odd inputs."""
+import subprocess
+import sys
+
 import pytest
 import tensorflow as tf
 
@@ -6,6 +9,7 @@ from beam_pipeline.core import images
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import cyclic_garbage
+from helpers.commands import ROOT
 from helpers.hostile_files import exif_segment, segment
 from helpers.image_cases import cases
 
@@ -102,3 +106,24 @@ def test_what_a_decoder_prints_goes_into_the_rejection_not_onto_the_console(capf
   assert 'the decoder said: Corrupt JPEG data' in results[0].detail
   assert not isinstance(results[1], Rejected)
   assert capfd.readouterr().err == ''
+
+
+def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
+  """Pillow warns, once per process, about a TIFF tag past the end of the file, and
+  decodes the image. The shard writer's process may meet the file first when it
+  re-encodes it, so a fresh interpreter with Python's default warning filters does
+  just that."""
+  script = ('import sys\n'
+            'sys.path.insert(0, "tests")\n'
+            'from beam_pipeline.core import quiet_import\n'
+            'quiet_import.tensorflow()\n'
+            'from beam_pipeline.core import images, settings\n'
+            'from helpers import hostile_files\n'
+            'data = hostile_files.tiff_with_tag_past_the_end()\n'
+            'stored, height, width = images.reencode_again(data, settings.StoredImages())\n'
+            'info = images.prepare_image(data, max_pixels=10**8).info\n'
+            'print(info.format, info.reencoded, images.sha256_hex(stored) == images.sha256_hex(\n'
+            '    images.prepare_image(data, max_pixels=10**8).stored))\n')
+  done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                        check=False)
+  assert (done.stdout, done.stderr) == ('png True True\n', '')

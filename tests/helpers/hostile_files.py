@@ -149,6 +149,12 @@ def tiff_with_entries(extra_entries: List[bytes]) -> bytes:
   return data[:4] + struct.pack('<I', len(data)) + data[8:] + ifd
 
 
+def tiff_with_tag_past_the_end() -> bytes:
+  """Its Software tag's text lies past the end of the file: Pillow warns ("Truncated
+  File Read") and decodes the image."""
+  return tiff_with_entries([struct.pack('<HHII', 305, 2, 100, 2**31)])
+
+
 def tiff_with_size(width: int, height: int) -> bytes:
   data = bytearray(tiff())
   offset, count = _first_ifd(data)
