@@ -1,6 +1,7 @@
 """``verify`` and ``inspect`` on real outputs: damage found and named, pictures drawn."""
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -39,6 +40,24 @@ def test_verify_passes_an_intact_output(output):
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.startswith(f'Verified 90 records in {len(shards(output))} shards of {output}: all intact.')
   assert not chatter(result.stderr), result.stderr
+
+
+def test_verify_reports_what_the_decoders_print_in_one_line_off_the_console(tmp_path):
+  """A JPEG with bytes between its scan and its end marker decodes, and libjpeg warns
+  each time it does: verify says so once, and standard error stays clean."""
+  files = photos.labelled(('ant', 'bee'), 3, seed=4)
+  jpeg = photos.jpeg(9)
+  files['bee/padded.jpg'] = jpeg[:-2] + bytes(50) + jpeg[-2:]
+  photos.write_files(tmp_path / 'in', files)
+  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out') == 0
+  result = run_cli('verify', tmp_path / 'out')
+  assert result.returncode == 0, result.stderr[-3000:]
+  verdict, note = result.stdout.splitlines()
+  assert verdict == f'Verified 7 records in 1 shards of {tmp_path}/out: all intact.'
+  assert re.fullmatch(r'The image decoders printed 1 warning\(s\), the first: "Corrupt JPEG data: [0-9]+ extraneous '
+                      r'bytes before marker 0xd9"\. An image that warns but decodes to its recorded size is intact; '
+                      r'TensorFlow prints the same when training reads it\.', note), note
+  assert result.stderr == ''
 
 
 def test_verify_names_the_shard_and_record_of_a_flipped_byte(output, tmp_path):

@@ -8,7 +8,9 @@ and width, and its image bytes match ``image/key/sha256``; with --embedding_mode
 embedding has the recorded shape and finite values (under --embedding_only, which
 stores no image, that is what is checked). A file named like a shard
 that dataset_info.json does not list is a problem too. Shards are checked side by
-side, and TensorFlow decodes each one's records on every core.
+side, and TensorFlow decodes each one's records on every core. What the image
+decoders print themselves (libjpeg's "Corrupt JPEG data: ..." for a JPEG that still
+decodes) is caught, and reported once, not shown line by line.
 """
 import concurrent.futures
 import hashlib
@@ -17,7 +19,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 import tensorflow as tf
 
-from beam_pipeline.core import schemas, uris
+from beam_pipeline.core import native_output, schemas, uris
 from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
 from beam_pipeline.progress import Tally
@@ -40,6 +42,7 @@ class Report(NamedTuple):
   problems: List[Problem]
   shards: int
   records: int  # records read and checked
+  decoder_warnings: List[str]  # lines the image decoders printed while the records decoded
 
 
 def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) -> Report:
@@ -51,13 +54,15 @@ def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) 
   keys = schemas.keys(info['schema'])
   compression = COMPRESSIONS[info['compression']]
   checked = sorted(set(listed) & present)
-  with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+  with native_output.captured() as decoders, concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    mark = decoders.mark()
     results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression,
                                                       info.get('embedding'), tally), checked))
+    said = decoders.since(mark)
   for shard_problems, _ in results:
     problems += shard_problems
   return Report(sorted(problems, key=lambda p: (p.shard, p.record is None, p.record or 0)), len(listed),
-                sum(records for _, records in results))
+                sum(records for _, records in results), said.splitlines())
 
 
 def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compression: str,
