@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from beam_pipeline.core import dataset_info as info_file, schemas, uris
+from beam_pipeline.core import dataset_info as info_file, model_input, schemas, uris
 from beam_pipeline.core.settings import COMPRESSIONS
 
 
@@ -67,9 +67,7 @@ def _image_features(info: Dict[str, Any], image_size: int) -> Tuple[Dict[str, An
   image_key = schemas.keys(info['schema'])[schemas.IMAGE]
 
   def image(parsed: Dict[str, tf.Tensor]) -> tf.Tensor:
-    decoded = tf.io.decode_image(parsed[image_key], channels=3, expand_animations=False)
-    decoded.set_shape([None, None, 3])
-    return tf.image.resize(decoded, [image_size, image_size]) / 255.0
+    return model_input.image(parsed[image_key], image_size) / 255.0
 
   return {image_key: tf.io.FixedLenFeature([], tf.string)}, image
 

@@ -8,24 +8,21 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from beam_pipeline.core import model_input
 from beam_pipeline.core.usage import ModelError
 
 
 def model_inputs(images: Sequence[bytes], size: int) -> List[tf.Tensor]:
-  """Each image as the model takes it: [size, size, 3] float32, values in [0, 255].
-
-  Decoded to 8-bit RGB as readers decode it (tf.io.decode_image; the first frame
-  of an animation) and resized bilinearly with tf.image.resize. Nothing is
-  normalized: models carry their own normalization, as Keras applications do.
-  """
+  """Each image as the model takes it (model_input.image): [size, size, 3] float32,
+  values in [0, 255]. Nothing is normalized: models carry their own normalization,
+  as Keras applications do."""
   return [_resized(tf.constant(image), size) for image in images]
 
 
 @tf.function(reduce_retracing=True)
 def _resized(image: tf.Tensor, size: int) -> tf.Tensor:
   """One image's model input; traced once per size, which saves the eager ops' overhead."""
-  decoded = tf.io.decode_image(image, channels=3, dtype=tf.uint8, expand_animations=False)
-  return tf.image.resize(decoded, [size, size], method=tf.image.ResizeMethod.BILINEAR)
+  return model_input.image(image, size)
 
 
 def check_input(shape: Sequence[Optional[int]], dtype: tf.DType, image_size: int) -> None:

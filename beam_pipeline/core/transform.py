@@ -25,7 +25,7 @@ import tensorflow_transform as tft
 from tensorflow_transform import impl_helper
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
-from beam_pipeline.core import labels, schemas
+from beam_pipeline.core import labels, model_input, schemas
 from beam_pipeline.core.records import TransformGraph
 
 VOCABULARY_FILE = 'class_labels.txt'
@@ -56,9 +56,7 @@ def preprocessing_fn_for(graph: TransformGraph,
   keys, image_size = schemas.keys(graph.schema), graph.image_size
 
   def decode(encoded: tf.Tensor) -> tf.Tensor:
-    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
-    image.set_shape([None, None, 3])
-    return tf.image.resize(image, [image_size, image_size]) / 255.0
+    return model_input.image(encoded, image_size) / 255.0
 
   def preprocessing_fn(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     outputs = {}
