@@ -330,7 +330,7 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   image.seek(0)
   image.load()
-  image = _rgb_on_white(image) if target == 'jpeg' else _png_mode(image, source_format)
+  image = _rgb_on_white(image, source_format) if target == 'jpeg' else _png_mode(image, source_format)
   if size != image.size:
     mode = image.mode
     image = image.convert(_RESIZE_MODES.get(mode, mode)).resize(size, Image.LANCZOS)
@@ -368,10 +368,7 @@ def _png_mode(image: Image.Image, source_format: str) -> Image.Image:
   if image.mode in _PNG_CONVERSIONS:
     return image.convert(_PNG_CONVERSIONS[image.mode])
   if image.mode == 'I':
-    low, high = image.getextrema()
-    if low < 0 or high > 0xFFFF:
-      raise Rejected(rejections.UNSUPPORTED_PIXELS,
-                     f'{source_format} has 32-bit integer pixels ({low}..{high}) that PNG cannot hold')
+    _check_16_bit_range(image, source_format)
     return image.convert('I;16')
   if image.mode not in _PNG_MODES:
     raise Rejected(rejections.UNSUPPORTED_PIXELS,
@@ -379,20 +376,27 @@ def _png_mode(image: Image.Image, source_format: str) -> Image.Image:
   return image
 
 
-def _rgb_on_white(image: Image.Image) -> Image.Image:
+def _rgb_on_white(image: Image.Image, source_format: str) -> Image.Image:
   """``image`` as 8-bit RGB for JPEG: transparency composited on white, 16-bit samples scaled."""
   if image.mode in ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I'):
-    low, high = image.getextrema()
-    if low < 0 or high > 0xFFFF:
-      raise Rejected(rejections.UNSUPPORTED_PIXELS, f'{image.format or "image"} has 32-bit integer pixels')
+    _check_16_bit_range(image, source_format)
     image = image.convert('I').point(lambda value: value / 257).convert('L')
   if image.mode == 'F':
-    raise Rejected(rejections.UNSUPPORTED_PIXELS, f'{image.format or "image"} has floating-point pixels')
+    raise Rejected(rejections.UNSUPPORTED_PIXELS, f'{source_format} has floating-point pixels')
   if image.mode in ('RGBA', 'LA', 'PA', 'RGBa', 'La') or (image.mode == 'P' and 'transparency' in image.info):
     rgba = image.convert('RGBA')
     white = Image.new('RGBA', rgba.size, (255, 255, 255, 255))
     return Image.alpha_composite(white, rgba).convert('RGB')
   return image.convert('RGB')
+
+
+def _check_16_bit_range(image: Image.Image, source_format: str) -> None:
+  """32-bit integer pixels must fit in 16 bits: PNG stores no more, and JPEG's 8 are scaled from 16."""
+  if image.mode == 'I':
+    low, high = image.getextrema()
+    if low < 0 or high > 0xFFFF:
+      raise Rejected(rejections.UNSUPPORTED_PIXELS,
+                     f'{source_format} has 32-bit integer pixels ({low}..{high}) that 16 bits cannot hold')
 
 
 MAX_EXIF_SEGMENTS = 16

@@ -12,7 +12,7 @@ from beam_pipeline.core.rejections import Rejected
 
 # The fields a record can carry; a schema maps the ones it writes to their keys.
 IMAGE = 'image'  # bytes: the stored image
-FORMAT = 'format'  # bytes: jpeg, png, bmp or webp
+FORMAT = 'format'  # bytes: jpeg or png
 HEIGHT = 'height'  # int64: of the stored image
 WIDTH = 'width'  # int64
 ORIGINAL_HEIGHT = 'original_height'  # int64: of the source, before any downscaling (--max_side)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline.core import images
+from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
 from helpers import photos
@@ -92,3 +93,14 @@ def test_re_encoding_is_deterministic():
   for case in WRITTEN:
     first = images.prepare_image(case.data, 10**8, stored)
     assert images.prepare_image(case.data, 10**8, stored) == first, case.name
+
+
+@pytest.mark.parametrize('image_format', IMAGE_FORMATS)
+def test_32_bit_integer_pixels_are_stored_if_they_fit_16_bits_and_refused_if_not(image_format):
+  def tiff(high):
+    return photos.encode(Image.fromarray(np.array([[0, high] * 4] * 6, np.int32), 'I'), 'TIFF')
+
+  assert images.prepare_image(tiff(60000), 10**8, StoredImages(image_format)).info.reencoded
+  with pytest.raises(Rejected) as raised:
+    images.prepare_image(tiff(70000), 10**8, StoredImages(image_format))
+  assert raised.value.reason == 'unsupported_pixels' and '(0..70000)' in raised.value.detail
