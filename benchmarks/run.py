@@ -294,7 +294,6 @@ def main(argv: Optional[List[str]] = None) -> int:
       print_costs(summary['costs'])
       failed = failed or not all(path['ok'] for path in summary['costs']['paths'].values())
     destination = RESULTS / f'{args.images}.json'
-
   destination.write_text(json.dumps(summary, indent=2) + '\n')
   print(f'results: {destination.relative_to(REPO)}')
   return 1 if failed else 0

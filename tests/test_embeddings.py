@@ -1,7 +1,6 @@
 """--embedding_model end to end: a tiny Keras CNN (random weights, saved here), the real
 command on the local path, the Dataflow-style path and an offline Dataflow job, and every
 stored embedding checked against the model's own output on the same image."""
-import hashlib
 import os
 
 import keras
@@ -11,8 +10,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from beam_pipeline import reader
+from beam_pipeline.beam.embedding import fingerprint
 
-from helpers import gcs_emulator, models
+from helpers import gcs_emulator, models, photos
 from helpers.commands import convert, run_cli
 from helpers.dataflow import OPTIONS as DATAFLOW, run_offline
 from helpers.dataset_reader import assert_same_dataset, bucket_files, local_files, read_errors, read_output
@@ -46,7 +46,7 @@ def test_every_stored_embedding_is_the_models_output_on_its_stored_image(cnn, sa
   assert len(every) == 27 and len(info['splits']['train']['shards']) >= 2
   _assert_embeddings_are_the_models(cnn, every, lambda record: record['image/encoded'])
   embedding = info['embedding']
-  assert embedding['sha256'] == _sha256(saved[how])
+  assert embedding['sha256'] == fingerprint(saved[how])  # what sha256sum gives (test_model_handler)
   assert (embedding['model'], embedding['output_shape'], embedding['input_size']) == (
       str(saved[how]), list(models.SHAPE), [models.SIZE, models.SIZE, 3])
   assert embedding['images_stored'] and info['options']['embedding_batch_size'] == 5
@@ -65,25 +65,12 @@ def test_every_stored_embedding_is_the_models_output_on_its_stored_image(cnn, sa
   assert transformed['image'].shape[1:] == (224, 224, 3)
 
 
-def _sha256(path) -> str:
-  if os.path.isfile(path):
-    with open(path, 'rb') as f:
-      return hashlib.sha256(f.read()).hexdigest()
-  digests = {}
-  for directory, _, names in os.walk(path):
-    for name in names:
-      with open(os.path.join(directory, name), 'rb') as f:
-        digests[os.path.relpath(os.path.join(directory, name), path)] = hashlib.sha256(f.read()).hexdigest()
-  return hashlib.sha256(''.join(f'{digests[p]}  {p}\n' for p in sorted(digests)).encode()).hexdigest()
-
-
 def test_embedding_only_keeps_everything_but_the_image_and_trains(cnn, saved, tmp_path):
   model = saved['module']
-  images = {f'{label}/{i}.jpg': _photo(i) for label in ('cat', 'dog') for i in range(12)}
+  images = {f'{label}/{i}.jpg': photos.jpeg(seed=i, width=40 + i, height=36) for label in ('cat', 'dog')
+            for i in range(12)}
   images['dog/broken.jpg'] = images['dog/3.jpg'][:200]
-  for name, data in images.items():
-    (tmp_path / 'in' / name).parent.mkdir(parents=True, exist_ok=True)
-    (tmp_path / 'in' / name).write_bytes(data)
+  photos.write_files(tmp_path / 'in', images)
   out = tmp_path / 'out'
   assert convert(f'--input={tmp_path}/in', f'--output={out}', f'--embedding_model={model}', '--embedding_only',
                  *EMBEDDING, '--schema=default') == 0
@@ -109,11 +96,6 @@ def test_embedding_only_keeps_everything_but_the_image_and_trains(cnn, saved, tm
   assert set(transform.raw_feature_spec()) == {'image/embedding', 'image/class/text'}
 
 
-def _photo(seed: int) -> bytes:
-  from helpers import photos  # pylint: disable=import-outside-toplevel
-  return photos.jpeg(seed=seed, width=40 + seed, height=36)
-
-
 def test_without_a_model_the_reader_says_how_to_get_embeddings(sample_set, tmp_path):
   assert convert(f'--input={sample_set}', f'--output={tmp_path}', '--max_error_fraction=0.5') == 0
   with pytest.raises(ValueError, match='convert with --embedding_model'):
@@ -128,8 +110,7 @@ def test_without_a_model_the_reader_says_how_to_get_embeddings(sample_set, tmp_p
 ])
 def test_a_model_that_cannot_embed_images_fails_before_any_work_with_one_line(saved, sample_set, tmp_path, model,
                                                                               message):
-  numbers = keras.Input((10,))
-  keras.Model(numbers, keras.layers.Dense(2)(numbers)).save(tmp_path / 'dense.keras')
+  models.dense().save(tmp_path / 'dense.keras')
   path, *more = model.split()
   path = saved['keras'] if path == 'tiny.keras' else tmp_path / path
   result = run_cli(f'--input={sample_set}', f'--output={tmp_path}/out', f'--embedding_model={path}', *more)

@@ -18,6 +18,7 @@ from beam_pipeline.core.usage import ModelError
 
 from helpers import gcs_emulator, models, photos
 
+
 @pytest.mark.parametrize('how', sorted(models.SAVERS))
 def test_every_saved_form_gives_the_models_own_output_through_the_handler(cnn, saved, how):
   spec = EmbeddingSpec(saved[how], models.SIZE, batch_size=4)
@@ -65,13 +66,8 @@ def _two_outputs():
   return keras.Model(images, [keras.layers.GlobalAveragePooling2D()(images), keras.layers.Flatten()(images)])
 
 
-def _dense():
-  numbers = keras.Input((10,))
-  return keras.Model(numbers, keras.layers.Dense(2)(numbers))
-
-
 @pytest.mark.parametrize('make, message', [
-    (lambda d: _save(_dense(), d / 'dense.keras'), 'takes input of shape (None, 10), not a batch of RGB images'),
+    (lambda d: _save(models.dense(), d / 'dense.keras'), 'takes input of shape (None, 10), not a batch of RGB images'),
     (lambda d: _save(models.tiny_cnn(64), d / 'big.keras'),
      'takes images of 64x64 pixels, not 32x32; give --embedding_image_size=64'),
     (lambda d: _save(_two_inputs(), d / 'two.keras'), 'takes 2 input(s) and gives 1 output(s)'),

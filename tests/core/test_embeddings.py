@@ -16,12 +16,6 @@ from helpers import photos
 from helpers.values import image_record, plan_shards, settings
 
 
-def _png(image: Image.Image) -> bytes:
-  buffer = io.BytesIO()
-  image.save(buffer, 'PNG')
-  return buffer.getvalue()
-
-
 def test_the_model_input_is_the_decoded_rgb_image_resized_bilinearly_in_0_to_255():
   jpeg = photos.jpeg(seed=3, width=50, height=30)
   [given] = embeddings.model_inputs([jpeg], 16)
@@ -39,7 +33,7 @@ def test_every_stored_mode_becomes_8_bit_rgb(mode):
     image = Image.fromarray(pixels.astype(np.uint16) * 257, 'I;16')
   else:
     image = image.convert(mode)
-  [given] = embeddings.model_inputs([_png(image)], 12)
+  [given] = embeddings.model_inputs([photos.encode(image, 'PNG')], 12)
   assert given.shape == (12, 12, 3)
   assert 0 <= given.numpy().min() and given.numpy().max() <= 255
   assert given.numpy().max() > 200  # a 16-bit image is scaled to 8 bits, not clipped or left at 65535

@@ -19,6 +19,12 @@ def tiny_cnn(size: int = SIZE, seed: int = 0) -> keras.Model:
   return keras.Model(images, x)
 
 
+def dense() -> keras.Model:
+  """A model that takes numbers, not images."""
+  numbers = keras.Input((10,))
+  return keras.Model(numbers, keras.layers.Dense(2)(numbers))
+
+
 def save_keras(model: keras.Model, directory: Path) -> Path:
   path = Path(directory) / 'tiny.keras'
   model.save(path)
