@@ -74,6 +74,9 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
   group.add_argument('--max_side', default=None, help='Downscale images whose longer side is longer than this '
                      '(aspect ratio kept, never enlarged), storing the source size as image/original_height '
                      'and image/original_width. Default: keep every size. E.g. --max_side=512')
+  group.add_argument('--strict_jpeg', **_SWITCH, help='Reject JPEGs that decode only with libjpeg warnings '
+                     '(damaged data: a scan cut short, extraneous bytes), as damaged_jpeg; stricter decoders '
+                     '(NVIDIA DALI, nvJPEG) refuse them. Without it they are stored and counted. Default: false')
   group.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels, from their '
                      'header (decompression bombs). Default: %(default)s')
   group.add_argument('--max_file_mb', default='100', help='Reject larger files, unread. Default: %(default)s')

@@ -84,7 +84,7 @@ def verify(namespace, info: dict) -> int:
   from beam_pipeline.inspection import verify as verification  # pylint: disable=import-outside-toplevel
   tally = progress.Tally('verifying', info['num_examples'], 'records', 'failed')
   # The check catches what the decoders print on standard error; progress is shown on a copy of it.
-  with os.fdopen(os.dup(2), 'w', buffering=1) as console, progress.shown(console, counter=tally):
+  with progress.console() as console, progress.shown(console, counter=tally):
     report = verification.verify(namespace.output, info, tally)
   if report.problems:
     shown = report.problems[:20]

@@ -9,6 +9,7 @@ every phase change and every --progress_interval seconds. Runs whose DoFns live
 elsewhere (Dataflow, multi-process mode) count nothing here, and show nothing.
 """
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -117,6 +118,23 @@ def line(snapshot: Snapshot, now: float) -> str:
     left = f', about {(snapshot.total - snapshot.done) / rate:.0f} s left'
   return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {rate:,.0f} {snapshot.unit}/s, '
           f'{snapshot.rejected:,} {snapshot.failed}{left}')
+
+
+@contextlib.contextmanager
+def console() -> Iterator[IO[str]]:
+  """Standard error to show progress on, as a stream of its own where it is file descriptor 2:
+  while images decode, what the decoders print there is caught (core/native_output.py),
+  and progress must neither be caught nor be taken for a decoder's warning."""
+  try:
+    separate = sys.stderr.fileno() == 2
+  except (AttributeError, OSError, ValueError):  # a stream without a descriptor (pytest's capsys)
+    separate = False
+  if not separate:
+    yield sys.stderr
+    return
+  sys.stderr.flush()
+  with os.fdopen(os.dup(2), 'w', buffering=1) as stream:
+    yield stream
 
 
 @contextlib.contextmanager

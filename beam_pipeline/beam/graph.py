@@ -52,7 +52,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
              | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(class_labels)).with_outputs(
                  REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
-  errors_by_reason = ((listed[REJECTED], checked[REJECTED], grouped[REJECTED], written[REJECTED])
+  rejected_by_reason = ((listed[REJECTED], checked[REJECTED], grouped[REJECTED], written[REJECTED])
                       | 'AllRejections' >> beam.Flatten()
                       | 'CollectRejections' >> beam.combiners.ToList()
                       | 'WriteErrors' >> beam.Map(write_errors, settings.output))
@@ -61,7 +61,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
   _ = (pipeline
        | 'Start commit' >> beam.Create([None])
        | 'Commit' >> beam.Map(commit, shards=AsList(written.shards), labels_list=AsSingleton(class_labels),
-                              errors_by_reason=AsSingleton(errors_by_reason),
+                              rejected_by_reason=AsSingleton(rejected_by_reason),
                               duplicates=AsList(grouped[DUPLICATES]),
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
                               runner=runner))

@@ -7,15 +7,16 @@ there is something to list.
 """
 import csv
 import io
+import itertools
 import json
 import os
 import re
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Union
 
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import rejections
+from beam_pipeline.core import isolation, rejections
 from beam_pipeline.core.records import InputItem, Rejection
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
@@ -151,22 +152,35 @@ def list_input_batches(spec: InputSpec, size: int = LIST_BATCH_SIZE) -> Iterator
 
 
 def list_inputs(spec: InputSpec) -> Iterator[Union[InputItem, Rejection]]:
-  """All items of an input; manifest rows that cannot be used come out as rejections."""
+  """All items of an input; manifest rows that cannot be used come out as rejections. Each
+  item is made behind the isolation boundary: one that fails is rejected alone."""
   if spec.kind == DIRECTORY:
     root = spec.path[:-len('/**')]
     paths = (walk_local_files(root) if is_local_dir(root)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
     for path in paths:
-      yield InputItem(path, split=_split_folder(root + '/', path))
+      yield _listed(path, path, _path_item, path, root + '/')
   elif spec.kind == GLOB:
     paths = (match_local_glob(spec.path) if _is_local(spec.path)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
     for path in paths:
-      yield InputItem(path)
+      yield _listed(path, path, _path_item, path)
   elif spec.kind == CSV:
     yield from _read_csv_manifest(spec.path)
   else:
     yield from _read_jsonl_manifest(spec.path)
+
+
+def _listed(where: str, text: str, make: Callable[..., InputItem], *args) -> Union[InputItem, Rejection]:
+  """``make(*args)``, the item of one path or manifest row (``text``), or the rejection of
+  ``where`` it gives."""
+  item = isolation.run(isolation.LIST, [text], make, *args)
+  return Rejection.of(where, item) if isinstance(item, Rejected) else item
+
+
+def _path_item(path: str, root: Optional[str] = None) -> InputItem:
+  isolation.fault_point(isolation.LIST)
+  return InputItem(path, split=_split_folder(root, path) if root else None)
 
 
 class _RawReader(io.RawIOBase):
@@ -223,18 +237,27 @@ def _read_csv_manifest(path: str) -> Iterator[Union[InputItem, Rejection]]:
     # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
     rows = csv.reader(text, skipinitialspace=True)
     header = None
-    for row_number, row in enumerate(rows, start=1):
+    for row_number in itertools.count(1):
       where = f'{path}:row {row_number}'
+      try:
+        row = next(rows)
+      except StopIteration:
+        break
+      except csv.Error as e:  # a field past csv's size limit, a NUL byte: that row alone
+        yield Rejection(where, rejections.BAD_MANIFEST_ROW, f'row is not valid CSV: {rejections.first_line(e)}')
+        continue
       if row_number == 1 and _is_header(row):
         header = [cell.strip().lower() for cell in row]
         continue
       if not any(cell.strip() for cell in row):
         continue
-      try:
-        _check_text(''.join(row))
-        yield _csv_item(path, header, row) if header else _automl_item(path, row)
-      except Rejected as e:
-        yield Rejection.of(where, e)
+      yield _listed(where, ','.join(row), _csv_row_item, path, header, row)
+
+
+def _csv_row_item(manifest: str, header: Optional[List[str]], row: List[str]) -> InputItem:
+  isolation.fault_point(isolation.LIST)
+  _check_text(''.join(row))
+  return _csv_item(manifest, header, row) if header else _automl_item(manifest, row)
 
 
 def _is_header(row) -> bool:
@@ -266,19 +289,20 @@ def _csv_item(manifest: str, header, row) -> InputItem:
 def _read_jsonl_manifest(path: str) -> Iterator[Union[InputItem, Rejection]]:
   with _open_text(path) as text:
     for line_number, line in enumerate(text, start=1):
-      if not line.strip():
-        continue
-      try:
-        _check_text(line)
-        try:
-          fields = json.loads(line)
-        except json.JSONDecodeError as e:
-          raise Rejected(rejections.BAD_MANIFEST_ROW, f'invalid JSON: {e}') from None
-        if not isinstance(fields, dict):
-          raise Rejected(rejections.BAD_MANIFEST_ROW, 'line is not a JSON object')
-        yield _item_from_fields(path, fields)
-      except Rejected as e:
-        yield Rejection.of(f'{path}:line {line_number}', e)
+      if line.strip():
+        yield _listed(f'{path}:line {line_number}', line, _jsonl_line_item, path, line)
+
+
+def _jsonl_line_item(manifest: str, line: str) -> InputItem:
+  isolation.fault_point(isolation.LIST)
+  _check_text(line)
+  try:
+    fields = json.loads(line)
+  except json.JSONDecodeError as e:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'invalid JSON: {e}') from None
+  if not isinstance(fields, dict):
+    raise Rejected(rejections.BAD_MANIFEST_ROW, 'line is not a JSON object')
+  return _item_from_fields(manifest, fields)
 
 
 def _item_from_fields(manifest: str, fields: Dict[str, Any]) -> InputItem:

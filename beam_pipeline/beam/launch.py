@@ -66,7 +66,7 @@ def convert(argv: List[str], started: float) -> int:
   elif not local_runner.is_direct(options):
     _show_job_submission()
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
-  shown = progress.shown(sys.stderr, conversion.progress_interval) if in_process else contextlib.nullcontext()
+  shown = _progress_shown(conversion.progress_interval) if in_process else contextlib.nullcontext()
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
@@ -102,6 +102,12 @@ def convert(argv: List[str], started: float) -> int:
   wrote = summary.of(info, settings.output, time.monotonic() - started)
   print(json.dumps(wrote, indent=2) if conversion.json else '\n'.join(summary.lines(wrote)))
   return 0
+
+
+@contextlib.contextmanager
+def _progress_shown(interval: float) -> Iterator[progress.Counter]:
+  with progress.console() as console, progress.shown(console, interval) as counts:
+    yield counts
 
 
 def _check_model(settings: Settings, in_process: bool) -> Settings:

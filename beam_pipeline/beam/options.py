@@ -129,6 +129,7 @@ def validate(options: PipelineOptions) -> Settings:
       max_error_fraction=max_error_fraction,
       stored=StoredImages(opts.image_format, jpeg_quality, max_side),
       embedding=embedding,
+      strict_jpeg=bool(opts.strict_jpeg),
   )
 
 

@@ -13,9 +13,10 @@ from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import progress
 from beam_pipeline.beam import embedding, inputs, output_dir, workers
-from beam_pipeline.core import dataset_info, hash_order, labels, reading, sharding, splitting, steps, uris
+from beam_pipeline.core import dataset_info, hash_order, isolation, labels, reading, rejections, sharding, splitting, steps, uris
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
                                         ShardWritten, TransformGraph, Validated)
+from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import InputSpec, Settings, SplitSpec
 
 REJECTED = 'rejected'
@@ -185,7 +186,14 @@ class GroupCopies(beam.DoFn):
   def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
     groups = []
     for copies in splitting.same_content(itertools.chain.from_iterable(bucket[1])):
-      group, dropped = splitting.group_duplicates(copies, self._dedupe)
+      grouped = isolation.run(isolation.GROUP, [record.uri for record in copies], splitting.group_duplicates, copies,
+                              self._dedupe)
+      if isinstance(grouped, Rejected):
+        progress.counts().rejected(len(copies))
+        for record in copies:
+          yield _rejected(Rejection.of(record.uri, grouped))
+        continue
+      group, dropped = grouped
       if len(copies) > 1:
         Metrics.counter(_NAMESPACE, 'duplicate_groups').inc()
         yield beam.pvalue.TaggedOutput(DUPLICATES, sorted(r.uri for r in copies))
@@ -286,16 +294,19 @@ def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:
   return dict(collections.Counter(r.reason for r in ordered))
 
 
-def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors_by_reason: Dict[str, int],
+def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], rejected_by_reason: Dict[str, int],
            duplicates: List[List[str]], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
-  """The last step: labels.txt, then dataset_info.json, once everything else is final."""
-  dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason,
+  """The last step: labels.txt, then dataset_info.json, once everything else is final. Copies
+  that --dedupe dropped are listed with the rejections, but are no errors."""
+  errors_by_reason = {reason: count for reason, count in rejected_by_reason.items() if reason != rejections.DUPLICATE}
+  removed = rejected_by_reason.get(rejections.DUPLICATE, 0)
+  dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason, removed,
                                   settings.max_error_fraction,
                                   output_dir.path(settings.output, output_dir.ERRORS_FILE))
   output_dir.write_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
   info = dataset_info.build(shards=shards, labels=labels_list, errors_by_reason=errors_by_reason,
                             errors_file=output_dir.ERRORS_FILE, duplicates=duplicates,
-                            dedupe=settings.dedupe, settings=settings.as_dict(), runner=runner,
+                            dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
                             embedding=dataset_info.embedding_info(settings.embedding, settings.schema))
   written = [shard['file'] for shard in shards] + [output_dir.LABELS_TXT, output_dir.ERRORS_FILE]
   written_dirs = [directory for directories in transform_written for directory in directories]

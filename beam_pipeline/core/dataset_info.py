@@ -9,7 +9,7 @@ import os
 from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from beam_pipeline import __version__
-from beam_pipeline.core import schemas, uris
+from beam_pipeline.core import rejections, schemas, uris
 from beam_pipeline.core.settings import EmbeddingSpec
 
 FILE_NAME = 'dataset_info.json'
@@ -60,7 +60,7 @@ def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[
 
 
 def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_reason: Mapping[str, int],
-          errors_file: str, duplicates: List[List[str]], dedupe: bool, settings: Mapping[str, Any],
+          errors_file: str, duplicates: List[List[str]], dedupe: bool, num_removed: int, settings: Mapping[str, Any],
           runner: str, embedding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
   """Counts per split come from the shards as written, so they match the files."""
   splits: Dict[str, Dict[str, Any]] = {}
@@ -86,6 +86,9 @@ def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_r
       # Stored as a re-encoding of their source (another format, or downscaled), and downscaled.
       'num_reencoded': sum(shard['num_reencoded'] for shard in shards),
       'num_resized': sum(shard['num_resized'] for shard in shards),
+      # JPEGs that libjpeg decodes only with warnings: stored, or rejected under --strict_jpeg.
+      'num_damaged_jpeg': (errors_by_reason.get(rejections.DAMAGED_JPEG, 0)
+                           + sum(shard['num_damaged_jpeg'] for shard in shards)),
       'splits': dict(sorted(splits.items())),
       'labels': labels,
       'num_classes': len(labels),
@@ -96,6 +99,7 @@ def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_r
           'num_groups': len(duplicates),
           'num_extra_copies': sum(len(group) - 1 for group in duplicates),
           'removed': dedupe,
+          'num_removed': num_removed,  # listed in the errors file too, as duplicate, but no errors
           'groups': sorted(duplicates)[:MAX_LISTED_DUPLICATE_GROUPS],
       },
       'compression': settings['compression'],
@@ -111,11 +115,12 @@ class ErrorBudgetExceeded(RuntimeError):
   PREFIX = 'error budget exceeded: '
 
 
-def check_error_budget(num_written: int, errors_by_reason: Mapping[str, int], max_fraction: float,
+def check_error_budget(num_written: int, errors_by_reason: Mapping[str, int], num_removed: int, max_fraction: float,
                        errors_path: str) -> None:
-  """Raises ErrorBudgetExceeded naming the top reasons if too large a share was rejected."""
+  """Raises ErrorBudgetExceeded naming the top reasons if too large a share of the inputs was
+  rejected; ``num_removed`` copies that --dedupe dropped count as inputs, not as errors."""
   rejected = sum(errors_by_reason.values())
-  total = num_written + rejected
+  total = num_written + rejected + num_removed
   if not total or rejected / total <= max_fraction:
     return
   top = sorted(errors_by_reason.items(), key=lambda item: (-item[1], item[0]))[:3]

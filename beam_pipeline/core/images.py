@@ -31,12 +31,13 @@ import io
 import struct
 import warnings
 import zlib
-from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
 
-from beam_pipeline.core import native_output, rejections
+from beam_pipeline.core import isolation, native_output, rejections
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
 
@@ -75,6 +76,7 @@ class ImageInfo(NamedTuple):
   source_format: str  # what the source really is (Pillow's name), whatever its extension
   original_height: int  # of the source, before any downscaling
   original_width: int
+  damage: str = ''  # what libjpeg warned of while TensorFlow decoded the JPEG source: its damage
 
 
 class PreparedImage(NamedTuple):
@@ -106,8 +108,28 @@ def reencode_again(data: bytes, stored: StoredImages) -> Tuple[bytes, int, int]:
   writer compares their hash with the one validation recorded.
   """
   with Image.open(io.BytesIO(data)) as image:
-    pending = _reencode(image, image.format or 'unknown', stored)
+    source_format = image.format or 'unknown'
+    pending = _reencode(_loaded(image, data) if source_format == 'PNG' else image, source_format, stored)
   return pending.stored, pending.original_height, pending.original_width
+
+
+def check_stored(data: bytes, stored_format: str, height: int, width: int) -> None:
+  """Raises Rejected unless ``data`` decodes to ``height`` x ``width`` with TensorFlow's
+  decode_image and decode_jpeg and with Pillow: what validation makes sure of the bytes
+  it stores, for bytes made again (the shard writer's re-encoding)."""
+  with native_output.captured(exclusive=True):  # what libjpeg or libpng print stays off the console
+    try:
+      sizes = {tuple(tf.io.decode_image(data, channels=0, expand_animations=False).shape[:2]),
+               tuple(tf.io.decode_jpeg(data, channels=0).shape[:2])}
+      with Image.open(io.BytesIO(data)) as image:
+        image.load()
+        sizes.add(image.size[::-1])
+    except Exception as e:  # pylint: disable=broad-except  # TensorFlow's and Pillow's errors alike
+      raise Rejected(rejections.CORRUPT, f'its {stored_format} re-encoding, made again, does not decode: '
+                     f'{rejections.first_line(e, _DETAIL_CHARS)}') from None
+  if sizes != {(height, width)}:
+    raise Rejected(rejections.CORRUPT, f'its {stored_format} re-encoding, made again, decodes to '
+                   f'{sorted(sizes)} (height, width), not to the {height}x{width} validated')
 
 
 def prepare_images(datas: Sequence[bytes], max_pixels: int,
@@ -118,11 +140,15 @@ def prepare_images(datas: Sequence[bytes], max_pixels: int,
   images go to TensorFlow in one call that decodes on every core (eager calls from
   Python threads do not run in parallel). The few it fails are looked at again one
   by one, by Pillow and an eager decode, to say why: what the decoders wrote to
-  standard error then goes into the rejection's detail (native_output). Sources
-  that TensorFlow read and that ``stored`` changes (a JPEG to downscale, say) are
-  re-encoded then, and their new bytes decoded by TensorFlow in a second call.
+  standard error then goes into the rejection's detail (native_output). If libjpeg
+  warned during the call, each JPEG is decoded again alone to learn which are
+  damaged (_find_damage). Sources that TensorFlow read and that ``stored`` changes
+  (a JPEG to downscale, say) are re-encoded then, and their new bytes decoded by
+  TensorFlow in a second call.
   """
-  with native_output.captured() as decoders:
+  # Exclusive: what libjpeg writes while one batch decodes must be that batch's, even
+  # with other threads of this process validating (an SDK worker's).
+  with native_output.captured(exclusive=True) as decoders:
     results = [_plan(data, max_pixels, stored) for data in datas]
     _check(results, max_pixels, stored, decoders)
     redone = {i: _reencoded(r, stored) for i, r in enumerate(results) if _to_reencode(r, stored)}
@@ -136,7 +162,9 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
            only=None) -> None:
   """TensorFlow decodes the _Pending results (of ``only``'s indexes, if given), in place."""
   pending = [i for i, r in enumerate(results) if isinstance(r, _Pending) and (only is None or i in only)]
+  mark = decoders.mark()
   decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
+  warned = bool(decoders.since(mark))
   for position, index in enumerate(pending):
     plan, shapes = results[index], decoded.get(position)
     result = None
@@ -144,6 +172,8 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
       header, shape = shapes
       if plan.quick:
         plan = plan._replace(height=header[0], width=header[1], original_height=header[0], original_width=header[1])
+      if warned and plan.format == 'jpeg' and not plan.damage:
+        plan = plan._replace(damage=_jpeg_warnings(plan.stored, decoders))
       result = plan.checked(shape)
     if result is None or (plan.quick and isinstance(result, Rejected)):
       mark = decoders.mark()
@@ -151,8 +181,38 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
       result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
       said = decoders.since(mark)
       if isinstance(result, Rejected) and said:
-        result = Rejected(result.reason, f'{result.detail} (the decoder said: {" / ".join(said.splitlines())[:200]})')
+        result = Rejected(result.reason, f'{result.detail} (the decoder said: {_one_line(said)})')
+      elif said and result.info.format == 'jpeg' and not result.info.damage:
+        result = result._replace(info=result.info._replace(damage=_one_line(said)))
+    if isinstance(result, PreparedImage) and result.info.damage and not result.info.reencoded:
+      result = _loaded_by_pillow(result)
     results[index] = result
+
+
+def _jpeg_warnings(data: bytes, decoders: native_output.Capture) -> str:
+  """What libjpeg warns of while TensorFlow decodes the JPEG ``data`` (as _tf_shapes does), in one line."""
+  mark = decoders.mark()
+  try:
+    tf.io.decode_jpeg(data, channels=0, ratio=8)
+  except tf.errors.OpError:
+    pass  # decoded in the batch; a failure here is the checks' to report, not damage
+  return _one_line(decoders.since(mark))
+
+
+def _one_line(said: str) -> str:
+  return ' / '.join(said.splitlines())[:_DETAIL_CHARS]
+
+
+def _loaded_by_pillow(prepared: PreparedImage) -> Union[PreparedImage, Rejected]:
+  """``prepared`` if Pillow loads its stored bytes whole; for a damaged JPEG, which libjpeg in
+  TensorFlow decodes only with warnings, and Pillow's handling of damage may differ."""
+  try:
+    with Image.open(io.BytesIO(prepared.stored)) as image:
+      image.load()
+  except Exception as e:  # pylint: disable=broad-except  # Pillow's decoders raise many types
+    return Rejected(rejections.CORRUPT, f'{prepared.info.source_format} decodes in TensorFlow only with warnings '
+                    f'({prepared.info.damage}), and not in Pillow: {rejections.first_line(e, _DETAIL_CHARS)}')
+  return prepared
 
 
 def _to_reencode(result, stored: StoredImages) -> bool:
@@ -167,7 +227,7 @@ def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending
   """A JPEG or PNG source, decoded by Pillow and re-encoded for ``stored``."""
   try:
     with Image.open(io.BytesIO(prepared.stored)) as image:
-      return _reencode(image, prepared.info.source_format, stored)
+      return _reencode(image, prepared.info.source_format, stored)._replace(damage=prepared.info.damage)
   except Rejected as e:
     return e.with_traceback(None)
   except Exception as e:  # pylint: disable=broad-except  # TensorFlow read it; Pillow may still refuse
@@ -186,6 +246,7 @@ class _Pending(NamedTuple):
   quick: bool = False  # a JPEG whose header only TensorFlow has read (height, width unknown yet)
   original_height: int = 0  # of the source
   original_width: int = 0
+  damage: str = ''  # ImageInfo.damage
 
   def checked(self, shape: Tuple[int, ...]) -> Union[PreparedImage, Rejected]:
     """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale)."""
@@ -194,7 +255,7 @@ class _Pending(NamedTuple):
       return Rejected(rejections.CORRUPT, f'{self.source_format} decodes to a {shape[1]}x{shape[0]} (1/{scale} '
                       f'scale) image in TensorFlow but its header says {self.width}x{self.height}')
     info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format,
-                     self.original_height or self.height, self.original_width or self.width)
+                     self.original_height or self.height, self.original_width or self.width, self.damage)
     return PreparedImage(info, self.stored)
 
 
@@ -205,6 +266,7 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
   header and decodes it in one go, and Pillow's header parser (the larger part of
   this step's cost) runs only if that fails, to say why.
   """
+  isolation.fault_point(isolation.VALIDATE)
   if not data:
     return Rejected(rejections.EMPTY, 'file is empty (0 bytes)')
   if data[:2] == b'\xff\xd8' and _too_many_exif_segments(data):
@@ -255,6 +317,9 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
     return _Pending(data, 'jpeg', height, width, source_format)
   if source_format == 'PNG':
     _verify_png_chunks(data)  # for a precise reason; TensorFlow would fail these too
+    loaded = _loaded(image, data)
+    if loaded is not image:
+      return _reencode(loaded, source_format, stored)
     if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height):
       return _Pending(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
@@ -315,14 +380,20 @@ def _checked_by_tensorflow(pending: _Pending) -> Union[PreparedImage, Rejected]:
       shape = tf.io.decode_image(pending.stored, channels=0, expand_animations=False).shape
   except tf.errors.OpError as e:
     return Rejected(rejections.CORRUPT, f'{pending.source_format} data does not decode in TensorFlow: '
-                    f'{rejections.first_line(e, _DETAIL_CHARS).split("}}")[-1].strip()}')
+                    f'{_tensorflow_message(e)}')
   return pending.checked(tuple(shape))
+
+
+def _tensorflow_message(error: tf.errors.OpError) -> str:
+  """An op's error in one line, without TensorFlow's {{function_node ...}} prefix."""
+  return rejections.first_line(error, _DETAIL_CHARS).split("}}")[-1].strip()
 
 
 def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _Pending:
   """The first frame of ``image`` (the frame TensorFlow would return), downscaled to
   ``stored.max_side`` if it is longer, and encoded as the format ``stored`` asks for:
   the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``."""
+  isolation.fault_point(isolation.REENCODE)
   target = _target(source_format, stored.format)
   original_width, original_height = image.size
   size = _downscaled_size(image.size, stored.max_side)
@@ -330,19 +401,67 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   image.seek(0)
   image.load()
+  icc_profile = image.info.get('icc_profile')  # the source's own, before any conversion
   image = _rgb_on_white(image, source_format) if target == 'jpeg' else _png_mode(image, source_format)
   if size != image.size:
+    isolation.fault_point(isolation.RESIZE)
     mode = image.mode
     image = image.convert(_RESIZE_MODES.get(mode, mode)).resize(size, Image.LANCZOS)
     image = image if image.mode == mode else _png_mode(image, source_format)
+  width, height = image.size
+  return _Pending(_encoded(image, target, stored.jpeg_quality, icc_profile), target, height, width, source_format,
+                  reencoded=True, original_height=original_height, original_width=original_width)
+
+
+# The colour space (ICC header bytes 16-20) a profile must describe to apply to a stored mode.
+_ICC_SPACES = {'RGB': b'RGB ', 'RGBA': b'RGB ', 'P': b'RGB ', 'L': b'GRAY', 'LA': b'GRAY', '1': b'GRAY',
+               'I;16': b'GRAY'}
+
+
+def _encoded(image: Image.Image, target: str, jpeg_quality: int, icc_profile: Optional[bytes]) -> bytes:
+  """``image`` encoded as ``target``, the same bytes in any process at any time.
+
+  Nothing but the pixels, their transparency and the source's own ICC profile
+  (where it describes the stored colour space) is written: Pillow would otherwise
+  write what conversions leave in ``image.info``, such as the sRGB profile that
+  LittleCMS creates, stamped with the current time, when it converts L*a*b* to RGB,
+  or a CMYK profile on the RGB pixels converted from CMYK.
+  """
+  if icc_profile and icc_profile[16:20] != _ICC_SPACES.get(image.mode):
+    icc_profile = None
+  image.info = {key: value for key, value in image.info.items() if key == 'transparency'}
   buffer = io.BytesIO()
   if target == 'jpeg':
-    image.save(buffer, 'JPEG', quality=stored.jpeg_quality)
+    image.save(buffer, 'JPEG', quality=jpeg_quality, icc_profile=icc_profile)
   else:
-    image.save(buffer, 'PNG')
-  width, height = image.size
-  return _Pending(buffer.getvalue(), target, height, width, source_format, reencoded=True,
-                  original_height=original_height, original_width=original_width)
+    image.save(buffer, 'PNG', icc_profile=icc_profile)
+  return buffer.getvalue()
+
+
+def _loaded(png: Image.Image, data: bytes) -> Image.Image:
+  """The opened PNG ``png``, loaded, if Pillow loads it; else its pixels as TensorFlow decodes
+  them (_decoded_by_tensorflow), to be stored re-encoded."""
+  try:
+    png.load()
+    return png
+  except Exception:  # pylint: disable=broad-except  # an animated PNG with frame errors, say
+    return _decoded_by_tensorflow(data, 'PNG')
+
+
+def _decoded_by_tensorflow(data: bytes, source_format: str) -> Image.Image:
+  """The PNG ``data`` as libpng in TensorFlow decodes it (its default image), as a Pillow
+  image to re-encode: for a PNG that Pillow refuses, such as an animated PNG with
+  frame sequence errors, whose first frame every other reader shows. 16-bit colour
+  keeps its high byte, as Pillow reads such PNGs."""
+  sixteen = data[24] == 16  # the IHDR chunk's bit depth
+  try:
+    pixels = tf.io.decode_png(data, channels=0, dtype=tf.uint16 if sixteen else tf.uint8).numpy()
+  except tf.errors.OpError as e:
+    raise Rejected(rejections.CORRUPT, f'{source_format} data decodes neither in Pillow nor in TensorFlow: '
+                   f'{_tensorflow_message(e)}') from None
+  if pixels.shape[2] == 1:
+    return Image.fromarray(pixels[:, :, 0])  # L, or I;16
+  return Image.fromarray((pixels >> 8).astype(np.uint8) if sixteen else pixels)
 
 
 def _target(source_format: str, image_format: str) -> str:

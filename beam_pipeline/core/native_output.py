@@ -6,7 +6,7 @@ TensorFlow log setting. While images decode, file descriptor 2 points at a
 temporary file instead; what a decode wrote then is read back, and a rejected
 file's is kept in its errors line. Only the first of overlapping callers (threads
 of one process) swaps the descriptor, and only a caller alone in the window reads
-output it can attribute.
+output it can attribute; exclusive callers take turns, so each is alone.
 """
 import contextlib
 import os
@@ -16,6 +16,7 @@ import threading
 from typing import Iterator, Optional
 
 _lock = threading.Lock()
+_turns = threading.Lock()  # held by an exclusive caller for as long as its capture lasts
 _users = 0
 _saved: Optional[int] = None
 _file = None
@@ -37,7 +38,15 @@ class Capture:
 
 
 @contextlib.contextmanager
-def captured() -> Iterator[Capture]:
+def captured(exclusive: bool = False) -> Iterator[Capture]:
+  """Standard error caught while the block runs; ``exclusive`` waits for other exclusive
+  callers' blocks to end first, so that what is caught can be attributed."""
+  with _turns if exclusive else contextlib.nullcontext(), _captured() as capture:
+    yield capture
+
+
+@contextlib.contextmanager
+def _captured() -> Iterator[Capture]:
   global _users, _saved, _file
   with _lock:
     if _users == 0:

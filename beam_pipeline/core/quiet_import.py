@@ -37,6 +37,9 @@ _LEFT_OUT_BY_TRANSFORM = ('pandas',)
 def tensorflow() -> ModuleType:
   if 'tensorflow' in sys.modules:
     return sys.modules['tensorflow']
+  # As the command sets it (cli.quiet_libraries), also where the command did not start the
+  # process (a Dataflow worker): the image decoders' stderr output must be theirs alone.
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
   sys.stderr.flush()
   saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
   try:

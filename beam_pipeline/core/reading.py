@@ -15,8 +15,8 @@ from typing import BinaryIO, Callable, Deque, Iterable, Iterator, NamedTuple, Op
 
 from google.api_core import exceptions as google_exceptions
 
-from beam_pipeline.core import rejections, uris
-from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core import isolation, rejections, uris
+from beam_pipeline.core.rejections import Rejected, RunFailure
 
 T = TypeVar('T')
 R = TypeVar('R')
@@ -40,7 +40,7 @@ BACKOFF_SECONDS = 0.5
 RETRY_DEADLINE_SECONDS = 60
 
 
-class TransientReadError(IOError):
+class TransientReadError(RunFailure, IOError):
   """A read kept failing for reasons that are not the file's: fails the bundle (Beam retries it)."""
 
 
@@ -60,7 +60,8 @@ def read_file(uri: str, max_bytes: int, open_remote: Optional[Callable[[str], Bi
   with exponential backoff.
   """
   if open_remote is None and uris.is_remote(uri):
-    raise RuntimeError(f'{uri} is remote, and this process was given no way to read remote files')
+    raise RunFailure(f'{uri} is remote, and this process was given no way to read remote files')
+  isolation.fault_point(isolation.READ)  # outside the retries, which would take its fault for the storage's
   started = time.monotonic()
   for attempt in range(1, READ_ATTEMPTS + 1):
     try:
@@ -147,48 +148,43 @@ def _check_size(size: int, max_bytes: int) -> None:
     raise Rejected(rejections.FILE_TOO_LARGE, f'{size} bytes, more than --max_file_mb ({max_bytes} bytes)')
 
 
-def read_files(read: Callable[[T], R], items: Iterable[T], uris_of: Callable[[T], str],
+def read_files(step: str, read: Callable[[T], R], items: Iterable[T], uris_of: Callable[[T], str],
                remote: Optional[Remote]) -> Iterator[Tuple[T, Union[R, Rejected]]]:
-  """(item, read(item)) in order, ``read`` raising Rejected for a file that cannot be used.
+  """(item, read(item)) in order, each ``read`` behind the isolation boundary as ``step``:
+  a Rejected for a file that cannot be used, or for any other exception but a RunFailure.
 
   Object stores are latency-bound, so if any file is remote, ``remote.reads_ahead``
   reads run ahead on its pool; local files are read fastest one at a time (a pool
   of threads contending for the GIL made writing a shard slower).
   """
   items = list(items)
+
+  def outcome(item: T) -> Union[R, Rejected]:
+    return isolation.run(step, [uris_of(item)], read, item)
+
   if remote is None or not uris.any_remote(map(uris_of, items)):
-    return prefetched(read, items, None, 0)
-  return prefetched(read, items, remote.pool, remote.reads_ahead)
+    return prefetched(outcome, items, None, 0)
+  return prefetched(outcome, items, remote.pool, remote.reads_ahead)
 
 
 def prefetched(function: Callable[[T], R], items: Iterable[T], executor: Optional[Executor],
-               window: int) -> Iterator[Tuple[T, Union[R, Rejected]]]:
+               window: int) -> Iterator[Tuple[T, R]]:
   """(item, function(item)) in order, with up to ``window`` calls running ahead (none if 0).
 
-  Cloud Storage reads are latency-bound, so many run at once; a Rejected raised by
-  ``function`` is returned in place of its result. Hand-written because
+  Cloud Storage reads are latency-bound, so many run at once. Hand-written because
   Executor.map submits every item at once, which would hold a whole shard's
   images in memory.
   """
   if window < 1:
     for item in items:
-      yield item, _outcome(function, item)
+      yield item, function(item)
     return
   running: Deque[Tuple[T, Future]] = collections.deque()
   for item in items:
-    running.append((item, executor.submit(_outcome, function, item)))
+    running.append((item, executor.submit(function, item)))
     if len(running) >= window:
       item, future = running.popleft()
       yield item, future.result()
   while running:
     item, future = running.popleft()
     yield item, future.result()
-
-
-def _outcome(function, item):
-  try:
-    return function(item)
-  except Rejected as e:
-    # A value from here on: its traceback's frames would keep the reads in flight
-    # (image bytes) alive in a reference cycle.
-    return e.with_traceback(None)

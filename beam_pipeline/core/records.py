@@ -33,6 +33,7 @@ class ImageRecord(NamedTuple):
   channels: int
   reencoded: bool
   order_key: str  # place in its split's shards, independent of the split (sharding.order_key)
+  damaged: bool = False  # a JPEG that libjpeg decodes only with warnings (images.ImageInfo.damage)
 
 
 class Rejection(NamedTuple):

@@ -17,7 +17,9 @@ UNREADABLE = 'unreadable'
 NO_LABEL = 'no_label'
 BAD_MANIFEST_ROW = 'bad_manifest_row'
 CHANGED_DURING_RUN = 'changed_during_run'
-DUPLICATE = 'duplicate'
+DUPLICATE = 'duplicate'  # dropped by --dedupe: listed with the rejections, but not an error
+DAMAGED_JPEG = 'damaged_jpeg'
+INTERNAL_ERROR = 'internal_error'  # an unexpected exception in a step, for this input alone (isolation.py)
 
 
 def first_line(error: BaseException, limit: Optional[int] = None) -> str:
@@ -34,3 +36,9 @@ class Rejected(Exception):
     super().__init__(f'{reason}: {detail}')
     self.reason = reason
     self.detail = detail
+
+
+class RunFailure(Exception):
+  """Raised for what no single input can be blamed for (storage that keeps failing, an
+  output that cannot be written): it fails the bundle, which the runner retries, and
+  then the run, where a Rejected would only reject an image."""

@@ -12,9 +12,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import numpy as np
 import tensorflow as tf
 
-from beam_pipeline.core import dataset_info, examples, images, reading, rejections, schemas
+from beam_pipeline.core import dataset_info, examples, images, isolation, reading, rejections, schemas
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
-from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.rejections import Rejected, RunFailure
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
 
 
@@ -28,58 +28,108 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   Storage objects (ahead), and ``embed`` computes the embeddings --embedding_model asks for,
   a batch of records at a time.
 
-  A file whose bytes changed since validation is rejected (``changed_during_run``):
-  its record would not match what was planned and checked.
+  Each record's steps run behind the isolation boundary, so a record that fails
+  any of them is rejected alone: a file whose bytes changed since validation
+  (``changed_during_run``: its record would not match what was planned and
+  checked), or any unexpected error. Writing the file itself is not: an output
+  that cannot be written fails the shard, and the run.
   """
   class_ids = {label: index for index, label in enumerate(class_names)}
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
-  rejected, labels, longer_sides, stored_bytes = [], [], [], []
-  reencoded = resized = 0
+  rejected: List[Rejection] = []
+  labels, longer_sides, stored_bytes = [], [], []
+  reencoded = resized = damaged = 0
   batch_size = settings.embedding.batch_size if embed else 1
-  stored_image = functools.partial(_stored_image, settings=settings, open_remote=remote and remote.open)
+  read = functools.partial(_read, settings=settings, open_remote=remote and remote.open)
+  stored = _stored(reading.read_files(isolation.READ, read, plan.records, lambda record: record.uri, remote),
+                   settings, rejected)
   with tf.io.TFRecordWriter(file_path, COMPRESSIONS[settings.compression]) as writer:
-    read = reading.read_files(stored_image, plan.records, lambda record: record.uri, remote)
-    for batch in _batches(read, batch_size, rejected):
-      embedded = embed([image for _, (image, _) in batch]) if embed else [None] * len(batch)
-      for (record, (image, original_size)), embedding in zip(batch, embedded):
-        fields = {
-            schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,
-            schemas.WIDTH: record.width, schemas.ORIGINAL_HEIGHT: original_size[0],
-            schemas.ORIGINAL_WIDTH: original_size[1], schemas.CHANNELS: record.channels,
-            schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
-            schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
-            schemas.SHA256: record.sha256.encode('ascii')}
-        if embed:
-          fields.update(_embedding_fields(embedding, settings))
-          if settings.embedding.only:
-            del fields[schemas.IMAGE]
-        writer.write(examples.encode_example(fields, dict(record.extras), settings.schema))
+    for batch in _batches(stored, batch_size):
+      embedded = _embedded(batch, embed, settings) if embed else [None] * len(batch)
+      for (record, image, original_size), embedding in zip(batch, embedded):
+        if isinstance(embedding, Rejected):
+          rejected.append(Rejection.of(record.uri, embedding))
+          continue
+        example = isolation.run(isolation.WRITE, [record.uri], _example, record, image, original_size, embedding,
+                                class_ids, settings)
+        if isinstance(example, Rejected):
+          rejected.append(Rejection.of(record.uri, example))
+          continue
+        try:
+          writer.write(example)
+        except Exception as e:  # pylint: disable=broad-except
+          raise OutputError(f'{file_path}: {rejections.first_line(e)}') from e
         labels.append(record.label)
         longer_sides.append(max(record.height, record.width))
         stored_bytes.append(len(image))
         reencoded += record.reencoded
         resized += original_size != (record.height, record.width)
+        damaged += record.damaged
   shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': len(labels),
            'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized,
-           **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
+           'num_damaged_jpeg': damaged, **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
   return ShardWritten(shard, rejected)
 
 
-def _batches(read: Iterable[Tuple[ImageRecord, Any]], size: int,
-             rejected: List[Rejection]) -> Iterator[List[Tuple[ImageRecord, Tuple[bytes, Tuple[int, int]]]]]:
-  """The records read, with their stored images, in batches of ``size`` (the last one
-  smaller); the ones rejected go to ``rejected`` instead."""
-  batch = []
-  for record, stored in read:
-    if isinstance(stored, Rejected):
-      rejected.append(Rejection.of(record.uri, stored))
+class OutputError(RunFailure):
+  """A shard's file could not be written: the output's fault, never an image's."""
+
+
+_Stored = Tuple[ImageRecord, bytes, Tuple[int, int]]
+
+
+def _stored(read: Iterable[Tuple[ImageRecord, Any]], settings: Settings,
+            rejected: List[Rejection]) -> Iterator[_Stored]:
+  """(record, stored bytes, source's (height, width)) of each record read; the ones rejected
+  go to ``rejected`` instead. A re-encoding's record follows what is written (_reencoded)."""
+  for record, data in read:
+    if not isinstance(data, Rejected):
+      data = isolation.run(isolation.REENCODE, [record.uri], _stored_image, record, data, settings)
+    if isinstance(data, Rejected):
+      rejected.append(Rejection.of(record.uri, data))
       continue
-    batch.append((record, stored))
+    yield data
+
+
+def _batches(stored: Iterable[_Stored], size: int) -> Iterator[List[_Stored]]:
+  """``stored`` in batches of ``size`` (the last one smaller)."""
+  batch = []
+  for item in stored:
+    batch.append(item)
     if len(batch) == size:
       yield batch
       batch = []
   if batch:
     yield batch
+
+
+def _embedded(batch: List[_Stored], embed: Embed, settings: Settings) -> List[Any]:
+  """The embedding of each image of ``batch``, or the Rejected of an image the model fails
+  on: the batch is embedded again image by image, so one image cannot fail the others."""
+
+  def embedded(items: Sequence[_Stored]) -> List[Dict[str, Any]]:
+    isolation.fault_point(isolation.EMBED)
+    return [_embedding_fields(embedding, settings) for embedding in embed([image for _, image, _ in items])]
+
+  return isolation.each_alone(isolation.EMBED, batch, lambda item: item[0].uri, embedded)
+
+
+def _example(record: ImageRecord, image: bytes, original_size: Tuple[int, int], embedding: Optional[Dict[str, Any]],
+             class_ids: Dict[str, int], settings: Settings) -> bytes:
+  """The record's serialized Example."""
+  isolation.fault_point(isolation.WRITE)
+  fields = {
+      schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,
+      schemas.WIDTH: record.width, schemas.ORIGINAL_HEIGHT: original_size[0],
+      schemas.ORIGINAL_WIDTH: original_size[1], schemas.CHANNELS: record.channels,
+      schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
+      schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
+      schemas.SHA256: record.sha256.encode('ascii')}
+  if embedding is not None:
+    fields.update(embedding)
+    if settings.embedding.only:
+      del fields[schemas.IMAGE]
+  return examples.encode_example(fields, dict(record.extras), settings.schema)
 
 
 def _embedding_fields(embedding: np.ndarray, settings: Settings) -> Dict[str, Any]:
@@ -91,15 +141,26 @@ def _embedding_fields(embedding: np.ndarray, settings: Settings) -> Dict[str, An
   return {schemas.EMBEDDING: embedding, schemas.EMBEDDING_SHAPE: spec.output_shape}
 
 
-def _stored_image(record: ImageRecord, settings: Settings, open_remote) -> Tuple[bytes, Tuple[int, int]]:
-  """The bytes ``record`` stores, re-encoded again if they are a re-encoding, and the
-  source's (height, width)."""
+def _read(record: ImageRecord, settings: Settings, open_remote) -> bytes:
+  """The source's bytes, as validation read them."""
   data = reading.read_file(record.uri, settings.max_file_bytes, open_remote)
   if images.sha256_hex(data) != record.source_sha256:
     raise Rejected(rejections.CHANGED_DURING_RUN, 'file content changed after it was validated')
+  return data
+
+
+def _stored_image(record: ImageRecord, data: bytes, settings: Settings) -> _Stored:
+  """The bytes ``record`` stores (the source's, or its re-encoding made again) and the
+  source's (height, width).
+
+  Re-encoding is deterministic, so it gives the bytes validation checked. Should a
+  library here encode otherwise, what is written wins: checked as validation checks,
+  with its own hash and size in the record, rather than the image lost.
+  """
   if not record.reencoded:
-    return data, (record.height, record.width)
-  stored, original_height, original_width = images.reencode_again(data, settings.stored)
-  if images.sha256_hex(stored) != record.sha256:
-    raise RuntimeError(f'{record.uri}: re-encoding it again gave other bytes than during validation')
-  return stored, (original_height, original_width)
+    return record, data, (record.height, record.width)
+  image, original_height, original_width = images.reencode_again(data, settings.stored)
+  if images.sha256_hex(image) != record.sha256:
+    images.check_stored(image, record.format, record.height, record.width)
+    record = record._replace(sha256=images.sha256_hex(image), num_bytes=len(image))
+  return record, image, (original_height, original_width)

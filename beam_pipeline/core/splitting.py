@@ -13,7 +13,7 @@ import itertools
 import re
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
-from beam_pipeline.core import hash_order, rejections
+from beam_pipeline.core import hash_order, isolation, rejections
 from beam_pipeline.core.records import ContentGroup, ImageRecord, Rejection
 from beam_pipeline.core.settings import SplitSpec
 from beam_pipeline.core.usage import UsageError
@@ -73,6 +73,7 @@ def group_duplicates(records: Iterable[ImageRecord], dedupe: bool) -> Tuple[Cont
   A split named for any member (manifest column, split folder) applies to all of
   them: the first such split by uri wins, so copies never straddle two splits.
   """
+  isolation.fault_point(isolation.GROUP)
   ordered = sorted(records, key=lambda r: r.uri)
   split = next((r.split for r in ordered if r.split), None)
   ordered = [r if r.split == split else r._replace(split=split) for r in ordered]

@@ -1,13 +1,14 @@
 """Validating a batch of inputs: read, hash, label and fully decode each; keep only metadata.
 
 A plain function, so it runs the same inline in a DoFn (Dataflow, Cloud Storage
-inputs) and in a worker process of a local run.
+inputs) and in a worker process of a local run. Each step runs behind the
+isolation boundary: an image that trips any of them is rejected alone.
 """
 import collections
 import functools
 from typing import List, NamedTuple, Optional, Sequence
 
-from beam_pipeline.core import images, labels, reading, schemas, sharding
+from beam_pipeline.core import images, isolation, labels, reading, rejections, schemas, sharding
 from beam_pipeline.core.records import ImageRecord, InputItem, Rejection, Validated
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import Settings
@@ -35,7 +36,7 @@ def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optio
   load = functools.partial(_load, settings=settings, open_remote=remote and remote.open)
   chunk: List[_Loaded] = []
   size = 0
-  for item, loaded in reading.read_files(load, items, lambda item: item.uri, remote):
+  for item, loaded in reading.read_files(isolation.READ, load, items, lambda item: item.uri, remote):
     if isinstance(loaded, Rejected):
       result.rejections.append(Rejection.of(item.uri, loaded))
       continue
@@ -58,17 +59,36 @@ def _load(item: InputItem, settings: Settings, open_remote) -> _Loaded:
 
 def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None:
   """TensorFlow decodes the chunk on every core; each image becomes a record or a rejection."""
-  datas = [loaded.data for loaded in chunk]
-  for loaded, prepared in zip(chunk, images.prepare_images(datas, settings.max_pixels, settings.stored)):
-    if isinstance(prepared, Rejected):
-      result.rejections.append(Rejection.of(loaded.item.uri, prepared))
+  prepared = isolation.each_alone(isolation.VALIDATE, chunk, lambda loaded: loaded.item.uri, functools.partial(
+      _prepared, settings=settings))
+  for loaded, image in zip(chunk, prepared):
+    if not isinstance(image, Rejected):
+      image = isolation.run(isolation.VALIDATE, [loaded.item.uri], _record, loaded, image, settings)
+    if isinstance(image, Rejected):
+      result.rejections.append(Rejection.of(loaded.item.uri, image))
       continue
-    info = prepared.info
-    result.source_formats[info.source_format] += 1
-    result.records.append(ImageRecord(
-        uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
-        source_sha256=loaded.sha256,
-        sha256=images.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
-        num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
-        channels=info.channels, reencoded=info.reencoded,
-        order_key=sharding.order_key(loaded.sha256, loaded.item.uri)))
+    result.source_formats[image.info.source_format] += 1
+    result.records.append(image.record)
+
+
+def _prepared(chunk: Sequence[_Loaded], settings: Settings) -> List:
+  return images.prepare_images([loaded.data for loaded in chunk], settings.max_pixels, settings.stored)
+
+
+class _Checked(NamedTuple):
+  info: images.ImageInfo
+  record: ImageRecord
+
+
+def _record(loaded: _Loaded, prepared: images.PreparedImage, settings: Settings) -> _Checked:
+  """The record of an image that decoded; a damaged JPEG is rejected under --strict_jpeg."""
+  info = prepared.info
+  if info.damage and settings.strict_jpeg:
+    raise Rejected(rejections.DAMAGED_JPEG, f'libjpeg warns while decoding it (--strict_jpeg): {info.damage}')
+  return _Checked(info, ImageRecord(
+      uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
+      source_sha256=loaded.sha256,
+      sha256=images.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
+      num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
+      channels=info.channels, reencoded=info.reencoded,
+      order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage)))

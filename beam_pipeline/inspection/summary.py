@@ -11,7 +11,8 @@ LISTED_CLASSES = 8
 
 def of(info: Mapping[str, Any], output: str, wall_seconds: Optional[float] = None) -> Dict[str, Any]:
   """The summary of ``info`` (dataset_info.json) as plain values, for --json and for its lines."""
-  inputs = info['num_examples'] + info['num_errors']
+  # Copies --dedupe dropped are inputs too (absent from outputs of earlier versions, which counted them as errors).
+  inputs = info['num_examples'] + info['num_errors'] + info['duplicates'].get('num_removed', 0)
   summary = {
       'output': output,
       'num_inputs': inputs,
@@ -25,6 +26,8 @@ def of(info: Mapping[str, Any], output: str, wall_seconds: Optional[float] = Non
       'errors_by_reason': info['errors_by_reason'],
       'errors_file': uris.join(output, info['errors_file']),
       'duplicates': {key: info['duplicates'][key] for key in ('num_groups', 'num_extra_copies', 'removed')},
+      'num_damaged_jpeg': info.get('num_damaged_jpeg', 0),
+      'strict_jpeg': info['options'].get('strict_jpeg', False),
   }
   embedding = info.get('embedding')  # absent from outputs of versions before embeddings
   if embedding:
@@ -60,6 +63,9 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
     shape = embedding['output_shape']
     result.append(f'Embeddings shaped {"x".join(map(str, shape))} ({math.prod(shape):,} floats) {stored}, from '
                   f'{embedding["model"]} (sha256 {embedding["sha256"][:12]}...).')
+  if summary['num_damaged_jpeg'] and not summary['strict_jpeg']:
+    result.append(f'{summary["num_damaged_jpeg"]:,} JPEGs decode only with libjpeg warnings (damaged data) and were '
+                  'stored; stricter decoders (NVIDIA DALI) refuse them, --strict_jpeg rejects them.')
   duplicates = summary['duplicates']
   if duplicates['num_groups']:
     what = 'removed' if duplicates['removed'] else 'kept, each group in one split'

@@ -112,11 +112,39 @@ def test_the_writer_embeds_in_batches_in_order_and_only_drops_the_image(tmp_path
     assert feature[keys[schemas.SHA256]].bytes_list.value[0] == record.sha256.encode()
 
 
-def test_an_embedding_of_another_size_than_the_check_gave_stops_the_write(tmp_path):
+def test_an_embedding_of_another_size_than_the_check_gave_rejects_its_image(tmp_path):
+  """Each image then fails alone: rejected as internal_error (the run's error budget then
+  stops it), none written."""
   spec = EmbeddingSpec('model.keras', 32, sha256='0' * 64, output_shape=(3,))
-  with pytest.raises(RuntimeError, match='gave an embedding of 4 values'):
-    shard_writer.write_shard(_plan(tmp_path, 2), str(tmp_path / 'shard'), settings(embedding=spec), ['cat'],
-                             embed=_Model())
+  written = shard_writer.write_shard(_plan(tmp_path, 2), str(tmp_path / 'shard'), settings(embedding=spec), ['cat'],
+                                     embed=_Model())
+  assert written.shard['num_examples'] == 0
+  assert [(r.reason, r.detail.split(': ')[0]) for r in written.rejections] == [('internal_error', 'embed')] * 2
+  assert all('gave an embedding of 4 values' in r.detail for r in written.rejections)
+
+
+def test_a_model_that_fails_on_one_image_rejects_that_image_alone(tmp_path):
+  """The model raises for any batch holding image 4: its batch (3, 4, 5) is embedded again image
+  by image, and only image 4 is rejected; every other record is written with its embedding."""
+  plan = _plan(tmp_path, 7)
+  failing = open(plan.records[4].uri, 'rb').read()
+  model = _Model()
+
+  def embed(stored):
+    if failing in stored:
+      raise ValueError('the model cannot take this image')
+    return model(stored)
+
+  spec = EmbeddingSpec('model.keras', 32, batch_size=3, sha256='0' * 64, output_shape=(4,))
+  written = shard_writer.write_shard(plan, str(tmp_path / 'shard'), settings(embedding=spec), ['cat'], embed=embed)
+  assert [(r.uri, r.reason) for r in written.rejections] == [(plan.records[4].uri, 'internal_error')]
+  assert written.rejections[0].detail == 'embed: ValueError: the model cannot take this image'
+  assert model.batches == [3, 1, 1, 1] and written.shard['num_examples'] == 6
+  keys = schemas.keys('default')
+  kept = [record for i, record in enumerate(plan.records) if i != 4]
+  for record, serialized in zip(kept, tf.data.TFRecordDataset(str(tmp_path / 'shard')), strict=True):
+    feature = tf.train.Example.FromString(serialized.numpy()).features.feature
+    assert list(feature[keys[schemas.EMBEDDING]].float_list.value)[0] == len(open(record.uri, 'rb').read())
 
 
 def test_shards_are_planned_on_what_records_hold():
