@@ -7,6 +7,7 @@ import random
 import pytest
 import tensorflow as tf
 
+from beam_pipeline import cli, reader
 from helpers import photos
 from helpers.commands import convert
 from helpers.dataset_reader import output_files, read_errors, read_output
@@ -178,19 +179,46 @@ def test_rerun_replaces_the_previous_result_and_refuses_foreign_files(tmp_path, 
   assert (out / 'dataset_info.json').exists()  # refused before touching anything
 
 
-def test_error_budget_fails_the_job_but_keeps_the_errors(tmp_path, capsys):
+def test_error_budget_fails_the_rerun_but_keeps_its_errors_and_the_earlier_output(tmp_path, capsys):
+  """A complete output, then a rerun whose input gained 4 bad files of 10. Expected: exit 1
+  with the budget's line and what became of the output; the earlier output still committed,
+  read whole by reader.load and passed by verify; the rerun's errors file where the message
+  says; a rerun with a larger budget then commits."""
   files = {f'a/{i}.jpg': d for i, d in enumerate(photos.jpegs(6))}
-  files.update({f'a/gone{i}.jpg': b'<html>403 Forbidden</html>' for i in range(3)})
-  files['a/empty.jpg'] = b''
   photos.write_files(tmp_path / 'in', files)
+  out = tmp_path / 'out'
+  assert convert(f'--input={tmp_path}/in', f'--output={out}', '--skip_transform') == 0
+  committed = (out / 'dataset_info.json').read_bytes()
+  bad = {f'a/gone{i}.jpg': b'<html>403 Forbidden</html>' for i in range(3)}
+  bad['a/empty.jpg'] = b''
+  photos.write_files(tmp_path / 'in', bad)
   capsys.readouterr()
-  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--max_error_fraction=0.3') == 1
-  message = capsys.readouterr().err.strip().splitlines()[-1]
-  assert message.startswith('error: error budget exceeded: 4 of 10 inputs (40.0%) were rejected')
-  assert 'top reasons: not_image 3, empty 1' in message
-  assert not (tmp_path / 'out' / 'dataset_info.json').exists()
-  assert len(read_errors(tmp_path / 'out')) == 4
-  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--max_error_fraction=0.4') == 0
+  assert convert(f'--input={tmp_path}/in', f'--output={out}', '--max_error_fraction=0.3') == 1
+  message = capsys.readouterr().err.strip().splitlines()[-2:]
+  assert message[0].startswith('error: error budget exceeded: 4 of 10 inputs (40.0%) were rejected')
+  assert 'top reasons: not_image 3, empty 1' in message[0]
+  assert message[1] == f'  Nothing was committed: --output={out} still holds its earlier complete dataset, unchanged.'
+  staged_errors = out / '.beam_pipeline-tmp' / 'errors-00000-of-00001.jsonl'
+  assert message[0].endswith(f'see {staged_errors}')
+  assert len(staged_errors.read_text().splitlines()) == 4
+  assert (out / 'dataset_info.json').read_bytes() == committed
+  assert sum(len(batch[0]) for batch in reader.load(str(out), batch_size=4)) == 6
+  assert cli.main(['verify', str(out)]) == 0
+  assert convert(f'--input={tmp_path}/in', f'--output={out}', '--max_error_fraction=0.4') == 0
+  assert len(read_errors(out)) == 4
+
+
+def test_an_output_inside_the_input_is_left_out_of_it(tmp_path):
+  """The output directory inside the input directory, converted into twice (the second run
+  finds the first one's shards, metadata and tf.Transform graph there). Expected: both runs
+  write exactly the photos and reject nothing."""
+  photos.write_files(tmp_path / 'data', photos.labelled(('cat', 'dog'), 4, seed=8))
+  for _ in range(2):
+    assert convert(f'--input={tmp_path}/data', f'--output={tmp_path}/data/tfrecords') == 0
+    info, records = read_output(tmp_path / 'data' / 'tfrecords')
+    assert info['num_examples'] == 8 and info['num_errors'] == 0
+  assert convert('--input=' + str(tmp_path / 'data' / '**.jpg'), f'--output={tmp_path}/data/tfrecords') == 0
+  assert read_output(tmp_path / 'data' / 'tfrecords')[0]['num_examples'] == 8
 
 
 def test_the_seeds_reader_reads_every_record_of_a_conversion_of_mixed_formats(tmp_path):

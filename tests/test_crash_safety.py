@@ -2,10 +2,11 @@
 
 The contract (beam_pipeline/beam/output_dir.py): dataset_info.json is the commit
 marker. A run killed at any moment (SIGKILL: nothing of the tool runs after it)
-leaves no dataset_info.json, so beam_pipeline.reader.load refuses the directory;
-rerunning the same command into it gives exactly what a run into an empty
-directory gives; a directory holding files the tool did not write is refused
-before anything in it is touched.
+before its commit leaves an earlier complete output as it was, readable; killed
+within the commit, it leaves no dataset_info.json, so beam_pipeline.reader.load
+refuses the directory; rerunning the same command into it gives exactly what a
+run into an empty directory gives; a directory holding files the tool did not
+write is refused before anything in it is touched.
 """
 import json
 import os
@@ -21,7 +22,7 @@ import tensorflow_transform as tft
 
 from beam_pipeline import cli, reader
 
-from helpers.commands import ROOT, command, run_cli, started
+from helpers.commands import ROOT, command, error_line, run_cli, started
 from helpers.photos import jpegs, write_files
 TEMP_DIR = '.beam_pipeline-tmp'
 SIGKILL_AT = ROOT / 'tests' / 'helpers' / 'sigkill_at.py'
@@ -82,10 +83,12 @@ WORKER_GRACE_SECONDS = 5
 
 def outlived(pids: Iterable[int], out: Path, grace: float = WORKER_GRACE_SECONDS) -> List[int]:
   """The processes among ``pids`` still running ``grace`` seconds from now (sooner if
-  all end), checking meanwhile that none of them commits the killed run."""
+  all end), checking meanwhile that none of them commits the killed run (the marker,
+  an earlier run's or none, stays as it is)."""
   deadline = time.monotonic() + grace
+  marker = file_state(out / MARKER)
   while still_running(pids) and time.monotonic() < deadline:
-    assert not (out / MARKER).exists(), 'a process of the killed run committed it'
+    assert file_state(out / MARKER) == marker, 'a process of the killed run committed it'
     time.sleep(0.02)
   return still_running(pids)
 
@@ -185,6 +188,12 @@ def result_of(out: Path) -> Tuple[Dict[str, bytes], dict]:
   return files, info
 
 
+def assert_still_committed(out: Path, marker: bytes, step: str) -> None:
+  """The earlier complete output is there as it was, and reads whole."""
+  assert (out / MARKER).read_bytes() == marker, f'{step}: the earlier output was uncommitted before the commit'
+  assert sum(1 for _ in reader.load(str(out), batch_size=512)) == -(-NUM_PHOTOS // 512), step
+
+
 def assert_not_committed(out: Path, step: str) -> None:
   assert not (out / MARKER).exists(), f'{step}: a killed run left {MARKER}'
   with pytest.raises(FileNotFoundError):
@@ -245,16 +254,17 @@ def reference(photos, tmp_path_factory) -> Reference:
 # Tests
 
 
-def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everything(
+def test_a_run_killed_at_any_moment_keeps_the_earlier_output_until_it_commits_and_a_rerun_repairs_everything(
     photos, reference, tmp_path):
   """SIGKILL in every phase, one after the other into one directory, then one rerun to completion.
 
   The directory starts as a complete result of an earlier run (marker included)
   plus the 5000 shards of an even older run with tiny shards; each step kills
-  a run of the same command at one moment, then checks that no marker is left.
-  Expected: every kill ends the process with -SIGKILL and leaves no process
-  behind (the worker pool's end within WORKER_GRACE_SECONDS); no marker after any of them; the
-  final rerun equals the reference byte for byte, with no temporary directory and no stale
+  a run of the same command at one moment. Expected: every kill ends the process
+  with -SIGKILL and leaves no process behind (the worker pool's end within
+  WORKER_GRACE_SECONDS); a kill before the commit leaves the earlier output
+  committed and readable, one within the commit leaves no marker; the final rerun
+  equals the reference byte for byte, with no temporary directory and no stale
   shard left.
   """
   out = tmp_path / 'out'
@@ -264,6 +274,7 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
     (out / name).touch()
   command = convert_command(photos, out)
   final_shards = [out / name for name in reference.shards]
+  earlier_marker = (out / MARKER).read_bytes()
   history = []
 
   def kill(step: str, kill_when: Optional[Callable[[int], bool]], command: List[str] = command) -> Ended:
@@ -274,11 +285,11 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
         f'point was reached\n' + '\n'.join(history) + '\n' + ended.log[-3000:])
     return ended
 
-  # 1. Writing shards: the first temporary shard file appears. The directory still held a
-  # complete earlier result, whose marker must be gone now that its shards are being replaced.
+  # 1. Writing shards: the first temporary shard file appears. The new shards are staged
+  # beside the earlier complete result, which stays committed and readable.
   ended = kill('writing', changes(temp_files(out)))
   assert outlived(ended.family, out) == []
-  assert_not_committed(out, 'writing')
+  assert_still_committed(out, earlier_marker, 'writing')
   assert any(temp_files(out)())
 
   # 2. Fixed delays, calibrated on the reference run: starting up, validating images.
@@ -286,14 +297,14 @@ def test_a_run_killed_at_any_moment_leaves_no_marker_and_a_rerun_repairs_everyth
     step = f'fixed delay ({fraction:.0%} of the reference run\'s time to its first shard)'
     ended = kill(step, after_delay(fraction * reference.first_temp_file_seconds))
     assert outlived(ended.family, out) == []
-    assert_not_committed(out, step)
+    assert_still_committed(out, earlier_marker, step)
 
-  # 3. The first shard renamed into place.
+  # 3. The commit: the first shard renamed into place, the earlier marker gone first.
   ended = kill('first final shard', changes(lambda: final_shards))
   assert outlived(ended.family, out) == []
   assert_not_committed(out, 'first final shard')
 
-  # 4. Finalizing: labels.txt has just been committed, stale files are being removed.
+  # 4. Finalizing: labels.txt has just been moved into place, stale files are to be removed.
   ended = kill('finalizing', changes(lambda: [out / 'labels.txt']))
   assert outlived(ended.family, out) == []
   assert_not_committed(out, 'finalizing')
@@ -494,7 +505,7 @@ def test_a_run_killed_while_the_tf_transform_graph_is_moved_into_place_can_be_re
   """The default pipeline, tf.Transform included, killed while its graph is published.
 
   A worker writes the graph's three directories under the temporary directory;
-  the launcher then moves them into place one by one. Killed just before the
+  the commit then moves them into place one by one. Killed just before the
   last (metadata/) moves, transform_fn/ and transformed_metadata/ are already
   in place. Expected: no marker; the same command rerun completes and gives what
   a fresh run gives (same file names; shards, labels.txt, errors file and
@@ -508,7 +519,7 @@ def test_a_run_killed_while_the_tf_transform_graph_is_moved_into_place_can_be_re
   assert ended.returncode == -signal.SIGKILL, ended.log[-3000:]
   assert_not_committed(out, 'publishing the tf.Transform graph')
   assert (out / 'transform_fn' / 'saved_model.pb').exists() and not (out / 'metadata').exists()
-  assert (out / TEMP_DIR / 'transform' / 'metadata' / 'schema.pbtxt').exists()
+  assert (out / TEMP_DIR / 'metadata' / 'schema.pbtxt').exists()
 
   ended = run_command(command(*args), tmp_path / 'rerun.log')
   assert ended.returncode == 0, ended.log[-3000:]
@@ -556,8 +567,8 @@ def workers_of(pid: int) -> List[int]:
 def test_a_worker_killed_mid_run_stops_the_run_with_a_message_and_commits_nothing(photos, tmp_path):
   """The OOM killer takes a worker process while images are being validated.
 
-  Expected: the run stops with exit code 1 and a one-line error that says so; no
-  marker; no process of the run left behind.
+  Expected: the run stops with exit code 1 and an error line that says so; no marker;
+  no process of the run left behind.
   """
   out = tmp_path / 'out'
   with started(convert_command(photos, out), tmp_path / 'run.log') as process:
@@ -569,6 +580,6 @@ def test_a_worker_killed_mid_run_stops_the_run_with_a_message_and_commits_nothin
     returncode = process.wait(timeout=RUN_TIMEOUT)
   output = (tmp_path / 'run.log').read_text(errors='replace')
   assert returncode == 1, output[-3000:]
-  assert output.strip().splitlines()[-1].startswith('error: a worker process ended abruptly')
+  assert error_line(output).startswith('error: a worker process ended abruptly')
   assert_not_committed(out, 'a worker killed')
   assert outlived(family, out) == []

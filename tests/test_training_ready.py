@@ -78,13 +78,19 @@ def test_every_shard_mixes_the_classes_as_its_split_does(tmp_path):
       assert abs(share - split_share) <= 3 * (split_share * (1 - split_share) / len(labels)) ** 0.5, (shard, share)
 
 
-def test_dedupe_keeps_one_copy(tmp_path):
-  files, planted = _class_sorted_set(tmp_path / 'in', per_class=40, duplicates=6, seed=3)
+def test_dedupe_keeps_one_copy_and_dropped_copies_are_no_errors(tmp_path):
+  """One file in ten a copy, with the default --max_error_fraction (0.05). Expected: the run
+  completes; each dropped copy listed with the rejections (reason duplicate, naming the copy
+  kept), counted under duplicates, not as an error."""
+  files, planted = _class_sorted_set(tmp_path / 'in', per_class=40, duplicates=14, seed=3)
+  assert len(planted) / len(files) >= 0.1
   assert run(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--dedupe') == 0
   info, records = read_output(tmp_path / 'out')
   errors = read_errors(tmp_path / 'out')
   assert info['num_examples'] + len(errors) == len(files)
   assert {e['reason'] for e in errors} == {'duplicate'} and len(errors) == len(planted)
+  assert info['num_errors'] == 0 and info['errors_by_reason'] == {}
+  assert info['duplicates']['num_removed'] == len(planted) and info['duplicates']['removed']
   hashes = Counter(r['image/key/sha256'] for r in records['train'])
   assert max(hashes.values()) == 1
 

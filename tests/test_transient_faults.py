@@ -27,6 +27,7 @@ from google.cloud.storage import retry as storage_retry
 from beam_pipeline import cli
 from beam_pipeline.beam import inputs, output_dir
 from beam_pipeline.core import reading, rejections
+from helpers.commands import error_line
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import dataset_reader, fault_proxy, gcs_emulator
@@ -169,7 +170,8 @@ def test_transient_faults_reach_read_file_and_are_retried_there(photos, plan, mo
 
 @pytest.mark.parametrize('scope', ['media', 'metadata'])
 def test_persistent_transient_failure_fails_the_job(scope, photos, plan, monkeypatch, capsys):
-  """Always 503 for one object: no rejection, no dataset; the CLI stops with exit 1 and one line."""
+  """Always 503 for one object: no rejection, no dataset; the CLI stops with exit 1, its error line
+  naming the cause, the details in a log file in the output's temporary directory."""
   victim = f'{IMAGES}dog/dog.3.jpg'
   shorten_gcs_retries(monkeypatch, timeout=0.3, metadata_too=scope == 'metadata')
   monkeypatch.setattr(reading, 'BACKOFF_SECONDS', 0.01)
@@ -180,8 +182,11 @@ def test_persistent_transient_failure_fails_the_job(scope, photos, plan, monkeyp
   code = _run([f'--input=gs://{BUCKET}/imgs', f'--output=gs://{BUCKET}/{out}', '--max_error_fraction=0.5'])
   elapsed = time.monotonic() - started
   assert code == 1
-  message = capsys.readouterr().err.strip().splitlines()[-1]
+  stderr = capsys.readouterr().err
+  message = error_line(stderr)
   assert message.startswith('error: storage kept failing, so the run stopped (no image was rejected for it)')
+  log = f'gs://{BUCKET}/{out}/.beam_pipeline-tmp/failed-run.log'
+  assert stderr.strip().splitlines()[-1] == f'  Details (the traceback and the log of the run): {log}'
   # The storage client's own retry gave up (RetryError), so read_file does not multiply the wait.
   assert f'gs://{BUCKET}/{victim}: reading failed after {reading.READ_ATTEMPTS} attempt(s)' in message
   assert 'last with RetryError: Timeout of 0.3s' in message
@@ -195,9 +200,11 @@ def test_persistent_transient_failure_fails_the_job(scope, photos, plan, monkeyp
     assert _downloads(plan, victim) == []
   assert rule.fired >= 2 * reading.READ_ATTEMPTS
   assert elapsed < 30
-  # Nothing was committed: no dataset_info.json, no errors file, nothing at all.
+  # Nothing was committed: nothing but the run's temporary directory, which holds the log.
   plan.reset()
-  assert gcs_emulator.list_names(BUCKET, out + '/') == []
+  names = gcs_emulator.list_names(BUCKET, out + '/')
+  assert all(name.startswith(f'{out}/.beam_pipeline-tmp/') for name in names), names
+  assert b'TransientReadError' in gcs_emulator.download(BUCKET, f'{out}/.beam_pipeline-tmp/failed-run.log')
 
 
 # --- c. a missing object is rejected exactly once ----------------------------------------------

@@ -19,7 +19,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
   # in batches, which keeps per-element overhead low and fans out well after the shuffle.
   listed = (pipeline
             | 'Input' >> beam.Create([settings.input])
-            | 'List' >> beam.FlatMap(list_input).with_output_types(List[InputItem]).with_outputs(
+            | 'List' >> beam.FlatMap(list_input, settings.output).with_output_types(List[InputItem]).with_outputs(
                 REJECTED, main='batches'))
   batches = listed.batches | 'Distribute' >> beam.Reshuffle()
 

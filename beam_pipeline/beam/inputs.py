@@ -70,9 +70,10 @@ def is_local_dir(path: str) -> bool:
   return _is_local(path) and os.path.isdir(path)
 
 
-def walk_local_files(root: str, max_depth: Optional[int] = None) -> Iterator[str]:
+def walk_local_files(root: str, max_depth: Optional[int] = None, skip: Optional[str] = None) -> Iterator[str]:
   """Every entry of a local tree that is not a directory, symlinks and pipes included,
-  down to ``max_depth`` levels below ``root`` (1: its own entries).
+  down to ``max_depth`` levels below ``root`` (1: its own entries), but for the
+  directory ``skip`` (an absolute path).
 
   Hand-written because Beam's local listing (os.walk) silently drops dangling
   symlinks, recurses once per level (RecursionError past ~1000 levels) and treats
@@ -94,11 +95,13 @@ def walk_local_files(root: str, max_depth: Optional[int] = None) -> Iterator[str
     for entry in entries:
       if not entry.is_dir(follow_symlinks=False):
         yield entry.path
+      elif skip and os.path.abspath(entry.path) == skip:
+        continue
       elif max_depth is None or depth < max_depth:
         pending.append((entry.path, depth + 1))
 
 
-def match_local_glob(pattern: str) -> Iterator[str]:
+def match_local_glob(pattern: str, skip: Optional[str] = None) -> Iterator[str]:
   """The local files a glob matches, with Beam's pattern semantics ('*' within a
   directory, '**' across directories), listed by walk_local_files so that nothing
   Beam's local listing would drop goes unaccounted for."""
@@ -113,7 +116,7 @@ def match_local_glob(pattern: str) -> Iterator[str]:
   matches = re.compile(FileSystem.translate_pattern(pattern)).match
   # Without '**' a match lies exactly as many levels down as the pattern has '/'s.
   depth = None if '**' in pattern else pattern[len(top):].count('/') + (0 if top else 1)
-  for path in walk_local_files(top or '.', depth):
+  for path in walk_local_files(top or '.', depth, skip):
     path = path if top else os.path.relpath(path)
     if matches(path):
       yield path
@@ -135,11 +138,12 @@ def _has_match(pattern: str) -> bool:
 LIST_BATCH_SIZE = 256
 
 
-def list_input_batches(spec: InputSpec, size: int = LIST_BATCH_SIZE) -> Iterator[Union[List[InputItem], Rejection]]:
+def list_input_batches(spec: InputSpec, output: Optional[str] = None,
+                       size: int = LIST_BATCH_SIZE) -> Iterator[Union[List[InputItem], Rejection]]:
   """list_inputs with its items in lists of ``size`` (the unit of work validation
   workers take); a manifest row that names no usable input comes out alone."""
   batch = []
-  for item in list_inputs(spec):
+  for item in list_inputs(spec, output):
     if isinstance(item, Rejection):
       yield item
       continue
@@ -151,19 +155,29 @@ def list_input_batches(spec: InputSpec, size: int = LIST_BATCH_SIZE) -> Iterator
     yield batch
 
 
-def list_inputs(spec: InputSpec) -> Iterator[Union[InputItem, Rejection]]:
-  """All items of an input; manifest rows that cannot be used come out as rejections. Each
-  item is made behind the isolation boundary: one that fails is rejected alone."""
+def list_inputs(spec: InputSpec, output: Optional[str] = None) -> Iterator[Union[InputItem, Rejection]]:
+  """All items of an input, but for the files of ``output`` (the run's own, if it lies inside
+  the input); manifest rows that cannot be used come out as rejections. Each item is made
+  behind the isolation boundary: one that fails is rejected alone."""
+  skip = None
+  if output and _is_local(output):
+    skip = os.path.abspath(output)
+  elif output:
+    skip = output.rstrip('/')
+
+  def outside(path: str) -> bool:
+    return not skip or not (os.path.abspath(path) if _is_local(path) else path).startswith(skip + '/')
+
   if spec.kind == DIRECTORY:
     root = spec.path[:-len('/**')]
-    paths = (walk_local_files(root) if is_local_dir(root)
+    paths = (walk_local_files(root, skip=skip) if is_local_dir(root)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
-    for path in paths:
+    for path in filter(outside, paths):
       yield _listed(path, path, _path_item, path, root + '/')
   elif spec.kind == GLOB:
-    paths = (match_local_glob(spec.path) if _is_local(spec.path)
+    paths = (match_local_glob(spec.path, skip) if _is_local(spec.path)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
-    for path in paths:
+    for path in filter(outside, paths):
       yield _listed(path, path, _path_item, path)
   elif spec.kind == CSV:
     yield from _read_csv_manifest(spec.path)

@@ -3,10 +3,8 @@ import contextlib
 import gc
 import json
 import logging
-import re
 import sys
 import time
-from concurrent.futures.process import BrokenProcessPool
 from typing import Iterator, List
 
 from beam_pipeline.core import quiet_import
@@ -23,11 +21,9 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline import progress
-from beam_pipeline.beam import embedding, graph, local_runner, options as options_lib, output_dir, workers
+from beam_pipeline.beam import embedding, failures, graph, local_runner, options as options_lib, output_dir, workers
 from beam_pipeline.core import dataset_info
 from beam_pipeline.inspection import summary
-from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
-from beam_pipeline.core.reading import TransientReadError
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.usage import ModelError, UsageError
 
@@ -67,31 +63,20 @@ def convert(argv: List[str], started: float) -> int:
     _show_job_submission()
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
   shown = _progress_shown(conversion.progress_interval) if in_process else contextlib.nullcontext()
+  log = None if conversion.verbose else failures.RunLog()
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
       graph.build(pipeline, settings, runner)
-    with shown:
+    with shown, failures.kept(log) if log else contextlib.nullcontext():
       result = pipeline.run()
       done = _submitted(result, options)
       if done is not None:
         print(done)
         return 0
       state = result.wait_until_finish()
-  except Exception as e:  # runners wrap worker errors; ours carry a message for the user
-    budget = re.search(re.escape(ErrorBudgetExceeded.PREFIX) + r'[^\n]*', str(e))
-    if budget:
-      print(f'error: {budget.group(0)}', file=sys.stderr)
-      return 1
-    if isinstance(e, BrokenProcessPool):
-      print('error: a worker process ended abruptly (killed by the system, perhaps for memory) and the run '
-            'stopped; nothing was committed; rerun to complete it', file=sys.stderr)
-      return 1
-    if isinstance(e, TransientReadError) or TransientReadError.__name__ in str(e):
-      print(f'error: storage kept failing, so the run stopped (no image was rejected for it); '
-            f'rerun when it recovers: {str(e).splitlines()[0]}', file=sys.stderr)
-      return 1
-    raise
+  except Exception as e:  # pylint: disable=broad-except  # runners wrap worker errors: said in a few lines
+    return failures.report(e, settings.output, log)
   finally:
     gc.unfreeze()
     workers.shutdown()

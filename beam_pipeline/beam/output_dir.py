@@ -1,13 +1,18 @@
-"""The output directory: which files are ours, files moved or uploaded into place, and the commit.
+"""The output directory: which files are ours, the new dataset staged beside the old one, and the commit.
 
-``dataset_info.json`` is the commit marker: it is removed before a run starts and
-written only after every shard, labels.txt and the errors file are final, so a
-directory that has it is complete, and one that lacks it is not to be read.
+``dataset_info.json`` is the commit marker: a directory that has it holds a
+complete dataset, one that lacks it is not to be read. A run writes everything
+(shards, the tf.Transform graph, labels.txt, the errors file) under the output's
+temporary directory first, so an earlier complete output stays readable, marker
+and all, while the run works, and after it fails. Only the commit, once all is
+written and the error budget holds, replaces it: the earlier marker goes, the new
+files move into place, what this run did not write goes, and the new marker comes
+last. A run killed within the commit leaves no marker; rerunning repairs it.
 
 Every file goes through Beam's FileSystems, local and gs:// alike, but for the
 files the core writes (shards, the tf.Transform graph): those are written to local
-disk, by TensorFlow, and this module moves them into a local output or uploads
-them into a remote one.
+disk, by TensorFlow, under the temporary directory of a local output, or uploaded
+there from a local scratch directory for a remote one.
 """
 import os
 import re
@@ -18,8 +23,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import inputs
-from beam_pipeline.core import dataset_info, uris
+from beam_pipeline.core import dataset_info, rejections, uris
 from beam_pipeline.core.records import TransformGraph
+from beam_pipeline.core.rejections import RunFailure
 from beam_pipeline.core.usage import UsageError
 
 DATASET_INFO = dataset_info.FILE_NAME
@@ -52,96 +58,144 @@ def temp_path(output: str, name: str) -> str:
   return FileSystems.join(output, TEMP_DIR, name)
 
 
+class OutputError(RunFailure):
+  """The output cannot be listed, written or committed: the run stops, whatever the images."""
+
+
 def _relative_names(output: str) -> List[str]:
+  """Every file under ``output``, relative to it; OutputError if it cannot be listed.
+
+  A listing that fails must not pass for an empty directory: the refusal of
+  foreign files and the removal of stale shards both rest on it.
+  """
   prefix = output.rstrip('/') + '/'
-  if FileSystems.get_scheme(output) is None:  # local: a name like 'out [1]' is no pattern
-    paths = list(inputs.walk_local_files(output)) if inputs.is_local_dir(output) else []
-  else:
-    try:
+  try:
+    if FileSystems.get_scheme(output) is None:  # local: a name like 'out [1]' is no pattern
+      paths = list(inputs.walk_local_files(output)) if inputs.is_local_dir(output) else []
+    else:  # a prefix with no objects is an empty list, not an error
       paths = [m.path for m in FileSystems.match([FileSystems.join(output, '**')])[0].metadata_list]
-    except Exception:  # pylint: disable=broad-except  # Beam raises BeamIOError for a missing prefix
-      paths = []
+  except Exception as e:  # pylint: disable=broad-except  # Beam wraps the storage's errors in BeamIOError
+    raise OutputError(f'--output={output} cannot be listed: {_cause(e)}') from e
   return [p[len(prefix):] for p in paths if p.startswith(prefix)]
 
 
+def _cause(error: BaseException) -> str:
+  """The first line of what went wrong, from inside Beam's BeamIOError if it wraps it."""
+  details = getattr(error, 'exception_details', None)
+  if isinstance(details, dict) and details:
+    error = next(iter(details.values()))
+  return f'{type(error).__name__}: {rejections.first_line(error, 300)}'
+
+
 def prepare(output: str) -> None:
-  """Before any work: refuse a directory holding foreign files, uncommit an old result.
+  """Before any work: refuse a directory holding foreign files, or one that cannot be listed.
 
   Only files this tool writes may be replaced; anything else there might be a
-  user's data, so the run stops instead of mixing into or wiping it.
+  user's data, so the run stops instead of mixing into or wiping it. An earlier
+  complete output stays as it is until this run commits.
   """
-  names = _relative_names(output)
+  try:
+    names = _relative_names(output)
+  except OutputError as e:
+    raise UsageError(str(e)) from None
   foreign = sorted(name for name in names if not _OWN_NAME.match(name))
   if foreign:
     raise UsageError(f'--output={output} holds {len(foreign)} file(s) this tool did not write '
                      f'(first: {foreign[0]}); use an empty or new directory')
-  if DATASET_INFO in names:
-    _remove([path(output, DATASET_INFO)])
 
 
 def staging(output: str, name: str, scratch: str) -> str:
-  """The local path a worker writes ``name`` to, before it is published: under the output's
-  temporary directory for a local output, under the local ``scratch`` directory for a remote one."""
+  """The local path a worker writes ``name`` to: under the output's temporary directory for a
+  local output, under the local ``scratch`` directory for a remote one (stage then uploads it)."""
   return os.path.join(scratch, name) if uris.is_remote(output) else temp_path(output, name)
 
 
-def publish(output: str, name: str, staged: str) -> None:
-  """Puts the complete local file ``staged`` (from staging) in place as ``name``.
-
-  A local one is renamed; a remote one is uploaded straight to its name, as an
-  object appears only once its upload completes.
-  """
+def stage(output: str, name: str, staged: str) -> None:
+  """Puts the complete local file or directory ``staged`` (from staging) under the output's
+  temporary directory as ``name``, for the commit to move into place: a remote output's is
+  uploaded, a local one's renamed there (if it is not there already)."""
   if not uris.is_remote(output):
-    FileSystems.rename([staged], [path(output, name)])
+    destination = temp_path(output, name)
+    if staged != destination:
+      if os.path.isdir(destination):
+        shutil.rmtree(destination)  # a killed run's
+      os.rename(staged, destination)
     return
-  _upload(staged, path(output, name))
-  os.remove(staged)
+  local_files = ([staged] if os.path.isfile(staged) else
+                 [os.path.join(directory, file_name) for directory, _, names in os.walk(staged) for file_name in names])
+  for local in local_files:
+    relative = os.path.relpath(local, staged).split(os.sep) if local != staged else []
+    _upload(local, FileSystems.join(temp_path(output, name), *relative))
+  if os.path.isdir(staged):
+    shutil.rmtree(staged)
+  else:
+    os.remove(staged)
 
 
-def publish_tree(output: str, name: str, staged: str) -> None:
-  """Puts the local directory ``staged`` (from staging) in place as ``name``, replacing an earlier run's."""
-  destination = path(output, name)
+def _upload(local: str, remote: str) -> None:
+  try:
+    with open(local, 'rb') as source, FileSystems.create(remote, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      shutil.copyfileobj(source, f, _COPY_BUFFER_BYTES)
+  except Exception as e:  # pylint: disable=broad-except  # the storage client's own retries are spent
+    raise OutputError(f'cannot upload {remote}: {_cause(e)}') from e
+
+
+def stage_text(output: str, name: str, text: str) -> None:
+  """Writes a small file whole under the output's temporary directory, for the commit to move."""
+  try:
+    with FileSystems.create(temp_path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      # A file name that is not UTF-8 reaches our JSON files as lone surrogates;
+      # backslashreplace turns them into valid JSON \\uXXXX escapes.
+      f.write(text.encode('utf-8', 'backslashreplace'))
+  except Exception as e:  # pylint: disable=broad-except
+    raise OutputError(f'cannot write {temp_path(output, name)}: {_cause(e)}') from e
+
+
+def commit(output: str, written: Iterable[str], written_dirs: Iterable[str], dataset_info_json: str) -> None:
+  """Replaces the output with what this run staged: the earlier marker goes, the staged files and
+  directories move into place, what this run did not write goes, and the new marker comes last.
+  OutputError if the storage fails it: a rerun completes it."""
+  try:
+    _commit(output, list(written), list(written_dirs), dataset_info_json)
+  except OutputError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  # Beam's BeamIOError, the storage client's errors
+    raise OutputError(f'committing --output={output} failed: {_cause(e)}') from e
+
+
+def _commit(output: str, written: List[str], written_dirs: List[str], dataset_info_json: str) -> None:
+  stage_text(output, DATASET_INFO, dataset_info_json)
+  if FileSystems.exists(path(output, DATASET_INFO)):
+    _remove([path(output, DATASET_INFO)])
+  if written:
+    FileSystems.rename([temp_path(output, name) for name in written], [path(output, name) for name in written])
+  for directory in written_dirs:
+    _move_tree(output, directory)
+  keep = set(written) | {DATASET_INFO}
+  kept_dirs = tuple(directory + '/' for directory in written_dirs)
+  stale = [name for name in _relative_names(output)
+           if _OWN_NAME.match(name) and name not in keep and not name.startswith(TEMP_DIR + '/')
+           and (not name.startswith(kept_dirs) or _TF_TEMP_NAME.search(name))]
+  _delete(output, stale, [d for d in TransformGraph.DIRECTORIES if d + '/' not in kept_dirs])
+  FileSystems.rename([temp_path(output, DATASET_INFO)], [path(output, DATASET_INFO)])
+  leftovers = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
+  _delete(output, leftovers, [TEMP_DIR])
+
+
+def _move_tree(output: str, directory: str) -> None:
+  """Moves the staged directory ``directory`` into place, replacing an earlier run's."""
+  staged, destination = temp_path(output, directory), path(output, directory)
   if not uris.is_remote(output):
     if os.path.isdir(destination):
       shutil.rmtree(destination)
     FileSystems.rename([staged], [destination])
     return
-  # An object store has no directories: every object goes on its own.
+  # An object store has no directories: every object moves on its own.
   earlier = [m.path for m in FileSystems.match([FileSystems.join(destination, '**')])[0].metadata_list]
   if earlier:
     FileSystems.delete(earlier)
-  for directory, _, names in os.walk(staged):
-    for file_name in names:
-      local = os.path.join(directory, file_name)
-      _upload(local, FileSystems.join(destination, *os.path.relpath(local, staged).split(os.sep)))
-  shutil.rmtree(staged)
-
-
-def _upload(local: str, remote: str) -> None:
-  with open(local, 'rb') as source, FileSystems.create(remote, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    shutil.copyfileobj(source, f, _COPY_BUFFER_BYTES)
-
-
-def write_text(output: str, name: str, text: str) -> None:
-  """Writes a small file whole: temporary name first, so readers never see half of it."""
-  with FileSystems.create(temp_path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    # A file name that is not UTF-8 reaches our JSON files as lone surrogates;
-    # backslashreplace turns them into valid JSON \\uXXXX escapes.
-    f.write(text.encode('utf-8', 'backslashreplace'))
-  FileSystems.rename([temp_path(output, name)], [path(output, name)])
-
-
-def commit(output: str, written: Iterable[str], written_dirs: Iterable[str], dataset_info_json: str) -> None:
-  """Removes what this run did not write (stale shards, directories), then the marker goes last."""
-  keep = set(written) | {DATASET_INFO}
-  kept_dirs = tuple(directory + '/' for directory in written_dirs)
-  stale = [name for name in _relative_names(output)
-           if _OWN_NAME.match(name) and name not in keep
-           and (not name.startswith(kept_dirs) or _TF_TEMP_NAME.search(name))]
-  _delete(output, stale, [d for d in TransformGraph.DIRECTORIES if d + '/' not in kept_dirs])
-  write_text(output, DATASET_INFO, dataset_info_json)
-  leftovers = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
-  _delete(output, leftovers, [TEMP_DIR])
+  moving = [m.path for m in FileSystems.match([FileSystems.join(staged, '**')])[0].metadata_list]
+  FileSystems.rename(moving, [destination + m[len(staged):] for m in moving])
 
 
 def _remove(paths: List[str]) -> None:

@@ -2,6 +2,7 @@
 import collections
 import functools
 import itertools
+import os
 import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,10 +21,10 @@ from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import InputSpec, Settings, SplitSpec
 
 REJECTED = 'rejected'
+TRANSFORM_STAGING = 'transform'  # where a worker writes the graph (output_dir.staging)
 DUPLICATES = 'duplicates'
 LABELS = 'labels'
 TRANSFORM_WRITTEN = 'transform_written'
-TRANSFORM_STAGING = 'transform'  # where the graph is staged (output_dir.staging)
 _NAMESPACE = 'beam_pipeline'
 
 
@@ -95,10 +96,11 @@ def transform_graph(settings: Settings) -> List[TransformGraph]:
                          not (spec and spec.only))]
 
 
-def list_input(spec: InputSpec) -> Iterator[Any]:
-  """Batches of the input's items; a manifest row that names no usable input is rejected here."""
+def list_input(spec: InputSpec, output: str) -> Iterator[Any]:
+  """Batches of the input's items, but for the files of ``output``; a manifest row that names
+  no usable input is rejected here."""
   counts = progress.counts()
-  for batch in inputs.list_input_batches(spec):
+  for batch in inputs.list_input_batches(spec, output):
     if isinstance(batch, Rejection):
       counts.listed(1)
       counts.checked(1, rejected=1)
@@ -130,7 +132,7 @@ class ValidateImages(_PooledDoFn):
 
 class WriteOutputs(_PooledDoFn):
   """Writes each OutputUnit, a planned shard (core/shard_writer.py) or the tf.Transform graph,
-  to local disk, then moves or uploads it into place; the shards go to the main output,
+  to local disk, and stages it in the output for the commit; the shards go to the main output,
   the graph's directory names to TRANSFORM_WRITTEN. A worker pool writes them side by side."""
 
   def __init__(self, settings: Settings):
@@ -164,14 +166,14 @@ class WriteOutputs(_PooledDoFn):
     progress.counts().rejected(len(result.rejections))
     for rejection in result.rejections:
       yield _rejected(rejection)
-    output_dir.publish(self._settings.output, result.shard['file'], staged)
+    output_dir.stage(self._settings.output, result.shard['file'], staged)
     progress.counts().written(result.shard['num_examples'])
     Metrics.counter(_NAMESPACE, 'written').inc(result.shard['num_examples'])
     yield result.shard
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
     for name in TransformGraph.DIRECTORIES:
-      output_dir.publish_tree(self._settings.output, name, uris.join(staged, name))
+      output_dir.stage(self._settings.output, name, os.path.join(staged, name))
     yield beam.pvalue.TaggedOutput(TRANSFORM_WRITTEN, list(TransformGraph.DIRECTORIES))
 
 
@@ -288,9 +290,10 @@ def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
 
 
 def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:
-  """One errors file, sorted by uri so reruns produce the same bytes; returns counts per reason."""
+  """One errors file, staged for the commit and sorted by uri so reruns produce the same bytes;
+  returns counts per reason."""
   ordered = sorted(rejected)
-  output_dir.write_text(output, output_dir.ERRORS_FILE, ''.join(r.to_json() + '\n' for r in ordered))
+  output_dir.stage_text(output, output_dir.ERRORS_FILE, ''.join(r.to_json() + '\n' for r in ordered))
   return dict(collections.Counter(r.reason for r in ordered))
 
 
@@ -302,8 +305,8 @@ def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], reject
   removed = rejected_by_reason.get(rejections.DUPLICATE, 0)
   dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason, removed,
                                   settings.max_error_fraction,
-                                  output_dir.path(settings.output, output_dir.ERRORS_FILE))
-  output_dir.write_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
+                                  output_dir.temp_path(settings.output, output_dir.ERRORS_FILE))
+  output_dir.stage_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
   info = dataset_info.build(shards=shards, labels=labels_list, errors_by_reason=errors_by_reason,
                             errors_file=output_dir.ERRORS_FILE, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,

@@ -226,13 +226,21 @@ def _to_reencode(result, stored: StoredImages) -> bool:
 def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending', Rejected]:
   """A JPEG or PNG source, decoded by Pillow and re-encoded for ``stored``."""
   try:
-    with Image.open(io.BytesIO(prepared.stored)) as image:
+    image = Image.open(io.BytesIO(prepared.stored))
+  except Exception as e:  # pylint: disable=broad-except  # TensorFlow read it; Pillow may still refuse
+    return _not_in_pillow(prepared, e)
+  try:
+    with image:
       return _reencode(image, prepared.info.source_format, stored)._replace(damage=prepared.info.damage)
   except Rejected as e:
     return e.with_traceback(None)
-  except Exception as e:  # pylint: disable=broad-except  # TensorFlow read it; Pillow may still refuse
-    return Rejected(rejections.CORRUPT, f'{prepared.info.source_format} data does not decode in Pillow: '
-                    f'{rejections.first_line(e, _DETAIL_CHARS)}')
+  except _NotDecoded as e:
+    return _not_in_pillow(prepared, e.error)
+
+
+def _not_in_pillow(prepared: PreparedImage, error: BaseException) -> Rejected:
+  return Rejected(rejections.CORRUPT, f'{prepared.info.source_format} data does not decode in Pillow: '
+                  f'{rejections.first_line(error, _DETAIL_CHARS)}')
 
 
 class _Pending(NamedTuple):
@@ -292,11 +300,32 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
       return e.with_traceback(None)
     except Image.DecompressionBombError as e:
       return Rejected(rejections.TOO_MANY_PIXELS, str(e))
-    except Exception as e:  # Pillow's decoders raise OSError, SyntaxError, ValueError, ...
-      message = rejections.first_line(e, _DETAIL_CHARS)
-      if 'truncated' in message or isinstance(e, EOFError):
+    except _NotDecoded as e:
+      message = rejections.first_line(e.error, _DETAIL_CHARS)
+      if 'truncated' in message or isinstance(e.error, EOFError):
         return Rejected(rejections.TRUNCATED, f'{image.format} data ends early: {message}')
       return Rejected(rejections.CORRUPT, f'{image.format} data does not decode: {message}')
+
+
+class _NotDecoded(Exception):
+  """Pillow could not decode an image's data: its decoders raise OSError, SyntaxError,
+  ValueError, EOFError... Only these are the image's fault; any other exception while
+  an image is prepared is ours, for the isolation boundary to report as such."""
+
+  def __init__(self, error: BaseException):
+    super().__init__(str(error))
+    self.error = error
+
+
+def _decode(image: Image.Image) -> None:
+  """Pillow decodes the first frame of ``image``; _NotDecoded if it cannot."""
+  try:
+    image.seek(0)
+    image.load()
+  except Image.DecompressionBombError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  # see _NotDecoded
+    raise _NotDecoded(e) from None
 
 
 def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: StoredImages) -> _Pending:
@@ -399,8 +428,7 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
   size = _downscaled_size(image.size, stored.max_side)
   if size != image.size and image.format in ('JPEG', 'MPO'):
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
-  image.seek(0)
-  image.load()
+  _decode(image)
   icc_profile = image.info.get('icc_profile')  # the source's own, before any conversion
   image = _rgb_on_white(image, source_format) if target == 'jpeg' else _png_mode(image, source_format)
   if size != image.size:
@@ -442,9 +470,9 @@ def _loaded(png: Image.Image, data: bytes) -> Image.Image:
   """The opened PNG ``png``, loaded, if Pillow loads it; else its pixels as TensorFlow decodes
   them (_decoded_by_tensorflow), to be stored re-encoded."""
   try:
-    png.load()
+    _decode(png)
     return png
-  except Exception:  # pylint: disable=broad-except  # an animated PNG with frame errors, say
+  except _NotDecoded:  # an animated PNG with frame errors, say
     return _decoded_by_tensorflow(data, 'PNG')
 
 

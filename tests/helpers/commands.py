@@ -20,6 +20,14 @@ def chatter(text: str) -> List[str]:
   return [word for word in CHATTER if word in text]
 
 
+def error_line(stderr: str) -> str:
+  """The line of a failed command's standard error that says what went wrong (the lines after it
+  say what became of the output and where the details are)."""
+  errors = [line for line in stderr.splitlines() if line.startswith('error: ')]
+  assert len(errors) == 1, stderr[-3000:]
+  return errors[0]
+
+
 def convert(*args: object) -> int:
   """A conversion in this process, on the DirectRunner: the exit code ``python -m beam_pipeline ARGS`` gives."""
   from beam_pipeline import cli  # pylint: disable=import-outside-toplevel

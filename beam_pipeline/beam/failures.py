@@ -1,0 +1,128 @@
+"""What a failed run says: its cause and what to do, in a few lines; the whole story in a log file.
+
+Runners wrap a worker's exception (Beam adds "[while running 'Step']", Dataflow its
+own text around it), and Beam logs every failed bundle with its traceback. So Beam's
+log records are kept off the console while a run goes (RunLog); if it fails, they
+and the traceback go to a log file in the output's temporary directory (or the
+system's, if the output cannot be written), and the console gets the cause, what
+became of the output, and that file's path.
+"""
+import collections
+import contextlib
+import logging
+import re
+import sys
+import tempfile
+import traceback
+from concurrent.futures.process import BrokenProcessPool
+from typing import Iterator, List, Optional
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.beam import output_dir
+from beam_pipeline.core import rejections
+from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
+from beam_pipeline.core.reading import TransientReadError
+
+LOG_NAME = 'failed-run.log'
+_STEP = re.compile(r"\[while running '([^']+)'\]")
+
+
+class RunLog(logging.Handler):
+  """Log records of a run, the last MAX_RECORDS of them, kept instead of shown."""
+
+  MAX_RECORDS = 5000
+
+  def __init__(self):
+    super().__init__(logging.DEBUG)
+    self.lines = collections.deque(maxlen=self.MAX_RECORDS)
+    self.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s: %(message)s'))
+
+  def emit(self, record: logging.LogRecord) -> None:
+    self.lines.append(self.format(record))
+
+
+@contextlib.contextmanager
+def kept(log: RunLog, logger: str = 'apache_beam') -> Iterator[RunLog]:
+  """Beam's log records go to ``log`` instead of the console while the block runs (loggers
+  that show records of their own, such as Dataflow's job submission, still do)."""
+  beam_logger = logging.getLogger(logger)
+  propagate = beam_logger.propagate
+  beam_logger.addHandler(log)
+  beam_logger.propagate = False
+  try:
+    yield log
+  finally:
+    beam_logger.removeHandler(log)
+    beam_logger.propagate = propagate
+
+
+def report(error: BaseException, output: str, log: Optional[RunLog]) -> int:
+  """Says why the run failed, in a few lines on standard error, with the traceback and ``log``
+  written to a log file whose path it gives; returns the exit code."""
+  text = str(error)
+  budget = re.search(re.escape(ErrorBudgetExceeded.PREFIX) + r'[^\n]*', text)
+  if budget:  # the message says it all, and names the errors file
+    print(f'error: {_STEP.sub("", budget.group(0)).strip()}', file=sys.stderr)
+    print(f'  {_output_state(output)}', file=sys.stderr)
+    return 1
+  cause, advice = _cause(error, output)
+  step = _STEP.search(text)
+  lines = [f'error: {cause}' + (f' (in step {step.group(1)})' if step else ''), f'  {_output_state(output)}',
+           f'  {advice}']
+  written = _write_log(error, output, log)
+  lines.append(f'  Details (the traceback and the log of the run): {written}' if written else
+               '  Details could not be written to a log file; rerun with --verbose to see them.')
+  print('\n'.join(lines), file=sys.stderr)
+  return 1
+
+
+def _cause(error: BaseException, output: str):
+  """(what went wrong, what to do), from the error or the text a runner wrapped it in."""
+  text = str(error)
+  first = rejections.first_line(_STEP.sub('', text).strip() or type(error).__name__, 300)
+  if isinstance(error, BrokenProcessPool):
+    return ('a worker process ended abruptly (killed by the system, perhaps for memory) and the run stopped',
+            'Rerun to complete it; if it happens again, give the machine more memory.')
+  if isinstance(error, TransientReadError) or TransientReadError.__name__ in text:
+    return (f'storage kept failing, so the run stopped (no image was rejected for it): {first}',
+            'Rerun when it recovers.')
+  if isinstance(error, output_dir.OutputError) or output_dir.OutputError.__name__ in text:
+    return (f'the output could not be written: {first}',
+            f'Check that --output={output} is writable and has room, then rerun.')
+  return (f'the run failed: {type(error).__name__}: {first}',
+          'No single image can be blamed (those are rejected, not fatal), so this is likely a bug in '
+          'beam_pipeline: rerun, and if it fails again, report it with the details below.')
+
+
+def _output_state(output: str) -> str:
+  try:
+    committed = FileSystems.exists(output_dir.path(output, output_dir.DATASET_INFO))
+  except Exception:  # pylint: disable=broad-except  # the output may be what failed
+    return f'--output={output} could not be checked.'
+  if committed:
+    return f'Nothing was committed: --output={output} still holds its earlier complete dataset, unchanged.'
+  return f'Nothing was committed: --output={output} holds no complete dataset.'
+
+
+def _write_log(error: BaseException, output: str, log: Optional[RunLog]) -> Optional[str]:
+  """Writes the traceback and ``log`` to the output's temporary directory, or the system's;
+  returns the path, or None if neither could be written."""
+  lines: List[str] = traceback.format_exception(error)
+  if log is not None and log.lines:
+    lines += ['\nThe log of the run (its last records):\n'] + [line + '\n' for line in log.lines]
+  data = ''.join(lines).encode('utf-8', 'backslashreplace')
+  path = output_dir.temp_path(output, LOG_NAME)
+  try:
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      f.write(data)
+    return path
+  except Exception:  # pylint: disable=broad-except  # the output may be what failed
+    pass
+  try:
+    with tempfile.NamedTemporaryFile('wb', prefix='beam_pipeline-', suffix='-' + LOG_NAME, delete=False) as f:
+      f.write(data)
+    return f.name
+  except OSError:
+    return None
