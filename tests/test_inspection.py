@@ -6,8 +6,10 @@ import shutil
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from PIL import Image
 
+from beam_pipeline import cli
 from helpers import photos
 from helpers.commands import chatter, convert, run_cli
 
@@ -102,6 +104,79 @@ def test_verify_finds_a_truncated_a_removed_and_a_stray_shard(output, tmp_path):
   truncated = [problem for problem in problems if problem.startswith(first)]
   assert any('bytes, dataset_info.json says' in problem for problem in truncated), problems
   assert any('records read, dataset_info.json says' in problem for problem in truncated), problems
+
+
+def _rewrite_shard(out, name, change) -> None:
+  """Writes shard ``name`` again, each serialized record through ``change(index, example)``
+  (an Example to write, or bytes), with TensorFlow's writer, so every frame is valid; its
+  size in dataset_info.json follows."""
+  info = json.loads((out / 'dataset_info.json').read_text())
+  compression = info['compression'].upper() if info['compression'] != 'none' else ''
+  records = [tf.train.Example.FromString(r.numpy())
+             for r in tf.data.TFRecordDataset(str(out / name), compression_type=compression)]
+  with tf.io.TFRecordWriter(str(out / name), compression) as writer:
+    for index, example in enumerate(records):
+      changed = change(index, example)
+      writer.write(changed if isinstance(changed, bytes) else changed.SerializeToString())
+  for split in info['splits'].values():
+    for shard in split['shards']:
+      if shard['file'] == name:
+        shard['num_bytes'] = os.path.getsize(out / name)
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+
+
+def test_verify_checks_each_record_against_what_it_records(output, tmp_path, capsys):
+  """Records with valid framing that say something false: another image under the first one's
+  hash (of the same size), a height the image does not have, bytes that are no Example.
+  Expected: exit 1, each named by shard and record index with what is wrong."""
+  out = damaged(output, tmp_path)
+  name = shards(out)[0]
+  other = photos.jpeg(99, 80, 60)
+
+  def tamper(index, example):
+    feature = example.features.feature
+    if index == 0:
+      feature['image/encoded'].bytes_list.value[0] = other
+    elif index == 1:
+      feature['image/height'].int64_list.value[0] += 1
+    elif index == 2:
+      return b'these bytes are no tf.train.Example'
+    return example
+
+  _rewrite_shard(out, name, tamper)
+  capsys.readouterr()
+  assert cli.main(['verify', str(out)]) == 1
+  problems = [line.strip() for line in capsys.readouterr().err.splitlines() if line.startswith('  ')]
+  assert problems[0] == f'{name}, record 0: its image bytes do not match image/key/sha256'
+  assert problems[1] == f'{name}, record 1: decodes to 80x60, recorded as 80x61'
+  assert problems[2].startswith(f'{name}, record 2: does not parse or decode: ')
+  assert len(problems) == 3
+
+
+def test_verify_finds_an_embedding_that_is_not_finite(output, tmp_path, capsys):
+  """An output whose dataset_info.json says its records hold 2-value embeddings; one record's
+  holds a NaN. Expected: exit 1, that record named."""
+  out = damaged(output, tmp_path)
+  info = json.loads((out / 'dataset_info.json').read_text())
+  info['embedding'] = {'model': 'm.keras', 'sha256': '0' * 64, 'input_size': [32, 32, 3], 'output_shape': [2],
+                       'num_values': 2, 'key': 'image/embedding', 'shape_key': 'image/embedding/shape',
+                       'images_stored': True}
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+
+  def embed(first_shard):
+    def change(index, example):
+      value = float('nan') if first_shard and index == 3 else 1.0
+      example.features.feature['image/embedding'].float_list.value.extend([0.5, value])
+      example.features.feature['image/embedding/shape'].int64_list.value.append(2)
+      return example
+    return change
+
+  for number, name in enumerate(shards(out)):
+    _rewrite_shard(out, name, embed(number == 0))
+  capsys.readouterr()
+  assert cli.main(['verify', str(out)]) == 1
+  problems = [line.strip() for line in capsys.readouterr().err.splitlines() if line.startswith('  ')]
+  assert problems == [f'{shards(out)[0]}, record 3: its embedding holds values that are not finite (NaN or infinity)']
 
 
 def test_verify_refuses_an_incomplete_output(output, tmp_path):

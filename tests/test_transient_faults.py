@@ -20,9 +20,7 @@ import os
 import time
 
 import pytest
-from apache_beam.io.gcp import gcsio_retry
 from google.api_core import exceptions as google_exceptions
-from google.cloud.storage import retry as storage_retry
 
 from beam_pipeline import cli
 from beam_pipeline.beam import inputs, output_dir
@@ -31,6 +29,7 @@ from helpers.commands import error_line
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import dataset_reader, fault_proxy, gcs_emulator
+from helpers.gcs_retries import shorten_gcs_retries
 
 BUCKET = 'faults'
 LABELS = ('cat', 'dog')
@@ -43,31 +42,6 @@ MISSING = f'{IMAGES}cat/never-uploaded.jpg'
 def photos(proxy) -> dict:  # pylint: disable=redefined-outer-name,unused-argument
   """PER_CLASS small JPEGs per label under imgs/<label>/; returns {uri: (label, bytes)}."""
   return gcs_emulator.upload_photo_set(BUCKET, IMAGES, LABELS, PER_CLASS)
-
-
-def shorten_gcs_retries(monkeypatch, timeout: float, initial: float = 0.02, maximum: float = 0.1,
-                        metadata_too: bool = False) -> None:
-  """Makes google-cloud-storage give up after ``timeout`` seconds instead of 120 s.
-
-  Beam's GcsIO looks its Retry object up in apache_beam.io.gcp.gcsio_retry each time it
-  is created (gcsio_retry.get_retry), and passes it to every call it makes, so
-  replacing the two module attributes with copies (Retry.with_timeout/with_delay, the
-  public API) covers media downloads, listing and writes. ``timeout=0`` makes exactly
-  one attempt per call: every failure then reaches read_file.
-
-  BeamBlobReader.__init__ also calls ``blob.reload()`` (the object's metadata GET)
-  without a retry argument, so that GET uses google-cloud-storage's DEFAULT_RETRY,
-  bound as a default argument when the module was imported; no module attribute
-  reaches it. ``metadata_too`` therefore changes that shared instance in place
-  (private attributes, restored by monkeypatch).
-  """
-  for name in ('DEFAULT_RETRY_WITH_THROTTLING_COUNTER', 'DEFAULT_RETRY'):
-    original = getattr(gcsio_retry, name)
-    monkeypatch.setattr(gcsio_retry, name,
-                        original.with_timeout(timeout).with_delay(initial=initial, maximum=maximum))
-  if metadata_too:
-    for attribute, value in (('_timeout', timeout), ('_initial', initial), ('_maximum', maximum)):
-      monkeypatch.setattr(storage_retry.DEFAULT_RETRY, attribute, value)
 
 
 def _images(request) -> bool:

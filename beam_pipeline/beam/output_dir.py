@@ -80,10 +80,11 @@ def _relative_names(output: str) -> List[str]:
 
 
 def _cause(error: BaseException) -> str:
-  """The first line of what went wrong, from inside Beam's BeamIOError if it wraps it."""
+  """The first line of what went wrong, from inside Beam's BeamIOErrors if they wrap it."""
   details = getattr(error, 'exception_details', None)
-  if isinstance(details, dict) and details:
+  while isinstance(details, dict) and details:
     error = next(iter(details.values()))
+    details = getattr(error, 'exception_details', None)
   return f'{type(error).__name__}: {rejections.first_line(error, 300)}'
 
 

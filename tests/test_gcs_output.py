@@ -1,0 +1,108 @@
+"""A gs:// output through the fault proxy: reruns into it, and listings, uploads and deletes
+that fail.
+
+Every request of the run goes through ``fault_proxy`` to the storage emulator; the
+faults are real HTTP answers. Expected throughout: a listing that fails stops the
+run before any work; uploads that keep failing stop it with the output's cause and
+leave an earlier complete output as it was; a commit the storage breaks off is
+completed by a rerun; a rerun with other options equals a fresh run.
+"""
+import pytest
+
+from beam_pipeline import cli
+from beam_pipeline.beam import output_dir
+from helpers import fault_proxy, gcs_emulator
+from helpers.commands import error_line
+from helpers.dataset_reader import assert_same_dataset, bucket_files
+from helpers.gcs_retries import shorten_gcs_retries
+
+BUCKET = 'outputs'
+TEMP = output_dir.TEMP_DIR
+# Two option sets: other shard counts, compression and splits.
+FIRST = ('--target_shard_mb=0.005', '--compression=gzip')
+SECOND = ('--target_shard_mb=1', '--splits=train=0.5,validation=0.5')
+
+
+@pytest.fixture(scope='module')
+def images(proxy):  # pylint: disable=unused-argument
+  return gcs_emulator.upload_photo_set(BUCKET, 'imgs/', ('cat', 'dog'), 6)
+
+
+def convert(out: str, *extra: str) -> int:
+  return cli.main([f'--input=gs://{BUCKET}/imgs', f'--output=gs://{BUCKET}/{out}', '--runner=DirectRunner',
+                   '--skip_transform', *extra])
+
+
+def listing(prefix: str):
+  """``when`` for object listings under ``prefix`` (GET .../o?prefix=...)."""
+  return lambda request: (request.method == 'GET' and request.path.endswith('/o')
+                          and request.query.get('prefix', [''])[0].startswith(prefix))
+
+
+def deletes_of(suffix: str):
+  """``when`` for deletes of objects named ``...suffix``: single ones, and the batch requests
+  google-cloud-storage sends them in."""
+  return lambda request: ((request.method == 'DELETE' and (request.object_name or '').endswith(suffix))
+                          or (request.path.startswith('/batch/') and suffix.encode() in request.body))
+
+
+def committed(out: str) -> dict:
+  return {name: data for name, data in bucket_files(BUCKET, out).items() if not name.startswith(TEMP + '/')}
+
+
+def test_a_rerun_into_a_gs_output_with_other_options_equals_a_fresh_run(images, plan):  # pylint: disable=unused-argument
+  assert convert('fresh-first', *FIRST) == 0
+  assert convert('fresh-second', *SECOND) == 0
+  assert len([name for name in bucket_files(BUCKET, 'fresh-first') if name.endswith('.tfrecord.gz')]) >= 3
+  assert convert('rerun', *FIRST) == 0
+  assert convert('rerun', *SECOND) == 0
+  assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, 'fresh-second'))
+  assert convert('rerun', *FIRST) == 0
+  assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, 'fresh-first'))
+
+
+def test_an_output_that_cannot_be_listed_stops_the_run_before_any_work(images, plan, capsys):  # pylint: disable=unused-argument
+  rule = plan.add(fault_proxy.Fault(status=403), when=listing('unlistable/'))
+  capsys.readouterr()
+  assert convert('unlistable') == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: --output=gs://{BUCKET}/unlistable cannot be listed: Forbidden: ')
+  assert err.count('\n') == 1 and rule.fired == 1
+  assert plan.requests(lambda entry: entry.media) == []  # no image was read
+
+
+def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(images, plan, monkeypatch, capsys):  # pylint: disable=unused-argument
+  assert convert('kept') == 0
+  earlier = committed('kept')
+  shorten_gcs_retries(monkeypatch, timeout=0.3)
+  plan.fail_every_nth(1, status=503, when=fault_proxy.is_upload)
+  capsys.readouterr()
+  assert convert('kept', *SECOND) == 1
+  stderr = capsys.readouterr().err
+  assert error_line(stderr).startswith(f'error: the output could not be written: cannot upload gs://{BUCKET}/kept/')
+  assert (f'Nothing was committed: --output=gs://{BUCKET}/kept still holds its earlier complete dataset, '
+          'unchanged.') in stderr
+  log = stderr.strip().splitlines()[-1].split(': ', 1)[1]
+  assert not log.startswith('gs://') and 'OutputError' in open(log, encoding='utf-8').read()  # the output refused it
+  plan.reset()
+  assert committed('kept') == earlier
+
+
+def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(images, plan, monkeypatch, capsys):  # pylint: disable=unused-argument
+  """An earlier output of many gzip shards; the rerun's commit moves its own shards in, and then
+  cannot delete the stale ones. Expected: exit 1 naming the commit, no marker (the earlier one
+  went first), and the same rerun without faults equals a fresh run."""
+  assert convert('broken-off', *FIRST) == 0
+  assert convert('broken-off-fresh', *SECOND) == 0
+  shorten_gcs_retries(monkeypatch, timeout=0.3)
+  plan.fail_every_nth(1, status=503, when=deletes_of('.tfrecord.gz'))
+  capsys.readouterr()
+  assert convert('broken-off', *SECOND) == 1
+  stderr = capsys.readouterr().err
+  assert error_line(stderr).startswith(f'error: the output could not be written: committing --output=gs://{BUCKET}/'
+                                       'broken-off failed')
+  assert f'Nothing was committed: --output=gs://{BUCKET}/broken-off holds no complete dataset.' in stderr
+  plan.reset()
+  assert output_dir.DATASET_INFO not in committed('broken-off')
+  assert convert('broken-off', *SECOND) == 0
+  assert_same_dataset(bucket_files(BUCKET, 'broken-off'), bucket_files(BUCKET, 'broken-off-fresh'))
