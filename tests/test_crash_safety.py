@@ -564,22 +564,45 @@ def workers_of(pid: int) -> List[int]:
   return found
 
 
-def test_a_worker_killed_mid_run_stops_the_run_with_a_message_and_commits_nothing(photos, tmp_path):
+def test_a_worker_killed_mid_run_is_replaced_and_the_run_completes(photos, reference, tmp_path):
   """The OOM killer takes a worker process while images are being validated.
 
-  Expected: the run stops with exit code 1 and an error line that says so; no marker;
-  no process of the run left behind.
+  Expected: a new pool runs the tasks in flight again; the run completes (exit 0) with
+  exactly what a run that lost no worker writes.
   """
   out = tmp_path / 'out'
   with started(convert_command(photos, out), tmp_path / 'run.log') as process:
     deadline = time.monotonic() + RUN_TIMEOUT
     while len(workers_of(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
       time.sleep(0.01)
-    family = descendants(process.pid)
     os.kill(workers_of(process.pid)[0], signal.SIGKILL)
     returncode = process.wait(timeout=RUN_TIMEOUT)
   output = (tmp_path / 'run.log').read_text(errors='replace')
+  assert returncode == 0, output[-3000:]
+  assert result_of(out) == reference.result
+
+
+def test_workers_killed_again_and_again_stop_the_run_with_a_message_and_commit_nothing(photos, tmp_path):
+  """Every worker process killed as soon as it appears, so the tasks in flight lose their
+  worker a second time. Expected: the run stops with exit code 1 and an error line that says
+  so; no marker; no process of the run left behind."""
+  out = tmp_path / 'out'
+  killed, family = 0, set()
+  with started(convert_command(photos, out), tmp_path / 'run.log') as process:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while process.poll() is None and time.monotonic() < deadline:
+      family.update(descendants(process.pid))
+      for worker in workers_of(process.pid):
+        try:
+          os.kill(worker, signal.SIGKILL)
+          killed += 1
+        except ProcessLookupError:
+          pass
+      time.sleep(0.005)
+    returncode = process.wait(timeout=RUN_TIMEOUT)
+  output = (tmp_path / 'run.log').read_text(errors='replace')
   assert returncode == 1, output[-3000:]
+  assert killed >= 2
   assert error_line(output).startswith('error: a worker process ended abruptly')
-  assert_not_committed(out, 'a worker killed')
-  assert outlived(family, out) == []
+  assert_not_committed(out, 'workers killed')
+  assert outlived(sorted(family), out) == []

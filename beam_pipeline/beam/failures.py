@@ -83,7 +83,8 @@ def _cause(error: BaseException, output: str):
   text = str(error)
   first = rejections.first_line(_STEP.sub('', text).strip() or type(error).__name__, 300)
   if isinstance(error, BrokenProcessPool):
-    return ('a worker process ended abruptly (killed by the system, perhaps for memory) and the run stopped',
+    return ('a worker process ended abruptly (killed by the system, perhaps for memory), again when its task '
+            'ran a second time, and the run stopped',
             'Rerun to complete it; if it happens again, give the machine more memory.')
   if isinstance(error, TransientReadError) or TransientReadError.__name__ in text:
     return (f'storage kept failing, so the run stopped (no image was rejected for it): {first}',

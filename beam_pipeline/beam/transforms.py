@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
@@ -33,6 +34,21 @@ def _rejected(rejection: Rejection) -> beam.pvalue.TaggedOutput:
   return beam.pvalue.TaggedOutput(REJECTED, rejection)
 
 
+class _Task:
+  """A step handed to the worker pool: what to run, the pool running it, and how often it was handed."""
+
+  def __init__(self, step: Callable[..., Any], args: Tuple[Any, ...], then: Callable[[Any], Iterator[Any]]):
+    self.step, self.args, self.then = step, args, then
+    self.attempts = 0
+    self.pool: Optional[Any] = None
+    self.future: Optional[Future] = None
+
+  def submit(self, pool: Any) -> '_Task':
+    self.attempts += 1
+    self.pool, self.future = pool, pool.submit(self.step, *self.args)
+    return self
+
+
 class _PooledDoFn(beam.DoFn):
   """A DoFn that hands a core step to the local worker pool (workers.py) when it can, or runs it inline.
 
@@ -40,16 +56,21 @@ class _PooledDoFn(beam.DoFn):
   runs in the order they were handed out (the last ones from finish_bundle).
   Workers read and write local files only; a step that reads a remote file runs
   inline, with Beam's FileSystems to read it and --read_threads to read ahead on.
+
+  A worker process that dies (killed by the system, for memory perhaps) takes the
+  pool with it: a new pool then runs the tasks in flight again, as a runner
+  retries a failed bundle. A task whose worker died ATTEMPTS times fails the run.
   """
 
   # Enough that a slow task at the head of the queue (a batch of large PNGs) leaves
   # no worker idle; a task in flight holds only its inputs' names and metadata.
   AHEAD = 4
+  ATTEMPTS = 2
 
   def __init__(self, settings: Settings):
     self._settings = settings
     self._remote: Optional[reading.Remote] = None
-    self._in_flight: Optional[Deque[Tuple[Callable[[Any], Iterator[Any]], Future]]] = None
+    self._in_flight: Optional[Deque[_Task]] = None
 
   def setup(self) -> None:
     threads = self._settings.read_threads
@@ -78,13 +99,24 @@ class _PooledDoFn(beam.DoFn):
     if pool is None or (reads is not None and uris.any_remote(reads)):
       yield from then(step(*args) if reads is None else step(*args, self._remote))
       return
-    self._in_flight.append((then, pool.submit(step, *args)))
+    self._in_flight.append(_Task(step, args, then).submit(pool))
     yield from self._completed(limit=self.AHEAD * workers.count())
 
   def _completed(self, limit: int) -> Iterator[Any]:
     while len(self._in_flight) > limit:
-      then, future = self._in_flight.popleft()
-      yield from then(future.result())
+      task = self._in_flight[0]
+      try:
+        result = task.future.result()
+      except BrokenProcessPool:
+        if task.attempts >= self.ATTEMPTS:
+          raise
+        pool = workers.replace(task.pool)
+        for broken in self._in_flight:
+          if broken.pool is task.pool:
+            broken.submit(pool)
+        continue
+      self._in_flight.popleft()
+      yield from task.then(result)
 
 
 def transform_graph(settings: Settings) -> List[TransformGraph]:

@@ -104,7 +104,7 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
     assignments = context.SimpleQueue()
     for index in range(_count):
       assignments.put(cores[index % len(cores)])
-    _scratch = tempfile.mkdtemp(prefix='beam-pipeline-workers-')
+    _scratch = _scratch or tempfile.mkdtemp(prefix='beam-pipeline-workers-')
     _pool = ProcessPoolExecutor(_count, mp_context=context, initializer=_initialize_worker,
                                 initargs=(os.getpid(), {**os.environ, 'TMPDIR': _scratch}, os.getcwd(), assignments,
                                           _LaunchersStderr()))
@@ -113,6 +113,19 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
 
 def pool() -> Optional[Executor]:
   """The pool started in this process, or None (an SDK worker process, Dataflow, a test pipeline)."""
+  return _pool
+
+
+def replace(broken: Executor) -> Executor:
+  """A new pool in place of ``broken``, whose worker process died (the system killed it, for
+  memory perhaps): its other workers are gone too, and its tasks failed with
+  BrokenProcessPool. The forkserver forks the new workers, ready at once. Replaced once,
+  however many tasks report it."""
+  global _pool
+  if _pool is broken:
+    _pool.shutdown(wait=False, cancel_futures=True)
+    _pool = None
+    start(_count)
   return _pool
 
 
