@@ -48,8 +48,9 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
   group.add_argument('--splits', default=None, help='Split fractions, stratified per class by content hash; '
                      'a manifest split column or top-level train/validation/test folders take precedence. '
                      'Default: all train. E.g. --splits=train=0.8,validation=0.1,test=0.1')
-  group.add_argument('--dedupe', **_SWITCH, help='Keep one copy of identical files (the others are rejected '
-                     'as duplicate); without it copies are kept, always in one split. Default: false')
+  group.add_argument('--dedupe', **_SWITCH, help='Keep one copy of identical files (the others are listed in '
+                     'the errors file as duplicate, no error); without it copies are kept, always in one split. '
+                     'Default: false')
   group = parser.add_argument_group('output')
   group.add_argument('--output', help='Directory for the dataset (local or gs://): empty, new or an earlier '
                      'output of this tool. Required. E.g. --output=gs://my-bucket/tfrecords/pets')
@@ -61,14 +62,15 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
   group.add_argument('--image_size', default='224', help='Side of the square images the tf.Transform '
                      'graph resizes to. Default: %(default)s')
   group.add_argument('--skip_transform', **_SWITCH, help='Write no tf.Transform graph. Default: false')
-  group.add_argument('--max_error_fraction', default='0.05', help='Fail the run (no dataset_info.json; the '
-                     'errors file is still written) if a larger fraction of the input is rejected. '
-                     'Default: %(default)s. E.g. --max_error_fraction=0.2')
+  group.add_argument('--max_error_fraction', default='0.05', help='Fail the run, committing nothing (an '
+                     'earlier output stays as it was; the errors file is left in its temporary directory), if a '
+                     'larger fraction of the input is rejected. Default: %(default)s. E.g. --max_error_fraction=0.2')
   group = parser.add_argument_group('images')
   group.add_argument('--image_format', default='original', help='What records store: original (JPEG and PNG '
                      'as they are, every other format as PNG, losslessly), jpeg (JPEG as it is, the rest as RGB '
-                     'JPEG) or png (everything as PNG). Every choice decodes with tf.io.decode_jpeg, '
-                     'tf.io.decode_image and Pillow. Default: %(default)s')
+                     'JPEG) or png (everything as PNG). Every record decodes with tf.io.decode_jpeg and '
+                     'tf.io.decode_image, checked during the run, and with Pillow (README: What is validated). '
+                     'Default: %(default)s')
   group.add_argument('--jpeg_quality', default='95', help='Quality of the JPEGs --image_format=jpeg or '
                      '--max_side encode. Default: %(default)s')
   group.add_argument('--max_side', default=None, help='Downscale images whose longer side is longer than this '
