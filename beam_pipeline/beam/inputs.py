@@ -159,11 +159,7 @@ def list_inputs(spec: InputSpec, output: Optional[str] = None) -> Iterator[Union
   """All items of an input, but for the files of ``output`` (the run's own, if it lies inside
   the input); manifest rows that cannot be used come out as rejections. Each item is made
   behind the isolation boundary: one that fails is rejected alone."""
-  skip = None
-  if output and _is_local(output):
-    skip = os.path.abspath(output)
-  elif output:
-    skip = output.rstrip('/')
+  skip = _inside(output, spec) if output and not spec.is_manifest else None
 
   def outside(path: str) -> bool:
     return not skip or not (os.path.abspath(path) if _is_local(path) else path).startswith(skip + '/')
@@ -183,6 +179,17 @@ def list_inputs(spec: InputSpec, output: Optional[str] = None) -> Iterator[Union
     yield from _read_csv_manifest(spec.path)
   else:
     yield from _read_jsonl_manifest(spec.path)
+
+
+def _inside(output: str, spec: InputSpec) -> Optional[str]:
+  """``output`` (absolute, if local) if it lies where listing ``spec`` looks, else None."""
+  top = re.match(r'[^[*?]*', spec.path).group(0)
+  if _is_local(output) != _is_local(top):
+    return None
+  if _is_local(output):
+    output, top = os.path.abspath(output), os.path.abspath(top or '.')
+  output = output.rstrip('/')
+  return output if (output + '/').startswith(top.rstrip('/') + '/') else None
 
 
 def _listed(where: str, text: str, make: Callable[..., InputItem], *args) -> Union[InputItem, Rejection]:

@@ -26,6 +26,7 @@ tests/core/test_images.py and test_images_fuzz.py:
   size first, which is fast and loses nothing visible) and re-encoded in the
   format it is stored in.
 """
+import collections
 import hashlib
 import io
 import struct
@@ -164,7 +165,7 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
   pending = [i for i, r in enumerate(results) if isinstance(r, _Pending) and (only is None or i in only)]
   mark = decoders.mark()
   decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
-  warned = bool(decoders.since(mark))
+  warned = _warned_on_success([results[i] for i in pending], decoded, decoders.since(mark), max_pixels, decoders)
   for position, index in enumerate(pending):
     plan, shapes = results[index], decoded.get(position)
     result = None
@@ -187,6 +188,26 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
     if isinstance(result, PreparedImage) and result.info.damage and not result.info.reencoded:
       result = _loaded_by_pillow(result)
     results[index] = result
+
+
+def _warned_on_success(pending: List['_Pending'], decoded: Dict, said: str, max_pixels: int,
+                       decoders: native_output.Capture) -> bool:
+  """Whether the decoders warned of an image the batch decoded, from what they printed
+  (``said``): what the images that failed print, decoded alone as the batch decodes them,
+  is set aside; they are few, and looked at one by one anyway. The rest, if any, is
+  some decoded image's, and each decoded JPEG is then decoded alone (_jpeg_warnings)."""
+  unexplained = collections.Counter(said.splitlines())
+  for position, plan in enumerate(pending):
+    if not unexplained:
+      break
+    if position not in decoded:
+      mark = decoders.mark()
+      try:
+        _tf_shapes([plan], max_pixels)
+      except tf.errors.OpError:
+        pass
+      unexplained -= collections.Counter(decoders.since(mark).splitlines())
+  return bool(unexplained)
 
 
 def _jpeg_warnings(data: bytes, decoders: native_output.Capture) -> str:
@@ -345,10 +366,12 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
       raise Rejected(rejections.TRUNCATED, 'JPEG data ends before its end-of-image marker')
     return _Pending(data, 'jpeg', height, width, source_format)
   if source_format == 'PNG':
-    _verify_png_chunks(data)  # for a precise reason; TensorFlow would fail these too
-    loaded = _loaded(image, data)
-    if loaded is not image:
-      return _reencode(loaded, source_format, stored)
+    # For a precise reason (TensorFlow would fail these too); and Pillow must load what it
+    # would not parse when it opened the file, which libpng may read where Pillow does not.
+    if _verify_png_chunks(data):
+      loaded = _loaded(image, data)
+      if loaded is not image:
+        return _reencode(loaded, source_format, stored)
     if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height):
       return _Pending(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
@@ -580,13 +603,21 @@ def _jpeg_exif_segments(data: bytes) -> int:
   return count
 
 
-def _verify_png_chunks(data: bytes) -> None:
-  """Checks every chunk's CRC up to and including IEND, as libpng does.
+# Chunks past the first IDAT that Pillow's load() reads no further than: the image data
+# itself, and its end. Pillow parses every chunk before the first IDAT when it opens a PNG.
+_IMAGE_DATA_CHUNKS = (b'IDAT', b'IEND')
+_ANIMATION_CHUNK = b'acTL'
+
+
+def _verify_png_chunks(data: bytes) -> bool:
+  """Checks every chunk's CRC up to and including IEND, as libpng does; returns whether
+  Pillow's load() parses chunks of its own past the image data (an animation's frames,
+  text after the pixels), where it can fail when libpng does not.
 
   Hand-written because Pillow's decoder skips CRCs and its verify() stops before
   IEND, whose CRC (and presence) libpng, and so TensorFlow, insists on.
   """
-  position = 8
+  position, in_image_data, parsed_by_load = 8, False, False
   while True:
     if position + 12 > len(data):
       raise Rejected(rejections.TRUNCATED, 'PNG data ends before its IEND chunk')
@@ -598,7 +629,9 @@ def _verify_png_chunks(data: bytes) -> None:
     if zlib.crc32(data[position + 4:end]) != struct.unpack_from('>I', data, end)[0]:
       raise Rejected(rejections.CORRUPT, f'PNG chunk {kind!r} fails its CRC check')
     if kind == b'IEND':
-      return
+      return parsed_by_load
+    in_image_data = in_image_data or kind == b'IDAT'
+    parsed_by_load = parsed_by_load or kind == _ANIMATION_CHUNK or (in_image_data and kind not in _IMAGE_DATA_CHUNKS)
     position = end + 4
 
 

@@ -14,14 +14,17 @@ Only a RunFailure passes: what no single input can be blamed for (storage that
 keeps failing, an output that cannot be written). It fails the bundle, which
 the runner retries, and then the run.
 
-The test seam: with BEAM_PIPELINE_INJECT_FAULT=STEP:TEXT[,STEP:TEXT...] a step's
-``fault_point`` raises for every image whose uri contains TEXT, in whatever
-process the step runs (the launcher, a local worker, an SDK worker), so tests
-prove that each step is behind the boundary without mocking a library.
+The test seam: with BEAM_PIPELINE_INJECT_FAULT=STEP:TEXT[,STEP:TEXT...] in the
+environment of the command, a step's ``fault_point`` raises for every image whose
+uri contains TEXT, in whatever process the step runs (the launcher, a local
+worker, an SDK worker), so tests prove that each step is behind the boundary
+without mocking a library. It is read once, when this module is imported: a
+fault point runs for every image, and an environment lookup each time would cost
+a measurable share of validating a photo.
 """
 import os
 import threading
-from typing import Callable, Iterable, List, Sequence, Tuple, TypeVar, Union
+from typing import Callable, List, Sequence, Tuple, TypeVar, Union
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.rejections import Rejected, RunFailure
@@ -89,25 +92,29 @@ def internal_error(step: str, error: BaseException) -> Rejected:
                   f'{step}: {type(error).__name__}: {rejections.first_line(error, _DETAIL_CHARS)}')
 
 
+def faults(spec: str) -> Tuple[Tuple[str, str], ...]:
+  """(step, text) pairs of a BEAM_PIPELINE_INJECT_FAULT value."""
+  pairs = tuple(fault.partition(':')[::2] for fault in spec.split(',')) if spec else ()
+  for step, text in pairs:
+    if step not in STEPS or not text:
+      raise ValueError(f'{INJECT_FAULT}={spec}: give STEP:TEXT[,STEP:TEXT...], STEP one of {", ".join(STEPS)}')
+  return pairs
+
+
+# What BEAM_PIPELINE_INJECT_FAULT asks for in this process (see the module docstring).
+FAULTS = faults(os.environ.get(INJECT_FAULT, ''))
+
+
 def fault_point(step: str) -> None:
   """Raises InjectedFault if BEAM_PIPELINE_INJECT_FAULT names ``step`` and an image that the
   innermost ``run`` on this thread handles."""
-  spec = os.environ.get(INJECT_FAULT)
-  if not spec:
+  if not FAULTS:
     return
   stack = _stack()
   handled = stack[-1] if stack else ()
-  for name, text in _faults(spec):
+  for name, text in FAULTS:
     if name == step and any(text in uri for uri in handled):
       raise InjectedFault(f'fault injected into {step} for uris containing {text!r} ({INJECT_FAULT})')
-
-
-def _faults(spec: str) -> Iterable[Tuple[str, str]]:
-  for fault in spec.split(','):
-    step, _, text = fault.partition(':')
-    if step not in STEPS or not text:
-      raise ValueError(f'{INJECT_FAULT}={spec}: give STEP:TEXT[,STEP:TEXT...], STEP one of {", ".join(STEPS)}')
-    yield step, text
 
 
 def _stack() -> List[Sequence[str]]:

@@ -15,7 +15,7 @@ from beam_pipeline.core import images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
-from helpers import photos, pillow_modes
+from helpers import image_cases, photos, pillow_modes
 
 MODES = pillow_modes.cases()
 MAX_SIDE = 24
@@ -74,11 +74,14 @@ def test_a_profile_is_kept_only_where_it_describes_the_stored_pixels():
       assert 'icc_profile' not in image.info, name
 
 
-def test_a_png_that_pillow_refuses_is_stored_as_libpng_decodes_it():
-  """An animated PNG with frame sequence errors: Pillow's load() raises, TensorFlow decodes its
-  first frame. Expected: stored re-encoded, a still PNG of exactly those pixels."""
-  data = MODES['broken-frames.png'].data
-  with pytest.raises(SyntaxError, match='frame sequence'):
+@pytest.mark.parametrize('name, error', [('broken-frames.png', 'APNG contains frame sequence errors'),
+                                         ('text-after-pixels.png', 'Decompressed data too large')])
+def test_a_png_that_pillow_refuses_is_stored_as_libpng_decodes_it(name, error):
+  """An animated PNG with frame sequence errors, and text past the pixels that inflates past
+  Pillow's limit: Pillow opens both and its load() raises, TensorFlow decodes them. Expected:
+  stored re-encoded, a still PNG of exactly the pixels libpng decodes."""
+  data = MODES[name].data
+  with pytest.raises((SyntaxError, ValueError), match=error):
     with Image.open(io.BytesIO(data)) as image:
       image.load()
   prepared = images.prepare_image(data, 10**8)
@@ -111,3 +114,20 @@ def test_damaged_jpegs_are_told_apart_from_clean_ones_in_one_batch():
   for warning, result in zip(damaged, results[3:5]):
     assert warning in result.info.damage
     assert_decodes_everywhere(result)
+
+
+def test_what_a_failing_jpeg_prints_sends_no_decoded_jpeg_to_be_decoded_again(monkeypatch):
+  """A JPEG with a stray marker in its scan (libjpeg in TensorFlow prints warnings, then fails
+  it) among clean ones. Expected: rejected; the clean ones undamaged, and none of them decoded
+  a second time to find out, since the failure alone printed what the batch printed."""
+  cut = image_cases._marker_in_scan(photos.jpeg(7, 64, 48, quality=90))  # pylint: disable=protected-access
+  probed = []
+  original = images._jpeg_warnings  # pylint: disable=protected-access
+  monkeypatch.setattr(images, '_jpeg_warnings', lambda data, decoders: probed.append(data) or original(data, decoders))
+  results = images.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)
+  assert isinstance(results[1], Rejected)
+  assert [r.info.damage for r in (results[0], results[2])] == ['', '']
+  assert probed == []
+  damaged = list(_damaged_jpegs().values())[0]
+  results = images.prepare_images([photos.jpeg(1), cut, damaged], 10**8)
+  assert results[2].info.damage and len(probed) == 2  # a decoded JPEG warned: both decoded ones looked at

@@ -4,11 +4,13 @@ Pillow writes each mode in some format (TIFF holds most of them; its own IM
 format holds YCbCr and I;16L); HSV, La and RGBa have no format that stores them,
 so no file can hold them. Next to the modes: an RGB TIFF with an sRGB ICC
 profile (kept on re-encoding), an L*a*b* TIFF with a Lab profile (dropped: the
-stored pixels are RGB), and an animated PNG whose frame sequence Pillow refuses
-(libpng reads its first frame).
+stored pixels are RGB), and two PNGs Pillow opens but refuses to load, which
+libpng reads: an animated PNG with frame sequence errors, and one whose text after
+the pixels inflates past Pillow's limit.
 """
 import io
 import struct
+import zlib
 from typing import Dict, NamedTuple, Optional
 
 import numpy as np
@@ -51,6 +53,16 @@ def _broken_apng() -> bytes:
   return b''.join(kept)
 
 
+def _text_after_pixels() -> bytes:
+  """A PNG with a zTXt chunk after its image data that inflates to 2 MiB: Pillow reads it in
+  load(), past its MAX_TEXT_CHUNK, and raises ValueError; libpng ignores it."""
+  data = encode(_rgb(8), 'PNG')
+  end = data.rindex(b'IEND') - 4
+  body = b'Comment\x00\x00' + zlib.compress(b' ' * 2**21)
+  chunk = struct.pack('>I', len(body)) + b'zTXt' + body + struct.pack('>I', zlib.crc32(b'zTXt' + body))
+  return data[:end] + chunk + data[end:]
+
+
 def cases() -> Dict[str, ModeCase]:
   rgb = _rgb()
   srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes()
@@ -81,6 +93,7 @@ def cases() -> Dict[str, ModeCase]:
       ModeCase('16bit-little-endian.im', encode(sixteen.convert('I;16L'), 'IM')),
       ModeCase('float.tiff', encode(Image.fromarray(_pixels(5, 1, 1, np.float32)), 'TIFF'), 'unsupported_pixels'),
       ModeCase('broken-frames.png', _broken_apng()),
+      ModeCase('text-after-pixels.png', _text_after_pixels()),
   ]
   return {case.name: case for case in listed}
 
