@@ -24,7 +24,7 @@ SECOND = ('--target_shard_mb=1', '--splits=train=0.5,validation=0.5')
 
 
 @pytest.fixture(scope='module')
-def images(proxy):  # pylint: disable=unused-argument
+def images(proxy):  # pylint: disable=unused-argument  # the proxy points the environment at the emulator
   return gcs_emulator.upload_photo_set(BUCKET, 'imgs/', ('cat', 'dog'), 6)
 
 
@@ -50,7 +50,8 @@ def committed(out: str) -> dict:
   return {name: data for name, data in bucket_files(BUCKET, out).items() if not name.startswith(TEMP + '/')}
 
 
-def test_a_rerun_into_a_gs_output_with_other_options_equals_a_fresh_run(images, plan):  # pylint: disable=unused-argument
+@pytest.mark.usefixtures('images', 'plan')
+def test_a_rerun_into_a_gs_output_with_other_options_equals_a_fresh_run():
   assert convert('fresh-first', *FIRST) == 0
   assert convert('fresh-second', *SECOND) == 0
   assert len([name for name in bucket_files(BUCKET, 'fresh-first') if name.endswith('.tfrecord.gz')]) >= 3
@@ -61,7 +62,8 @@ def test_a_rerun_into_a_gs_output_with_other_options_equals_a_fresh_run(images, 
   assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, 'fresh-first'))
 
 
-def test_an_output_that_cannot_be_listed_stops_the_run_before_any_work(images, plan, capsys):  # pylint: disable=unused-argument
+@pytest.mark.usefixtures('images')
+def test_an_output_that_cannot_be_listed_stops_the_run_before_any_work(plan, capsys):
   rule = plan.add(fault_proxy.Fault(status=403), when=listing('unlistable/'))
   capsys.readouterr()
   assert convert('unlistable') == 2
@@ -71,7 +73,8 @@ def test_an_output_that_cannot_be_listed_stops_the_run_before_any_work(images, p
   assert plan.requests(lambda entry: entry.media) == []  # no image was read
 
 
-def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(images, plan, monkeypatch, capsys):  # pylint: disable=unused-argument
+@pytest.mark.usefixtures('images')
+def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(plan, monkeypatch, capsys):
   assert convert('kept') == 0
   earlier = committed('kept')
   shorten_gcs_retries(monkeypatch, timeout=0.3)
@@ -88,7 +91,8 @@ def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(im
   assert committed('kept') == earlier
 
 
-def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(images, plan, monkeypatch, capsys):  # pylint: disable=unused-argument
+@pytest.mark.usefixtures('images')
+def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(plan, monkeypatch, capsys):
   """An earlier output of many gzip shards; the rerun's commit moves its own shards in, and then
   cannot delete the stale ones. Expected: exit 1 naming the commit, no marker (the earlier one
   went first), and the same rerun without faults equals a fresh run."""

@@ -24,6 +24,7 @@ from beam_pipeline.beam import output_dir
 from beam_pipeline.core import rejections
 from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.core.reading import TransientReadError
+from beam_pipeline.core.rejections import OutputError
 
 LOG_NAME = 'failed-run.log'
 _STEP = re.compile(r"\[while running '([^']+)'\]")
@@ -89,7 +90,7 @@ def _cause(error: BaseException, output: str):
   if isinstance(error, TransientReadError) or TransientReadError.__name__ in text:
     return (f'storage kept failing, so the run stopped (no image was rejected for it): {first}',
             'Rerun when it recovers.')
-  if isinstance(error, output_dir.OutputError) or output_dir.OutputError.__name__ in text:
+  if isinstance(error, OutputError) or OutputError.__name__ in text:
     return (f'the output could not be written: {first}',
             f'Check that --output={output} is writable and has room, then rerun.')
   return (f'the run failed: {type(error).__name__}: {first}',

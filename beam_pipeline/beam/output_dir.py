@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import dataset_info, rejections, uris
 from beam_pipeline.core.records import TransformGraph
-from beam_pipeline.core.rejections import RunFailure
+from beam_pipeline.core.rejections import OutputError
 from beam_pipeline.core.usage import UsageError
 
 DATASET_INFO = dataset_info.FILE_NAME
@@ -56,10 +56,6 @@ def path(output: str, name: str) -> str:
 
 def temp_path(output: str, name: str) -> str:
   return FileSystems.join(output, TEMP_DIR, name)
-
-
-class OutputError(RunFailure):
-  """The output cannot be listed, written or committed: the run stops, whatever the images."""
 
 
 def _relative_names(output: str) -> List[str]:

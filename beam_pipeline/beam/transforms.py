@@ -15,7 +15,8 @@ from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import progress
 from beam_pipeline.beam import embedding, inputs, output_dir, workers
-from beam_pipeline.core import dataset_info, hash_order, isolation, labels, reading, rejections, sharding, splitting, steps, uris
+from beam_pipeline.core import (dataset_info, hash_order, isolation, labels, reading, rejections, sharding, splitting,
+                                 steps, uris)
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
                                         ShardWritten, TransformGraph, Validated)
 from beam_pipeline.core.rejections import Rejected
@@ -331,8 +332,9 @@ def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:
 
 def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], rejected_by_reason: Dict[str, int],
            duplicates: List[List[str]], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
-  """The last step: labels.txt, then dataset_info.json, once everything else is final. Copies
-  that --dedupe dropped are listed with the rejections, but are no errors."""
+  """The last step, once every shard, the graph and the errors file are staged: the error
+  budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
+  dropped are listed with the rejections, but are no errors."""
   errors_by_reason = {reason: count for reason, count in rejected_by_reason.items() if reason != rejections.DUPLICATE}
   removed = rejected_by_reason.get(rejections.DUPLICATE, 0)
   dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason, removed,

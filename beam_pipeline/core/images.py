@@ -8,8 +8,11 @@ what it decoded; Pillow identifies the real format, reads the header (rejecting
 decompression bombs before any pixel is allocated), and re-encodes. A JPEG skips
 Pillow unless TensorFlow fails it or it must be re-encoded: TensorFlow reads its
 header (the same bomb check) and decodes it, and Pillow then only explains a
-failure. Which bytes are stored (StoredImages), as measured against TensorFlow in
-tests/core/test_images.py and test_images_fuzz.py:
+failure, or loads a JPEG that libjpeg warned about (its damage). Pillow loads a
+kept PNG where its load() parses more than its open() did (an animation, chunks
+after the pixels); one it refuses is stored as libpng decodes it. Which bytes
+are stored (StoredImages), as measured against TensorFlow in
+tests/core/test_images.py, test_images_fuzz.py and test_image_modes.py:
 
 * ``original`` (the default): JPEG (also CMYK, grayscale, progressive, MPO) and
   PNG (all modes, APNG's default image) keep their bytes. Everything else Pillow
@@ -105,8 +108,9 @@ def reencode_again(data: bytes, stored: StoredImages) -> Tuple[bytes, int, int]:
   """The bytes prepare_image re-encoded ``data`` into, made again (the encoding is
   deterministic), with the source's height and width; for the shard writer.
 
-  Only Pillow runs: TensorFlow decoded these very bytes during validation, and the
-  writer compares their hash with the one validation recorded.
+  Pillow runs (TensorFlow only for a PNG that Pillow refuses): TensorFlow checked
+  these very bytes during validation, and the writer compares their hash with the
+  one validation recorded.
   """
   with Image.open(io.BytesIO(data)) as image:
     source_format = image.format or 'unknown'
@@ -142,10 +146,10 @@ def prepare_images(datas: Sequence[bytes], max_pixels: int,
   Python threads do not run in parallel). The few it fails are looked at again one
   by one, by Pillow and an eager decode, to say why: what the decoders wrote to
   standard error then goes into the rejection's detail (native_output). If libjpeg
-  warned during the call, each JPEG is decoded again alone to learn which are
-  damaged (_find_damage). Sources that TensorFlow read and that ``stored`` changes
-  (a JPEG to downscale, say) are re-encoded then, and their new bytes decoded by
-  TensorFlow in a second call.
+  warned of an image the call decoded (_warned_on_success), each decoded JPEG is
+  decoded again alone to learn which are damaged. Sources that TensorFlow read and
+  that ``stored`` changes (a JPEG to downscale, say) are re-encoded then, and their
+  new bytes decoded by TensorFlow in a second call.
   """
   # Exclusive: what libjpeg writes while one batch decodes must be that batch's, even
   # with other threads of this process validating (an SDK worker's).

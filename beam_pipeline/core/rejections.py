@@ -42,3 +42,7 @@ class RunFailure(Exception):
   """Raised for what no single input can be blamed for (storage that keeps failing, an
   output that cannot be written): it fails the bundle, which the runner retries, and
   then the run, where a Rejected would only reject an image."""
+
+
+class OutputError(RunFailure):
+  """The output cannot be listed, written or committed: the run stops, whatever the images."""

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from beam_pipeline.core import dataset_info, examples, images, isolation, reading, rejections, schemas
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
-from beam_pipeline.core.rejections import Rejected, RunFailure
+from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
 
 
@@ -69,10 +69,6 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
            'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized,
            'num_damaged_jpeg': damaged, **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
   return ShardWritten(shard, rejected)
-
-
-class OutputError(RunFailure):
-  """A shard's file could not be written: the output's fault, never an image's."""
 
 
 _Stored = Tuple[ImageRecord, bytes, Tuple[int, int]]

@@ -1,4 +1,5 @@
 """Input kinds and manifest parsing, without a runner."""
+import csv
 import gzip
 import json
 import os
@@ -138,3 +139,36 @@ def test_batches_hold_items_only_and_unusable_rows_come_out_alone(tmp_path):
   assert [len(b) for b in batches] == [3, 3, 1]
   assert all(isinstance(item, InputItem) for b in batches for item in b)
   assert [r.reason for r in out if isinstance(r, Rejection)] == ['bad_manifest_row'] * 3
+
+
+def test_a_row_the_csv_reader_refuses_is_rejected_alone(tmp_path):
+  """A field past csv's size limit (an unterminated quote running to the end of a huge line)
+  makes the csv module raise for that row; the rows before and after are listed."""
+  manifest = tmp_path / 'data.csv'
+  huge = '"' + 'x' * (csv.field_size_limit() + 10)
+  manifest.write_text(f'TRAIN,gs://b/a.jpg,cat\nTRAIN,{huge}\n', encoding='utf-8')
+  with open(manifest, 'a', encoding='utf-8') as f:
+    f.write('TRAIN,gs://b/c.jpg,dog\n')
+  items = _read(manifest)
+  assert items[0] == InputItem('gs://b/a.jpg', 'cat', 'train')
+  assert isinstance(items[1], Rejection) and items[1].reason == 'bad_manifest_row'
+  assert items[1].uri == f'{manifest}:row 2' and 'not valid CSV' in items[1].detail
+  assert items[-1] == InputItem('gs://b/c.jpg', 'dog', 'train')
+
+
+def test_the_output_is_left_out_of_an_input_it_lies_in(tmp_path):
+  """Only an output under the input's listing root is left out; one beside it, whose name the
+  input's name begins, is not."""
+  for name in ('in/a.jpg', 'in/out/train-00000-of-00001.tfrecord', 'in/out/x/y.jpg', 'in-out/b.jpg'):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_bytes(b'x')
+
+  def listed(spec, out):
+    return sorted(os.path.relpath(item.uri, tmp_path) for item in inputs.list_inputs(spec, out))
+
+  directory = inputs.resolve_input(str(tmp_path / 'in'))
+  assert listed(directory, str(tmp_path / 'in' / 'out')) == ['in/a.jpg']
+  assert listed(directory, str(tmp_path / 'in-out')) == ['in/a.jpg', 'in/out/train-00000-of-00001.tfrecord',
+                                                         'in/out/x/y.jpg']
+  glob = inputs.resolve_input(str(tmp_path / '**.jpg'))
+  assert listed(glob, str(tmp_path / 'in' / 'out')) == ['in-out/b.jpg', 'in/a.jpg']
