@@ -1,19 +1,20 @@
 """The conversion pipeline, top to bottom as the data flows."""
-from typing import List, Tuple
+from typing import List, NamedTuple, Tuple
 
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline.beam import coders
 from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits, GroupCopies,
-                                           PlanShards, ValidateImages, WriteOutputs, commit, list_input,
-                                           transform_graph, write_errors)
-from beam_pipeline.core import labels, sharding, splitting
+                                           PlanShards, ValidateImages, WriteOutputs, bucket_by_content, commit,
+                                           list_input, transform_graph, write_errors)
+from beam_pipeline.core import hash_order, labels, sharding
 from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
 
-def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
+def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
+          records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> None:
   coders.register()  # the element types declared below travel with compact coders, not per-record pickles
   # Only the input's pattern or manifest path enters the graph; listing runs on a worker,
   # in batches, which keeps per-element overhead low and fans out well after the shuffle.
@@ -22,46 +23,66 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str) -> None:
             | 'List' >> beam.FlatMap(list_input, settings.output).with_output_types(List[InputItem]).with_outputs(
                 REJECTED, main='batches'))
   batches = listed.batches | 'Distribute' >> beam.Reshuffle()
+  num_listed = listed.batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
-  # Keyed by the start of the content hash, so identical files meet in one bucket,
-  # form one group and never straddle splits.
   checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings)).with_output_types(
       List[ImageRecord]).with_outputs(REJECTED, main='records')
-  grouped = (checked.records
-             | 'BucketByContent' >> beam.FlatMap(lambda records: splitting.content_buckets(records).items()
+  planned = plan(checked.records, num_listed, settings, records_per_bucket)
+
+  # Each planned shard is written whole by one worker, and the tf.Transform graph (its
+  # vocabulary is labels.txt) beside them.
+  graph = pipeline | 'TransformGraph' >> beam.Create(transform_graph(settings)).with_output_types(OutputUnit)
+  written = ((planned.plans, graph)
+             | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
+             | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(planned.labels)).with_outputs(
+                 REJECTED, TRANSFORM_WRITTEN, main='shards'))
+
+  rejected_by_reason = ((listed[REJECTED], checked[REJECTED], planned.rejected, written[REJECTED])
+                        | 'AllRejections' >> beam.Flatten()
+                        | 'CollectRejections' >> beam.combiners.ToList()
+                        | 'WriteErrors' >> beam.Map(write_errors, settings.output))
+
+  # Side inputs make the commit wait for every shard and the errors file.
+  _ = (pipeline
+       | 'Start commit' >> beam.Create([None])
+       | 'Commit' >> beam.Map(commit, shards=AsList(written.shards), labels_list=AsSingleton(planned.labels),
+                              rejected_by_reason=AsSingleton(rejected_by_reason),
+                              duplicates=AsList(planned.duplicates),
+                              transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
+                              runner=runner))
+
+
+class Planned(NamedTuple):
+  plans: beam.PCollection  # of ShardPlan
+  labels: beam.PCollection  # one element: the sorted label texts, labels.txt's lines
+  rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed
+  duplicates: beam.PCollection  # of lists of the uris of identical files
+
+
+def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
+         records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> Planned:
+  """From lists of validated records to the plan of every shard, on metadata only.
+
+  Planning's buckets are as wide as the ``num_listed`` inputs need (one element: how
+  many were listed), so that no worker gathers more than about ``records_per_bucket``
+  records (hash_order.prefix_digits); the plans do not depend on the width.
+  """
+  listed = AsSingleton(num_listed)
+  # Keyed by the start of the content hash, so identical files meet in one bucket,
+  # form one group and never straddle splits.
+  grouped = (records
+             | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
                                                  ).with_output_types(Tuple[str, List[ImageRecord]])
              | 'GroupByContent' >> beam.GroupByKey()
              | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe)).with_output_types(
                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))
   # Splits follow the content hash, class by class; each content bucket places its own
   # records, then hands them on by their shard order key, which is independent of the split.
-  assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits)
-
+  assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket)
   class_labels = (assigned[LABELS]
                   | 'UniqueLabels' >> beam.Distinct()
                   | 'AllLabels' >> beam.combiners.ToList()
                   | 'SortLabels' >> beam.Map(labels.sorted_labels))
-
-  # Plan on metadata; each planned shard is then written whole by one worker, and
-  # the tf.Transform graph (its vocabulary is labels.txt) beside them.
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings))
-  graph = pipeline | 'TransformGraph' >> beam.Create(transform_graph(settings)).with_output_types(OutputUnit)
-  written = ((plans, graph)
-             | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
-             | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(class_labels)).with_outputs(
-                 REJECTED, TRANSFORM_WRITTEN, main='shards'))
-
-  rejected_by_reason = ((listed[REJECTED], checked[REJECTED], grouped[REJECTED], written[REJECTED])
-                      | 'AllRejections' >> beam.Flatten()
-                      | 'CollectRejections' >> beam.combiners.ToList()
-                      | 'WriteErrors' >> beam.Map(write_errors, settings.output))
-
-  # Side inputs make the commit wait for every shard and the errors file.
-  _ = (pipeline
-       | 'Start commit' >> beam.Create([None])
-       | 'Commit' >> beam.Map(commit, shards=AsList(written.shards), labels_list=AsSingleton(class_labels),
-                              rejected_by_reason=AsSingleton(rejected_by_reason),
-                              duplicates=AsList(grouped[DUPLICATES]),
-                              transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
-                              runner=runner))
+  return Planned(plans, class_labels, grouped[REJECTED], grouped[DUPLICATES])

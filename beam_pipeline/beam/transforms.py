@@ -30,6 +30,20 @@ TRANSFORM_WRITTEN = 'transform_written'
 _NAMESPACE = 'beam_pipeline'
 
 
+def records_per_key(stage: str) -> Metrics.DelegatingDistribution:
+  """The distribution of how many records one key of a planning GroupByKey ``stage`` holds: its
+  max is what one worker gathers, which the buckets' width keeps bounded (hash_order)."""
+  return Metrics.distribution(_NAMESPACE, f'records_per_key_{stage}')
+
+
+def bucket_by_content(records: List[ImageRecord], listed: int, records_per_bucket: int
+                      ) -> Iterable[Tuple[str, List[ImageRecord]]]:
+  """A list of validated records as (content bucket, records) pairs, the buckets as wide as
+  ``listed`` inputs need."""
+  digits = hash_order.prefix_digits(listed, splitting.CONTENT_BUCKET_DIGITS, records_per_bucket)
+  return splitting.content_buckets(records, digits).items()
+
+
 def _rejected(rejection: Rejection) -> beam.pvalue.TaggedOutput:
   Metrics.counter(_NAMESPACE, f'rejected_{rejection.reason}').inc()
   return beam.pvalue.TaggedOutput(REJECTED, rejection)
@@ -220,7 +234,9 @@ class GroupCopies(beam.DoFn):
 
   def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
     groups = []
-    for copies in splitting.same_content(itertools.chain.from_iterable(bucket[1])):
+    records = list(itertools.chain.from_iterable(bucket[1]))
+    records_per_key('GroupByContent').update(len(records))
+    for copies in splitting.same_content(records):
       grouped = isolation.run(isolation.GROUP, [record.uri for record in copies], splitting.group_duplicates, copies,
                               self._dedupe)
       if isinstance(grouped, Rejected):
@@ -262,22 +278,28 @@ class AssignSplits(beam.PTransform):
   on by order bucket, for the shards. Also outputs, tagged, the label texts.
   """
 
-  def __init__(self, spec: SplitSpec):
+  def __init__(self, spec: SplitSpec, listed: beam.pvalue.AsSingleton,
+               records_per_bucket: int = hash_order.RECORDS_PER_BUCKET):
     super().__init__()
     self._spec = spec
+    self._listed = listed  # how many inputs were listed: the order buckets are as wide as they need
+    self._records_per_bucket = records_per_bucket
 
   def expand(self, buckets):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
-    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsSingleton(placed)
+    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsSingleton(placed),
+                                              self._listed, self._records_per_bucket
                                               ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
                                                   LABELS, main='records')
 
 
-def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
-                  placed: hash_order.Offsets) -> Iterator[Any]:
-  """One content bucket's records with their splits, by order bucket, then its label texts."""
+def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec, placed: hash_order.Offsets,
+                  listed: int, records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> Iterator[Any]:
+  """One content bucket's records with their splits, by order bucket (as wide as ``listed``
+  inputs need), then its label texts."""
   records = list(splitting.assign_splits(bucket[0], bucket[1], spec, placed))
-  yield from sharding.order_buckets(records).items()
+  digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
+  yield from sharding.order_buckets(records, digits).items()
   for text in sorted({record.label for record in records if record.label is not None}):
     yield beam.pvalue.TaggedOutput(LABELS, text)
 
@@ -312,14 +334,17 @@ class PlanShards(beam.PTransform):
 
 def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int, placed: hash_order.Offsets,
                   sizes: sharding.RecordSizes) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
-  return sharding.assign_shards(bucket[0], itertools.chain.from_iterable(bucket[1]), target_bytes, placed,
-                                sizes).items()
+  records = list(itertools.chain.from_iterable(bucket[1]))
+  records_per_key('GroupByOrder').update(len(records))
+  return sharding.assign_shards(bucket[0], records, target_bytes, placed, sizes).items()
 
 
 def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
                numbered: Dict[Tuple[str, int], Tuple[int, int]]) -> ShardPlan:
   (split, planned_index), batches = shard
-  return sharding.plan_shard(split, planned_index, itertools.chain.from_iterable(batches), numbered)
+  records = list(itertools.chain.from_iterable(batches))
+  records_per_key('GroupByShard').update(len(records))
+  return sharding.plan_shard(split, planned_index, records, numbered)
 
 
 def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:

@@ -14,6 +14,22 @@ from typing import Callable, Dict, Iterable, Iterator, NamedTuple, Sequence, Tup
 
 Item = TypeVar('Item')
 
+# How many records a bucket holds on average at most: buckets are keyed by more hex digits
+# of the hash as the input grows, so that no worker gathers more than about twice this
+# (the largest of thousands of hash buckets is within a few percent of their mean).
+RECORDS_PER_BUCKET = 25_000
+
+
+def prefix_digits(count: int, minimum: int, records_per_bucket: int = RECORDS_PER_BUCKET) -> int:
+  """How many hex digits of a hash key the buckets of ``count`` records: ``minimum`` for a
+  small input (few buckets keep Beam's elements few), one more for every sixteenfold past
+  ``records_per_bucket`` records a bucket. Buckets of any width are contiguous ranges of
+  the hash order, so what is planned bucket by bucket does not depend on it."""
+  digits = minimum
+  while count > records_per_bucket * 16**digits:
+    digits += 1
+  return digits
+
 
 class Offsets(NamedTuple):
   """Per key (a class or a split): the weight of its buckets before each bucket, and its total."""

@@ -26,8 +26,8 @@ from beam_pipeline.core.settings import Settings
 _RECORD_OVERHEAD_BYTES = 300
 _ORDER_SALT = b'beam_pipeline shard order\0'
 # Records are regrouped by the start of their order key, so each group is a contiguous
-# range of the order; 16 groups keep Beam's elements few (a content bucket's records
-# fall into at most 16 lists) while no worker plans more than a sixteenth of the records.
+# range of the order; at least 16 groups, more for a large input (hash_order.prefix_digits):
+# few keep Beam's elements few (a content bucket's records fall into at most 16 lists).
 ORDER_BUCKET_DIGITS = 1
 
 
@@ -43,11 +43,12 @@ def _ordered(record: ImageRecord) -> Tuple[str, str]:
   return record.order_key, record.uri
 
 
-def order_buckets(records: Iterable[ImageRecord]) -> Dict[str, List[ImageRecord]]:
-  """Records batched by the start of their order key: contiguous ranges of the shard order."""
+def order_buckets(records: Iterable[ImageRecord], digits: int = ORDER_BUCKET_DIGITS) -> Dict[str, List[ImageRecord]]:
+  """Records batched by the first ``digits`` hex digits of their order key: contiguous ranges
+  of the shard order."""
   buckets = collections.defaultdict(list)
   for record in records:
-    buckets[record.order_key[:ORDER_BUCKET_DIGITS]].append(record)
+    buckets[record.order_key[:digits]].append(record)
   return buckets
 
 

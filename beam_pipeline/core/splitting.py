@@ -45,17 +45,20 @@ def parse_splits(value: Optional[str]) -> SplitSpec:
   return SplitSpec(tuple(names), tuple(fractions))
 
 
-# Buckets are keyed by this many hex digits of the content hash: 256 keys spread
-# duplicate detection across workers, and each bucket's batch of records crosses
-# the shuffle as one element (Beam's per-element cost dwarfs a record's own).
+# Buckets are keyed by at least this many hex digits of the content hash, more for a
+# large input (hash_order.prefix_digits): 256 keys spread duplicate detection across
+# workers, and each bucket's batch of records crosses the shuffle as one element
+# (Beam's per-element cost dwarfs a record's own).
 CONTENT_BUCKET_DIGITS = 2
 
 
-def content_buckets(records: Iterable[ImageRecord]) -> Dict[str, List[ImageRecord]]:
-  """Records batched by the start of their content hash; copies always share a bucket."""
+def content_buckets(records: Iterable[ImageRecord], digits: int = CONTENT_BUCKET_DIGITS
+                    ) -> Dict[str, List[ImageRecord]]:
+  """Records batched by the first ``digits`` hex digits of their content hash; copies always
+  share a bucket."""
   buckets = collections.defaultdict(list)
   for record in records:
-    buckets[record.source_sha256[:CONTENT_BUCKET_DIGITS]].append(record)
+    buckets[record.source_sha256[:digits]].append(record)
   return buckets
 
 

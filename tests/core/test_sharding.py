@@ -88,6 +88,8 @@ def test_planning_bucket_by_bucket_equals_one_sort_of_the_whole_split():
   bucketed = plan_shards(records, 3 * 10**6)
   assert len(sharding.order_buckets(records)) == 16 ** sharding.ORDER_BUCKET_DIGITS
   assert bucketed == plan_shards(records, 3 * 10**6, buckets={'': records})
+  for digits in (2, 3):  # wider buckets, as a larger input gets: the same plans
+    assert bucketed == plan_shards(records, 3 * 10**6, buckets=sharding.order_buckets(records, digits))
   assert {plan.split for plan in bucketed} == {'train', 'test'}
   assert all([r.order_key for r in plan.records] == sorted(r.order_key for r in plan.records) for plan in bucketed)
 
@@ -95,3 +97,14 @@ def test_planning_bucket_by_bucket_equals_one_sort_of_the_whole_split():
 def test_names():
   assert ShardPlan('train', 3, 12, ()).file_name('none') == 'train-00003-of-00012.tfrecord'
   assert ShardPlan('validation', 0, 1, ()).file_name('gzip') == 'validation-00000-of-00001.tfrecord.gz'
+
+
+def test_buckets_widen_by_a_hex_digit_for_every_sixteenfold_of_the_input():
+  """The minimum up to 16**minimum buckets of the bound; then one digit more per sixteenfold:
+  100 million records fill 4,096 buckets of about 24,000."""
+  bound = hash_order.RECORDS_PER_BUCKET
+  assert hash_order.prefix_digits(0, 1) == hash_order.prefix_digits(16 * bound, 1) == 1
+  assert hash_order.prefix_digits(16 * bound + 1, 1) == 2
+  assert hash_order.prefix_digits(256 * bound, 2) == 2 and hash_order.prefix_digits(256 * bound + 1, 2) == 3
+  assert hash_order.prefix_digits(10**8, 1) == hash_order.prefix_digits(10**8, 2) == 3
+  assert hash_order.prefix_digits(10**9, 2) == 4

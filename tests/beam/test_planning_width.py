@@ -1,0 +1,75 @@
+"""Planning as wide as the input: no key of its GroupByKeys holds more than about the bound,
+and the plans are the ones today's fixed widths give."""
+import collections
+import random
+from typing import List
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_pipeline.beam import coders, graph, local_runner
+from beam_pipeline.core import hash_order, splitting
+from beam_pipeline.core.records import ImageRecord
+
+from helpers.values import image_record, plan_shards, settings
+
+# Small enough that 8,000 records need wider buckets than the minimum, in both stages.
+BOUND = 20
+CLASSES = ('cat', 'dog', 'fox', 'owl')
+SPLITS = splitting.parse_splits('train=0.8,validation=0.2')
+TARGET_BYTES = 2 * 2**20
+
+
+def synthetic(count: int, seed: int) -> List[ImageRecord]:
+  """Validated records without images: random content, sizes and classes; every 50th a copy
+  of the record before it."""
+  rng = random.Random(seed)
+  records = []
+  for i in range(count):
+    label = rng.choice(CLASSES)
+    content = records[-1].source_sha256 if i % 50 == 49 else f'{rng.getrandbits(256):064x}'
+    records.append(image_record(f'/data/{label}/{i:06d}.jpg', label, sha256=content,
+                                num_bytes=rng.randint(2_000, 60_000)))
+  return records
+
+
+def planned_as_today(records: List[ImageRecord]):
+  """The plans the pipeline made before its width grew: split assignment over the 256
+  content buckets, then shards over 16 order buckets, as plain calls."""
+  by_bucket = collections.defaultdict(list)
+  for copies in splitting.same_content(records):
+    group, _ = splitting.group_duplicates(copies, dedupe=False)
+    by_bucket[group.records[0].source_sha256[:splitting.CONTENT_BUCKET_DIGITS]].append(group)
+  placed = hash_order.offsets(pair for bucket, groups in by_bucket.items()
+                              for pair in splitting.class_weights(bucket, groups))
+  assigned = [record for bucket, groups in by_bucket.items()
+              for record in splitting.assign_splits(bucket, groups, SPLITS, placed)]
+  return plan_shards(assigned, TARGET_BYTES)
+
+
+def test_no_key_holds_more_than_about_the_bound_and_the_plans_are_todays():
+  """8,000 records, 400 times a bound of 20: 4,096 content and 4,096 order buckets instead of
+  256 and 16. Expected: no key of either stage holds more than twice the bound; every shard
+  plan is the one today's widths give; the labels and the 159 groups of copies are found."""
+  records = synthetic(8000, seed=3)
+  assert hash_order.prefix_digits(len(records), splitting.CONTENT_BUCKET_DIGITS, BOUND) == 3
+  expected = planned_as_today(records)
+  assert len(expected) > 10
+
+  coders.register()
+  p = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
+  batches = p | 'Records' >> beam.Create([records[i:i + 256] for i in range(0, len(records), 256)]
+                                         ).with_output_types(List[ImageRecord])
+  count = p | 'Count' >> beam.Create([len(records)])
+  result = graph.plan(batches, count, settings(splits=SPLITS, target_shard_bytes=TARGET_BYTES), BOUND)
+  assert_that(result.plans, equal_to(expected), label='plans')
+  assert_that(result.labels, equal_to([list(CLASSES)]), label='labels')
+  assert_that(result.duplicates | beam.combiners.Count.Globally(), equal_to([8000 // 50]), label='duplicates')
+  outcome = p.run()
+  outcome.wait_until_finish()
+  largest = {d.key.metric.name: d.committed.max
+             for d in outcome.metrics().query(MetricsFilter().with_namespace('beam_pipeline'))['distributions']}
+  assert largest['records_per_key_GroupByContent'] <= 2 * BOUND, largest
+  assert largest['records_per_key_GroupByOrder'] <= 2 * BOUND, largest
