@@ -76,8 +76,9 @@ def still_running(pids: Iterable[int]) -> List[int]:
 
 
 # The local worker pool (beam_pipeline/beam/workers.py) outlives a killed launcher by moments:
-# each worker watches the launcher and exits with it, and the forkserver and resource
-# tracker end with their last client. Workers only ever write temporary files.
+# each worker and the forkserver (even while it still imports TensorFlow) watch the launcher
+# and exit with it, and the resource tracker ends with its last client. Workers only ever
+# write temporary files.
 WORKER_GRACE_SECONDS = 5
 
 

@@ -31,8 +31,12 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing import forkserver, reduction, util
 from typing import Any, Dict, List, Optional
 
-# What the forkserver imports before it forks: TensorFlow and the modules the steps run.
-PRELOAD = ['beam_pipeline.core.worker_preload']
+# What the forkserver imports before it forks: a watch on the launcher, TensorFlow, and the
+# modules the steps run.
+PRELOAD = ['beam_pipeline.beam.worker_preload']
+# The launcher's process id, in the forkserver's environment: the forkserver may outlive it
+# before its preload begins, and its parent is then another process.
+LAUNCHER = 'BEAM_PIPELINE_LAUNCHER_PID'
 
 _pool: Optional[ProcessPoolExecutor] = None
 _count = 0
@@ -55,10 +59,12 @@ def start_forkserver() -> None:
   """
   forkserver.set_forkserver_preload(PRELOAD)
   stderr, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  os.environ[LAUNCHER] = str(os.getpid())
   try:
     os.dup2(devnull, 2)
-    forkserver.ensure_running()  # spawns the forkserver now, with these file descriptors
+    forkserver.ensure_running()  # spawns the forkserver now, with these file descriptors and environment
   finally:
+    del os.environ[LAUNCHER]
     os.dup2(stderr, 2)
     os.close(stderr)
     os.close(devnull)
@@ -195,15 +201,23 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
     os.sched_setaffinity(0, {core})
   except (AttributeError, OSError):  # not Linux, or the core was taken away meanwhile
     pass
+  end_with(launcher)
+
+
+def end_with(pid: int) -> None:
+  """Ends this process as soon as process ``pid`` has ended (at once if it already has),
+  from a daemon thread that waits on a pidfd: a SIGKILLed launcher runs no code to
+  end its workers or its forkserver. Not on Linux: nothing is watched, and workers end
+  with the pool's shutdown only."""
   try:
-    launcher_fd = os.pidfd_open(launcher)
-  except ProcessLookupError:  # ended before this worker started
+    pid_fd = os.pidfd_open(pid)
+  except ProcessLookupError:
     os._exit(1)
-  except (AttributeError, OSError):  # not Linux: workers end with the pool's shutdown only
+  except (AttributeError, OSError):
     return
-  threading.Thread(target=_exit_with, args=(launcher_fd,), name='exit-with-launcher', daemon=True).start()
+  threading.Thread(target=_exit_with, args=(pid_fd,), name='exit-with-launcher', daemon=True).start()
 
 
-def _exit_with(launcher_fd: int) -> None:
-  select.select([launcher_fd], [], [])  # a pidfd turns readable when its process ends
+def _exit_with(pid_fd: int) -> None:
+  select.select([pid_fd], [], [])  # a pidfd turns readable when its process ends
   os._exit(1)

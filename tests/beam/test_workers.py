@@ -1,6 +1,7 @@
 """The local worker pool: who imports what, which runs use it, and the private API it relies on."""
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -85,3 +86,33 @@ def _state(pid: int):
       return f.read().rsplit(')', 1)[1].split()[0]
   except FileNotFoundError:
     return None
+
+
+def test_a_forkserver_still_importing_tensorflow_ends_with_its_killed_launcher():
+  """The forkserver imports TensorFlow for seconds before it serves a worker. A launcher
+  SIGKILLed meanwhile (Ctrl-C twice, the OOM killer, Airflow's timeout) runs no code to
+  stop it, and multiprocessing's forkserver notices its client's end only once its
+  preload is done: the watch that workers.end_with starts first in the preload ends it
+  at once instead. The launcher here is killed as soon as the forkserver is spawned,
+  before the preload begins, when the forkserver's parent is no longer the launcher."""
+  if not workers.available():
+    pytest.skip('no forkserver on this platform')
+  script = ('import os, signal\n'
+            'from beam_pipeline.beam import workers\n'
+            'workers.start_forkserver()\n'
+            'pid = workers.forkserver_pid()\n'
+            'print(pid, flush=True)\n'
+            'os.kill(os.getpid(), signal.SIGKILL)\n')
+  # Its output is a file: the forkserver inherits it, and a pipe would stay open with it.
+  with tempfile.TemporaryFile() as output:
+    launcher = subprocess.run([sys.executable, '-c', script], cwd=ROOT, stdout=output, stderr=subprocess.DEVNULL,
+                              timeout=300, check=False)
+    killed = time.monotonic()
+    output.seek(0)
+    pid = int(output.read().split()[0])
+  assert launcher.returncode == -9
+  while _state(pid) not in ('Z', None) and time.monotonic() < killed + 60:
+    time.sleep(0.01)
+  lived = time.monotonic() - killed
+  assert _state(pid) in ('Z', None)
+  assert lived < 3, f'the forkserver went on importing for {lived:.1f}s after its launcher was killed'
