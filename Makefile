@@ -9,7 +9,7 @@ AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 SAMPLE := build/sample-images
 SAMPLE_OUT := build/sample-tfrecords
 
-.PHONY: install airflow run test bench clean
+.PHONY: install airflow run test bench bench-planning clean
 
 install: $(STAMP)
 
@@ -37,6 +37,10 @@ test: install airflow
 bench: install
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.storage
+
+# Planning at scale on synthetic metadata (100K, 1M and 5M records by default; about half an hour).
+bench-planning: install
+	$(BIN)/python -m benchmarks.planning $(PLANNING_ARGS)
 
 clean:
 	rm -rf build

@@ -73,3 +73,16 @@ def test_no_key_holds_more_than_about_the_bound_and_the_plans_are_todays():
              for d in outcome.metrics().query(MetricsFilter().with_namespace('beam_pipeline'))['distributions']}
   assert largest['records_per_key_GroupByContent'] <= 2 * BOUND, largest
   assert largest['records_per_key_GroupByOrder'] <= 2 * BOUND, largest
+
+
+def test_the_planning_simulation_plans_every_record_and_extrapolates():
+  """benchmarks/planning.py, as make bench runs it, on 3,000 records: every record planned, the
+  keys' sizes reported, and 100 million images projected onto 4,096 buckets per stage."""
+  from benchmarks import planning  # pylint: disable=import-outside-toplevel
+  row = planning.run_plan(3000, 'in_process')
+  assert row['records'] == 3000 and row['keys']['GroupByContent'] == 256 and row['keys']['GroupByOrder'] == 16
+  assert sum(1 for _ in planning.synthetic_chunk(0, 1000)) == 1000
+  projection = planning.extrapolate([row], in_memory=600, encoded=230)
+  assert {stage['buckets'] for stage in projection['stages'].values()} == {4096}
+  assert 24_400 < projection['stages']['GroupByOrder']['largest_key'] < 2 * hash_order.RECORDS_PER_BUCKET
+  assert projection['shuffle_gb'] == round(3 * 10**8 * 230 / 2**30, 1)
