@@ -10,13 +10,14 @@ from tensorflow.core.example import example_pb2
 
 from beam_pipeline import cli
 from beam_pipeline.beam import output_dir
+from beam_pipeline.core import errors_output
 
 from helpers import gcs_emulator
 
 LABELS = ('cat', 'dog')
 PER_CLASS = 6
 GARBAGE = 'imgs/dog/broken.jpg'
-OUTPUT_FILES = {output_dir.DATASET_INFO, output_dir.LABELS_TXT, output_dir.ERRORS_FILE}
+OUTPUT_FILES = {output_dir.DATASET_INFO, output_dir.LABELS_TXT, errors_output.file_name(0, 1)}
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -80,7 +81,7 @@ def _check_output(bucket: str, out: str, expected: dict, tmp_path) -> dict:
   assert info['num_examples'] == len(expected)
 
   errors = [json.loads(line) for line in
-            gcs_emulator.download(bucket, f'{out}/{output_dir.ERRORS_FILE}').decode().splitlines()]
+            gcs_emulator.download(bucket, f'{out}/{errors_output.file_name(0, 1)}').decode().splitlines()]
   assert [(e['uri'], e['reason']) for e in errors] == [(f'gs://{bucket}/{GARBAGE}', 'not_image')]
   assert info['num_errors'] == 1
   return info

@@ -10,6 +10,8 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline import cli
+from beam_pipeline.core import errors_output
+from beam_pipeline.core.records import Rejection
 from helpers import photos
 from helpers.commands import chatter, convert, run_cli
 
@@ -205,3 +207,24 @@ def test_inspect_draws_a_contact_sheet_and_plots_and_lists_the_errors(output, tm
     assert image.width >= 600 and image.height >= 600
     assert np.asarray(image.convert('L'), dtype=np.float32).std() > 10
   assert os.path.getsize(plots) > 10_000
+
+
+def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tmp_path):
+  """A run with more rejections than errors_output.REJECTIONS_PER_FILE lists them in several
+  files: inspect counts them all, reason by reason, and its summary names them by a glob."""
+  out = tmp_path / 'out'
+  shutil.copytree(output, out)
+  info = json.loads((out / 'dataset_info.json').read_text())
+  (out / info['errors_file']).unlink()
+  names = errors_output.file_names(3)
+  rejected = [Rejection(f'{out}/in/{i}.jpg', ('empty', 'truncated')[i % 3 == 0], 'x') for i in range(30)]
+  for index, name in enumerate(names):
+    (out / name).write_text(errors_output.file_text(r for r in rejected if errors_output.file_index(r.uri, 3) == index))
+  info.update(errors_file=errors_output.pattern(3), errors_files=names, num_errors=30,
+              errors_by_reason=errors_output.by_reason(rejected))
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  result = run_cli('inspect', out, '--errors')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'empty: 20\n' in result.stdout and 'truncated: 10\n' in result.stdout, result.stdout
+  assert '... and 17 more' in result.stdout and '... and 7 more' in result.stdout
+  assert f'see {out}/errors-*-of-00003.jsonl' in result.stdout

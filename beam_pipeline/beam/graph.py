@@ -5,9 +5,9 @@ import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline.beam import coders
-from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits, GroupCopies,
-                                           PlanShards, ValidateImages, WriteOutputs, bucket_by_content, commit,
-                                           list_input, transform_graph, write_errors)
+from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits,
+                                           DuplicateGroups, GroupCopies, PlanShards, ValidateImages, WriteErrors,
+                                           WriteOutputs, bucket_by_content, commit, list_input, transform_graph)
 from beam_pipeline.core import hash_order, labels, sharding
 from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
@@ -38,17 +38,16 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
              | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(planned.labels)).with_outputs(
                  REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
-  rejected_by_reason = ((listed[REJECTED], checked[REJECTED], planned.rejected, written[REJECTED])
-                        | 'AllRejections' >> beam.Flatten()
-                        | 'CollectRejections' >> beam.combiners.ToList()
-                        | 'WriteErrors' >> beam.Map(write_errors, settings.output))
+  errors = ((listed[REJECTED], checked[REJECTED], planned.rejected, written[REJECTED])
+            | 'AllRejections' >> beam.Flatten()
+            | 'WriteErrors' >> WriteErrors(settings.output))
 
-  # Side inputs make the commit wait for every shard and the errors file.
+  # Side inputs make the commit wait for every shard and errors file.
   _ = (pipeline
        | 'Start commit' >> beam.Create([None])
        | 'Commit' >> beam.Map(commit, shards=AsList(written.shards), labels_list=AsSingleton(planned.labels),
-                              rejected_by_reason=AsSingleton(rejected_by_reason),
-                              duplicates=AsList(planned.duplicates),
+                              errors=AsSingleton(errors),
+                              duplicates=AsSingleton(planned.duplicates),
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
                               runner=runner))
 
@@ -57,7 +56,7 @@ class Planned(NamedTuple):
   plans: beam.PCollection  # of ShardPlan
   labels: beam.PCollection  # one element: the sorted label texts, labels.txt's lines
   rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed
-  duplicates: beam.PCollection  # of lists of the uris of identical files
+  duplicates: beam.PCollection  # one element: the groups of identical files, summed up (DuplicateGroups)
 
 
 def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
@@ -85,4 +84,5 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
                   | 'AllLabels' >> beam.combiners.ToList()
                   | 'SortLabels' >> beam.Map(labels.sorted_labels))
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings))
-  return Planned(plans, class_labels, grouped[REJECTED], grouped[DUPLICATES])
+  duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())
+  return Planned(plans, class_labels, grouped[REJECTED], duplicates)

@@ -30,7 +30,6 @@ from beam_pipeline.core.usage import UsageError
 
 DATASET_INFO = dataset_info.FILE_NAME
 LABELS_TXT = 'labels.txt'
-ERRORS_FILE = 'errors-00000-of-00001.jsonl'
 TEMP_DIR = '.beam_pipeline-tmp'
 _COPY_BUFFER_BYTES = 8 * 2**20
 

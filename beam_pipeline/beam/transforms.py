@@ -15,8 +15,8 @@ from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import progress
 from beam_pipeline.beam import embedding, inputs, output_dir, workers
-from beam_pipeline.core import (dataset_info, hash_order, isolation, labels, reading, rejections, sharding, splitting,
-                                 steps, uris)
+from beam_pipeline.core import (dataset_info, errors_output, hash_order, isolation, labels, reading, rejections,
+                                 sharding, splitting, steps, uris)
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
                                         ShardWritten, TransformGraph, Validated)
 from beam_pipeline.core.rejections import Rejected
@@ -347,29 +347,103 @@ def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
   return sharding.plan_shard(split, planned_index, records, numbered)
 
 
-def write_errors(rejected: List[Rejection], output: str) -> Dict[str, int]:
-  """One errors file, staged for the commit and sorted by uri so reruns produce the same bytes;
-  returns counts per reason."""
-  ordered = sorted(rejected)
-  output_dir.stage_text(output, output_dir.ERRORS_FILE, ''.join(r.to_json() + '\n' for r in ordered))
-  return dict(collections.Counter(r.reason for r in ordered))
+class WriteErrors(beam.PTransform):
+  """Every Rejection into the errors files (core/errors_output.py), staged for the commit;
+  outputs one element: how many files, and the rejections' counts by reason. No element
+  holds them all: they are counted first, then gathered file by file, and every file is
+  written, even one the hash left empty."""
+
+  def __init__(self, output: str, per_file: int = errors_output.REJECTIONS_PER_FILE):
+    super().__init__()
+    self._output = output
+    self._per_file = per_file
+
+  def expand(self, rejected):
+    num_files = (rejected
+                 | 'Count' >> beam.combiners.Count.Globally()
+                 | 'NumFiles' >> beam.Map(errors_output.num_files, self._per_file))
+    every_file = num_files | 'EveryFile' >> beam.FlatMap(_every_errors_file).with_output_types(
+        Tuple[int, List[Rejection]])
+    by_file = rejected | 'ByFile' >> beam.Map(_errors_file_of, beam.pvalue.AsSingleton(num_files)).with_output_types(
+        Tuple[int, List[Rejection]])
+    return ((every_file, by_file)
+            | 'Flatten' >> beam.Flatten()
+            | 'GroupByFile' >> beam.GroupByKey()
+            | 'Write' >> beam.Map(write_errors_file, beam.pvalue.AsSingleton(num_files), self._output)
+            | 'Sum' >> beam.CombineGlobally(_sum_errors_written))
 
 
-def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], rejected_by_reason: Dict[str, int],
-           duplicates: List[List[str]], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
-  """The last step, once every shard, the graph and the errors file are staged: the error
+def _every_errors_file(num_files: int) -> Iterator[Tuple[int, List[Rejection]]]:
+  for index in range(num_files):
+    yield index, []
+
+
+def _errors_file_of(rejection: Rejection, num_files: int) -> Tuple[int, List[Rejection]]:
+  return errors_output.file_index(rejection.uri, num_files), [rejection]
+
+
+def write_errors_file(item: Tuple[int, Iterable[List[Rejection]]], num_files: int, output: str) -> Dict[str, Any]:
+  """One errors file, staged for the commit: what it holds, by reason."""
+  index, batches = item
+  rejected = list(itertools.chain.from_iterable(batches))
+  records_per_key('GroupByFile').update(len(rejected))
+  output_dir.stage_text(output, errors_output.file_name(index, num_files), errors_output.file_text(rejected))
+  return {'num_files': 1, 'by_reason': errors_output.by_reason(rejected)}
+
+
+def _sum_errors_written(written: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
+  num_files, by_reason = 0, collections.Counter()
+  for part in written:
+    num_files += part['num_files']
+    by_reason.update(part['by_reason'])
+  return {'num_files': num_files, 'by_reason': dict(by_reason)}
+
+
+class DuplicateGroups(beam.CombineFn):
+  """Every group of identical files, summed up as dataset_info.json lists them: how many
+  groups and extra copies, and the first MAX_LISTED_DUPLICATE_GROUPS groups (sorted), never
+  more of them at once."""
+  _LISTED = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
+
+  def create_accumulator(self) -> Tuple[int, int, List[List[str]]]:
+    return 0, 0, []
+
+  def add_input(self, accumulator, group: List[str]):
+    num_groups, num_extra, listed = accumulator
+    listed.append(group)
+    if len(listed) > 2 * self._LISTED:
+      listed = sorted(listed)[:self._LISTED]
+    return num_groups + 1, num_extra + len(group) - 1, listed
+
+  def merge_accumulators(self, accumulators):
+    num_groups, num_extra, listed = self.create_accumulator()
+    for groups, extra, more in accumulators:
+      num_groups, num_extra = num_groups + groups, num_extra + extra
+      listed = sorted(listed + more)[:self._LISTED]
+    return num_groups, num_extra, listed
+
+  def extract_output(self, accumulator) -> Dict[str, Any]:
+    num_groups, num_extra, listed = accumulator
+    return {'num_groups': num_groups, 'num_extra_copies': num_extra, 'groups': sorted(listed)[:self._LISTED]}
+
+
+def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors: Mapping[str, Any],
+           duplicates: Mapping[str, Any], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
+  """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
   dropped are listed with the rejections, but are no errors."""
-  errors_by_reason = {reason: count for reason, count in rejected_by_reason.items() if reason != rejections.DUPLICATE}
-  removed = rejected_by_reason.get(rejections.DUPLICATE, 0)
+  errors_by_reason = {reason: count for reason, count in errors['by_reason'].items() if reason != rejections.DUPLICATE}
+  removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
+  num_errors_files = errors['num_files']
   dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason, removed,
                                   settings.max_error_fraction,
-                                  output_dir.temp_path(settings.output, output_dir.ERRORS_FILE))
+                                  output_dir.temp_path(settings.output, errors_output.pattern(num_errors_files)))
   output_dir.stage_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
   info = dataset_info.build(shards=shards, labels=labels_list, errors_by_reason=errors_by_reason,
-                            errors_file=output_dir.ERRORS_FILE, duplicates=duplicates,
+                            num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
                             embedding=dataset_info.embedding_info(settings.embedding, settings.schema))
-  written = [shard['file'] for shard in shards] + [output_dir.LABELS_TXT, output_dir.ERRORS_FILE]
+  written = ([shard['file'] for shard in shards] + [output_dir.LABELS_TXT]
+             + errors_output.file_names(num_errors_files))
   written_dirs = [directory for directories in transform_written for directory in directories]
   output_dir.commit(settings.output, written, written_dirs, dataset_info.dumps(info))

@@ -9,7 +9,7 @@ import os
 from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from beam_pipeline import __version__
-from beam_pipeline.core import rejections, schemas, uris
+from beam_pipeline.core import errors_output, rejections, schemas, uris
 from beam_pipeline.core.settings import EmbeddingSpec
 
 FILE_NAME = 'dataset_info.json'
@@ -60,9 +60,14 @@ def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[
 
 
 def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_reason: Mapping[str, int],
-          errors_file: str, duplicates: List[List[str]], dedupe: bool, num_removed: int, settings: Mapping[str, Any],
+          num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
+          settings: Mapping[str, Any],
           runner: str, embedding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-  """Counts per split come from the shards as written, so they match the files."""
+  """Counts per split come from the shards as written, so they match the files.
+
+  ``duplicates`` is how transforms.DuplicateGroups sums up the groups of identical files:
+  num_groups, num_extra_copies, and the first MAX_LISTED_DUPLICATE_GROUPS groups.
+  """
   splits: Dict[str, Dict[str, Any]] = {}
   for shard in sorted(shards, key=lambda s: s['file']):
     split = splits.setdefault(shard['split'], {'num_examples': 0, 'num_bytes': 0, 'shards': [], 'classes': {},
@@ -94,13 +99,14 @@ def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_r
       'num_classes': len(labels),
       'num_errors': sum(errors_by_reason.values()),
       'errors_by_reason': dict(sorted(errors_by_reason.items())),
-      'errors_file': errors_file,
+      'errors_file': errors_output.pattern(num_errors_files),
+      'errors_files': errors_output.file_names(num_errors_files),
       'duplicates': {
-          'num_groups': len(duplicates),
-          'num_extra_copies': sum(len(group) - 1 for group in duplicates),
+          'num_groups': duplicates['num_groups'],
+          'num_extra_copies': duplicates['num_extra_copies'],
           'removed': dedupe,
-          'num_removed': num_removed,  # listed in the errors file too, as duplicate, but no errors
-          'groups': sorted(duplicates)[:MAX_LISTED_DUPLICATE_GROUPS],
+          'num_removed': num_removed,  # listed in the errors files too, as duplicate, but no errors
+          'groups': duplicates['groups'],
       },
       'compression': settings['compression'],
       'schema': settings['schema'],

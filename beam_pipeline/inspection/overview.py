@@ -29,22 +29,27 @@ def glance(info: Mapping[str, Any], output: str) -> List[str]:
 
 
 def errors(info: Mapping[str, Any], output: str) -> List[str]:
-  """The errors file grouped by reason, largest group first, with a few files of each."""
-  by_reason: Dict[str, List[dict]] = collections.defaultdict(list)
-  with files.open_text(uris.join(output, info['errors_file'])) as f:
-    for line in f:
-      if line.strip():
-        error = json.loads(line)
-        by_reason[error['reason']].append(error)
-  if not by_reason:
+  """The errors files grouped by reason, largest group first, with the first few files of
+  each; read line by line, keeping only counts and those few."""
+  counts: Dict[str, int] = collections.Counter()
+  examples: Dict[str, List[dict]] = collections.defaultdict(list)
+  for name in info.get('errors_files', [info['errors_file']]):  # earlier outputs: errors_file alone
+    with files.open_text(uris.join(output, name)) as f:
+      for line in f:
+        if line.strip():
+          error = json.loads(line)
+          counts[error['reason']] += 1
+          if len(examples[error['reason']]) < EXAMPLES_PER_REASON:
+            examples[error['reason']].append(error)
+  if not counts:
     return ['No input was rejected.']
   lines = []
-  for reason, rejected in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
-    lines.append(f'{reason}: {len(rejected):,}')
-    for error in rejected[:EXAMPLES_PER_REASON]:
+  for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+    lines.append(f'{reason}: {count:,}')
+    for error in examples[reason]:
       lines.append(f'  {error["uri"]}: {error["detail"]}')
-    if len(rejected) > EXAMPLES_PER_REASON:
-      lines.append(f'  ... and {len(rejected) - EXAMPLES_PER_REASON:,} more')
+    if count > EXAMPLES_PER_REASON:
+      lines.append(f'  ... and {count - EXAMPLES_PER_REASON:,} more')
   return lines
 
 

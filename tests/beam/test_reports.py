@@ -1,0 +1,80 @@
+"""The run's per-image reports, rejections and groups of identical files, gathered without an
+element that holds them all."""
+import json
+import random
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_pipeline.beam import coders, local_runner, output_dir, transforms
+from beam_pipeline.core import dataset_info, errors_output
+from beam_pipeline.core.records import Rejection
+
+
+def run_pipeline(build) -> None:
+  coders.register()
+  pipeline = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
+  build(pipeline)
+  pipeline.run().wait_until_finish()
+
+
+def staged_errors(out):
+  staged = out / output_dir.TEMP_DIR
+  return {path.name: path.read_text() for path in sorted(staged.glob('errors-*.jsonl'))}
+
+
+def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if_empty(tmp_path):
+  """35 rejections at 10 a file: 4 files, each sorted by uri, together every rejection once;
+  then 11 rejections whose uris all hash to the first of 2 files: the second is written, empty."""
+  rejected = [Rejection(f'/photos/{i:03d}.jpg', ('empty', 'truncated')[i % 2], f'detail {i}') for i in range(35)]
+  random.Random(1).shuffle(rejected)
+  out = tmp_path / 'out'
+  run_pipeline(lambda p: assert_that(
+      p | beam.Create(rejected).with_output_types(Rejection) | transforms.WriteErrors(str(out), per_file=10),
+      equal_to([{'num_files': 4, 'by_reason': {'empty': 18, 'truncated': 17}}])))
+  files = staged_errors(out)
+  assert sorted(files) == errors_output.file_names(4)
+  lines = {name: [json.loads(line) for line in text.splitlines()] for name, text in files.items()}
+  assert all(rows == sorted(rows, key=lambda row: row['uri']) for rows in lines.values())
+  assert sorted(row['uri'] for rows in lines.values() for row in rows) == sorted(r.uri for r in rejected)
+  for name, rows in lines.items():
+    assert {errors_output.file_index(row['uri'], 4) for row in rows} <= {errors_output.file_names(4).index(name)}
+
+  first_only = [uri for uri in (f'/more/{i}.jpg' for i in range(200)) if errors_output.file_index(uri, 2) == 0][:11]
+  out = tmp_path / 'skewed'
+  run_pipeline(lambda p: assert_that(
+      p | beam.Create([Rejection(uri, 'empty', '') for uri in first_only]).with_output_types(Rejection)
+      | transforms.WriteErrors(str(out), per_file=10),
+      equal_to([{'num_files': 2, 'by_reason': {'empty': 11}}])))
+  files = staged_errors(out)
+  assert len(files['errors-00000-of-00002.jsonl'].splitlines()) == 11 and files['errors-00001-of-00002.jsonl'] == ''
+
+
+def test_no_rejection_still_writes_the_one_empty_file(tmp_path):
+  out = tmp_path / 'out'
+  run_pipeline(lambda p: assert_that(
+      p | beam.Create([]).with_output_types(Rejection) | transforms.WriteErrors(str(out)),
+      equal_to([{'num_files': 1, 'by_reason': {}}])))
+  assert staged_errors(out) == {'errors-00000-of-00001.jsonl': ''}
+
+
+def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
+  """More groups than dataset_info.json lists: the counts cover them all, the list the first
+  MAX_LISTED_DUPLICATE_GROUPS in sorted order, however the runner splits and merges them."""
+  listed = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
+  rng = random.Random(2)
+  groups = [sorted(f'/photos/{rng.getrandbits(40):010x}-{copy}.jpg' for copy in range(rng.randint(2, 4)))
+            for _ in range(3 * listed + 7)]
+  expected = {'num_groups': len(groups), 'num_extra_copies': sum(len(g) - 1 for g in groups),
+              'groups': sorted(groups)[:listed]}
+  run_pipeline(lambda p: assert_that(
+      p | beam.Create(groups, reshuffle=False) | beam.CombineGlobally(transforms.DuplicateGroups()),
+      equal_to([expected])))
+  combine = transforms.DuplicateGroups()
+  halves = [combine.create_accumulator(), combine.create_accumulator()]
+  for index, group in enumerate(groups):
+    halves[index % 2] = combine.add_input(halves[index % 2], group)
+  assert combine.extract_output(combine.merge_accumulators(halves)) == expected
+  assert combine.extract_output(combine.create_accumulator()) == {'num_groups': 0, 'num_extra_copies': 0,
+                                                                  'groups': []}
