@@ -7,7 +7,8 @@ from apache_beam.pvalue import AsList, AsSingleton
 from beam_pipeline.beam import coders
 from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits,
                                            DuplicateGroups, GroupCopies, PlanShards, ValidateImages, WriteErrors,
-                                           WriteOutputs, bucket_by_content, commit, list_input, transform_graph)
+                                           WriteOutputs, WrittenTotals, bucket_by_content, commit, list_input,
+                                           transform_graph)
 from beam_pipeline.core import hash_order, labels, sharding
 from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
@@ -38,6 +39,9 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
              | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(planned.labels)).with_outputs(
                  REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
+  # What dataset_info.json reports, each summed up as it comes: no step holds every shard's
+  # report, every rejection or every group of copies at once.
+  totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(WrittenTotals())
   errors = ((listed[REJECTED], checked[REJECTED], planned.rejected, written[REJECTED])
             | 'AllRejections' >> beam.Flatten()
             | 'WriteErrors' >> WriteErrors(settings.output))
@@ -45,9 +49,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
   # Side inputs make the commit wait for every shard and errors file.
   _ = (pipeline
        | 'Start commit' >> beam.Create([None])
-       | 'Commit' >> beam.Map(commit, shards=AsList(written.shards), labels_list=AsSingleton(planned.labels),
-                              errors=AsSingleton(errors),
-                              duplicates=AsSingleton(planned.duplicates),
+       | 'Commit' >> beam.Map(commit, written=AsSingleton(totals), labels_list=AsSingleton(planned.labels),
+                              errors=AsSingleton(errors), duplicates=AsSingleton(planned.duplicates),
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
                               runner=runner))
 

@@ -427,7 +427,24 @@ class DuplicateGroups(beam.CombineFn):
     return {'num_groups': num_groups, 'num_extra_copies': num_extra, 'groups': sorted(listed)[:self._LISTED]}
 
 
-def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors: Mapping[str, Any],
+class WrittenTotals(beam.CombineFn):
+  """Every written shard's report, summed up as dataset_info.json needs it
+  (dataset_info.written_totals)."""
+
+  def create_accumulator(self) -> Dict[str, Any]:
+    return dataset_info.written_totals([])
+
+  def add_input(self, accumulator, shard: Mapping[str, Any]):
+    return dataset_info.add_totals(accumulator, dataset_info.written_totals([shard]))
+
+  def merge_accumulators(self, accumulators):
+    return functools.reduce(dataset_info.add_totals, accumulators, self.create_accumulator())
+
+  def extract_output(self, accumulator) -> Dict[str, Any]:
+    return accumulator
+
+
+def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Mapping[str, Any],
            duplicates: Mapping[str, Any], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
@@ -435,15 +452,16 @@ def commit(_, *, shards: List[Mapping[str, Any]], labels_list: List[str], errors
   errors_by_reason = {reason: count for reason, count in errors['by_reason'].items() if reason != rejections.DUPLICATE}
   removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
   num_errors_files = errors['num_files']
-  dataset_info.check_error_budget(sum(shard['num_examples'] for shard in shards), errors_by_reason, removed,
+  shards = [shard['file'] for split in written['splits'].values() for shard in split['shards']]
+  dataset_info.check_error_budget(sum(split['num_examples'] for split in written['splits'].values()),
+                                  errors_by_reason, removed,
                                   settings.max_error_fraction,
                                   output_dir.temp_path(settings.output, errors_output.pattern(num_errors_files)))
   output_dir.stage_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
-  info = dataset_info.build(shards=shards, labels=labels_list, errors_by_reason=errors_by_reason,
+  info = dataset_info.build(written=written, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
                             embedding=dataset_info.embedding_info(settings.embedding, settings.schema))
-  written = ([shard['file'] for shard in shards] + [output_dir.LABELS_TXT]
-             + errors_output.file_names(num_errors_files))
+  files = shards + [output_dir.LABELS_TXT] + errors_output.file_names(num_errors_files)
   written_dirs = [directory for directories in transform_written for directory in directories]
-  output_dir.commit(settings.output, written, written_dirs, dataset_info.dumps(info))
+  output_dir.commit(settings.output, files, written_dirs, dataset_info.dumps(info))

@@ -6,7 +6,7 @@ import collections
 import datetime
 import json
 import os
-from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from beam_pipeline import __version__
 from beam_pipeline.core import errors_output, rejections, schemas, uris
@@ -59,42 +59,82 @@ def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[
           'key': keys[schemas.EMBEDDING], 'shape_key': keys[schemas.EMBEDDING_SHAPE], 'images_stored': not spec.only}
 
 
-def build(*, shards: Sequence[Mapping[str, Any]], labels: List[str], errors_by_reason: Mapping[str, int],
-          num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
-          settings: Mapping[str, Any],
-          runner: str, embedding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-  """Counts per split come from the shards as written, so they match the files.
+# What each written shard reports (shard_writer.py) that dataset_info.json sums up: counts of the
+# run, and per split histograms.
+_COUNTS = ('num_reencoded', 'num_resized', 'num_damaged_jpeg')
+_HISTOGRAMS = ('classes', 'longer_side_px', 'kib')
 
-  ``duplicates`` is how transforms.DuplicateGroups sums up the groups of identical files:
-  num_groups, num_extra_copies, and the first MAX_LISTED_DUPLICATE_GROUPS groups.
-  """
-  splits: Dict[str, Dict[str, Any]] = {}
-  for shard in sorted(shards, key=lambda s: s['file']):
-    split = splits.setdefault(shard['split'], {'num_examples': 0, 'num_bytes': 0, 'shards': [], 'classes': {},
-                                               'longer_side_px': {}, 'kib': {}})
+
+def written_totals(shards: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
+  """What dataset_info.json says of written shards, summed: per split its examples, bytes,
+  histograms and shards (file, num_examples, num_bytes); and the run's counts. Totals merge
+  (add_totals), so a combiner sums them up shard by shard, never holding every shard's
+  histograms at once: 100 million images in 1,000 classes make 70,000 shards of hundreds
+  of classes each."""
+  totals: Dict[str, Any] = {'splits': {}, **{key: 0 for key in _COUNTS}}
+  for shard in shards:
+    split = _split_totals(totals, shard['split'])
     split['num_examples'] += shard['num_examples']
     split['num_bytes'] += shard['num_bytes']
-    split['shards'].append({k: shard[k] for k in ('file', 'num_examples', 'num_bytes')})
-    for field in ('classes', 'longer_side_px', 'kib'):
-      for key, count in shard[field].items():
-        split[field][key] = split[field].get(key, 0) + count
+    split['shards'].append({key: shard[key] for key in ('file', 'num_examples', 'num_bytes')})
+    for field in _HISTOGRAMS:
+      _add_counts(split[field], shard[field])
+    for key in _COUNTS:
+      totals[key] += shard[key]
+  return totals
+
+
+def add_totals(into: Dict[str, Any], more: Mapping[str, Any]) -> Dict[str, Any]:
+  """``into`` (changed) with the totals ``more`` added."""
+  for key in _COUNTS:
+    into[key] += more[key]
+  for name, split in more['splits'].items():
+    target = _split_totals(into, name)
+    target['num_examples'] += split['num_examples']
+    target['num_bytes'] += split['num_bytes']
+    target['shards'].extend(split['shards'])
+    for field in _HISTOGRAMS:
+      _add_counts(target[field], split[field])
+  return into
+
+
+def _split_totals(totals: Dict[str, Any], name: str) -> Dict[str, Any]:
+  return totals['splits'].setdefault(name, {'num_examples': 0, 'num_bytes': 0, 'shards': [],
+                                            **{field: {} for field in _HISTOGRAMS}})
+
+
+def _add_counts(into: Dict[str, int], more: Mapping[str, int]) -> None:
+  for key, count in more.items():
+    into[key] = into.get(key, 0) + count
+
+
+def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Mapping[str, int],
+          num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
+          settings: Mapping[str, Any], runner: str, embedding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+  """``written`` is written_totals of every shard: counts per split come from the shards as
+  written, so they match the files. ``duplicates`` is how transforms.DuplicateGroups sums
+  up the groups of identical files: num_groups, num_extra_copies, and the first
+  MAX_LISTED_DUPLICATE_GROUPS groups.
+  """
   order = {label: index for index, label in enumerate(labels)}
-  for split in splits.values():
-    split['classes'] = dict(sorted(split['classes'].items(), key=lambda item: order[item[0]]))
-    for field in ('longer_side_px', 'kib'):
-      split[field] = dict(sorted(split[field].items(), key=lambda item: int(item[0])))
+  splits = {}
+  for name, split in sorted(written['splits'].items()):
+    splits[name] = {'num_examples': split['num_examples'], 'num_bytes': split['num_bytes'],
+                    'shards': sorted(split['shards'], key=lambda shard: shard['file']),
+                    'classes': dict(sorted(split['classes'].items(), key=lambda item: order[item[0]])),
+                    **{field: dict(sorted(split[field].items(), key=lambda item: int(item[0])))
+                       for field in ('longer_side_px', 'kib')}}
   return {
       'tool': 'beam_pipeline',
       'version': __version__,
       'created': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
       'num_examples': sum(split['num_examples'] for split in splits.values()),
       # Stored as a re-encoding of their source (another format, or downscaled), and downscaled.
-      'num_reencoded': sum(shard['num_reencoded'] for shard in shards),
-      'num_resized': sum(shard['num_resized'] for shard in shards),
+      'num_reencoded': written['num_reencoded'],
+      'num_resized': written['num_resized'],
       # JPEGs that libjpeg decodes only with warnings: stored, or rejected under --strict_jpeg.
-      'num_damaged_jpeg': (errors_by_reason.get(rejections.DAMAGED_JPEG, 0)
-                           + sum(shard['num_damaged_jpeg'] for shard in shards)),
-      'splits': dict(sorted(splits.items())),
+      'num_damaged_jpeg': errors_by_reason.get(rejections.DAMAGED_JPEG, 0) + written['num_damaged_jpeg'],
+      'splits': splits,
       'labels': labels,
       'num_classes': len(labels),
       'num_errors': sum(errors_by_reason.values()),

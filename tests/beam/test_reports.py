@@ -78,3 +78,22 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
   assert combine.extract_output(combine.merge_accumulators(halves)) == expected
   assert combine.extract_output(combine.create_accumulator()) == {'num_groups': 0, 'num_extra_copies': 0,
                                                                   'groups': []}
+
+
+def test_shard_reports_are_summed_up_as_one_process_sums_them():
+  reports = [{'split': 'train', 'file': f'train-{i:05d}-of-00040.tfrecord', 'num_examples': 2, 'num_bytes': 100 + i,
+              'num_reencoded': i % 2, 'num_resized': 0, 'num_damaged_jpeg': 0,
+              **dataset_info.image_statistics(['cat', ('dog', 'eel')[i % 2]], [64, 4000 + i], [900, 90_000])}
+             for i in range(40)]
+  run_pipeline(lambda p: assert_that(
+      p | beam.Create(reports) | beam.CombineGlobally(transforms.WrittenTotals())
+      | beam.Map(lambda totals: json.dumps(dataset_info.build(
+          written=totals, labels=['cat', 'dog', 'eel'], errors_by_reason={}, num_errors_files=1,
+          duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []}, dedupe=False, num_removed=0,
+          settings={'compression': 'none', 'schema': 'default'}, runner='DirectRunner')['splits'])),
+      equal_to([json.dumps({'train': {
+          'num_examples': 80, 'num_bytes': sum(100 + i for i in range(40)),
+          'shards': [{'file': f'train-{i:05d}-of-00040.tfrecord', 'num_examples': 2, 'num_bytes': 100 + i}
+                     for i in range(40)],
+          'classes': {'cat': 40, 'dog': 20, 'eel': 20},
+          'longer_side_px': {'64': 40, '2048': 40}, 'kib': {'0': 40, '64': 40}}})])))

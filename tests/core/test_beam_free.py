@@ -12,7 +12,8 @@ PACKAGE = CORE.parent
 # Beam-free beyond the core: the command line, inspect and verify, and what runs before Beam's import.
 BEAM_FREE = [*sorted(CORE.glob('*.py')), *sorted((PACKAGE / 'inspection').glob('*.py')),
              *(PACKAGE / name for name in ('cli.py', 'arguments.py', 'progress.py', 'reader.py', 'sample_images.py',
-                                           '__main__.py', 'beam/workers.py'))]
+                                           '__main__.py', 'beam/workers.py',
+                                           'beam/worker_preload.py'))]
 
 
 def _imported_modules(path: pathlib.Path):
