@@ -8,14 +8,21 @@ it, so converter/limit is the overhead.
 
 SEEDS_LOOP: the one-process TensorFlow loop users write by hand today (the "seeds"
 script). It runs as its own `python -c` process, so its TensorFlow import counts.
+
+floor: the least CPU an image costs a converter that checks it with TensorFlow and
+writes it: every core reads each file, decodes it as validation does (a JPEG at 1/8
+scale, entropy-decoding every coefficient; anything else whole) and frames it as a
+one-feature Example with TensorFlow's TFRecordWriter. No hashing, no planning, no
+Beam: what the converter's CPU per image is measured against.
 """
 import glob
 import json
 import os
 import sys
 import time
+import multiprocessing
 from multiprocessing import Pool
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from PIL import Image
 
@@ -51,6 +58,49 @@ def decode_limit(root: str, workers: int = 0, chunksize: int = CHUNK_SIZE) -> Di
   return {'decoded': decoded, 'failed': len(paths) - decoded, 'inner_seconds': round(time.perf_counter() - start, 3)}
 
 
+FLOOR_CHUNK = 1024  # files per task, one TFRecord file each
+
+
+def _import_tensorflow() -> None:
+  os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'
+  import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+
+def _floor_chunk(job: Tuple[int, List[str], str]) -> int:
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  index, paths, output = job
+  written = 0
+  with tf.io.TFRecordWriter(os.path.join(output, f'floor-{index:05d}.tfrecord')) as writer:
+    for path in paths:
+      with open(path, 'rb') as f:
+        data = f.read()
+      try:
+        if data[:2] == b'\xff\xd8':
+          tf.io.decode_jpeg(data, channels=0, ratio=8)
+        else:
+          tf.io.decode_image(data, channels=0, expand_animations=False)
+      except tf.errors.InvalidArgumentError:
+        continue
+      feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[data]))
+      writer.write(tf.train.Example(features=tf.train.Features(feature={'image/encoded': feature}))
+                   .SerializeToString())
+      written += 1
+  return written
+
+
+def floor(root: str, output: str, workers: int = 0) -> Dict[str, float]:
+  """Decodes and frames every file under root in ``workers`` processes (default: every core)."""
+  paths = list_files(root)
+  os.makedirs(output, exist_ok=True)
+  jobs = [(index, paths[start:start + FLOOR_CHUNK], output)
+          for index, start in enumerate(range(0, len(paths), FLOOR_CHUNK))]
+  start = time.perf_counter()
+  context = multiprocessing.get_context('spawn')  # TensorFlow in each worker, none in this process
+  with context.Pool(workers or os.cpu_count(), initializer=_import_tensorflow) as pool:
+    written = sum(pool.imap_unordered(_floor_chunk, jobs))
+  return {'written': written, 'skipped': len(paths) - written, 'inner_seconds': round(time.perf_counter() - start, 3)}
+
+
 # Run as: python -c SEEDS_LOOP <image root> <output .tfrecord>. Prints a JSON summary line.
 SEEDS_LOOP = r'''
 import glob, json, os, sys
@@ -79,5 +129,9 @@ print(json.dumps({'written': written, 'skipped': skipped}))
 
 
 if __name__ == '__main__':
-  # python -m benchmarks.baselines <image root> [files per task]: the decode limit as its own process.
-  print(json.dumps(decode_limit(sys.argv[1], chunksize=int(sys.argv[2]) if len(sys.argv) > 2 else CHUNK_SIZE)))
+  # python -m benchmarks.baselines <image root> [files per task]: the decode limit as its own process;
+  # python -m benchmarks.baselines --floor <image root> <output directory>: the floor.
+  if sys.argv[1] == '--floor':
+    print(json.dumps(floor(sys.argv[2], sys.argv[3])))
+  else:
+    print(json.dumps(decode_limit(sys.argv[1], chunksize=int(sys.argv[2]) if len(sys.argv) > 2 else CHUNK_SIZE)))

@@ -7,17 +7,20 @@
   e  the converter with CNN embeddings: --embedding_model=EfficientNetB0 (benchmarks/embedding_model.py)
   f  the converter on the Dataflow-style path: Beam's own SDK worker processes
      (--direct_running_mode=multi_processing), the DoFns calling the core inline
+  g  the floor: every core only decodes each file as validation does (TensorFlow, a
+     JPEG at 1/8 scale) and frames it with TensorFlow's TFRecordWriter
 
 Machines are noisy, so the verdicts are ratios of measurements taken side by side:
 c/a (our overhead over pure decoding) and b/c (our speed-up over the hand-written loop).
-Then c and f run at two sizes (--costs), which sets their CPU apart into a fixed
-cost and a cost per image; f's per image must stay within 1.1x of c's.
+Then c, f and g run at two sizes (--costs), which sets their CPU apart into a fixed
+cost and a cost per image; f's per image must stay within 1.1x of c's, and both are
+reported against the floor's (g), the least CPU an image can cost.
 Each measurement is a whole child process: wall time includes start-up and imports. CPU
 and memory cover every process of the run, the converter's workers included
 (benchmarks.measure): memory is the peak of the processes' summed PSS (shared pages
 split between them), with the largest single process and the plain RSS sum beside it.
 
-Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e,f] [--repeat N] [--keep-output] [--costs 2000,20000]
+Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e,f,g] [--repeat N] [--keep-output] [--costs 2000,20000]
        python -m benchmarks.run --memory-scaling
 """
 import argparse
@@ -37,13 +40,16 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / 'build' / 'bench-results'
 SCRATCH = REPO / 'build' / 'bench-out'
 NAMES = {'a': f'decode limit ({os.cpu_count()} procs)', 'b': "seeds' TF loop (1 proc)", 'c': 'converter (DirectRunner)',
-         'd': 'converter, JPEG at 512 px', 'e': 'converter + EfficientNetB0', 'f': 'converter, Dataflow-style'}
+         'd': 'converter, JPEG at 512 px', 'e': 'converter + EfficientNetB0', 'f': 'converter, Dataflow-style',
+         'g': f'floor: TF decode + framing ({os.cpu_count()} procs)'}
 CONVERTERS = {'c': [], 'd': ['--image_format=jpeg', '--max_side=512'], 'e': ['--embedding_model={model}'],
               'f': ['--direct_running_mode=multi_processing', f'--direct_num_workers={os.cpu_count()}']}
 # ratio: (target, stretch, True if higher is better)
 TARGETS = {'c/a': (1.3, 1.0, False), 'b/c': (2.0, 2.5, True)}
-# The Dataflow-style path's CPU per image, at most this many times the local path's.
+# The Dataflow-style path's CPU per image, at most this many times the local path's; and what
+# both aim for against the floor's.
 PER_IMAGE_LIMIT = 1.1
+FLOOR_AIM = 1.15
 MEMORY_SIZES, MEMORY_GROWTH_LIMIT, MEMORY_LIMIT_MB = (2000, 20000), 1.5, 1536
 
 
@@ -64,15 +70,17 @@ def run_child(argv: List[str], log: Path) -> Dict[str, Any]:
 def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) -> Dict[str, Any]:
   """One run of a measurement (NAMES), with its own sanity figures."""
   converter = which in CONVERTERS
-  output = scratch / (f'converter-{which}' if converter else 'seeds.tfrecord')
+  output = scratch / (f'converter-{which}' if converter else 'floor' if which == 'g' else 'seeds.tfrecord')
   if converter:
     shutil.rmtree(output, ignore_errors=True)  # the converter wants a new or empty output
     model = embedding_model.ensure() if which == 'e' else None
     argv = [sys.executable, '-m', 'beam_pipeline', f'--input={images}', f'--output={output}', '--runner=DirectRunner',
             *(arg.format(model=model) for arg in CONVERTERS[which])]
   else:
+    shutil.rmtree(output, ignore_errors=True)
     argv = {'a': [sys.executable, '-m', 'benchmarks.baselines', str(images)],
-            'b': [sys.executable, '-c', baselines.SEEDS_LOOP, str(images), str(output)]}[which]
+            'b': [sys.executable, '-c', baselines.SEEDS_LOOP, str(images), str(output)],
+            'g': [sys.executable, '-m', 'benchmarks.baselines', '--floor', str(images), str(output)]}[which]
   result = run_child(argv, scratch / which)
   result['images_per_s'] = round(n / result['wall_s'], 1)
   info_path = output / 'dataset_info.json'
@@ -81,7 +89,7 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
   elif result['exit_code'] != 0:
     err = (scratch / which).with_suffix('.err').read_text(errors='replace').strip().splitlines()
     result['error'] = '\n'.join(err[-15:])
-  elif which in ('a', 'b'):
+  elif which in ('a', 'b', 'g'):
     result.update(json.loads(result['last_line']))
   else:
     info = json.loads(info_path.read_text())
@@ -94,7 +102,7 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
             f'errors = {info["num_examples"] + info["num_errors"]}, but the set holds {n} files !!!!!\n')
   if which == 'b':
     output.unlink(missing_ok=True)
-  elif converter and not keep_output:
+  elif which == 'g' or (converter and not keep_output):
     shutil.rmtree(output, ignore_errors=True)
   del result['last_line']
   result['ok'] = 'error' not in result
@@ -206,24 +214,24 @@ def memory_scaling(repeat: int) -> Dict[str, Any]:
 
 
 def costs(sizes: List[int], repeat: int, measured: Dict[str, Any]) -> Dict[str, Any]:
-  """CPU of c (local path) and f (Dataflow-style path) at two sizes, set apart into a fixed
-  cost and a cost per image (a line through the two), with wall time and peak memory.
-  ``measured``: a report of bench() whose runs of c and f at its size are reused."""
-  runs: Dict[str, Dict[int, List[Dict[str, Any]]]] = {'c': {}, 'f': {}}
-  for which in 'cf':
+  """CPU of c (local path), f (Dataflow-style path) and g (the floor) at two sizes, set apart
+  into a fixed cost and a cost per image (a line through the two), with wall time and peak
+  memory. ``measured``: a report of bench() whose runs of c, f and g at its size are reused."""
+  runs: Dict[str, Dict[int, List[Dict[str, Any]]]] = {'c': {}, 'f': {}, 'g': {}}
+  for which in 'cfg':
     if measured.get('images') in sizes and measured['runs'].get(which):
       runs[which][measured['images']] = list(measured['runs'][which])
   for n in sizes:
     images, _, scratch = prepared(n)
     for round_ in range(repeat):
-      for which in 'cf':
+      for which in 'cfg':
         if len(runs[which].setdefault(n, [])) > round_:
           continue
         runs[which][n].append(measured_round(which, images, n, scratch, False, f'costs {n}, {round_ + 1}/{repeat}',
                                              show_cpu=True))
   small, large = sizes
   model: Dict[str, Any] = {'sizes': sizes, 'paths': {}}
-  for which in 'cf':
+  for which in 'cfg':
     ok = {n: [r for r in runs[which][n] if r['ok']] for n in sizes}
     if not all(ok.values()):
       model['paths'][which] = {'ok': False}
@@ -239,6 +247,11 @@ def costs(sizes: List[int], repeat: int, measured: Dict[str, Any]) -> Dict[str, 
   if model['paths']['c'].get('ok') and model['paths']['f'].get('ok'):
     ratio = model['paths']['f']['per_image_ms'] / model['paths']['c']['per_image_ms']
     model['f/c per image'] = {'value': round(ratio, 3), 'limit': PER_IMAGE_LIMIT, 'meets': ratio <= PER_IMAGE_LIMIT}
+  if model['paths']['g'].get('ok'):
+    for which in 'cf':
+      if model['paths'][which].get('ok'):
+        ratio = model['paths'][which]['per_image_ms'] / model['paths']['g']['per_image_ms']
+        model[f'{which}/g per image'] = {'value': round(ratio, 3), 'aim': FLOOR_AIM, 'meets': ratio <= FLOOR_AIM}
   return model
 
 
@@ -259,13 +272,18 @@ def print_costs(model: Dict[str, Any]) -> None:
     ratio = model['f/c per image']
     print(f'f/c CPU per image = {ratio["value"]:.2f}   (limit <= {ratio["limit"]}: '
           f'{"ok" if ratio["meets"] else "EXCEEDED"})')
+  for which in 'cf':
+    if f'{which}/g per image' in model:
+      ratio = model[f'{which}/g per image']
+      print(f'{which}/g CPU per image = {ratio["value"]:.2f}   (against the floor; aim <= {ratio["aim"]}: '
+            f'{"met" if ratio["meets"] else "not met"})')
 
 
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=2000, help='size of the photo set (default 2000)')
-  parser.add_argument('--only', default='a,b,c,d,e', help='comma-separated subset of a,b,c,d,e,f '
-                      '(default a,b,c,d,e; f runs with --costs)')
+  parser.add_argument('--only', default='a,b,c,d,e', help='comma-separated subset of a,b,c,d,e,f,g '
+                      '(default a,b,c,d,e; f and g run with --costs)')
   parser.add_argument('--repeat', type=int, default=1, help='runs per measurement; the best counts (default 1)')
   parser.add_argument('--keep-output', action='store_true', help="keep the converter's output directory")
   parser.add_argument('--costs', default='2000,20000', help='two sizes to set c and f apart into fixed and '
@@ -276,7 +294,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = parser.parse_args(argv)
   only = [w.strip() for w in args.only.split(',') if w.strip()]
   if not only or set(only) - set(NAMES) or args.repeat < 1 or args.images < 1:
-    parser.error('--only takes a comma-separated subset of a,b,c,d,e,f; --repeat and --images must be positive')
+    parser.error('--only takes a comma-separated subset of a,b,c,d,e,f,g; --repeat and --images must be positive')
   cost_sizes = [] if args.costs == 'none' else [int(n) for n in args.costs.split(',')]
   if cost_sizes and (len(cost_sizes) != 2 or not 0 < cost_sizes[0] < cost_sizes[1]):
     parser.error("--costs takes two sizes, the smaller first (2000,20000), or 'none'")
