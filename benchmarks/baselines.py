@@ -111,10 +111,10 @@ def floor(root: str, output: str, workers: int = 0) -> Dict[str, float]:
           for index, start in enumerate(range(0, len(paths), FLOOR_CHUNK))]
   start = time.perf_counter()
   context = multiprocessing.get_context('spawn')  # TensorFlow in each worker, none in this process
-  cores = context.SimpleQueue()
-  count = workers or os.cpu_count()
-  for core in range(count):
-    cores.put(sorted(os.sched_getaffinity(0))[core % len(os.sched_getaffinity(0))])
+  cores, usable = context.SimpleQueue(), sorted(os.sched_getaffinity(0))
+  count = workers or len(usable)
+  for index in range(count):
+    cores.put(usable[index % len(usable)])
   with context.Pool(count, initializer=_start_floor_worker, initargs=(cores,)) as pool:
     written = sum(pool.imap_unordered(_floor_chunk, jobs))
   return {'written': written, 'skipped': len(paths) - written, 'inner_seconds': round(time.perf_counter() - start, 3)}

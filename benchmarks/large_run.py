@@ -7,7 +7,7 @@ hundred damaged), so a million of them fit on a laptop's disk and are generated 
 minutes; what grows with their number is the per-image bookkeeping this run is
 about: listing, planning, reports and memory. Both sets are cached under
 build/bench-data/small-<n>/. Each run is the converter's command with default
-options (python -m beam_pipeline --runner=DirectRunner --skip_transform), under
+options but for --skip_transform (the tf.Transform graph is a fixed cost), under
 benchmarks.measure: wall and CPU time, the peak of all processes' summed PSS.
 Reported: images/s at both sizes and their ratio, memory per image (the peak's
 growth from the small run to the large one, per image added), and that every file
