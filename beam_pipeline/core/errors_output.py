@@ -37,8 +37,8 @@ def pattern(count: int) -> str:
 
 def file_index(uri: str, count: int) -> int:
   """Which of ``count`` files lists ``uri``'s rejection: a stable hash (Python's own is
-  salted per process)."""
-  return int.from_bytes(hashlib.sha256(uri.encode('utf-8')).digest()[:8], 'big') % count
+  salted per process) of its bytes, a local name's undecodable ones included."""
+  return int.from_bytes(hashlib.sha256(uri.encode('utf-8', 'surrogateescape')).digest()[:8], 'big') % count
 
 
 def file_text(rejected: Iterable[Rejection]) -> str:

@@ -1,4 +1,5 @@
 """The errors output's layout: how many files, which one lists an input, and their bytes."""
+import hashlib
 import json
 
 from beam_pipeline.core import errors_output
@@ -23,6 +24,9 @@ def test_an_inputs_file_depends_on_its_uri_alone_and_spreads_them_evenly():
   # sha256's first 8 bytes, as big-endian integer, modulo the count: fixed, so that no
   # Python's salted hash can move an input to another file between runs.
   assert errors_output.file_index('a', 1000) == int('ca978112ca1bbdca', 16) % 1000
+  # A Latin-1 file name, as os.listdir gives it on a UTF-8 system: its bytes are hashed.
+  assert errors_output.file_index('/in/caf\udce9.jpg', 2**64) == int.from_bytes(
+      hashlib.sha256(b'/in/caf\xe9.jpg').digest()[:8], 'big')
 
 
 def test_a_file_is_sorted_by_uri_and_counted_by_reason():
