@@ -435,7 +435,7 @@ class WrittenTotals(beam.CombineFn):
     return dataset_info.written_totals([])
 
   def add_input(self, accumulator, shard: Mapping[str, Any]):
-    return dataset_info.add_totals(accumulator, dataset_info.written_totals([shard]))
+    return dataset_info.add_shard(accumulator, shard)
 
   def merge_accumulators(self, accumulators):
     return functools.reduce(dataset_info.add_totals, accumulators, self.create_accumulator())

@@ -67,21 +67,23 @@ _HISTOGRAMS = ('classes', 'longer_side_px', 'kib')
 
 def written_totals(shards: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
   """What dataset_info.json says of written shards, summed: per split its examples, bytes,
-  histograms and shards (file, num_examples, num_bytes); and the run's counts. Totals merge
-  (add_totals), so a combiner sums them up shard by shard, never holding every shard's
-  histograms at once: 100 million images in 1,000 classes make 70,000 shards of hundreds
-  of classes each."""
+  histograms and shards (file, num_examples, num_bytes); and the run's counts. A combiner
+  sums them up shard by shard (add_shard) and merges its partial totals (add_totals),
+  never holding every shard's histograms at once: 100 million images in 1,000 classes
+  make 70,000 shards of hundreds of classes each."""
   totals: Dict[str, Any] = {'splits': {}, **{key: 0 for key in _COUNTS}}
   for shard in shards:
-    split = _split_totals(totals, shard['split'])
-    split['num_examples'] += shard['num_examples']
-    split['num_bytes'] += shard['num_bytes']
-    split['shards'].append({key: shard[key] for key in ('file', 'num_examples', 'num_bytes')})
-    for field in _HISTOGRAMS:
-      _add_counts(split[field], shard[field])
-    for key in _COUNTS:
-      totals[key] += shard[key]
+    add_shard(totals, shard)
   return totals
+
+
+def add_shard(into: Dict[str, Any], shard: Mapping[str, Any]) -> Dict[str, Any]:
+  """``into`` (changed) with one written shard's report added."""
+  for key in _COUNTS:
+    into[key] += shard[key]
+  listed = {key: shard[key] for key in ('file', 'num_examples', 'num_bytes')}
+  _add_split(_split_totals(into, shard['split']), shard, [listed])
+  return into
 
 
 def add_totals(into: Dict[str, Any], more: Mapping[str, Any]) -> Dict[str, Any]:
@@ -89,13 +91,18 @@ def add_totals(into: Dict[str, Any], more: Mapping[str, Any]) -> Dict[str, Any]:
   for key in _COUNTS:
     into[key] += more[key]
   for name, split in more['splits'].items():
-    target = _split_totals(into, name)
-    target['num_examples'] += split['num_examples']
-    target['num_bytes'] += split['num_bytes']
-    target['shards'].extend(split['shards'])
-    for field in _HISTOGRAMS:
-      _add_counts(target[field], split[field])
+    _add_split(_split_totals(into, name), split, split['shards'])
   return into
+
+
+def _add_split(split: Dict[str, Any], more: Mapping[str, Any], shards: List[Mapping[str, Any]]) -> None:
+  """A split's totals (changed) with the examples, bytes and histograms of ``more`` (a shard's
+  report or another split's totals) and its ``shards`` added."""
+  split['num_examples'] += more['num_examples']
+  split['num_bytes'] += more['num_bytes']
+  split['shards'].extend(shards)
+  for field in _HISTOGRAMS:
+    _add_counts(split[field], more[field])
 
 
 def _split_totals(totals: Dict[str, Any], name: str) -> Dict[str, Any]:
