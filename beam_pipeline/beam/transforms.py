@@ -1,5 +1,6 @@
 """The DoFns and step functions of the pipeline: thin Beam glue around the core's plain functions."""
 import collections
+import collections.abc
 import functools
 import itertools
 import os
@@ -256,8 +257,9 @@ class GroupCopies(beam.DoFn):
 
 
 class _BucketOffsets(beam.PTransform):
-  """Every (bucket, items) element's ((key, bucket), weight) pairs, gathered into one
-  hash_order.Offsets for a side input; ``weights`` is the plain function that weighs a bucket."""
+  """Every (bucket, items) element's ((key, bucket), weight) pairs, summed up per key into
+  (key, hash_order.KeyOffsets) for a side input looked up key by key (_PerKey); ``weights``
+  is the plain function that weighs a bucket. A key holds one number per bucket of its own."""
 
   def __init__(self, weights: Callable[[str, Any], Iterable[Tuple[Tuple[str, str], int]]]):
     super().__init__()
@@ -266,8 +268,49 @@ class _BucketOffsets(beam.PTransform):
   def expand(self, buckets):
     return (buckets
             | 'Weights' >> beam.FlatMapTuple(self._weights)
-            | 'All' >> beam.combiners.ToList()
-            | 'Offsets' >> beam.Map(hash_order.offsets))
+            | 'ByKey' >> beam.MapTuple(lambda key_bucket, weight: (key_bucket[0], (key_bucket[1], weight)))
+            | 'SumPerBucket' >> beam.CombinePerKey(_BucketWeights())
+            | 'Offsets' >> beam.MapTuple(lambda key, weights: (key, hash_order.key_offsets(weights))))
+
+
+class _BucketWeights(beam.CombineFn):
+  """One key's weight per bucket, from (bucket, weight) pairs."""
+
+  def create_accumulator(self) -> Dict[str, int]:
+    return {}
+
+  def add_input(self, accumulator: Dict[str, int], pair: Tuple[str, int]) -> Dict[str, int]:
+    bucket, weight = pair
+    accumulator[bucket] = accumulator.get(bucket, 0) + weight
+    return accumulator
+
+  def merge_accumulators(self, accumulators: Iterable[Dict[str, int]]) -> Dict[str, int]:
+    merged: Dict[str, int] = {}
+    for accumulator in accumulators:
+      for pair in accumulator.items():
+        self.add_input(merged, pair)
+    return merged
+
+  def extract_output(self, accumulator: Dict[str, int]) -> Dict[str, int]:
+    return accumulator
+
+
+class _PerKey(collections.abc.Mapping):
+  """A multimap side input of (key, KeyOffsets) as hash_order.Offsets. Beam's multimap is
+  fetched key by key on Dataflow and FnApiRunner, where AsDict or AsSingleton would load
+  every class's offsets on every worker."""
+
+  def __init__(self, view: Mapping[str, Iterable[hash_order.KeyOffsets]]):
+    self._view = view
+
+  def __getitem__(self, key: str) -> hash_order.KeyOffsets:
+    return next(iter(self._view[key]))
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(self._view)
+
+  def __len__(self) -> int:
+    return len(list(self._view))
 
 
 class AssignSplits(beam.PTransform):
@@ -287,17 +330,18 @@ class AssignSplits(beam.PTransform):
 
   def expand(self, buckets):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
-    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsSingleton(placed),
+    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsMultiMap(placed),
                                               self._listed, self._records_per_bucket
                                               ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
                                                   LABELS, main='records')
 
 
-def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec, placed: hash_order.Offsets,
-                  listed: int, records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> Iterator[Any]:
+def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
+                  placed: Mapping[str, Iterable[hash_order.KeyOffsets]], listed: int,
+                  records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> Iterator[Any]:
   """One content bucket's records with their splits, by order bucket (as wide as ``listed``
   inputs need), then its label texts."""
-  records = list(splitting.assign_splits(bucket[0], bucket[1], spec, placed))
+  records = list(splitting.assign_splits(bucket[0], bucket[1], spec, _PerKey(placed)))
   digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
   yield from sharding.order_buckets(records, digits).items()
   for text in sorted({record.label for record in records if record.label is not None}):
@@ -321,7 +365,7 @@ class PlanShards(beam.PTransform):
     placed = pairs | 'Place' >> _BucketOffsets(functools.partial(sharding.split_bytes, sizes=self._sizes))
     shards = (pairs
               | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[ImageRecord]]])
-              | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsSingleton(placed),
+              | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsMultiMap(placed),
                                          self._sizes).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]]))
     numbered = (shards
                 | 'Planned' >> beam.Keys()
@@ -332,11 +376,12 @@ class PlanShards(beam.PTransform):
             | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsSingleton(numbered)).with_output_types(ShardPlan))
 
 
-def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int, placed: hash_order.Offsets,
-                  sizes: sharding.RecordSizes) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
+def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int,
+                  placed: Mapping[str, Iterable[hash_order.KeyOffsets]], sizes: sharding.RecordSizes
+                  ) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
   records = list(itertools.chain.from_iterable(bucket[1]))
   records_per_key('GroupByOrder').update(len(records))
-  return sharding.assign_shards(bucket[0], records, target_bytes, placed, sizes).items()
+  return sharding.assign_shards(bucket[0], records, target_bytes, _PerKey(placed), sizes).items()
 
 
 def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],

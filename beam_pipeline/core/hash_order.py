@@ -5,12 +5,12 @@ its weight falls in a running total taken in a hash order: splits in content-has
 order within each class, shards in order-key order within each split. Sorting a
 whole class or split for that would gather it on one worker, capping a job at one
 machine's memory. Buckets (keyed by a hash prefix) are contiguous ranges of the
-order, so their weights alone (a few hundred numbers per class or split) give
+order, so their weights alone (one number per bucket of a class or split) give
 every bucket the total before it; each bucket then places its own items, exactly
 as the whole sort would.
 """
 import collections
-from typing import Callable, Dict, Iterable, Iterator, NamedTuple, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, Mapping, NamedTuple, Sequence, Tuple, TypeVar
 
 Item = TypeVar('Item')
 
@@ -31,31 +31,38 @@ def prefix_digits(count: int, minimum: int, records_per_bucket: int = RECORDS_PE
   return digits
 
 
-class Offsets(NamedTuple):
-  """Per key (a class or a split): the weight of its buckets before each bucket, and its total."""
-  before: Dict[Tuple[str, str], int]
-  totals: Dict[str, int]
+class KeyOffsets(NamedTuple):
+  """One key's (a class's or a split's) weight before each of its buckets, and its total."""
+  before: Dict[str, int]
+  total: int
 
 
-def offsets(weights: Iterable[Tuple[Tuple[str, str], int]]) -> Offsets:
+# Per key. A Beam step sees them as a side input looked up key by key, so no worker holds
+# every class's offsets (classes x buckets grows with the input).
+Offsets = Mapping[str, KeyOffsets]
+
+
+def key_offsets(weights: Mapping[str, int]) -> KeyOffsets:
+  """One key's offsets from the weight of each of its buckets."""
+  before, running = {}, 0
+  for bucket in sorted(weights):  # equal-length hash prefixes sort in hash order
+    before[bucket] = running
+    running += weights[bucket]
+  return KeyOffsets(before, running)
+
+
+def offsets(weights: Iterable[Tuple[Tuple[str, str], int]]) -> Dict[str, KeyOffsets]:
   """Offsets from ((key, bucket), weight) pairs; a pair repeated for one bucket adds up."""
   by_key: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   for (key, bucket), weight in weights:
     by_key[key][bucket] += weight
-  before, totals = {}, {}
-  for key, buckets in by_key.items():
-    running = 0
-    for bucket in sorted(buckets):  # equal-length hash prefixes sort in hash order
-      before[key, bucket] = running
-      running += buckets[bucket]
-    totals[key] = running
-  return Offsets(before, totals)
+  return {key: key_offsets(buckets) for key, buckets in by_key.items()}
 
 
-def midpoints(items: Sequence[Item], weight: Callable[[Item], int], key: str, bucket: str,
-              placed: Offsets) -> Iterator[Tuple[Item, float]]:
-  """Each item of one bucket, given in hash order, with the midpoint of its weight in the key's running total."""
-  position = placed.before[key, bucket]
+def midpoints(items: Sequence[Item], weight: Callable[[Item], int], bucket: str,
+              placed: KeyOffsets) -> Iterator[Tuple[Item, float]]:
+  """Each item of one bucket, given in hash order, with the midpoint of its weight in its key's running total."""
+  position = placed.before[bucket]
   for item in items:
     item_weight = weight(item)
     yield item, position + item_weight / 2

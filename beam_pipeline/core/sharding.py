@@ -117,11 +117,11 @@ def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int
   weight = functools.partial(estimated_record_bytes, sizes=sizes)
   for split, split_records in by_split.items():
     split_records.sort(key=_ordered)
-    total = placed.totals[split]
+    total = placed[split].total
     count = shard_count(total, target_bytes)
     if sizes.max_images:
-      count = max(count, math.ceil(placed.totals[_images(split)] / sizes.max_images))
-    for record, midpoint in hash_order.midpoints(split_records, weight, split, bucket, placed):
+      count = max(count, math.ceil(placed[_images(split)].total / sizes.max_images))
+    for record, midpoint in hash_order.midpoints(split_records, weight, bucket, placed[split]):
       shards[split, min(count - 1, int(midpoint * count / total))].append(record)
   return shards
 

@@ -109,8 +109,8 @@ def assign_splits(bucket: str, groups: Iterable[ContentGroup], spec: SplitSpec,
   boundaries = list(itertools.accumulate(spec.fractions))
   for stratum, stratum_groups in pending.items():
     stratum_groups.sort(key=lambda g: g.records[0].source_sha256)
-    total = placed.totals[stratum]
-    for group, midpoint in hash_order.midpoints(stratum_groups, lambda g: g.weight, stratum, bucket, placed):
+    total = placed[stratum].total
+    for group, midpoint in hash_order.midpoints(stratum_groups, lambda g: g.weight, bucket, placed[stratum]):
       index = next((i for i, bound in enumerate(boundaries) if midpoint / total < bound), len(boundaries) - 1)
       for record in group.records:
         yield record._replace(split=spec.names[index])

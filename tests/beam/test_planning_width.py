@@ -9,7 +9,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, graph, local_runner
+from beam_pipeline.beam import coders, graph, local_runner, transforms
 from beam_pipeline.core import hash_order, splitting
 from beam_pipeline.core.records import ImageRecord
 
@@ -87,3 +87,19 @@ def test_the_planning_simulation_plans_every_record_and_extrapolates():
   assert {stage['buckets'] for stage in projection['stages'].values()} == {4096}
   assert 24_400 < projection['stages']['GroupByOrder']['largest_key'] < 2 * hash_order.RECORDS_PER_BUCKET
   assert projection['shuffle_gb'] == round(3 * 10**8 * 230 / 2**30, 1)
+
+
+def test_bucket_offsets_come_out_one_element_per_class_and_match_the_plain_sums():
+  """The split offsets side input is keyed by class, each element one class's buckets: no
+  element holds every class x bucket pair (4 million at 100 million images in 1,000 classes)."""
+  rng = random.Random(3)
+  buckets = {f'{b:02x}': [(f'class{rng.randrange(40)}', rng.randint(1, 5)) for _ in range(30)] for b in range(64)}
+
+  def weights(bucket, pairs):
+    return [((label, bucket), weight) for label, weight in pairs]
+
+  expected = hash_order.offsets(pair for bucket, pairs in buckets.items() for pair in weights(bucket, pairs))
+  with beam.Pipeline('DirectRunner') as pipeline:
+    placed = pipeline | beam.Create(list(buckets.items())) | transforms._BucketOffsets(weights)
+    assert_that(placed, equal_to(list(expected.items())))
+  assert len(expected) == 40 and all(len(key.before) <= 64 for key in expected.values())

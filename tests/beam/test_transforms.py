@@ -42,7 +42,7 @@ def test_split_assignment_hands_a_content_bucket_on_by_order_bucket_then_its_lab
   records = [image_record(f'/d/{label}/{i}.jpg', label, sha256=f'{i:064x}')
              for i, label in enumerate(['cat'] * 40 + ['dog'] * 2)]
   groups = [ContentGroup((r,)) for r in records]
-  placed = hash_order.offsets(splitting.class_weights('00', groups))
+  placed = {key: [offsets] for key, offsets in hash_order.offsets(splitting.class_weights('00', groups)).items()}
   out = list(transforms.assign_splits(('00', groups), spec, placed, len(records)))
   by_order, tagged = [o for o in out if isinstance(o, tuple)], [o for o in out if not isinstance(o, tuple)]
   assert len(by_order) > 1 and all(r.order_key.startswith(bucket) for bucket, batch in by_order for r in batch)
