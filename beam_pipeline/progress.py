@@ -60,16 +60,21 @@ class Counts:
   def __init__(self):
     self._lock = threading.Lock()
     self._listed = self._checked = self._rejected = self._written = 0
-    self._listing_done = False
+    self._parts: Optional[int] = None  # the parts the input is listed in, once all are known
+    self._parts_listed = 0
     self._phase, self._phase_started = LISTING, time.monotonic()
 
   def listed(self, count: int) -> None:
     with self._lock:
       self._listed += count
 
-  def listing_done(self) -> None:
+  def parts_planned(self, count: int) -> None:
     with self._lock:
-      self._listing_done = True
+      self._parts = count
+
+  def part_listed(self) -> None:
+    with self._lock:
+      self._parts_listed += 1
 
   def checked(self, count: int, rejected: int) -> None:
     with self._lock:
@@ -87,7 +92,7 @@ class Counts:
 
   def snapshot(self) -> Snapshot:
     with self._lock:
-      if not self._listing_done:
+      if self._parts is None or self._parts_listed < self._parts:
         phase, done, total = LISTING, self._listed, None
       elif self._checked < self._listed:
         phase, done, total = CHECKING, self._checked, self._listed

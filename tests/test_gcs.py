@@ -6,11 +6,12 @@ import time
 
 import pytest
 import tensorflow as tf
+from apache_beam.io.filesystems import FileSystems
 from tensorflow.core.example import example_pb2
 
 from beam_pipeline import cli
-from beam_pipeline.beam import output_dir
-from beam_pipeline.core import errors_output
+from beam_pipeline.beam import inputs, output_dir
+from beam_pipeline.core import errors_output, settings
 
 from helpers import gcs_emulator
 
@@ -121,3 +122,24 @@ def test_missing_input_fails_fast(source, capsys):
   assert err.startswith('error: --input=') and '\n' not in err, err
   assert elapsed < 20  # checked at launch: no pipeline, no credential retries
   assert gcs_emulator.list_names(bucket, 'out/') == []
+
+
+@pytest.mark.parametrize('pattern', ['gs://parts/lib/**', 'gs://parts/lib/**/*.jpg', 'gs://parts/lib/*.jpg',
+                                     'gs://parts/lib/c*', 'gs://parts/lib/cat/1.jpg', 'gs://parts/li*/**'])
+def test_a_gcs_pattern_is_listed_one_subfolder_per_part_and_lists_what_beam_matches(pattern):
+  """The folder a pattern starts in is listed with a delimiter; each subfolder is one part
+  that a worker lists: together they list exactly what Beam's FileSystems.match does."""
+  if 'parts' not in gcs_emulator.list_bucket_names():
+    gcs_emulator.create_bucket('parts')
+    gcs_emulator.upload('parts', {name: b'x' for name in [
+        'lib/a.jpg', 'lib/b.png', 'lib/cat/1.jpg', 'lib/cat/deep/2.jpg', 'lib/cats/3.jpg', 'lib/dog/4.jpg',
+        'lib/dog/notes.txt', 'libx/5.jpg', 'other/6.jpg']})
+  kind = settings.DIRECTORY if pattern.endswith('/**') else settings.GLOB
+  spec = settings.InputSpec(kind, pattern)
+  parts = list(inputs.input_parts(spec))
+  listed = [item.uri for part in parts for item in inputs.list_part(part)]
+  assert sorted(listed) == sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+  assert len(listed) == len(set(listed))
+  expected_parts = {'gs://parts/lib/**': 4, 'gs://parts/lib/**/*.jpg': 4, 'gs://parts/lib/*.jpg': 1,
+                    'gs://parts/lib/c*': 1, 'gs://parts/lib/cat/1.jpg': 1, 'gs://parts/li*/**': 3}
+  assert len(parts) == expected_parts[pattern]

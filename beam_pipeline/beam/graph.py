@@ -7,8 +7,8 @@ from apache_beam.pvalue import AsList, AsSingleton
 from beam_pipeline.beam import coders
 from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits,
                                            DuplicateGroups, GroupCopies, PlanShards, ValidateImages, WriteErrors,
-                                           WriteOutputs, WrittenTotals, bucket_by_content, commit, list_input,
-                                           transform_graph)
+                                           WriteOutputs, WrittenTotals, bucket_by_content, commit, input_parts,
+                                           list_input, transform_graph)
 from beam_pipeline.core import hash_order, labels, sharding
 from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
@@ -17,10 +17,13 @@ from beam_pipeline.core.settings import Settings
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
           records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> None:
   coders.register()  # the element types declared below travel with compact coders, not per-record pickles
-  # Only the input's pattern or manifest path enters the graph; listing runs on a worker,
-  # in batches, which keeps per-element overhead low and fans out well after the shuffle.
+  # Only the input's pattern or manifest path enters the graph. Workers list it in parts
+  # (subfolders, byte ranges of a manifest), in batches, which keeps per-element overhead
+  # low and fans out well after the shuffle.
   listed = (pipeline
             | 'Input' >> beam.Create([settings.input])
+            | 'Parts' >> beam.FlatMap(input_parts)
+            | 'SpreadParts' >> beam.Reshuffle()
             | 'List' >> beam.FlatMap(list_input, settings.output).with_output_types(List[InputItem]).with_outputs(
                 REJECTED, main='batches'))
   batches = listed.batches | 'Distribute' >> beam.Reshuffle()

@@ -1,9 +1,11 @@
-"""What --input names (a glob, a directory or a manifest), the items it lists, and how a
-remote image is opened.
+"""What --input names (a glob, a directory or a manifest), the parts it is listed in, the
+items each part lists, and how a remote image is opened.
 
 Listing happens inside the pipeline, from a single pattern or manifest path, so a
 million-file input never travels in the job graph; at launch we only check that
-there is something to list.
+there is something to list. A Cloud Storage pattern is listed one subfolder per part
+(object_listing), an uncompressed manifest one byte range per part (manifest_parts),
+so that workers list a large input in parallel; a local one is listed whole.
 """
 import csv
 import io
@@ -11,12 +13,13 @@ import itertools
 import json
 import os
 import re
-from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import isolation, rejections
+from beam_pipeline.beam import object_listing
+from beam_pipeline.core import isolation, manifest_parts, rejections
 from beam_pipeline.core.records import InputItem, Rejection
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
@@ -138,12 +141,43 @@ def _has_match(pattern: str) -> bool:
 LIST_BATCH_SIZE = 256
 
 
-def list_input_batches(spec: InputSpec, output: Optional[str] = None,
+class InputPart(NamedTuple):
+  """What one worker lists: the whole input, the objects of one Cloud Storage prefix, or one
+  byte range of a manifest."""
+  spec: InputSpec
+  prefix: Optional[str] = None  # a gs:// prefix: its objects, all of them if below, else those beside it
+  below: bool = True
+  rows: Optional[manifest_parts.Part] = None
+  header: Optional[Tuple[str, ...]] = None  # a CSV manifest's, lowercased
+
+
+def input_parts(spec: InputSpec, part_bytes: int = manifest_parts.PART_BYTES) -> Iterator[InputPart]:
+  """The parts ``spec`` is listed in; streamed, so a pattern with a million subfolders or a
+  manifest of a thousand parts never sits in memory."""
+  if spec.is_manifest:
+    header = _csv_header(spec.path) if spec.kind == CSV else None
+    if spec.path.lower().endswith('.gz'):  # a compressed stream cannot be entered midway
+      yield InputPart(spec, header=header)
+      return
+    with FileSystems.open(spec.path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+      for rows in manifest_parts.parts(stream, spec.kind == CSV, part_bytes):
+        yield InputPart(spec, rows=rows, header=header)
+  elif object_listing.lists_in_parts(spec.path):
+    prefix = object_listing.fixed_prefix(spec.path)
+    yield InputPart(spec, prefix, below=False)
+    if object_listing.reaches_subfolders(spec.path):
+      for folder in object_listing.subfolders(prefix):
+        yield InputPart(spec, folder)
+  else:
+    yield InputPart(spec)
+
+
+def list_input_batches(part: InputPart, output: Optional[str] = None,
                        size: int = LIST_BATCH_SIZE) -> Iterator[Union[List[InputItem], Rejection]]:
-  """list_inputs with its items in lists of ``size`` (the unit of work validation
-  workers take); a manifest row that names no usable input comes out alone."""
+  """list_part with its items in lists of ``size`` (the unit of work validation workers
+  take); a manifest row that names no usable input comes out alone."""
   batch = []
-  for item in list_inputs(spec, output):
+  for item in list_part(part, output):
     if isinstance(item, Rejection):
       yield item
       continue
@@ -155,30 +189,42 @@ def list_input_batches(spec: InputSpec, output: Optional[str] = None,
     yield batch
 
 
-def list_inputs(spec: InputSpec, output: Optional[str] = None) -> Iterator[Union[InputItem, Rejection]]:
-  """All items of an input, but for the files of ``output`` (the run's own, if it lies inside
+def list_inputs(spec: InputSpec, output: Optional[str] = None,
+                part_bytes: int = manifest_parts.PART_BYTES) -> Iterator[Union[InputItem, Rejection]]:
+  """All items of an input, part after part."""
+  for part in input_parts(spec, part_bytes):
+    yield from list_part(part, output)
+
+
+def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[InputItem, Rejection]]:
+  """All items of one part, but for the files of ``output`` (the run's own, if it lies inside
   the input); manifest rows that cannot be used come out as rejections. Each item is made
   behind the isolation boundary: one that fails is rejected alone."""
+  spec = part.spec
   skip = _inside(output, spec) if output and not spec.is_manifest else None
 
   def outside(path: str) -> bool:
     return not skip or not (os.path.abspath(path) if _is_local(path) else path).startswith(skip + '/')
 
-  if spec.kind == DIRECTORY:
-    root = spec.path[:-len('/**')]
+  root = spec.path[:-len('/**')] if spec.kind == DIRECTORY else None
+  if part.prefix:
+    matches = re.compile(FileSystem.translate_pattern(spec.path)).match
+    paths = filter(matches, object_listing.objects(part.prefix, part.below))
+  elif spec.kind == DIRECTORY:
     paths = (walk_local_files(root, skip=skip) if is_local_dir(root)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
-    for path in filter(outside, paths):
-      yield _listed(path, path, _path_item, path, root + '/')
   elif spec.kind == GLOB:
     paths = (match_local_glob(spec.path, skip) if _is_local(spec.path)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
-    for path in filter(outside, paths):
-      yield _listed(path, path, _path_item, path)
   elif spec.kind == CSV:
-    yield from _read_csv_manifest(spec.path)
+    yield from _read_csv_manifest(spec.path, part)
+    return
   else:
-    yield from _read_jsonl_manifest(spec.path)
+    yield from _read_jsonl_manifest(spec.path, part)
+    return
+  for path in filter(outside, paths):
+    yield (_listed(path, path, _path_item, path, root + '/') if root
+           else _listed(path, path, _path_item, path))
 
 
 def _inside(output: str, spec: InputSpec) -> Optional[str]:
@@ -206,18 +252,22 @@ def _path_item(path: str, root: Optional[str] = None) -> InputItem:
 
 class _RawReader(io.RawIOBase):
   """Adapts a FileSystems stream (which may be Beam's CompressedFile, lacking the
-  io interface) so TextIOWrapper can decode it incrementally."""
+  io interface) so TextIOWrapper can decode it incrementally, up to ``limit`` bytes."""
 
-  def __init__(self, stream):
+  def __init__(self, stream, limit: Optional[int] = None):
     super().__init__()
     self._stream = stream
+    self._left = limit
 
   def readable(self) -> bool:
     return True
 
   def readinto(self, buffer) -> int:
-    data = self._stream.read(len(buffer))
+    wanted = len(buffer) if self._left is None else min(len(buffer), self._left)
+    data = self._stream.read(wanted) if wanted else b''
     buffer[:len(data)] = data
+    if self._left is not None:
+      self._left -= len(data)
     return len(data)
 
   def close(self) -> None:
@@ -231,11 +281,15 @@ def _split_folder(root: str, path: str) -> Optional[str]:
   return _SPLIT_FOLDERS.get(parts[0].lower()) if len(parts) > 2 else None
 
 
-def _open_text(path: str) -> io.TextIOWrapper:
-  # AUTO decompresses manifest.csv.gz; newline='' lets csv handle quoted line breaks.
+def _open_text(path: str, rows: Optional[manifest_parts.Part] = None) -> io.TextIOWrapper:
+  """The text of a manifest, or of its byte range ``rows``."""
+  # AUTO decompresses manifest.csv.gz (listed whole); newline='' lets csv handle quoted line breaks.
   stream = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+  if rows and rows.start:
+    stream.seek(rows.start)
+  limit = rows.end - rows.start if rows and rows.end is not None else None
   # surrogateescape: a row that is not UTF-8 is rejected alone (_check_text), not the whole job.
-  return io.TextIOWrapper(io.BufferedReader(_RawReader(stream)), encoding='utf-8-sig', newline='',
+  return io.TextIOWrapper(io.BufferedReader(_RawReader(stream, limit)), encoding='utf-8-sig', newline='',
                           errors='surrogateescape')
 
 
@@ -253,12 +307,22 @@ def _resolve_uri(manifest: str, uri: str) -> str:
   return FileSystems.join(FileSystems.split(manifest)[0], uri)
 
 
-def _read_csv_manifest(path: str) -> Iterator[Union[InputItem, Rejection]]:
+def _csv_header(path: str) -> Optional[Tuple[str, ...]]:
+  """The lowercased column names, if the manifest's first row names them."""
   with _open_text(path) as text:
+    try:
+      row = next(csv.reader(text, skipinitialspace=True), [])
+    except (csv.Error, UnicodeError):  # the reader rejects that row
+      return None
+  return tuple(cell.strip().lower() for cell in row) if _is_header(row) else None
+
+
+def _read_csv_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:
+  first_row = part.rows.first_row if part.rows else 1
+  with _open_text(path, part.rows) as text:
     # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
     rows = csv.reader(text, skipinitialspace=True)
-    header = None
-    for row_number in itertools.count(1):
+    for row_number in itertools.count(first_row):
       where = f'{path}:row {row_number}'
       try:
         row = next(rows)
@@ -267,12 +331,11 @@ def _read_csv_manifest(path: str) -> Iterator[Union[InputItem, Rejection]]:
       except csv.Error as e:  # a field past csv's size limit, a NUL byte: that row alone
         yield Rejection(where, rejections.BAD_MANIFEST_ROW, f'row is not valid CSV: {rejections.first_line(e)}')
         continue
-      if row_number == 1 and _is_header(row):
-        header = [cell.strip().lower() for cell in row]
+      if row_number == 1 and part.header:
         continue
       if not any(cell.strip() for cell in row):
         continue
-      yield _listed(where, ','.join(row), _csv_row_item, path, header, row)
+      yield _listed(where, ','.join(row), _csv_row_item, path, part.header, row)
 
 
 def _csv_row_item(manifest: str, header: Optional[List[str]], row: List[str]) -> InputItem:
@@ -307,9 +370,9 @@ def _csv_item(manifest: str, header, row) -> InputItem:
   return _item_from_fields(manifest, dict(zip(header, row)))
 
 
-def _read_jsonl_manifest(path: str) -> Iterator[Union[InputItem, Rejection]]:
-  with _open_text(path) as text:
-    for line_number, line in enumerate(text, start=1):
+def _read_jsonl_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:
+  with _open_text(path, part.rows) as text:
+    for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
       if line.strip():
         yield _listed(f'{path}:line {line_number}', line, _jsonl_line_item, path, line)
 

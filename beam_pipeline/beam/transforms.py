@@ -144,11 +144,19 @@ def transform_graph(settings: Settings) -> List[TransformGraph]:
                          not (spec and spec.only))]
 
 
-def list_input(spec: InputSpec, output: str) -> Iterator[Any]:
-  """Batches of the input's items, but for the files of ``output``; a manifest row that names
+def input_parts(spec: InputSpec) -> Iterator[inputs.InputPart]:
+  """The parts the input is listed in, counted for the progress line once all are known."""
+  count = 0
+  for count, part in enumerate(inputs.input_parts(spec), start=1):
+    yield part
+  progress.counts().parts_planned(count)
+
+
+def list_input(part: inputs.InputPart, output: str) -> Iterator[Any]:
+  """Batches of one part's items, but for the files of ``output``; a manifest row that names
   no usable input is rejected here."""
   counts = progress.counts()
-  for batch in inputs.list_input_batches(spec, output):
+  for batch in inputs.list_input_batches(part, output):
     if isinstance(batch, Rejection):
       counts.listed(1)
       counts.checked(1, rejected=1)
@@ -156,7 +164,7 @@ def list_input(spec: InputSpec, output: str) -> Iterator[Any]:
     else:
       counts.listed(len(batch))
       yield batch
-  counts.listing_done()
+  counts.part_listed()
 
 
 class ValidateImages(_PooledDoFn):

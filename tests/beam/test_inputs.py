@@ -134,7 +134,8 @@ def test_batches_hold_items_only_and_unusable_rows_come_out_alone(tmp_path):
   manifest = tmp_path / 'data.jsonl'
   rows = [json.dumps({'uri': f'gs://b/{i}.jpg'}) if i % 4 else 'not json' for i in range(10)]
   manifest.write_text('\n'.join(rows) + '\n')
-  out = list(inputs.list_input_batches(inputs.resolve_input(str(manifest)), size=3))
+  [part] = inputs.input_parts(inputs.resolve_input(str(manifest)))
+  out = list(inputs.list_input_batches(part, size=3))
   batches = [b for b in out if isinstance(b, list)]
   assert [len(b) for b in batches] == [3, 3, 1]
   assert all(isinstance(item, InputItem) for b in batches for item in b)
@@ -172,3 +173,24 @@ def test_the_output_is_left_out_of_an_input_it_lies_in(tmp_path):
                                                          'in/out/x/y.jpg']
   glob = inputs.resolve_input(str(tmp_path / '**.jpg'))
   assert listed(glob, str(tmp_path / 'in' / 'out')) == ['in-out/b.jpg', 'in/a.jpg']
+
+
+@pytest.mark.parametrize('kind', ['csv', 'jsonl'])
+def test_a_manifest_listed_in_many_parts_lists_what_it_lists_whole(tmp_path, kind):
+  """Parts are byte ranges read by different workers: together they list every row once,
+  and a bad row is named by the same row number as when the manifest is read whole."""
+  rows = []
+  for i in range(200):
+    note = 'two\nlines' if i % 7 == 0 else 'x'
+    if kind == 'csv':
+      rows.append('TRAIN,a.jpg,cat,dog' if i % 13 == 5 else f'"{i}.jpg",cat,"{note}"')
+    else:
+      rows.append('not json' if i % 13 == 5 else json.dumps({'uri': f'{i}.jpg', 'label': 'cat', 'note': note}))
+  header = 'uri,label,note\n' if kind == 'csv' else ''
+  manifest = tmp_path / f'data.{kind}'
+  manifest.write_text(header + '\n'.join(rows) + '\n')
+  spec = inputs.resolve_input(str(manifest))
+  whole = list(inputs.list_inputs(spec, part_bytes=10**9))
+  assert len(list(inputs.input_parts(spec, part_bytes=500))) > 5
+  assert list(inputs.list_inputs(spec, part_bytes=500)) == whole
+  assert len(whole) == 200 and sum(isinstance(r, Rejection) for r in whole) == 15
