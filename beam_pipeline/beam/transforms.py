@@ -281,6 +281,11 @@ class _BucketOffsets(beam.PTransform):
             | 'Offsets' >> beam.MapTuple(lambda key, weights: (key, hash_order.key_offsets(weights))))
 
 
+def _only(view: Mapping[Any, Iterable[Any]], key: Any) -> Any:
+  """The one value of ``key`` in a multimap side input."""
+  return next(iter(view[key]))
+
+
 class _BucketWeights(beam.CombineFn):
   """One key's weight per bucket, from (bucket, weight) pairs."""
 
@@ -312,7 +317,7 @@ class _PerKey(collections.abc.Mapping):
     self._view = view
 
   def __getitem__(self, key: str) -> hash_order.KeyOffsets:
-    return next(iter(self._view[key]))
+    return _only(self._view, key)
 
   def __iter__(self) -> Iterator[str]:
     return iter(self._view)
@@ -375,13 +380,18 @@ class PlanShards(beam.PTransform):
               | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[ImageRecord]]])
               | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsMultiMap(placed),
                                          self._sizes).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]]))
-    numbered = (shards
-                | 'Planned' >> beam.Keys()
-                | 'AllPlanned' >> beam.combiners.ToList()
-                | 'Number' >> beam.Map(sharding.numbering))
+    # Gap-free numbers: which planned shards of each chunk hold records, and per split
+    # the running totals over its chunks.
+    in_use = (shards
+              | 'Planned' >> beam.Keys()
+              | 'ByChunk' >> beam.Map(lambda shard: (sharding.numbering_chunk(*shard), shard[1]))
+              | 'GroupByChunk' >> beam.GroupByKey()
+              | 'InUse' >> beam.MapTuple(lambda chunk, indexes: (chunk, sorted(set(indexes)))))
+    chunks = in_use | 'NumberChunks' >> _BucketOffsets(sharding.chunk_weights)
     return (shards
             | 'GroupByShard' >> beam.GroupByKey()
-            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsSingleton(numbered)).with_output_types(ShardPlan))
+            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsMultiMap(in_use), beam.pvalue.AsMultiMap(chunks)
+                                 ).with_output_types(ShardPlan))
 
 
 def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int,
@@ -393,11 +403,13 @@ def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes:
 
 
 def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
-               numbered: Dict[Tuple[str, int], Tuple[int, int]]) -> ShardPlan:
+               in_use: Mapping[Tuple[str, str], Iterable[List[int]]],
+               chunks: Mapping[str, Iterable[hash_order.KeyOffsets]]) -> ShardPlan:
   (split, planned_index), batches = shard
   records = list(itertools.chain.from_iterable(batches))
   records_per_key('GroupByShard').update(len(records))
-  return sharding.plan_shard(split, planned_index, records, numbered)
+  in_chunk = _only(in_use, sharding.numbering_chunk(split, planned_index))
+  return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records)
 
 
 class WriteErrors(beam.PTransform):

@@ -126,21 +126,44 @@ def assign_shards(bucket: str, records: Iterable[ImageRecord], target_bytes: int
   return shards
 
 
-def numbering(planned: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], Tuple[int, int]]:
-  """(index, count) in the file name of each planned shard that holds records.
+# Shards are numbered in chunks of this many planned shards: a chunk lists which of its
+# shards hold records, and a split's running totals over its chunks (hash_order) give
+# each chunk's first number, so no element lists every shard of a large run.
+NUMBERING_CHUNK = 1024
+
+
+def numbering_chunk(split: str, planned_index: int) -> Tuple[str, str]:
+  """(split, chunk) of a planned shard; chunks are zero-padded so they sort in order."""
+  return split, f'{planned_index // NUMBERING_CHUNK:012d}'
+
+
+def chunk_weights(chunk: Tuple[str, str], in_use: Iterable[int]) -> Iterable[Tuple[Tuple[str, str], int]]:
+  """((split, chunk), shards in use) of one chunk, for its split's running totals."""
+  return [(chunk, len(set(in_use)))]
+
+
+def number(planned_index: int, in_chunk: Iterable[int], placed: hash_order.KeyOffsets) -> Tuple[int, int]:
+  """(index, count) in the file name of a planned shard that holds records, from the planned
+  indexes in use in its chunk and its split's totals over chunks.
 
   A record larger than a shard can leave a planned neighbour empty; files are
   numbered without gaps, so a reader can trust the '-of-N' in their names.
   """
-  in_use: Dict[str, List[int]] = collections.defaultdict(list)
+  _, chunk = numbering_chunk('', planned_index)
+  return placed.before[chunk] + sorted(set(in_chunk)).index(planned_index), placed.total
+
+
+def numbering(planned: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], Tuple[int, int]]:
+  """number() of every planned shard that holds records, computed in one place."""
+  chunks: Dict[Tuple[str, str], List[int]] = collections.defaultdict(list)
   for split, index in set(planned):
-    in_use[split].append(index)
-  return {(split, planned_index): (index, len(indexes))
-          for split, indexes in in_use.items() for index, planned_index in enumerate(sorted(indexes))}
+    chunks[numbering_chunk(split, index)].append(index)
+  placed = hash_order.offsets(pair for chunk, in_use in chunks.items() for pair in chunk_weights(chunk, in_use))
+  return {(split, index): number(index, in_use, placed[split])
+          for (split, _), in_use in chunks.items() for index in in_use}
 
 
-def plan_shard(split: str, planned_index: int, records: Iterable[ImageRecord],
-               numbered: Dict[Tuple[str, int], Tuple[int, int]]) -> ShardPlan:
-  """One shard's plan: its records in shard order, under its gap-free number."""
-  index, count = numbered[split, planned_index]
+def plan_shard(split: str, numbered: Tuple[int, int], records: Iterable[ImageRecord]) -> ShardPlan:
+  """One shard's plan: its records in shard order, under its gap-free (index, count)."""
+  index, count = numbered
   return ShardPlan(split, index, count, tuple(sorted(records, key=_ordered)))

@@ -26,7 +26,7 @@ def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each
   placed = hash_order.offsets(sharding.split_bytes('', records))
   planned = sharding.assign_shards('', records, target, placed)
   numbered = sharding.numbering(planned)
-  expected = [sharding.plan_shard(split, index, shard, numbered) for (split, index), shard in planned.items()]
+  expected = [sharding.plan_shard(split, numbered[split, index], shard) for (split, index), shard in planned.items()]
   assert len(expected) < sum(sharding.shard_count(key.total, target) for key in placed.values())
 
   coders.register()

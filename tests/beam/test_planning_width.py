@@ -10,7 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.beam import coders, graph, local_runner, transforms
-from beam_pipeline.core import hash_order, splitting
+from beam_pipeline.core import hash_order, sharding, splitting
 from beam_pipeline.core.records import ImageRecord
 
 from helpers.values import image_record, plan_shards, settings
@@ -49,10 +49,12 @@ def planned_as_today(records: List[ImageRecord]):
   return plan_shards(assigned, TARGET_BYTES)
 
 
-def test_no_key_holds_more_than_about_the_bound_and_the_plans_are_todays():
+def test_no_key_holds_more_than_about_the_bound_and_the_plans_are_todays(monkeypatch):
   """8,000 records, 400 times a bound of 20: 4,096 content and 4,096 order buckets instead of
-  256 and 16. Expected: no key of either stage holds more than twice the bound; every shard
-  plan is the one today's widths give; the labels and the 159 groups of copies are found."""
+  256 and 16, and shards numbered in chunks of 2. Expected: no key of either stage holds more
+  than twice the bound; every shard plan is the one today's widths give, under the number
+  one ranking of its split gives; the labels and the 159 groups of copies are found."""
+  monkeypatch.setattr(sharding, 'NUMBERING_CHUNK', 2)
   records = synthetic(8000, seed=3)
   assert hash_order.prefix_digits(len(records), splitting.CONTENT_BUCKET_DIGITS, BOUND) == 3
   expected = planned_as_today(records)

@@ -6,7 +6,7 @@ import pytest
 from beam_pipeline.core import hash_order, sharding, splitting
 from beam_pipeline.core.records import ContentGroup, ShardPlan
 
-from helpers.values import image_record, plan_shards
+from helpers.values import gap_free_numbers, image_record, plan_shards
 
 
 def _record(i, size, label='cat', split='train'):
@@ -108,3 +108,14 @@ def test_buckets_widen_by_a_hex_digit_for_every_sixteenfold_of_the_input():
   assert hash_order.prefix_digits(256 * bound, 2) == 2 and hash_order.prefix_digits(256 * bound + 1, 2) == 3
   assert hash_order.prefix_digits(10**8, 1) == hash_order.prefix_digits(10**8, 2) == 3
   assert hash_order.prefix_digits(10**9, 2) == 4
+
+
+@pytest.mark.parametrize('chunk', [1, 3, 1024])
+def test_shards_numbered_chunk_by_chunk_get_the_numbers_of_one_ranking(chunk, monkeypatch):
+  """Gaps (planned shards a huge record left empty) anywhere, chunks of any size: each split's
+  shards in use are numbered 0..N-1 in planned order, as one ranking of the split would."""
+  monkeypatch.setattr(sharding, 'NUMBERING_CHUNK', chunk)
+  rng = random.Random(chunk)
+  planned = [(split, index) for split in ('train', 'test') for index in range(40) if rng.random() < 0.7]
+  planned += planned[::3]  # a shard planned from several order buckets
+  assert sharding.numbering(planned) == gap_free_numbers(planned)

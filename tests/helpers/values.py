@@ -1,7 +1,7 @@
 """The core's values for tests of planning, steps and coders, without a command line or images."""
 import collections
 import hashlib
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from beam_pipeline.core import hash_order, sharding
 from beam_pipeline.core.records import ImageRecord, ShardPlan
@@ -39,6 +39,16 @@ def plan_shards(records: Sequence[ImageRecord], target: int, buckets: Optional[D
   for key, batch in buckets.items():
     for shard, shard_records in sharding.assign_shards(key, batch, target, placed, sizes).items():
       shards[shard].extend(shard_records)
-  numbered = sharding.numbering(shards)
-  return sorted((sharding.plan_shard(split, index, shard_records, numbered)
+  numbered = gap_free_numbers(shards)
+  return sorted((sharding.plan_shard(split, numbered[split, index], shard_records)
                  for (split, index), shard_records in shards.items()), key=lambda plan: (plan.split, plan.index))
+
+
+def gap_free_numbers(planned: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], Tuple[int, int]]:
+  """(index, count) of each planned shard in use, ranked within its split in one place: what
+  the pipeline's chunked numbering (sharding.numbering) must give."""
+  in_use = collections.defaultdict(set)
+  for split, index in planned:
+    in_use[split].add(index)
+  return {(split, index): (rank, len(indexes))
+          for split, indexes in in_use.items() for rank, index in enumerate(sorted(indexes))}
