@@ -79,6 +79,9 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
   group.add_argument('--strict_jpeg', **_SWITCH, help='Reject JPEGs that decode only with libjpeg warnings '
                      '(damaged data: a scan cut short, extraneous bytes), as damaged_jpeg; stricter decoders '
                      '(NVIDIA DALI, nvJPEG) refuse them. Without it they are stored and counted. Default: false')
+  group.add_argument('--min_side', default='1', help='Reject images whose shorter side (as stored, after '
+                     '--max_side) is shorter, as too_small: readers that crop (Model Garden\'s classification '
+                     'parser) fail on them. Default: %(default)s, every size')
   group.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels, from their '
                      'header (decompression bombs). Default: %(default)s')
   group.add_argument('--max_file_mb', default='100', help='Reject larger files, unread. Default: %(default)s')

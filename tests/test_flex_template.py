@@ -37,6 +37,7 @@ SAMPLES = {
     'image_format': (['original', 'jpeg', 'png'], ['webp', 'JPEG', '']),
     'jpeg_quality': (['95', '1', '100'], ['0', '101', '9.5', 'high']),
     'max_side': (['512', '1'], ['0', '-1', '51.2', 'big']),
+    'min_side': (['1', '32'], ['0', '-1', '3.5', 'small']),
     'strict_jpeg': (['true', 'false'], ['strict']),
     'embedding_model': (['gs://b/models/efficientnet_b0.keras', 'gs://b/models/saved'], ['/local/model.keras', '']),
     'embedding_image_size': (['224', '32'], ['0', '22.5', 'big']),

@@ -107,6 +107,9 @@ def validate(options: PipelineOptions) -> Settings:
   if jpeg_quality > 100:
     raise UsageError(f'--jpeg_quality={opts.jpeg_quality} must be at most 100')
   max_side = _whole_number('--max_side', opts.max_side) if opts.max_side is not None else 0
+  min_side = _whole_number('--min_side', opts.min_side)
+  if max_side and min_side > max_side:
+    raise UsageError(f'--min_side={min_side} is larger than --max_side={max_side}: every image would be rejected')
   embedding = _embedding(opts)
   splits = splitting.parse_splits(opts.splits)
   read_threads = _number('--read_threads', opts.read_threads)
@@ -130,6 +133,7 @@ def validate(options: PipelineOptions) -> Settings:
       stored=StoredImages(opts.image_format, jpeg_quality, max_side),
       embedding=embedding,
       strict_jpeg=bool(opts.strict_jpeg),
+      min_side=min_side,
   )
 
 

@@ -15,7 +15,7 @@ def encode_example(fields: Mapping[str, Any], extras: Mapping[str, Any], schema:
   example = example_pb2.Example()
   feature = example.features.feature
   for field, key in schemas.keys(schema).items():
-    if field not in fields:
+    if field not in fields or key in extras:  # a manifest's own (schemas.FROM_MANIFEST)
       continue
     value = fields[field]
     if isinstance(value, int):
@@ -51,6 +51,13 @@ def _set_floats(feature: feature_pb2.Feature, values: np.ndarray) -> None:
     if not size:
       break
   feature.float_list.MergeFromString(_PACKED_VALUES_TAG + bytes(length) + data)
+
+
+def source_id(order_key: str) -> bytes:
+  """A record's image/source_id: the first 60 bits of its order key (content and uri, so
+  copies under other names differ) as a decimal string, which Model Garden's detection
+  decoders parse into an int64 and evaluation uses as the image id."""
+  return str(int(order_key[:15], 16)).encode('ascii')
 
 
 def uri_bytes(uri: str) -> bytes:

@@ -11,6 +11,7 @@ NOT_IMAGE = 'not_image'
 TRUNCATED = 'truncated'
 CORRUPT = 'corrupt'
 TOO_MANY_PIXELS = 'too_many_pixels'
+TOO_SMALL = 'too_small'  # a side shorter than --min_side
 FILE_TOO_LARGE = 'file_too_large'
 UNSUPPORTED_PIXELS = 'unsupported_pixels'
 UNREADABLE = 'unreadable'

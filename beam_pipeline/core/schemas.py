@@ -22,6 +22,7 @@ LABEL = 'label'  # int64: the class id of labels.txt, UNLABELED without one
 TEXT = 'text'  # bytes: the label's text
 URI = 'uri'  # bytes: where the image came from
 SHA256 = 'sha256'  # bytes: hex digest of the stored image
+SOURCE_ID = 'source_id'  # bytes: a decimal number, stable and distinct per record (Model Garden parses it)
 EMBEDDING = 'embedding'  # float list: --embedding_model's output, flattened
 EMBEDDING_SHAPE = 'embedding_shape'  # int64 list: its shape
 
@@ -29,7 +30,7 @@ KEYS = {
     'default': {IMAGE: 'image/encoded', FORMAT: 'image/format', HEIGHT: 'image/height', WIDTH: 'image/width',
                 ORIGINAL_HEIGHT: 'image/original_height', ORIGINAL_WIDTH: 'image/original_width',
                 CHANNELS: 'image/channels', LABEL: 'image/class/label', TEXT: 'image/class/text',
-                URI: 'image/filename', SHA256: 'image/key/sha256'},
+                URI: 'image/filename', SHA256: 'image/key/sha256', SOURCE_ID: 'image/source_id'},
     'simple': {IMAGE: 'image_raw', LABEL: 'label', URI: 'id'},
 }
 # Written with --embedding_model; under --embedding_only without IMAGE.
@@ -38,6 +39,8 @@ EMBEDDING_KEYS = {
     'simple': {EMBEDDING: 'embedding', EMBEDDING_SHAPE: 'embedding_shape'},
 }
 SCHEMAS = tuple(KEYS)
+# Fields a manifest column of the same key replaces: a dataset's own image ids (COCO's) win.
+FROM_MANIFEST = (SOURCE_ID,)
 UNLABELED = -1
 
 
@@ -47,8 +50,10 @@ def keys(schema: str) -> Mapping[str, str]:
 
 
 def check_extras(extras: Mapping[str, Any], schema: str) -> None:
-  """A manifest field named like a schema key would overwrite it: reject the row instead."""
-  clashes = sorted(set(extras) & set(keys(schema).values()))
+  """A manifest field named like a schema key would overwrite it: reject the row instead, but
+  for the fields a manifest may give (FROM_MANIFEST)."""
+  ours = {key for field, key in keys(schema).items() if field not in FROM_MANIFEST}
+  clashes = sorted(set(extras) & ours)
   if clashes:
     raise Rejected(rejections.BAD_MANIFEST_ROW,
                    f'manifest field(s) {", ".join(clashes)} clash with the {schema} schema\'s keys')

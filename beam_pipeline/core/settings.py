@@ -81,6 +81,7 @@ class Settings(NamedTuple):
   stored: StoredImages = StoredImages()
   embedding: Optional[EmbeddingSpec] = None
   strict_jpeg: bool = False  # reject JPEGs that libjpeg decodes only with warnings
+  min_side: int = 1  # reject stored images with a shorter side
 
   def as_dict(self) -> dict:
     """The options as recorded in dataset_info.json."""
@@ -94,7 +95,7 @@ class Settings(NamedTuple):
         'image_size': self.image_size, 'skip_transform': self.skip_transform,
         'read_threads': self.read_threads, 'max_error_fraction': self.max_error_fraction,
         'image_format': self.stored.format, 'jpeg_quality': self.stored.jpeg_quality,
-        'max_side': self.stored.max_side or None, 'strict_jpeg': self.strict_jpeg,
+        'max_side': self.stored.max_side or None, 'min_side': self.min_side, 'strict_jpeg': self.strict_jpeg,
         'embedding_model': self.embedding and self.embedding.model,
         'embedding_image_size': self.embedding and self.embedding.image_size,
         'embedding_only': bool(self.embedding and self.embedding.only),

@@ -120,7 +120,7 @@ def _example(record: ImageRecord, image: bytes, original_size: Tuple[int, int], 
       schemas.ORIGINAL_WIDTH: original_size[1], schemas.CHANNELS: record.channels,
       schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
       schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
-      schemas.SHA256: record.sha256.encode('ascii')}
+      schemas.SHA256: record.sha256.encode('ascii'), schemas.SOURCE_ID: examples.source_id(record.order_key)}
   if embedding is not None:
     fields.update(embedding)
     if settings.embedding.only:

@@ -83,6 +83,9 @@ class _Checked(NamedTuple):
 def _record(loaded: _Loaded, prepared: images.PreparedImage, settings: Settings) -> _Checked:
   """The record of an image that decoded; a damaged JPEG is rejected under --strict_jpeg."""
   info = prepared.info
+  if min(info.height, info.width) < settings.min_side:
+    raise Rejected(rejections.TOO_SMALL, f'{info.width}x{info.height} pixels{" as stored" if info.reencoded else ""}: '
+                                         f'a side is shorter than --min_side={settings.min_side}')
   if info.damage and settings.strict_jpeg:
     raise Rejected(rejections.DAMAGED_JPEG, f'libjpeg warns while decoding it (--strict_jpeg): {info.damage}')
   return _Checked(info, ImageRecord(

@@ -50,6 +50,8 @@ def test_a_label_mode_given_to_beams_labels_flag_says_where_it_went(images, tmp_
     ('--image_format=webp', '--image_format=webp is not one of original, jpeg, png'),
     ('--jpeg_quality=101', 'must be at most 100'),
     ('--max_side=0', 'must be a positive number'),
+    ('--min_side=0', 'must be a positive number'),
+    ('--min_side=600 --max_side=512', '--min_side=600 is larger than --max_side=512'),
     ('--target_shard_mbb=10', 'unknown option --target_shard_mbb; did you mean --target_shard_mb?'),
     ('--inp=x', 'unknown option --inp'),
     ('--label_source=regex:nogroup', 'exactly one capture group'),
@@ -57,7 +59,7 @@ def test_a_label_mode_given_to_beams_labels_flag_says_where_it_went(images, tmp_
 ])
 def test_bad_values_fail_with_one_line(images, tmp_path, flag, message):
   with pytest.raises(UsageError) as raised:
-    options.parse([f'--input={images}', f'--output={tmp_path}/out', flag])
+    options.parse([f'--input={images}', f'--output={tmp_path}/out', *flag.split()])
   assert message in str(raised.value) and '\n' not in str(raised.value)
 
 

@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import examples, schemas
+from beam_pipeline.core import examples, schemas, sharding
 from beam_pipeline.core.rejections import Rejected
 
 FIELDS = {schemas.IMAGE: b'\xff\xd8bytes', schemas.FORMAT: b'jpeg', schemas.HEIGHT: 4, schemas.WIDTH: 5,
           schemas.ORIGINAL_HEIGHT: 8, schemas.ORIGINAL_WIDTH: 10,
           schemas.CHANNELS: 3, schemas.LABEL: 1, schemas.TEXT: b'dog', schemas.URI: b'gs://b/dog/1.jpg',
-          schemas.SHA256: b'ab' * 32}
+          schemas.SHA256: b'ab' * 32, schemas.SOURCE_ID: b'12345'}
 
 
 def test_default_schema_keys_and_extras():
@@ -18,7 +18,7 @@ def test_default_schema_keys_and_extras():
   assert set(features) == {'image/encoded', 'image/format', 'image/height', 'image/width', 'image/original_height',
                            'image/original_width', 'image/channels',
                            'image/class/label', 'image/class/text', 'image/filename', 'image/key/sha256',
-                           'weight', 'count', 'tags', 'meta', 'flag'}
+                           'image/source_id', 'weight', 'count', 'tags', 'meta', 'flag'}
   assert features['image/encoded'].bytes_list.value == [b'\xff\xd8bytes']
   assert features['image/height'].int64_list.value == [4]
   assert features['image/class/label'].int64_list.value == [1]
@@ -48,8 +48,10 @@ def test_serialization_is_deterministic():
                                   'default'))
 
 
-def test_extras_may_not_overwrite_schema_keys():
-  schemas.check_extras({'image/source_id': 'x'}, 'default')
+def test_extras_may_not_overwrite_schema_keys_but_a_manifests_own_image_ids():
+  schemas.check_extras({'image/source_id': '397133'}, 'default')
+  features = tf.train.Example.FromString(examples.encode_example(FIELDS, {'image/source_id': '397133'}, 'default'))
+  assert features.features.feature['image/source_id'].bytes_list.value == [b'397133']
   with pytest.raises(Rejected) as raised:
     schemas.check_extras({'image/encoded': 'x'}, 'default')
   assert raised.value.reason == 'bad_manifest_row'
@@ -72,3 +74,13 @@ def test_an_embedding_is_the_float_list_extend_would_make(size):
   parsed = tf.train.Example.FromString(serialized).features.feature
   np.testing.assert_array_equal(np.array(parsed['image/embedding'].float_list.value, np.float32), values)
   assert parsed['image/embedding/shape'].int64_list.value == [size]
+
+
+def test_source_ids_are_int64_decimals_that_differ_for_copies_under_other_names():
+  """Model Garden's detection decoders parse image/source_id as a decimal int64; copies of one
+  file under two names are two images to an evaluation, so they get two ids."""
+  ids = [examples.source_id(sharding.order_key('ab' * 32, uri)) for uri in ('a/1.jpg', 'b/1.jpg')]
+  assert ids[0] != ids[1]
+  parsed = tf.strings.to_number(tf.constant(ids), tf.int64).numpy()
+  assert [str(number).encode() for number in parsed] == ids and all(0 <= number < 2**63 for number in parsed)
+  assert examples.source_id('f' * 32) == str(2**60 - 1).encode()

@@ -3,6 +3,7 @@ import os
 
 from beam_pipeline.core import images, validation
 from beam_pipeline.core.records import InputItem
+from beam_pipeline.core.settings import StoredImages
 
 from helpers import photos
 from helpers.values import settings
@@ -27,3 +28,17 @@ def test_validation_decodes_a_batch_in_chunks_of_bounded_bytes(tmp_path, monkeyp
   assert result.source_formats == {'JPEG': 10}
   assert {r.label for r in result.records} == {'cat'}
   assert len({r.order_key for r in result.records}) == 10
+
+
+def test_images_with_a_side_shorter_than_min_side_as_stored_are_too_small(tmp_path):
+  """--min_side=4 with --max_side=40: 4x3 is too small; 64x4 is kept; 200x10 is 40x2 as
+  stored, too small for readers that crop, though its source was not."""
+  photos.write_files(tmp_path, {f'cat/{w}x{h}.jpg': photos.jpegs(1, size=(w, h))[0]
+                                for w, h in ((4, 3), (30, 4), (200, 10), (48, 40))})
+  items = [InputItem(str(tmp_path / 'cat' / name)) for name in sorted(os.listdir(tmp_path / 'cat'))]
+  result = validation.validate_batch(items, settings(min_side=4, stored=StoredImages(max_side=40)))
+  assert sorted(os.path.basename(r.uri) for r in result.records) == ['30x4.jpg', '48x40.jpg']
+  assert sorted((os.path.basename(r.uri), r.reason, r.detail) for r in result.rejections) == [
+      ('200x10.jpg', 'too_small', '40x2 pixels as stored: a side is shorter than --min_side=4'),
+      ('4x3.jpg', 'too_small', '4x3 pixels: a side is shorter than --min_side=4')]
+  assert len(validation.validate_batch(items, settings()).records) == 4
