@@ -59,6 +59,9 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
   group.add_argument('--target_shard_mb', default='150', help='Target size of a shard, in MB. Default: '
                      '%(default)s. E.g. --target_shard_mb=200')
   group.add_argument('--compression', default='none', help='none or gzip. Default: %(default)s')
+  group.add_argument('--index_files', **_SWITCH, help='Write beside each shard its index (SHARD.idx: one '
+                     '"offset length" line per record), which NVIDIA DALI and the PyTorch tfrecord package read; '
+                     'uncompressed shards only. Default: false')
   group.add_argument('--image_size', default='224', help='Side of the square images the tf.Transform '
                      'graph resizes to. Default: %(default)s')
   group.add_argument('--skip_transform', **_SWITCH, help='Write no tf.Transform graph. Default: false')

@@ -34,6 +34,7 @@ SAMPLES = {
     'schema': (['default', 'simple'], ['tfds', '']),
     'target_shard_mb': (['150', '0.5', '1.5', '.5'], ['0', '-1', 'abc', '']),
     'compression': (['none', 'gzip'], ['zstd', '']),
+    'index_files': (['true', 'false'], ['maybe']),
     'image_format': (['original', 'jpeg', 'png'], ['webp', 'JPEG', '']),
     'jpeg_quality': (['95', '1', '100'], ['0', '101', '9.5', 'high']),
     'max_side': (['512', '1'], ['0', '-1', '51.2', 'big']),

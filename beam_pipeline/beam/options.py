@@ -97,6 +97,9 @@ def validate(options: PipelineOptions) -> Settings:
     raise UsageError(f'--schema={opts.schema} is not one of {", ".join(schemas.SCHEMAS)}')
   if opts.compression not in COMPRESSIONS:
     raise UsageError(f'--compression={opts.compression} is not one of {", ".join(COMPRESSIONS)}')
+  if opts.index_files and opts.compression != 'none':
+    raise UsageError(f'--index_files needs --compression=none: DALI and the tfrecord package index only '
+                     f'uncompressed shards')
   target_mb = _number('--target_shard_mb', opts.target_shard_mb)
   max_pixels = int(_number('--max_pixels', opts.max_pixels))
   max_file_mb = _number('--max_file_mb', opts.max_file_mb)
@@ -134,6 +137,7 @@ def validate(options: PipelineOptions) -> Settings:
       embedding=embedding,
       strict_jpeg=bool(opts.strict_jpeg),
       min_side=min_side,
+      index_files=bool(opts.index_files),
   )
 
 

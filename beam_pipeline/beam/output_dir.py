@@ -36,7 +36,7 @@ _COPY_BUFFER_BYTES = 8 * 2**20
 # Only the exact files tf.Transform writes are ours: a user's file in a directory
 # named metadata/ must stop the run, not be deleted with it.
 _OWN_NAME = re.compile(
-    r'^(?:[a-z][a-z0-9_]*-\d{5}-of-\d{5}\.tfrecord(?:\.gz)?'
+    r'^(?:[a-z][a-z0-9_]*-\d{5}-of-\d{5}\.tfrecord(?:\.gz|\.idx)?'
     r'|errors-\d{5}-of-\d{5}\.jsonl'
     rf'|{re.escape(LABELS_TXT)}|{re.escape(DATASET_INFO)}'
     r'|transform_fn/(?:saved_model\.pb|fingerprint\.pb|assets/class_labels\.txt'

@@ -16,8 +16,8 @@ from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import progress
 from beam_pipeline.beam import embedding, inputs, output_dir, workers
-from beam_pipeline.core import (dataset_info, errors_output, hash_order, isolation, labels, reading, rejections,
-                                 sharding, splitting, steps, uris)
+from beam_pipeline.core import (dataset_info, errors_output, hash_order, isolation, labels, reading, record_index,
+                                 rejections, sharding, splitting, steps, uris)
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
                                         ShardWritten, TransformGraph, Validated)
 from beam_pipeline.core.rejections import Rejected
@@ -223,6 +223,8 @@ class WriteOutputs(_PooledDoFn):
     for rejection in result.rejections:
       yield _rejected(rejection)
     output_dir.stage(self._settings.output, result.shard['file'], staged)
+    if 'index_file' in result.shard:
+      output_dir.stage(self._settings.output, result.shard['index_file'], staged + record_index.SUFFIX)
     progress.counts().written(result.shard['num_examples'])
     Metrics.counter(_NAMESPACE, 'written').inc(result.shard['num_examples'])
     yield result.shard
@@ -517,7 +519,8 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
   errors_by_reason = {reason: count for reason, count in errors['by_reason'].items() if reason != rejections.DUPLICATE}
   removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
   num_errors_files = errors['num_files']
-  shards = [shard['file'] for split in written['splits'].values() for shard in split['shards']]
+  shards = [name for split in written['splits'].values() for shard in split['shards']
+            for name in (shard['file'], shard.get('index_file')) if name]
   dataset_info.check_error_budget(sum(split['num_examples'] for split in written['splits'].values()),
                                   errors_by_reason, removed,
                                   settings.max_error_fraction,

@@ -81,7 +81,7 @@ def add_shard(into: Dict[str, Any], shard: Mapping[str, Any]) -> Dict[str, Any]:
   """``into`` (changed) with one written shard's report added."""
   for key in _COUNTS:
     into[key] += shard[key]
-  listed = {key: shard[key] for key in ('file', 'num_examples', 'num_bytes')}
+  listed = {key: shard[key] for key in ('file', 'num_examples', 'num_bytes', 'index_file') if key in shard}
   _add_split(_split_totals(into, shard['split']), shard, [listed])
   return into
 

@@ -82,6 +82,7 @@ class Settings(NamedTuple):
   embedding: Optional[EmbeddingSpec] = None
   strict_jpeg: bool = False  # reject JPEGs that libjpeg decodes only with warnings
   min_side: int = 1  # reject stored images with a shorter side
+  index_files: bool = False  # write SHARD.idx beside each shard (record_index)
 
   def as_dict(self) -> dict:
     """The options as recorded in dataset_info.json."""
@@ -89,7 +90,7 @@ class Settings(NamedTuple):
         'input': self.input.path, 'input_kind': self.input.kind, 'output': self.output,
         'label_source': str(self.label_source),
         'schema': self.schema, 'target_shard_mb': self.target_shard_bytes / 2**20,
-        'compression': self.compression, 'max_pixels': self.max_pixels,
+        'compression': self.compression, 'index_files': self.index_files, 'max_pixels': self.max_pixels,
         'max_file_mb': self.max_file_bytes / 2**20,
         'splits': dict(zip(self.splits.names, self.splits.fractions)), 'dedupe': self.dedupe,
         'image_size': self.image_size, 'skip_transform': self.skip_transform,

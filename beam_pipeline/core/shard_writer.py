@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import numpy as np
 import tensorflow as tf
 
-from beam_pipeline.core import dataset_info, examples, images, isolation, reading, rejections, schemas
+from beam_pipeline.core import dataset_info, examples, images, isolation, reading, record_index, rejections, schemas
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
@@ -37,7 +37,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   class_ids = {label: index for index, label in enumerate(class_names)}
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected: List[Rejection] = []
-  labels, longer_sides, stored_bytes = [], [], []
+  labels, longer_sides, stored_bytes, lengths = [], [], [], []
   reencoded = resized = damaged = 0
   batch_size = settings.embedding.batch_size if embed else 1
   read = functools.partial(_read, settings=settings, open_remote=remote and remote.open)
@@ -59,6 +59,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
           writer.write(example)
         except Exception as e:  # pylint: disable=broad-except
           raise OutputError(f'{file_path}: {rejections.first_line(e)}') from e
+        lengths.append(len(example))
         labels.append(record.label)
         longer_sides.append(max(record.height, record.width))
         stored_bytes.append(len(image))
@@ -68,7 +69,18 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': len(labels),
            'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized,
            'num_damaged_jpeg': damaged, **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
+  if settings.index_files:
+    _write_index(file_path + record_index.SUFFIX, lengths)
+    shard['index_file'] = shard['file'] + record_index.SUFFIX
   return ShardWritten(shard, rejected)
+
+
+def _write_index(path: str, lengths: List[int]) -> None:
+  try:
+    with open(path, 'w', encoding='ascii') as f:
+      f.write(record_index.text(lengths))
+  except OSError as e:
+    raise OutputError(f'{path}: {rejections.first_line(e)}') from e
 
 
 _Stored = Tuple[ImageRecord, bytes, Tuple[int, int]]

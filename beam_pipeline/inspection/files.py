@@ -9,8 +9,10 @@ from typing import IO, Any, Dict, List
 
 from beam_pipeline.core import dataset_info, quiet_import, uris
 
-# A shard's name, as the converter writes it (split-NNNNN-of-NNNNN.tfrecord[.gz]).
+# A shard's name, as the converter writes it (split-NNNNN-of-NNNNN.tfrecord[.gz]); the glob
+# also matches index files (.tfrecord.idx), which shard_names leaves out.
 SHARD_PATTERN = '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*'
+_SHARD_SUFFIXES = ('.tfrecord', '.tfrecord.gz')
 
 
 def info(output: str) -> Dict[str, Any]:
@@ -28,6 +30,13 @@ def open_text(path: str) -> IO[str]:
   return tf.io.gfile.GFile(path)
 
 
+def open_binary(path: str) -> IO[bytes]:
+  if not uris.is_remote(path):
+    return open(path, 'rb')
+  tf = quiet_import.tensorflow()
+  return tf.io.gfile.GFile(path, 'rb')
+
+
 def shard_names(output: str) -> List[str]:
   """The names of every file in ``output`` named like a shard."""
   pattern = uris.join(output, SHARD_PATTERN)
@@ -36,7 +45,7 @@ def shard_names(output: str) -> List[str]:
     paths = tf.io.gfile.glob(pattern)
   else:
     paths = glob.glob(glob.escape(output.rstrip('/') + '/') + SHARD_PATTERN)
-  return sorted(os.path.basename(path) for path in paths)
+  return sorted(os.path.basename(path) for path in paths if path.endswith(_SHARD_SUFFIXES))
 
 
 def size(path: str) -> int:

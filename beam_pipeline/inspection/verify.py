@@ -4,7 +4,8 @@ For every shard that dataset_info.json names: the file is there, has its recorde
 size and record count, and TensorFlow's TFRecord reader accepts its framing (length
 and data CRCs); every record parses, decodes with
 ``tf.io.decode_image(channels=3, expand_animations=False)`` to its recorded height
-and width, and its image bytes match ``image/key/sha256``; with --embedding_model, its
+and width, and its image bytes match ``image/key/sha256``; with --index_files, its index
+file gives every record's offset and length; with --embedding_model, its
 embedding has the recorded shape and finite values (under --embedding_only, which
 stores no image, that is what is checked). A file named like a shard
 that dataset_info.json does not list is a problem too. Shards are checked side by
@@ -19,7 +20,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 import tensorflow as tf
 
-from beam_pipeline.core import native_output, schemas, uris
+from beam_pipeline.core import native_output, record_index, schemas, uris
 from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
 from beam_pipeline.progress import Tally
@@ -95,7 +96,29 @@ def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compres
         tally.add(1, 1)
   if index != shard['num_examples'] and len(problems) < MAX_PROBLEMS_PER_SHARD:
     problems.append(Problem(name, None, f'{index} records read, dataset_info.json says {shard["num_examples"]}'))
+  if 'index_file' in shard and not problems:
+    problems += _index_problems(path, shard)
   return problems, index
+
+
+def _index_problems(path: str, shard: Dict[str, Any]) -> List[Problem]:
+  """Whether the shard's index file (--index_files) gives every record's offset and length."""
+  index_path = path[:len(path) - len(shard['file'])] + shard['index_file']
+  with files.open_binary(path) as f:
+    expected = record_index.text(record_index.data_lengths(f)).splitlines()
+  try:
+    with files.open_text(index_path) as f:
+      lines = f.read().splitlines()
+  except (OSError, tf.errors.NotFoundError):
+    return [Problem(shard['file'], None, f'its index file {shard["index_file"]} is missing')]
+  wrong = next((i for i, (line, want) in enumerate(zip(lines, expected)) if line != want), None)
+  if wrong is not None:
+    return [Problem(shard['file'], None, f'line {wrong + 1} of its index file {shard["index_file"]} says '
+                                         f'"{lines[wrong]}", the record is at "{expected[wrong]}"')]
+  if len(lines) != len(expected):
+    return [Problem(shard['file'], None, f'its index file {shard["index_file"]} has {len(lines)} lines '
+                                         f'for {len(expected)} records')]
+  return []
 
 
 def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,

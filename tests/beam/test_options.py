@@ -51,6 +51,7 @@ def test_a_label_mode_given_to_beams_labels_flag_says_where_it_went(images, tmp_
     ('--jpeg_quality=101', 'must be at most 100'),
     ('--max_side=0', 'must be a positive number'),
     ('--min_side=0', 'must be a positive number'),
+    ('--index_files --compression=gzip', '--index_files needs --compression=none'),
     ('--min_side=600 --max_side=512', '--min_side=600 is larger than --max_side=512'),
     ('--target_shard_mbb=10', 'unknown option --target_shard_mbb; did you mean --target_shard_mb?'),
     ('--inp=x', 'unknown option --inp'),

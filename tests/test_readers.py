@@ -1,0 +1,93 @@
+"""The readers users already have, reading our outputs as their users do.
+
+The PyTorch ``tfrecord`` package runs in a process of its own: it registers its own
+copy of TensorFlow's example.proto, which cannot share a process with TensorFlow's.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from beam_pipeline.core import record_index
+from beam_pipeline.inspection import verify
+from helpers import photos
+from helpers.commands import convert
+from helpers.dataset_reader import read_output
+
+_TFRECORD_READ = '''
+import json, sys
+from tfrecord.reader import tfrecord_loader
+names = {}
+for path, index, compression, parts in json.loads(sys.argv[1]):
+    names[path] = [bytes(record['image/filename']).decode()
+                   for part in range(parts)
+                   for record in tfrecord_loader(path, index, {'image/filename': 'byte'}, compression_type=compression,
+                                                 shard=(part, parts) if index else None)]
+print(json.dumps(names))
+'''
+
+
+def _tfrecord_package_reads(reads) -> dict:
+  result = subprocess.run([sys.executable, '-c', _TFRECORD_READ, json.dumps(reads)], capture_output=True, text=True,
+                          check=False, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout)
+
+
+@pytest.fixture(scope='module')
+def photo_set(tmp_path_factory):
+  """A training folder of 24 photos and a validation folder of one: a one-record shard."""
+  root = tmp_path_factory.mktemp('readers')
+  files = {f'train/{label}/{i}.jpg': photos.jpegs(1, seed=i + 100 * n, size=(40 + i, 30))[0]
+           for n, label in enumerate(('cat', 'dog')) for i in range(12)}
+  files['val/cat/only.jpg'] = photos.jpegs(1, seed=999)[0]
+  photos.write_files(root / 'in', files)
+  return root
+
+
+def test_index_files_index_every_record_and_the_tfrecord_package_reads_with_them(photo_set, tmp_path):
+  out = tmp_path / 'out'
+  assert convert(f'--input={photo_set}/in', f'--output={out}', '--index_files', '--target_shard_mb=0.01',
+                 '--skip_transform') == 0
+  info, records = read_output(str(out))
+  shards = [shard for split in info['splits'].values() for shard in split['shards']]
+  assert len(info['splits']['train']['shards']) > 2 and info['splits']['validation']['num_examples'] == 1
+  assert all(shard['index_file'] == shard['file'] + '.idx' for shard in shards)
+  for shard in shards:
+    with open(out / shard['file'], 'rb') as f:
+      assert (out / shard['index_file']).read_text() == record_index.text(record_index.data_lengths(f))
+  assert verify.verify(str(out), info).problems == []
+
+  # Its index reader (numpy.loadtxt(...)[:, 0]) fails on a one-line index: the one-record shard
+  # is read without it, as its users must.
+  reads = [(str(out / shard['file']), str(out / shard['index_file']) if shard['num_examples'] > 1 else None,
+            None, 2 if shard['num_examples'] > 1 else 1) for shard in shards]
+  read = _tfrecord_package_reads(reads)
+  for shard in shards:
+    in_shard = [r['image/filename'].decode() for split in records.values() for r in split
+                if r['_shard'] == shard['file']]
+    assert read[str(out / shard['file'])] == in_shard
+
+  first, only = info['splits']['train']['shards'][0], info['splits']['validation']['shards'][0]
+  with open(out / first['file'], 'rb') as f:
+    right = record_index.text(record_index.data_lengths(f)).splitlines()[1]
+  lines = (out / first['index_file']).read_text().splitlines()
+  lines[1] = '1 2'
+  (out / first['index_file']).write_text('\n'.join(lines) + '\n')
+  (out / only['index_file']).unlink()
+  assert [str(p) for p in verify.verify(str(out), info).problems] == [
+      f'{first["file"]}: line 2 of its index file {first["index_file"]} says "1 2", the record is at "{right}"',
+      f'{only["file"]}: its index file {only["index_file"]} is missing']
+
+
+def test_the_tfrecord_package_reads_every_record_of_a_gzipped_output(photo_set, tmp_path):
+  out = tmp_path / 'out'
+  assert convert(f'--input={photo_set}/in', f'--output={out}', '--compression=gzip', '--skip_transform') == 0
+  info, records = read_output(str(out))
+  shards = [shard for split in info['splits'].values() for shard in split['shards']]
+  read = _tfrecord_package_reads([(str(out / shard['file']), None, 'gzip', 1) for shard in shards])
+  assert sorted(name for names in read.values() for name in names) == sorted(
+      r['image/filename'].decode() for split in records.values() for r in split)
+  assert sum(map(len, read.values())) == 25
