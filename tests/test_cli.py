@@ -16,7 +16,7 @@ def test_converts_the_sample_set_and_says_where_it_went(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.startswith(f'Wrote 11 examples of 14 images, 2 classes, to {tmp_path}/out in ')
   assert 'Rejected 3 inputs: not_image 2, truncated 1' in result.stdout
-  assert (tmp_path / 'out' / 'dataset_info.json').exists()
+  assert (tmp_path / 'out' / 'beam_pipeline.json').exists()
   assert count == 14
 
 
@@ -72,7 +72,7 @@ def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_pat
   assert result.returncode == 0
   assert result.stdout.startswith(f'Wrote 11 examples of 14 images, 2 classes, to {tmp_path}/out\n')
   assert 'train-00000-of-00001.tfrecord: 11 examples' in result.stdout
-  (tmp_path / 'out' / 'dataset_info.json').unlink()
+  (tmp_path / 'out' / 'beam_pipeline.json').unlink()
   result = run_cli('inspect', tmp_path / 'out')
   assert result.returncode == 2 and 'is not a completed conversion' in result.stderr
   result = run_cli('inspect')

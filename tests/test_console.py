@@ -1,5 +1,5 @@
 """What a conversion shows: live progress, no library chatter, and a summary that agrees
-with dataset_info.json (as text, and as JSON for scripts)."""
+with beam_pipeline.json (as text, and as JSON for scripts)."""
 import fcntl
 import json
 import os
@@ -85,7 +85,7 @@ def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):
   args = [f'--input={tmp_path}/in', '--splits=train=0.75,validation=0.25', '--target_shard_mb=0.02']
   assert cli.main([*args, f'--output={tmp_path}/out', '--json']) == 0
   printed = json.loads(capsys.readouterr().out)
-  info = json.loads((tmp_path / 'out' / 'dataset_info.json').read_text())
+  info = json.loads((tmp_path / 'out' / 'beam_pipeline.json').read_text())
   assert printed['num_examples'] == info['num_examples'] == 121 and printed['num_inputs'] == 122
   assert printed['errors_by_reason'] == info['errors_by_reason'] == {'empty': 1}
   assert printed['duplicates'] == {'num_groups': 1, 'num_extra_copies': 1, 'removed': False}

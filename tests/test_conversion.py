@@ -43,7 +43,7 @@ def test_every_odd_input_is_written_decodable_or_rejected_with_its_reason(tmp_pa
   assert sum(info['errors_by_reason'].values()) == len(rejected)
   assert open(tmp_path / 'out' / 'labels.txt').read() == 'odd\n'
   assert output_files(tmp_path / 'out') == ([
-      'dataset_info.json', 'errors-00000-of-00001.jsonl', 'labels.txt', 'train-00000-of-00001.tfrecord'],
+      'beam_pipeline.json', 'errors-00000-of-00001.jsonl', 'labels.txt', 'train-00000-of-00001.tfrecord'],
       TRANSFORM_DIRS)
 
 
@@ -132,7 +132,7 @@ def test_simple_schema_with_gzip_reads_with_the_seeds_recipe(tmp_path):
                                   for c in ('cat', 'dog') if i % 2 == (c == 'dog')})
   assert convert(f'--input={tmp_path}/imgs', f'--output={tmp_path}/out', '--schema=simple',
              '--compression=gzip') == 0
-  info = json.load(open(tmp_path / 'out' / 'dataset_info.json'))
+  info = json.load(open(tmp_path / 'out' / 'beam_pipeline.json'))
   files = [str(tmp_path / 'out' / s['file']) for s in info['splits']['train']['shards']]
   assert all(f.endswith('.tfrecord.gz') for f in files)
   spec = {'image_raw': tf.io.FixedLenFeature([], tf.string), 'label': tf.io.FixedLenFeature([], tf.int64),
@@ -169,14 +169,14 @@ def test_rerun_replaces_the_previous_result_and_refuses_foreign_files(tmp_path, 
   assert convert(f'--input={tmp_path}/imgs', f'--output={out}', '--target_shard_mb=0.05') == 0
   assert len([f for f in os.listdir(out) if f.startswith('train-')]) > 2
   assert convert(f'--input={tmp_path}/imgs', f'--output={out}', '--compression=gzip', '--skip_transform') == 0
-  assert output_files(out) == (['dataset_info.json', 'errors-00000-of-00001.jsonl', 'labels.txt',
+  assert output_files(out) == (['beam_pipeline.json', 'errors-00000-of-00001.jsonl', 'labels.txt',
                                 'train-00000-of-00001.tfrecord.gz'], [])
   (out / 'notes.txt').write_text('mine')
   capsys.readouterr()
   assert convert(f'--input={tmp_path}/imgs', f'--output={out}') == 2
   message = capsys.readouterr().err
   assert 'notes.txt' in message and message.count('\n') == 1
-  assert (out / 'dataset_info.json').exists()  # refused before touching anything
+  assert (out / 'beam_pipeline.json').exists()  # refused before touching anything
 
 
 def test_error_budget_fails_the_rerun_but_keeps_its_errors_and_the_earlier_output(tmp_path, capsys):
@@ -188,7 +188,7 @@ def test_error_budget_fails_the_rerun_but_keeps_its_errors_and_the_earlier_outpu
   photos.write_files(tmp_path / 'in', files)
   out = tmp_path / 'out'
   assert convert(f'--input={tmp_path}/in', f'--output={out}', '--skip_transform') == 0
-  committed = (out / 'dataset_info.json').read_bytes()
+  committed = (out / 'beam_pipeline.json').read_bytes()
   bad = {f'a/gone{i}.jpg': b'<html>403 Forbidden</html>' for i in range(3)}
   bad['a/empty.jpg'] = b''
   photos.write_files(tmp_path / 'in', bad)
@@ -201,7 +201,7 @@ def test_error_budget_fails_the_rerun_but_keeps_its_errors_and_the_earlier_outpu
   staged_errors = out / '.beam_pipeline-tmp' / 'errors-00000-of-00001.jsonl'
   assert message[0].endswith(f'see {staged_errors}')
   assert len(staged_errors.read_text().splitlines()) == 4
-  assert (out / 'dataset_info.json').read_bytes() == committed
+  assert (out / 'beam_pipeline.json').read_bytes() == committed
   assert sum(len(batch[0]) for batch in reader.load(str(out), batch_size=4)) == 6
   assert cli.main(['verify', str(out)]) == 0
   assert convert(f'--input={tmp_path}/in', f'--output={out}', '--max_error_fraction=0.4') == 0
@@ -229,7 +229,7 @@ def test_the_seeds_reader_reads_every_record_of_a_conversion_of_mixed_formats(tm
   photos.write_files(tmp_path / 'in', {f'odd/{name}': case.data for name, case in table.items()})
   assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--schema=simple', '--compression=gzip',
                  '--max_error_fraction=1') == 0
-  info = json.load(open(tmp_path / 'out' / 'dataset_info.json'))
+  info = json.load(open(tmp_path / 'out' / 'beam_pipeline.json'))
   files = [str(tmp_path / 'out' / shard['file']) for shard in info['splits']['train']['shards']]
   spec = {'image_raw': tf.io.FixedLenFeature([], tf.string), 'label': tf.io.FixedLenFeature([], tf.int64),
           'id': tf.io.FixedLenFeature([], tf.string)}

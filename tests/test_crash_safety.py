@@ -1,9 +1,9 @@
 """Crash safety of the output directory, with the real command in a subprocess.
 
-The contract (beam_pipeline/beam/output_dir.py): dataset_info.json is the commit
+The contract (beam_pipeline/beam/output_dir.py): beam_pipeline.json is the commit
 marker. A run killed at any moment (SIGKILL: nothing of the tool runs after it)
 before its commit leaves an earlier complete output as it was, readable; killed
-within the commit, it leaves no dataset_info.json, so beam_pipeline.reader.load
+within the commit, it leaves no beam_pipeline.json, so beam_pipeline.reader.load
 refuses the directory; rerunning the same command into it gives exactly what a
 run into an empty directory gives; a directory holding files the tool did not
 write is refused before anything in it is touched.
@@ -26,14 +26,14 @@ from helpers.commands import ROOT, command, error_line, run_cli, started
 from helpers.photos import jpegs, write_files
 TEMP_DIR = '.beam_pipeline-tmp'
 SIGKILL_AT = ROOT / 'tests' / 'helpers' / 'sigkill_at.py'
-MARKER = 'dataset_info.json'
+MARKER = 'beam_pipeline.json'
 # Small shards, so shard writing spans many files and can be hit while it happens.
 RUN_ARGS = ('--runner=DirectRunner', '--skip_transform', '--target_shard_mb=0.25')
 MULTI_PROCESS_ARGS = ('--direct_num_workers=2', '--direct_running_mode=multi_processing')
 NUM_PHOTOS = 1500
 DAMAGED = {'cat/truncated.jpg', 'dog/error-page.jpg', 'bird/empty.jpg'}
 # Shards of an earlier run with tiny shards: the commit deletes them between writing
-# labels.txt and writing dataset_info.json, which keeps the finalizing phase open long
+# labels.txt and writing beam_pipeline.json, which keeps the finalizing phase open long
 # enough (about a second) for a kill from outside to land inside it.
 NUM_STALE_SHARDS = 5000
 RUN_TIMEOUT = 300
@@ -180,7 +180,7 @@ def relative_files(out: Path) -> List[str]:
 
 
 def result_of(out: Path) -> Tuple[Dict[str, bytes], dict]:
-  """Every file's bytes, and dataset_info.json without the fields that must differ
+  """Every file's bytes, and beam_pipeline.json without the fields that must differ
   between two runs (the time, and the output path it was written to)."""
   files = {name: (out / name).read_bytes() for name in relative_files(out)}
   info = json.loads(files.pop(MARKER))
@@ -312,7 +312,7 @@ def test_a_run_killed_at_any_moment_keeps_the_earlier_output_until_it_commits_an
   left = sum((out / name).exists() for name in stale)
   history[-1] += f' ({left} of {len(stale)} stale shards still there)'
 
-  # 5. The narrowest window, hit from inside: dataset_info.json complete under its temporary
+  # 5. The narrowest window, hit from inside: beam_pipeline.json complete under its temporary
   # name, the rename that commits it not yet done.
   ended = kill('before the marker is renamed into place', None,
                [sys.executable, str(SIGKILL_AT), MARKER, *command[3:]])
@@ -386,7 +386,7 @@ def tree_state(out: Path) -> Dict[str, Tuple[bytes, int]]:
 
 @pytest.fixture(scope='module')
 def earlier_result(small_photos, tmp_path_factory) -> Path:
-  """A complete output of an earlier run, dataset_info.json included."""
+  """A complete output of an earlier run, beam_pipeline.json included."""
   out = tmp_path_factory.mktemp('earlier') / 'out'
   assert convert(small_photos, out) == 0
   return out
@@ -407,7 +407,7 @@ FOREIGN_FILES = [
 def test_a_directory_with_a_users_file_is_refused_untouched(small_photos, earlier_result, tmp_path, capsys,
                                                            foreign):
   """Expected: exit code 2, one `error:` line naming the file; every file and directory,
-  the earlier run's dataset_info.json included, left exactly as it was."""
+  the earlier run's beam_pipeline.json included, left exactly as it was."""
   out = tmp_path / 'out'
   shutil.copytree(earlier_result, out)
   (out / foreign).parent.mkdir(parents=True, exist_ok=True)
@@ -510,7 +510,7 @@ def test_a_run_killed_while_the_tf_transform_graph_is_moved_into_place_can_be_re
   last (metadata/) moves, transform_fn/ and transformed_metadata/ are already
   in place. Expected: no marker; the same command rerun completes and gives what
   a fresh run gives (same file names; shards, labels.txt, errors file and
-  dataset_info.json byte for byte; the SavedModel's bytes may differ), with no
+  beam_pipeline.json byte for byte; the SavedModel's bytes may differ), with no
   temporary file left.
   """
   out, fresh = tmp_path / 'out', tmp_path / 'fresh'

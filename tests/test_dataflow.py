@@ -70,7 +70,7 @@ def test_a_dataflow_job_on_cloud_storage_writes_what_the_direct_runner_writes(gc
 
 def test_a_dry_run_and_a_classic_template_translate_the_job_and_touch_no_output(gcs, sample_set, tmp_path):
   (tmp_path / 'out').mkdir()
-  (tmp_path / 'out' / 'dataset_info.json').write_text('{"from": "an earlier run"}')
+  (tmp_path / 'out' / 'beam_pipeline.json').write_text('{"from": "an earlier run"}')
   for extra, message in ((['--dry_run=True'], 'Dry run: the job was translated'),
                          (['--template_location=gs://stage/templates/images.json'],
                           'Wrote a classic template to gs://stage/templates/images.json')):
@@ -78,7 +78,7 @@ def test_a_dry_run_and_a_classic_template_translate_the_job_and_touch_no_output(
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.strip().splitlines()[-1].startswith(message), result.stdout
     assert 'Traceback' not in result.stderr
-  assert os.listdir(tmp_path / 'out') == ['dataset_info.json']
+  assert os.listdir(tmp_path / 'out') == ['beam_pipeline.json']
   template = json.loads(gcs_emulator.download('stage', 'templates/images.json'))
   options = template['environment']['sdkPipelineOptions']['options']
   assert options['input'] == str(sample_set) and options['pipelineUrl'].startswith('gs://stage/tmp/')

@@ -29,7 +29,7 @@ def output(request, tmp_path_factory):
 
 
 def shards(out):
-  info = json.loads((out / 'dataset_info.json').read_text())
+  info = json.loads((out / 'beam_pipeline.json').read_text())
   return [shard['file'] for split in info['splits'].values() for shard in split['shards']]
 
 
@@ -101,18 +101,18 @@ def test_verify_finds_a_truncated_a_removed_and_a_stray_shard(output, tmp_path):
   result = run_cli('verify', out)
   assert result.returncode == 1
   problems = [line.strip() for line in result.stderr.splitlines() if line.startswith('  ')]
-  assert f'{second}: listed in dataset_info.json but missing' in problems
-  assert f'{stray}: not listed in dataset_info.json' in problems
+  assert f'{second}: listed in beam_pipeline.json but missing' in problems
+  assert f'{stray}: not listed in beam_pipeline.json' in problems
   truncated = [problem for problem in problems if problem.startswith(first)]
-  assert any('bytes, dataset_info.json says' in problem for problem in truncated), problems
-  assert any('records read, dataset_info.json says' in problem for problem in truncated), problems
+  assert any('bytes, beam_pipeline.json says' in problem for problem in truncated), problems
+  assert any('records read, beam_pipeline.json says' in problem for problem in truncated), problems
 
 
 def _rewrite_shard(out, name, change) -> None:
   """Writes shard ``name`` again, each serialized record through ``change(index, example)``
   (an Example to write, or bytes), with TensorFlow's writer, so every frame is valid; its
-  size in dataset_info.json follows."""
-  info = json.loads((out / 'dataset_info.json').read_text())
+  size in beam_pipeline.json follows."""
+  info = json.loads((out / 'beam_pipeline.json').read_text())
   compression = info['compression'].upper() if info['compression'] != 'none' else ''
   records = [tf.train.Example.FromString(r.numpy())
              for r in tf.data.TFRecordDataset(str(out / name), compression_type=compression)]
@@ -124,7 +124,7 @@ def _rewrite_shard(out, name, change) -> None:
     for shard in split['shards']:
       if shard['file'] == name:
         shard['num_bytes'] = os.path.getsize(out / name)
-  (out / 'dataset_info.json').write_text(json.dumps(info))
+  (out / 'beam_pipeline.json').write_text(json.dumps(info))
 
 
 def test_verify_checks_each_record_against_what_it_records(output, tmp_path, capsys):
@@ -156,14 +156,14 @@ def test_verify_checks_each_record_against_what_it_records(output, tmp_path, cap
 
 
 def test_verify_finds_an_embedding_that_is_not_finite(output, tmp_path, capsys):
-  """An output whose dataset_info.json says its records hold 2-value embeddings; one record's
+  """An output whose beam_pipeline.json says its records hold 2-value embeddings; one record's
   holds a NaN. Expected: exit 1, that record named."""
   out = damaged(output, tmp_path)
-  info = json.loads((out / 'dataset_info.json').read_text())
+  info = json.loads((out / 'beam_pipeline.json').read_text())
   info['embedding'] = {'model': 'm.keras', 'sha256': '0' * 64, 'input_size': [32, 32, 3], 'output_shape': [2],
                        'num_values': 2, 'key': 'image/embedding', 'shape_key': 'image/embedding/shape',
                        'images_stored': True}
-  (out / 'dataset_info.json').write_text(json.dumps(info))
+  (out / 'beam_pipeline.json').write_text(json.dumps(info))
 
   def embed(first_shard):
     def change(index, example):
@@ -183,7 +183,7 @@ def test_verify_finds_an_embedding_that_is_not_finite(output, tmp_path, capsys):
 
 def test_verify_refuses_an_incomplete_output(output, tmp_path):
   out = damaged(output, tmp_path)
-  (out / 'dataset_info.json').unlink()
+  (out / 'beam_pipeline.json').unlink()
   result = run_cli('verify', out)
   assert result.returncode == 2 and 'is not a completed conversion' in result.stderr
 
@@ -214,7 +214,7 @@ def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tm
   files: inspect counts them all, reason by reason, and its summary names them by a glob."""
   out = tmp_path / 'out'
   shutil.copytree(output, out)
-  info = json.loads((out / 'dataset_info.json').read_text())
+  info = json.loads((out / 'beam_pipeline.json').read_text())
   (out / info['errors_file']).unlink()
   names = errors_output.file_names(3)
   rejected = [Rejection(f'{out}/in/{i}.jpg', ('empty', 'truncated')[i % 3 == 0], 'x') for i in range(30)]
@@ -222,7 +222,7 @@ def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tm
     (out / name).write_text(errors_output.file_text(r for r in rejected if errors_output.file_index(r.uri, 3) == index))
   info.update(errors_file=errors_output.pattern(3), errors_files=names, num_errors=30,
               errors_by_reason=errors_output.by_reason(rejected))
-  (out / 'dataset_info.json').write_text(json.dumps(info))
+  (out / 'beam_pipeline.json').write_text(json.dumps(info))
   result = run_cli('inspect', out, '--errors')
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'empty: 20\n' in result.stdout and 'truncated: 10\n' in result.stdout, result.stdout

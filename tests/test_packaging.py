@@ -39,5 +39,5 @@ def test_the_source_distribution_installs_into_a_fresh_environment_and_converts(
   converted = _run([python, '-m', 'beam_pipeline', '--input=images', '--output=out', '--max_error_fraction=0.5'],
                    tmp_path)
   assert 'Wrote 83 examples' in converted.stdout
-  info = json.loads((tmp_path / 'out' / 'dataset_info.json').read_text())
+  info = json.loads((tmp_path / 'out' / 'beam_pipeline.json').read_text())
   assert info['num_examples'] + info['num_errors'] == 86

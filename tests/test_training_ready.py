@@ -114,10 +114,10 @@ def test_output_is_byte_identical_across_runs_and_worker_counts(tmp_path):
     out = tmp_path / name
     assert run(f'--input={tmp_path}/in', f'--output={out}', '--splits=train=0.7,validation=0.3',
                '--target_shard_mb=0.005', *extra) == 0
-    info = json.load(open(out / 'dataset_info.json'))
+    info = json.load(open(out / 'beam_pipeline.json'))
     info.pop('created')
     info['options'].pop('output')
-    files = {f: (out / f).read_bytes() for f in output_files(out)[0] if f != 'dataset_info.json'}
+    files = {f: (out / f).read_bytes() for f in output_files(out)[0] if f != 'beam_pipeline.json'}
     contents[name] = (info, files)
   first_info, first_files = contents['first']
   assert len([f for f in first_files if f.startswith('train-')]) > 1

@@ -37,7 +37,7 @@ def model_files(model: str) -> Dict[str, str]:
 
 
 def fingerprint(model: str) -> str:
-  """The sha256 that dataset_info.json records for the model (files_sha256)."""
+  """The sha256 that beam_pipeline.json records for the model (files_sha256)."""
   digests = {}
   for path, uri in model_files(model).items():
     digest = hashlib.sha256()

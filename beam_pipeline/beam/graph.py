@@ -42,7 +42,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
              | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(planned.labels)).with_outputs(
                  REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
-  # What dataset_info.json reports, each summed up as it comes: no step holds every shard's
+  # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
   totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(WrittenTotals())
   errors = ((listed[REJECTED], checked[REJECTED], planned.rejected, written[REJECTED])

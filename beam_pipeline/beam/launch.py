@@ -129,7 +129,7 @@ def _submitted(result: PipelineResult, options: PipelineOptions):
   print(f'Dataflow job {job}: https://console.cloud.google.com/dataflow/jobs/{cloud.region}/{job}'
         f'?project={cloud.project}', flush=True)
   if options.view_as(options_lib.ConversionOptions).no_wait:
-    return 'Submitted; not waiting for the job (--no_wait). dataset_info.json appears in the output once it completes.'
+    return 'Submitted; not waiting for the job (--no_wait). beam_pipeline.json appears in the output once it completes.'
   return None
 
 

@@ -1,6 +1,6 @@
 """The output directory: which files are ours, the new dataset staged beside the old one, and the commit.
 
-``dataset_info.json`` is the commit marker: a directory that has it holds a
+``beam_pipeline.json`` is the commit marker: a directory that has it holds a
 complete dataset, one that lacks it is not to be read. A run writes everything
 (shards, the tf.Transform graph, labels.txt, the errors file) under the output's
 temporary directory first, so an earlier complete output stays readable, marker
@@ -8,6 +8,8 @@ and all, while the run works, and after it fails. Only the commit, once all is
 written and the error budget holds, replaces it: the earlier marker goes, the new
 files move into place, what this run did not write goes, and the new marker comes
 last. A run killed within the commit leaves no marker; rerunning repairs it.
+TensorFlow Datasets' own marker, dataset_info.json, goes with ours: removed first,
+moved in last but for ours.
 
 Every file goes through Beam's FileSystems, local and gs:// alike, but for the
 files the core writes (shards, the tf.Transform graph): those are written to local
@@ -23,7 +25,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import inputs
-from beam_pipeline.core import dataset_info, rejections, uris
+from beam_pipeline.core import dataset_info, rejections, schemas, tfds_metadata, uris
 from beam_pipeline.core.records import TransformGraph
 from beam_pipeline.core.rejections import OutputError
 from beam_pipeline.core.usage import UsageError
@@ -38,7 +40,9 @@ _COPY_BUFFER_BYTES = 8 * 2**20
 _OWN_NAME = re.compile(
     r'^(?:[a-z][a-z0-9_]*-\d{5}-of-\d{5}\.tfrecord(?:\.gz|\.idx)?'
     r'|errors-\d{5}-of-\d{5}\.jsonl'
-    rf'|{re.escape(LABELS_TXT)}|{re.escape(DATASET_INFO)}'
+    rf'|{re.escape(LABELS_TXT)}|{re.escape(DATASET_INFO)}|{re.escape(dataset_info.OLD_FILE_NAME)}'
+    rf'|{re.escape(tfds_metadata.DATASET_INFO)}|{re.escape(tfds_metadata.FEATURES)}'
+    rf'|{"|".join(re.escape(tfds_metadata.label_names_file(schema)) for schema in schemas.SCHEMAS)}'
     r'|transform_fn/(?:saved_model\.pb|fingerprint\.pb|assets/class_labels\.txt'
     r'|variables/variables\.(?:index|data-\d{5}-of-\d{5}))'
     r'|(?:transformed_metadata|metadata)/schema\.pbtxt(?:\.tmp[0-9a-f]{32})?'
@@ -147,32 +151,38 @@ def stage_text(output: str, name: str, text: str) -> None:
     raise OutputError(f'cannot write {temp_path(output, name)}: {_cause(e)}') from e
 
 
-def commit(output: str, written: Iterable[str], written_dirs: Iterable[str], dataset_info_json: str) -> None:
-  """Replaces the output with what this run staged: the earlier marker goes, the staged files and
-  directories move into place, what this run did not write goes, and the new marker comes last.
-  OutputError if the storage fails it: a rerun completes it."""
+def commit(output: str, written: Iterable[str], written_dirs: Iterable[str], run_record_json: str,
+           last: Iterable[str] = ()) -> None:
+  """Replaces the output with what this run staged: the earlier markers go, the staged files and
+  directories move into place, what this run did not write goes, the staged files ``last``
+  (another reader's marker) follow, and the new marker comes last. OutputError if the
+  storage fails it: a rerun completes it."""
   try:
-    _commit(output, list(written), list(written_dirs), dataset_info_json)
+    _commit(output, list(written), list(written_dirs), run_record_json, list(last))
   except OutputError:
     raise
   except Exception as e:  # pylint: disable=broad-except  # Beam's BeamIOError, the storage client's errors
     raise OutputError(f'committing --output={output} failed: {_cause(e)}') from e
 
 
-def _commit(output: str, written: List[str], written_dirs: List[str], dataset_info_json: str) -> None:
-  stage_text(output, DATASET_INFO, dataset_info_json)
-  if FileSystems.exists(path(output, DATASET_INFO)):
-    _remove([path(output, DATASET_INFO)])
+def _commit(output: str, written: List[str], written_dirs: List[str], run_record_json: str,
+            last: List[str]) -> None:
+  stage_text(output, DATASET_INFO, run_record_json)
+  # TFDS's marker, or this tool's own of an output before 0.2: both name a complete output.
+  markers = [path(output, name) for name in (DATASET_INFO, dataset_info.OLD_FILE_NAME)]
+  _remove([marker for marker in markers if FileSystems.exists(marker)])
   if written:
     FileSystems.rename([temp_path(output, name) for name in written], [path(output, name) for name in written])
   for directory in written_dirs:
     _move_tree(output, directory)
-  keep = set(written) | {DATASET_INFO}
+  keep = set(written) | set(last) | {DATASET_INFO}
   kept_dirs = tuple(directory + '/' for directory in written_dirs)
   stale = [name for name in _relative_names(output)
            if _OWN_NAME.match(name) and name not in keep and not name.startswith(TEMP_DIR + '/')
            and (not name.startswith(kept_dirs) or _TF_TEMP_NAME.search(name))]
   _delete(output, stale, [d for d in TransformGraph.DIRECTORIES if d + '/' not in kept_dirs])
+  if last:
+    FileSystems.rename([temp_path(output, name) for name in last], [path(output, name) for name in last])
   FileSystems.rename([temp_path(output, DATASET_INFO)], [path(output, DATASET_INFO)])
   leftovers = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
   _delete(output, leftovers, [TEMP_DIR])

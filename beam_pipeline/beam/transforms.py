@@ -17,7 +17,7 @@ from apache_beam.transforms.window import GlobalWindows
 from beam_pipeline import progress
 from beam_pipeline.beam import embedding, inputs, output_dir, workers
 from beam_pipeline.core import (dataset_info, errors_output, hash_order, isolation, labels, reading, record_index,
-                                 rejections, sharding, splitting, steps, uris)
+                                 rejections, sharding, splitting, steps, tfds_metadata, uris)
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
                                         ShardWritten, TransformGraph, Validated)
 from beam_pipeline.core.rejections import Rejected
@@ -467,7 +467,7 @@ def _sum_errors_written(written: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
 
 
 class DuplicateGroups(beam.CombineFn):
-  """Every group of identical files, summed up as dataset_info.json lists them: how many
+  """Every group of identical files, summed up as beam_pipeline.json lists them: how many
   groups and extra copies, and the first MAX_LISTED_DUPLICATE_GROUPS groups (sorted), never
   more of them at once."""
   _LISTED = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
@@ -495,7 +495,7 @@ class DuplicateGroups(beam.CombineFn):
 
 
 class WrittenTotals(beam.CombineFn):
-  """Every written shard's report, summed up as dataset_info.json needs it
+  """Every written shard's report, summed up as beam_pipeline.json needs it
   (dataset_info.written_totals)."""
 
   def create_accumulator(self) -> Dict[str, Any]:
@@ -530,6 +530,11 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
                             num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
                             embedding=dataset_info.embedding_info(settings.embedding, settings.schema))
-  files = shards + [output_dir.LABELS_TXT] + errors_output.file_names(num_errors_files)
+  tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
+  for name, text in tfds_files.items():
+    output_dir.stage_text(settings.output, name, text)
+  last = [name for name in tfds_files if name == tfds_metadata.DATASET_INFO]
+  files = (shards + [output_dir.LABELS_TXT] + errors_output.file_names(num_errors_files) +
+           [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]
-  output_dir.commit(settings.output, files, written_dirs, dataset_info.dumps(info))
+  output_dir.commit(settings.output, files, written_dirs, dataset_info.dumps(info), last)

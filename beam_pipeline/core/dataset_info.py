@@ -1,6 +1,10 @@
-"""dataset_info.json: what a completed run wrote, for readers, inspection and audits.
+"""beam_pipeline.json, the run record: what a completed run wrote, for readers, inspection
+and audits.
 
 It is the commit marker too: written last, so an output without it is not to be read.
+Outputs of versions before 0.2 hold it as dataset_info.json, the name TensorFlow
+Datasets reads its own metadata from (tfds_metadata.py now writes that); read()
+still reads them.
 """
 import collections
 import datetime
@@ -12,22 +16,29 @@ from beam_pipeline import __version__
 from beam_pipeline.core import errors_output, rejections, schemas, uris
 from beam_pipeline.core.settings import EmbeddingSpec
 
-FILE_NAME = 'dataset_info.json'
+FILE_NAME = 'beam_pipeline.json'
+OLD_FILE_NAME = 'dataset_info.json'  # of outputs before 0.2, when it was ours
 
 
 def read(output: str, exists: Callable[[str], bool] = os.path.exists,
          open_file: Callable[[str], IO] = open) -> Dict[str, Any]:
-  """The dataset_info.json of a completed run; FileNotFoundError for any other directory.
+  """The beam_pipeline.json of a completed run; FileNotFoundError for any other directory.
 
   ``exists`` and ``open_file`` reach the file: the built-ins for a local output, Beam's
   FileSystems or tf.io.gfile for any, from the caller that has them.
   """
   path = uris.join(output, FILE_NAME)
-  if not exists(path):
-    raise FileNotFoundError(f'{path} does not exist: {output} is not a completed conversion (it is still '
-                            'running, was interrupted or failed, or is not an output of beam_pipeline)')
-  with open_file(path) as f:
-    return json.load(f)
+  if exists(path):
+    with open_file(path) as f:
+      return json.load(f)
+  old = uris.join(output, OLD_FILE_NAME)
+  if exists(old):
+    with open_file(old) as f:
+      info = json.load(f)
+    if info.get('tool') == 'beam_pipeline':
+      return info
+  raise FileNotFoundError(f'{path} does not exist: {output} is not a completed conversion (it is still '
+                          'running, was interrupted or failed, or is not an output of beam_pipeline)')
 
 
 def size_bin(value: int) -> str:
@@ -38,7 +49,7 @@ def size_bin(value: int) -> str:
 def image_statistics(labels: Iterable[Optional[str]], longer_sides: Iterable[int],
                      stored_bytes: Iterable[int]) -> Dict[str, Dict[str, int]]:
   """A shard's counts per class and histograms of its images' longer side (pixels) and stored
-  size (KiB, in power-of-two bins): what dataset_info.json holds per split."""
+  size (KiB, in power-of-two bins): what beam_pipeline.json holds per split."""
   return {'classes': dict(collections.Counter(label for label in labels if label is not None)),
           'longer_side_px': dict(collections.Counter(map(size_bin, longer_sides))),
           'kib': dict(collections.Counter(size_bin(size // 1024) for size in stored_bytes))}
@@ -48,7 +59,7 @@ MAX_LISTED_DUPLICATE_GROUPS = 1000
 
 
 def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[str, Any]]:
-  """What dataset_info.json says of the embeddings: the model (and its sha256), the input it
+  """What beam_pipeline.json says of the embeddings: the model (and its sha256), the input it
   was given, the output's shape, and the keys it is stored under."""
   if spec is None:
     return None
@@ -59,14 +70,14 @@ def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[
           'key': keys[schemas.EMBEDDING], 'shape_key': keys[schemas.EMBEDDING_SHAPE], 'images_stored': not spec.only}
 
 
-# What each written shard reports (shard_writer.py) that dataset_info.json sums up: counts of the
+# What each written shard reports (shard_writer.py) that beam_pipeline.json sums up: counts of the
 # run, and per split histograms.
 _COUNTS = ('num_reencoded', 'num_resized', 'num_damaged_jpeg')
 _HISTOGRAMS = ('classes', 'longer_side_px', 'kib')
 
 
 def written_totals(shards: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
-  """What dataset_info.json says of written shards, summed: per split its examples, bytes,
+  """What beam_pipeline.json says of written shards, summed: per split its examples, bytes,
   histograms and shards (file, num_examples, num_bytes); and the run's counts. A combiner
   sums them up shard by shard (add_shard) and merges its partial totals (add_totals),
   never holding every shard's histograms at once: 100 million images in 1,000 classes

@@ -31,7 +31,7 @@ def file_names(count: int) -> List[str]:
 
 
 def pattern(count: int) -> str:
-  """What dataset_info.json's ``errors_file`` says: the one file's name, or a glob of them all."""
+  """What beam_pipeline.json's ``errors_file`` says: the one file's name, or a glob of them all."""
   return file_name(0, 1) if count == 1 else f'errors-*-of-{count:05d}.jsonl'
 
 

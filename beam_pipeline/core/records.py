@@ -101,6 +101,6 @@ class TransformGraph(OutputUnit):
 
 
 class ShardWritten(NamedTuple):
-  """What writing a shard gives: its line of dataset_info.json, and the records it could not write."""
+  """What writing a shard gives: its line of beam_pipeline.json, and the records it could not write."""
   shard: Dict[str, Any]  # split, file, num_examples, num_bytes
   rejections: List[Rejection]

@@ -1,7 +1,7 @@
 """Why an input was not written: short reason codes, and the exception that carries one.
 
 Every input ends either as a written record or as exactly one rejection, so the
-codes are part of the output contract (errors-*.jsonl, dataset_info.json,
+codes are part of the output contract (errors-*.jsonl, beam_pipeline.json,
 Beam counters) and must stay stable.
 """
 from typing import Optional

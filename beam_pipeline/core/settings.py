@@ -48,7 +48,7 @@ class StoredImages(NamedTuple):
 
 class EmbeddingSpec(NamedTuple):
   """--embedding_model and its options. The model check before the run fills in
-  ``sha256`` and ``output_shape``, which the graph and dataset_info.json record."""
+  ``sha256`` and ``output_shape``, which the graph and beam_pipeline.json record."""
   model: str  # local or gs://: a .keras file or a SavedModel directory
   image_size: int = 224  # the square side images are resized to for the model
   only: bool = False  # --embedding_only: records hold the embedding instead of the image
@@ -85,7 +85,7 @@ class Settings(NamedTuple):
   index_files: bool = False  # write SHARD.idx beside each shard (record_index)
 
   def as_dict(self) -> dict:
-    """The options as recorded in dataset_info.json."""
+    """The options as recorded in beam_pipeline.json."""
     return {
         'input': self.input.path, 'input_kind': self.input.kind, 'output': self.output,
         'label_source': str(self.label_source),

@@ -16,7 +16,7 @@ _SHARD_SUFFIXES = ('.tfrecord', '.tfrecord.gz')
 
 
 def info(output: str) -> Dict[str, Any]:
-  """dataset_info.json; FileNotFoundError for an output that is not complete."""
+  """beam_pipeline.json; FileNotFoundError for an output that is not complete."""
   if not uris.is_remote(output):
     return dataset_info.read(output)
   tf = quiet_import.tensorflow()

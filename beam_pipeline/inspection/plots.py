@@ -1,6 +1,6 @@
 """``inspect --plots``: the class balance per split, and histograms of image sizes, in one PNG.
 
-Drawn from dataset_info.json alone (its per-split class counts and size
+Drawn from beam_pipeline.json alone (its per-split class counts and size
 histograms), with matplotlib.
 """
 from typing import Any, Mapping

@@ -10,7 +10,7 @@ LISTED_CLASSES = 8
 
 
 def of(info: Mapping[str, Any], output: str, wall_seconds: Optional[float] = None) -> Dict[str, Any]:
-  """The summary of ``info`` (dataset_info.json) as plain values, for --json and for its lines."""
+  """The summary of ``info`` (beam_pipeline.json) as plain values, for --json and for its lines."""
   # Copies --dedupe dropped are inputs too (absent from outputs of earlier versions, which counted them as errors).
   inputs = info['num_examples'] + info['num_errors'] + info['duplicates'].get('num_removed', 0)
   summary = {

@@ -1,6 +1,6 @@
 """``python -m beam_pipeline verify OUTPUT``: every record of a completed output, checked again.
 
-For every shard that dataset_info.json names: the file is there, has its recorded
+For every shard that beam_pipeline.json names: the file is there, has its recorded
 size and record count, and TensorFlow's TFRecord reader accepts its framing (length
 and data CRCs); every record parses, decodes with
 ``tf.io.decode_image(channels=3, expand_animations=False)`` to its recorded height
@@ -8,7 +8,7 @@ and width, and its image bytes match ``image/key/sha256``; with --index_files, i
 file gives every record's offset and length; with --embedding_model, its
 embedding has the recorded shape and finite values (under --embedding_only, which
 stores no image, that is what is checked). A file named like a shard
-that dataset_info.json does not list is a problem too. Shards are checked side by
+that beam_pipeline.json does not list is a problem too. Shards are checked side by
 side, and TensorFlow decodes each one's records on every core. What the image
 decoders print themselves (libjpeg's "Corrupt JPEG data: ..." for a JPEG that still
 decodes) is caught, and reported once, not shown line by line.
@@ -47,11 +47,11 @@ class Report(NamedTuple):
 
 
 def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) -> Report:
-  """Checks ``output``, whose dataset_info.json is ``info``; counts records on ``tally``."""
+  """Checks ``output``, whose beam_pipeline.json is ``info``; counts records on ``tally``."""
   listed = {shard['file']: shard for split in info['splits'].values() for shard in split['shards']}
   present = set(files.shard_names(output))
-  problems = [Problem(name, None, 'listed in dataset_info.json but missing') for name in sorted(set(listed) - present)]
-  problems += [Problem(name, None, 'not listed in dataset_info.json') for name in sorted(present - set(listed))]
+  problems = [Problem(name, None, 'listed in beam_pipeline.json but missing') for name in sorted(set(listed) - present)]
+  problems += [Problem(name, None, 'not listed in beam_pipeline.json') for name in sorted(present - set(listed))]
   keys = schemas.keys(info['schema'])
   compression = COMPRESSIONS[info['compression']]
   checked = sorted(set(listed) & present)
@@ -73,7 +73,7 @@ def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compres
   problems = []
   size = files.size(path)
   if size != shard['num_bytes']:
-    problems.append(Problem(name, None, f'{size} bytes, dataset_info.json says {shard["num_bytes"]}'))
+    problems.append(Problem(name, None, f'{size} bytes, beam_pipeline.json says {shard["num_bytes"]}'))
   index = 0
   while len(problems) < MAX_PROBLEMS_PER_SHARD:
     records = _decoded(path, keys, compression, index, embedding)
@@ -95,7 +95,7 @@ def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compres
       if tally:
         tally.add(1, 1)
   if index != shard['num_examples'] and len(problems) < MAX_PROBLEMS_PER_SHARD:
-    problems.append(Problem(name, None, f'{index} records read, dataset_info.json says {shard["num_examples"]}'))
+    problems.append(Problem(name, None, f'{index} records read, beam_pipeline.json says {shard["num_examples"]}'))
   if 'index_file' in shard and not problems:
     problems += _index_problems(path, shard)
   return problems, index
@@ -154,7 +154,7 @@ def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str],
   if embedding:
     shape = [int(side) for side in record[keys[schemas.EMBEDDING_SHAPE]]]
     if shape != embedding['output_shape']:
-      return f'its embedding is shaped {shape}, dataset_info.json says {embedding["output_shape"]}'
+      return f'its embedding is shaped {shape}, beam_pipeline.json says {embedding["output_shape"]}'
     if not bool(record['finite']):
       return 'its embedding holds values that are not finite (NaN or infinity)'
     if not embedding['images_stored']:

@@ -2,7 +2,7 @@
 as --name=value flags, beside Dataflow's own (--runner, --project, --region, ...).
 
 It submits the job and returns at once (a launcher must not wait for the job);
-dataset_info.json appears in the output when the job completes.
+beam_pipeline.json appears in the output when the job completes.
 """
 import sys
 

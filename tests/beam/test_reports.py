@@ -60,7 +60,7 @@ def test_no_rejection_still_writes_the_one_empty_file(tmp_path):
 
 
 def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
-  """More groups than dataset_info.json lists: the counts cover them all, the list the first
+  """More groups than beam_pipeline.json lists: the counts cover them all, the list the first
   MAX_LISTED_DUPLICATE_GROUPS in sorted order, however the runner splits and merges them."""
   listed = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
   rng = random.Random(2)

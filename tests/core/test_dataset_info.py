@@ -1,4 +1,4 @@
-"""dataset_info.json from written shards, summed up in any grouping a combiner may take."""
+"""beam_pipeline.json from written shards, summed up in any grouping a combiner may take."""
 import json
 import random
 

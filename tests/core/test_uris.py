@@ -20,7 +20,7 @@ def test_split_agrees_with_filesystems(path, monkeypatch, tmp_path):
   assert uris.split(path) == FileSystems.split(path)
 
 
-@pytest.mark.parametrize('base, name', [('/out', 'dataset_info.json'), ('out/', 'x'), ('gs://b/out', 'x.json'),
+@pytest.mark.parametrize('base, name', [('/out', 'beam_pipeline.json'), ('out/', 'x'), ('gs://b/out', 'x.json'),
                                         ('gs://b/out/', 'train-00000-of-00001.tfrecord')])
 def test_join_agrees_with_filesystems(base, name):
   assert uris.join(base, name) == FileSystems.join(base, name)

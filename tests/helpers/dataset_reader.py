@@ -13,8 +13,8 @@ RUN_SPECIFIC = ('created', 'options.output', 'options.runner')
 
 
 def read_output(output: str) -> Tuple[dict, Dict[str, List[dict]]]:
-  """dataset_info.json and, per split, every record's features as plain Python values."""
-  with open(os.path.join(output, 'dataset_info.json')) as f:
+  """beam_pipeline.json and, per split, every record's features as plain Python values."""
+  with open(os.path.join(output, 'beam_pipeline.json')) as f:
     info = json.load(f)
   compression = COMPRESSIONS[info['compression']]
   records = {}
@@ -71,10 +71,10 @@ def bucket_files(bucket: str, prefix: str) -> Dict[str, bytes]:
 
 
 def assert_same_dataset(files: Dict[str, bytes], expected: Dict[str, bytes]) -> None:
-  """Equal file for file, but for dataset_info.json's run-specific fields and the
+  """Equal file for file, but for beam_pipeline.json's run-specific fields and the
   SavedModel's bytes, which TensorFlow does not write the same twice."""
   assert sorted(files) == sorted(expected)
-  infos = json.loads(files['dataset_info.json']), json.loads(expected['dataset_info.json'])
+  infos = json.loads(files['beam_pipeline.json']), json.loads(expected['beam_pipeline.json'])
   for field in RUN_SPECIFIC:
     *path, key = field.split('.')
     for info in infos:
@@ -83,5 +83,5 @@ def assert_same_dataset(files: Dict[str, bytes], expected: Dict[str, bytes]) -> 
       del info[key]
   assert infos[0] == infos[1]
   for name, data in expected.items():
-    if name != 'dataset_info.json' and not name.startswith('transform_fn/'):
+    if name != 'beam_pipeline.json' and not name.startswith('transform_fn/'):
       assert files[name] == data, name

@@ -3,7 +3,7 @@
 Usage: python tests/helpers/sigkill_at.py <path in the output> <CLI arguments...>
 
 Just before any rename whose destination is <output>/<path in the output> (for
-example dataset_info.json: its temporary copy is complete, the rename that commits
+example beam_pipeline.json: its temporary copy is complete, the rename that commits
 it has not happened), the process kills itself with SIGKILL, as the OOM killer or
 `kill -9` would. Every final name is given by a rename through Beam's FileSystems
 in this process (worker processes write temporary names only). Polling the output
