@@ -76,6 +76,10 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
                      'Default: %(default)s')
   group.add_argument('--jpeg_quality', default='95', help='Quality of the JPEGs --image_format=jpeg or '
                      '--max_side encode. Default: %(default)s')
+  group.add_argument('--exif_orientation', default='apply', help='apply: store every image upright, its Exif '
+                     'orientation applied and the tag removed (re-encoded; a JPEG at --jpeg_quality), so TensorFlow, '
+                     'DALI and Pillow see one picture of the recorded size; ignore: keep the bytes as they are. '
+                     'Default: %(default)s')
   group.add_argument('--max_side', default=None, help='Downscale images whose longer side is longer than this '
                      '(aspect ratio kept, never enlarged), storing the source size as image/original_height '
                      'and image/original_width. Default: keep every size. E.g. --max_side=512')

@@ -37,6 +37,7 @@ SAMPLES = {
     'index_files': (['true', 'false'], ['maybe']),
     'image_format': (['original', 'jpeg', 'png'], ['webp', 'JPEG', '']),
     'jpeg_quality': (['95', '1', '100'], ['0', '101', '9.5', 'high']),
+    'exif_orientation': (['apply', 'ignore'], ['rotate', 'Apply', '']),
     'max_side': (['512', '1'], ['0', '-1', '51.2', 'big']),
     'min_side': (['1', '32'], ['0', '-1', '3.5', 'small']),
     'strict_jpeg': (['true', 'false'], ['strict']),

@@ -3,6 +3,7 @@
 The PyTorch ``tfrecord`` package runs in a process of its own: it registers its own
 copy of TensorFlow's example.proto, which cannot share a process with TensorFlow's.
 """
+import io
 import json
 import os
 import subprocess
@@ -127,3 +128,26 @@ def test_gzip_outputs_get_no_tfds_metadata_and_a_rerun_replaces_an_old_outputs_r
   assert convert(f'--input={photo_set}/in', f'--output={out}', '--skip_transform') == 0
   assert json.loads((out / 'dataset_info.json').read_text())['fileFormat'] == 'tfrecord'
   assert dataset_info.read(str(out))['compression'] == 'none'
+
+
+def test_photos_taken_sideways_are_stored_upright_and_counted(tmp_path):
+  """A phone's portrait photo is a landscape JPEG with orientation 6: stored upright, its
+  recorded size what TensorFlow decodes, and counted in beam_pipeline.json."""
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  files = {}
+  for i, orientation in enumerate((1, 6, 3, 8)):
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(photos.jpegs(1, seed=i, size=(60, 40))[0])).save(buffer, 'JPEG', exif=exif.tobytes())
+    files[f'cat/{i}.jpg'] = buffer.getvalue()
+  photos.write_files(tmp_path / 'in', files)
+  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--skip_transform') == 0
+  info, records = read_output(str(tmp_path / 'out'))
+  assert (info['num_rotated'], info['num_reencoded']) == (3, 3)
+  sizes = {r['image/filename'].decode().rsplit('/', 1)[1]: (r['image/height'], r['image/width'])
+           for r in records['train']}
+  assert sizes == {'0.jpg': (40, 60), '1.jpg': (60, 40), '2.jpg': (40, 60), '3.jpg': (60, 40)}
+  assert all(tuple(tf.io.decode_image(r['image/encoded']).shape[:2]) == (r['image/height'], r['image/width'])
+             for r in records['train'])

@@ -16,7 +16,8 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from beam_pipeline import arguments
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import labels, schemas, splitting, uris
-from beam_pipeline.core.settings import COMPRESSIONS, IMAGE_FORMATS, EmbeddingSpec, Settings, StoredImages
+from beam_pipeline.core.settings import (COMPRESSIONS, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec, Settings,
+                                         StoredImages)
 from beam_pipeline.core.usage import UsageError
 
 
@@ -106,6 +107,8 @@ def validate(options: PipelineOptions) -> Settings:
   image_size = _whole_number('--image_size', opts.image_size)
   if opts.image_format not in IMAGE_FORMATS:
     raise UsageError(f'--image_format={opts.image_format} is not one of {", ".join(IMAGE_FORMATS)}')
+  if opts.exif_orientation not in EXIF_ORIENTATIONS:
+    raise UsageError(f'--exif_orientation={opts.exif_orientation} is not one of {", ".join(EXIF_ORIENTATIONS)}')
   jpeg_quality = _whole_number('--jpeg_quality', opts.jpeg_quality)
   if jpeg_quality > 100:
     raise UsageError(f'--jpeg_quality={opts.jpeg_quality} must be at most 100')
@@ -133,7 +136,7 @@ def validate(options: PipelineOptions) -> Settings:
       skip_transform=bool(opts.skip_transform),
       read_threads=max(1, int(read_threads)),
       max_error_fraction=max_error_fraction,
-      stored=StoredImages(opts.image_format, jpeg_quality, max_side),
+      stored=StoredImages(opts.image_format, jpeg_quality, max_side, opts.exif_orientation),
       embedding=embedding,
       strict_jpeg=bool(opts.strict_jpeg),
       min_side=min_side,

@@ -72,7 +72,7 @@ def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[
 
 # What each written shard reports (shard_writer.py) that beam_pipeline.json sums up: counts of the
 # run, and per split histograms.
-_COUNTS = ('num_reencoded', 'num_resized', 'num_damaged_jpeg')
+_COUNTS = ('num_reencoded', 'num_resized', 'num_rotated', 'num_damaged_jpeg')
 _HISTOGRAMS = ('classes', 'longer_side_px', 'kib')
 
 
@@ -150,6 +150,8 @@ def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Ma
       # Stored as a re-encoding of their source (another format, or downscaled), and downscaled.
       'num_reencoded': written['num_reencoded'],
       'num_resized': written['num_resized'],
+      # Turned upright by their Exif orientation (--exif_orientation=apply), re-encoded.
+      'num_rotated': written['num_rotated'],
       # JPEGs that libjpeg decodes only with warnings: stored, or rejected under --strict_jpeg.
       'num_damaged_jpeg': errors_by_reason.get(rejections.DAMAGED_JPEG, 0) + written['num_damaged_jpeg'],
       'splits': splits,

@@ -28,6 +28,11 @@ tests/core/test_images.py, test_images_fuzz.py and test_image_modes.py:
   aspect ratio kept; JPEG through the decoder's DCT scaling to at least twice the
   size first, which is fast and loses nothing visible) and re-encoded in the
   format it is stored in.
+* ``exif_orientation``: with ``apply`` (the default) an image whose Exif
+  orientation is not 1 is stored upright and without the tag, re-encoded in the
+  format it is stored in (a JPEG at --jpeg_quality): TensorFlow ignores the tag,
+  DALI and Pillow's exif_transpose apply it, and every reader must see one picture
+  of the recorded height and width. ``ignore`` keeps the bytes as they are.
 """
 import collections
 import hashlib
@@ -81,6 +86,7 @@ class ImageInfo(NamedTuple):
   original_height: int  # of the source, before any downscaling
   original_width: int
   damage: str = ''  # what libjpeg warned of while TensorFlow decoded the JPEG source: its damage
+  orientation: int = 1  # the source's Exif orientation: to apply, or (reencoded) applied
 
 
 class PreparedImage(NamedTuple):
@@ -104,9 +110,10 @@ def prepare_image(data: bytes, max_pixels: int, stored: StoredImages = StoredIma
   return result
 
 
-def reencode_again(data: bytes, stored: StoredImages) -> Tuple[bytes, int, int]:
+def reencode_again(data: bytes, stored: StoredImages) -> '_Pending':
   """The bytes prepare_image re-encoded ``data`` into, made again (the encoding is
-  deterministic), with the source's height and width; for the shard writer.
+  deterministic), with the source's (upright) height and width and the orientation
+  applied; for the shard writer.
 
   Pillow runs (TensorFlow only for a PNG that Pillow refuses): TensorFlow checked
   these very bytes during validation, and the writer compares their hash with the
@@ -114,8 +121,7 @@ def reencode_again(data: bytes, stored: StoredImages) -> Tuple[bytes, int, int]:
   """
   with Image.open(io.BytesIO(data)) as image:
     source_format = image.format or 'unknown'
-    pending = _reencode(_loaded(image, data) if source_format == 'PNG' else image, source_format, stored)
-  return pending.stored, pending.original_height, pending.original_width
+    return _reencode(_loaded(image, data) if source_format == 'PNG' else image, source_format, stored)
 
 
 def check_stored(data: bytes, stored_format: str, height: int, width: int) -> None:
@@ -245,7 +251,8 @@ def _to_reencode(result, stored: StoredImages) -> bool:
   if not isinstance(result, PreparedImage) or result.info.reencoded:
     return False
   info = result.info
-  return info.format not in KEPT[stored.format] or 0 < stored.max_side < max(info.height, info.width)
+  return (info.format not in KEPT[stored.format] or 0 < stored.max_side < max(info.height, info.width) or
+          _turns(info.orientation, stored))
 
 
 def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending', Rejected]:
@@ -280,6 +287,7 @@ class _Pending(NamedTuple):
   original_height: int = 0  # of the source
   original_width: int = 0
   damage: str = ''  # ImageInfo.damage
+  orientation: int = 1  # ImageInfo.orientation
 
   def checked(self, shape: Tuple[int, ...]) -> Union[PreparedImage, Rejected]:
     """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale)."""
@@ -288,7 +296,8 @@ class _Pending(NamedTuple):
       return Rejected(rejections.CORRUPT, f'{self.source_format} decodes to a {shape[1]}x{shape[0]} (1/{scale} '
                       f'scale) image in TensorFlow but its header says {self.width}x{self.height}')
     info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format,
-                     self.original_height or self.height, self.original_width or self.width, self.damage)
+                     self.original_height or self.height, self.original_width or self.width, self.damage,
+                     self.orientation)
     return PreparedImage(info, self.stored)
 
 
@@ -305,7 +314,7 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
   if data[:2] == b'\xff\xd8' and _too_many_exif_segments(data):
     # Pillow joins Exif segments quadratically: a crafted file costs minutes of CPU.
     return Rejected(rejections.CORRUPT, f'JPEG has more than {MAX_EXIF_SEGMENTS} Exif segments')
-  if quick and data[:3] == b'\xff\xd8\xff':
+  if quick and data[:3] == b'\xff\xd8\xff' and not _turns(_jpeg_orientation(data), stored):
     return _Pending(data, 'jpeg', 0, 0, 'JPEG', quick=True)
   try:
     image = Image.open(io.BytesIO(data))
@@ -368,7 +377,7 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
     # last scanline. Entropy-coded data never contains FF D9, so a search suffices.
     if data.find(b'\xff\xd9', data.find(b'\xff\xda')) < 0:
       raise Rejected(rejections.TRUNCATED, 'JPEG data ends before its end-of-image marker')
-    return _Pending(data, 'jpeg', height, width, source_format)
+    return _Pending(data, 'jpeg', height, width, source_format, orientation=_orientation(image))
   if source_format == 'PNG':
     # For a precise reason (TensorFlow would fail these too); and Pillow must load what it
     # would not parse when it opened the file, which libpng may read where Pillow does not.
@@ -376,7 +385,8 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
       loaded = _loaded(image, data)
       if loaded is not image:
         return _reencode(loaded, source_format, stored)
-    if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height):
+    if ('png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and
+        not _turns(_orientation(image), stored)):
       return _Pending(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
   # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
@@ -451,12 +461,16 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
   the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``."""
   isolation.fault_point(isolation.REENCODE)
   target = _target(source_format, stored.format)
-  original_width, original_height = image.size
+  orientation = _orientation(image) if _turns(_orientation(image), stored) else 1
+  original_width, original_height = image.size if orientation < 5 else image.size[::-1]  # upright
   size = _downscaled_size(image.size, stored.max_side)
   if size != image.size and image.format in ('JPEG', 'MPO'):
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   _decode(image)
   icc_profile = image.info.get('icc_profile')  # the source's own, before any conversion
+  if orientation != 1:
+    image = image.transpose(_TRANSPOSES[orientation])
+    size = size if orientation < 5 else size[::-1]
   image = _rgb_on_white(image, source_format) if target == 'jpeg' else _png_mode(image, source_format)
   if size != image.size:
     isolation.fault_point(isolation.RESIZE)
@@ -465,7 +479,8 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
     image = image if image.mode == mode else _png_mode(image, source_format)
   width, height = image.size
   return _Pending(_encoded(image, target, stored.jpeg_quality, icc_profile), target, height, width, source_format,
-                  reencoded=True, original_height=original_height, original_width=original_width)
+                  reencoded=True, original_height=original_height, original_width=original_width,
+                  orientation=orientation)
 
 
 # The colour space (ICC header bytes 16-20) a profile must describe to apply to a stored mode.
@@ -575,6 +590,47 @@ def _check_16_bit_range(image: Image.Image, source_format: str) -> None:
 
 MAX_EXIF_SEGMENTS = 16
 _EXIF_HEADER = b'Exif\x00\x00'
+_ORIENTATION_TAG = 0x0112
+# What ImageOps.exif_transpose does to the pixels of each orientation; called directly, as the
+# stored image keeps no Exif that exif_transpose would rewrite (and could fail to, if damaged).
+_TRANSPOSES = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+               5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+               8: Image.Transpose.ROTATE_90}
+
+
+def _turns(orientation: int, stored: StoredImages) -> bool:
+  """Whether an image of this Exif orientation is stored turned upright (2-8: mirrored or rotated)."""
+  return stored.exif_orientation == 'apply' and 2 <= orientation <= 8
+
+
+def _orientation(image: Image.Image) -> int:
+  """The Exif orientation Pillow reads for ``image`` (1 without one), as exif_transpose applies it."""
+  try:
+    value = image.getexif().get(_ORIENTATION_TAG, 1)
+  except Exception:  # pylint: disable=broad-except  # damaged Exif: the pixels are what they are
+    return 1
+  return value if isinstance(value, int) else 1
+
+
+def _jpeg_orientation(data: bytes) -> int:
+  """The orientation tag of a JPEG's first Exif segment, 1 without one: whether it may take the
+  quick path. Hand-written because Pillow's header parser costs more than the quick path
+  saves; Pillow (_orientation) has the last word on any JPEG this finds turned."""
+  start = data.find(_EXIF_HEADER, 0, 2**16)
+  if start < 0:
+    return 1
+  tiff = data[start + len(_EXIF_HEADER):start + 2**16]
+  order = {b'II': '<', b'MM': '>'}.get(tiff[:2])
+  try:
+    ifd, = struct.unpack_from(order + 'I', tiff, 4)
+    entries, = struct.unpack_from(order + 'H', tiff, ifd)
+    for position in range(ifd + 2, ifd + 2 + 12 * entries, 12):
+      tag, kind = struct.unpack_from(order + 'HH', tiff, position)
+      if tag == _ORIENTATION_TAG and kind == 3:  # SHORT
+        return struct.unpack_from(order + 'H', tiff, position + 8)[0]
+  except (struct.error, TypeError):  # no byte order, or offsets past the data: no orientation here
+    return 1
+  return 1
 
 
 def _too_many_exif_segments(data: bytes) -> bool:

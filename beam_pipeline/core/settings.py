@@ -35,15 +35,18 @@ class SplitSpec(NamedTuple):
 
 
 IMAGE_FORMATS = ('original', 'jpeg', 'png')
+EXIF_ORIENTATIONS = ('apply', 'ignore')
 # --compression's values, and TensorFlow's compression_type for each (its TFRecord writer and readers).
 COMPRESSIONS = {'none': '', 'gzip': 'GZIP'}
 
 
 class StoredImages(NamedTuple):
-  """How the bytes a record stores are chosen: --image_format, --jpeg_quality, --max_side."""
+  """How the bytes a record stores are chosen: --image_format, --jpeg_quality, --max_side,
+  --exif_orientation."""
   format: str = 'original'  # original (JPEG and PNG kept, the rest PNG), jpeg or png
   jpeg_quality: int = 95
   max_side: int = 0  # longer side past which images are downscaled; 0: never
+  exif_orientation: str = 'apply'  # apply: stored upright, tag removed; ignore: bytes as they are
 
 
 class EmbeddingSpec(NamedTuple):
@@ -96,7 +99,7 @@ class Settings(NamedTuple):
         'image_size': self.image_size, 'skip_transform': self.skip_transform,
         'read_threads': self.read_threads, 'max_error_fraction': self.max_error_fraction,
         'image_format': self.stored.format, 'jpeg_quality': self.stored.jpeg_quality,
-        'max_side': self.stored.max_side or None, 'min_side': self.min_side, 'strict_jpeg': self.strict_jpeg,
+        'max_side': self.stored.max_side or None, 'exif_orientation': self.stored.exif_orientation, 'min_side': self.min_side, 'strict_jpeg': self.strict_jpeg,
         'embedding_model': self.embedding and self.embedding.model,
         'embedding_image_size': self.embedding and self.embedding.image_size,
         'embedding_only': bool(self.embedding and self.embedding.only),

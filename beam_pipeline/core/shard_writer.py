@@ -7,7 +7,7 @@ worker never touches a final name, and every shard is framed by the same writer.
 """
 import functools
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -38,7 +38,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected: List[Rejection] = []
   labels, longer_sides, stored_bytes, lengths = [], [], [], []
-  reencoded = resized = damaged = 0
+  reencoded = resized = rotated = damaged = 0
   batch_size = settings.embedding.batch_size if embed else 1
   read = functools.partial(_read, settings=settings, open_remote=remote and remote.open)
   stored = _stored(reading.read_files(isolation.READ, read, plan.records, lambda record: record.uri, remote),
@@ -46,7 +46,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   with tf.io.TFRecordWriter(file_path, COMPRESSIONS[settings.compression]) as writer:
     for batch in _batches(stored, batch_size):
       embedded = _embedded(batch, embed, settings) if embed else [None] * len(batch)
-      for (record, image, original_size), embedding in zip(batch, embedded):
+      for (record, image, original_size, turned), embedding in zip(batch, embedded):
         if isinstance(embedding, Rejected):
           rejected.append(Rejection.of(record.uri, embedding))
           continue
@@ -65,9 +65,10 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
         stored_bytes.append(len(image))
         reencoded += record.reencoded
         resized += original_size != (record.height, record.width)
+        rotated += turned
         damaged += record.damaged
   shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': len(labels),
-           'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized,
+           'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized, 'num_rotated': rotated,
            'num_damaged_jpeg': damaged, **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
   if settings.index_files:
     _write_index(file_path + record_index.SUFFIX, lengths)
@@ -83,7 +84,11 @@ def _write_index(path: str, lengths: List[int]) -> None:
     raise OutputError(f'{path}: {rejections.first_line(e)}') from e
 
 
-_Stored = Tuple[ImageRecord, bytes, Tuple[int, int]]
+class _Stored(NamedTuple):
+  record: ImageRecord
+  image: bytes  # as stored
+  original_size: Tuple[int, int]  # the source's (height, width), upright
+  rotated: bool  # turned upright by its Exif orientation
 
 
 def _stored(read: Iterable[Tuple[ImageRecord, Any]], settings: Settings,
@@ -117,7 +122,7 @@ def _embedded(batch: List[_Stored], embed: Embed, settings: Settings) -> List[An
 
   def embedded(items: Sequence[_Stored]) -> List[Dict[str, Any]]:
     isolation.fault_point(isolation.EMBED)
-    return [_embedding_fields(embedding, settings) for embedding in embed([image for _, image, _ in items])]
+    return [_embedding_fields(embedding, settings) for embedding in embed([item.image for item in items])]
 
   return isolation.each_alone(isolation.EMBED, batch, lambda item: item[0].uri, embedded)
 
@@ -166,9 +171,9 @@ def _stored_image(record: ImageRecord, data: bytes, settings: Settings) -> _Stor
   with its own hash and size in the record, rather than the image lost.
   """
   if not record.reencoded:
-    return record, data, (record.height, record.width)
-  image, original_height, original_width = images.reencode_again(data, settings.stored)
-  if images.sha256_hex(image) != record.sha256:
-    images.check_stored(image, record.format, record.height, record.width)
-    record = record._replace(sha256=images.sha256_hex(image), num_bytes=len(image))
-  return record, image, (original_height, original_width)
+    return _Stored(record, data, (record.height, record.width), False)
+  again = images.reencode_again(data, settings.stored)
+  if images.sha256_hex(again.stored) != record.sha256:
+    images.check_stored(again.stored, record.format, record.height, record.width)
+    record = record._replace(sha256=images.sha256_hex(again.stored), num_bytes=len(again.stored))
+  return _Stored(record, again.stored, (again.original_height, again.original_width), again.orientation != 1)

@@ -82,7 +82,7 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
 
 def test_shard_reports_are_summed_up_as_one_process_sums_them():
   reports = [{'split': 'train', 'file': f'train-{i:05d}-of-00040.tfrecord', 'num_examples': 2, 'num_bytes': 100 + i,
-              'num_reencoded': i % 2, 'num_resized': 0, 'num_damaged_jpeg': 0,
+              'num_reencoded': i % 2, 'num_resized': 0, 'num_rotated': 0, 'num_damaged_jpeg': 0,
               **dataset_info.image_statistics(['cat', ('dog', 'eel')[i % 2]], [64, 4000 + i], [900, 90_000])}
              for i in range(40)]
   run_pipeline(lambda p: assert_that(

@@ -17,7 +17,8 @@ def shard_reports(count: int, seed: int):
     sizes = [rng.randint(500, 900_000) for _ in labels]
     reports.append({'split': split, 'file': f'{split}-{index:05d}-of-{count:05d}.tfrecord', 'num_examples': len(labels),
                     'num_bytes': sum(sizes) + 16 * len(labels), 'num_reencoded': rng.randint(0, 2),
-                    'num_resized': rng.randint(0, 1), 'num_damaged_jpeg': rng.randint(0, 1),
+                    'num_resized': rng.randint(0, 1), 'num_rotated': rng.randint(0, 1),
+                    'num_damaged_jpeg': rng.randint(0, 1),
                     **dataset_info.image_statistics(labels, sides, sizes)})
   return reports
 
