@@ -6,10 +6,14 @@ STAMP := $(VENV)/.installed
 # Airflow gets an environment of its own: it cannot share one with TensorFlow's dependencies.
 AIRFLOW_VENV := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+# NVIDIA DALI, a reader the tests check outputs with (CPU only): its pins are not TensorFlow's.
+DALI_VENV := .venv-dali
+DALI_STAMP := $(DALI_VENV)/.installed
+DALI_PACKAGE := nvidia-dali-cuda120==2.4.0
 SAMPLE := build/sample-images
 SAMPLE_OUT := build/sample-tfrecords
 
-.PHONY: install airflow run test bench bench-planning bench-large clean
+.PHONY: install airflow dali run test bench bench-planning bench-large clean
 
 install: $(STAMP)
 
@@ -27,11 +31,18 @@ $(AIRFLOW_STAMP): deploy/airflow/requirements.txt
 	$(AIRFLOW_VENV)/bin/python -m pip install --quiet -r deploy/airflow/requirements.txt
 	touch $(AIRFLOW_STAMP)
 
+dali: $(DALI_STAMP)
+
+$(DALI_STAMP):
+	test -x $(DALI_VENV)/bin/python || $(PYTHON) -m venv $(DALI_VENV)
+	$(DALI_VENV)/bin/python -m pip install --quiet $(DALI_PACKAGE)
+	touch $(DALI_STAMP)
+
 run: install
 	$(BIN)/python -m beam_pipeline.sample_images $(SAMPLE)
 	$(BIN)/python -m beam_pipeline --input=$(SAMPLE) --output=$(SAMPLE_OUT) --runner=DirectRunner
 
-test: install airflow
+test: install airflow dali
 	$(BIN)/python -m pytest
 
 bench: install

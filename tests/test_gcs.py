@@ -18,7 +18,8 @@ from helpers import gcs_emulator
 LABELS = ('cat', 'dog')
 PER_CLASS = 6
 GARBAGE = 'imgs/dog/broken.jpg'
-OUTPUT_FILES = {output_dir.DATASET_INFO, output_dir.LABELS_TXT, errors_output.file_name(0, 1)}
+OUTPUT_FILES = {output_dir.DATASET_INFO, output_dir.LABELS_TXT, errors_output.file_name(0, 1), 'dataset_info.json',
+                'features.json', 'image-class-label.labels.txt'}
 
 
 @pytest.fixture(scope='module', autouse=True)
