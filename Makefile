@@ -10,10 +10,14 @@ AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 DALI_VENV := .venv-dali
 DALI_STAMP := $(DALI_VENV)/.installed
 DALI_PACKAGE := nvidia-dali-cuda120==2.4.0
+# TensorFlow Model Garden's decoders, which the tests read outputs with: it pins TensorFlow 2.20.
+MODELS_VENV := .venv-models
+MODELS_STAMP := $(MODELS_VENV)/.installed
+MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
 SAMPLE := build/sample-images
 SAMPLE_OUT := build/sample-tfrecords
 
-.PHONY: install airflow dali run test bench bench-planning bench-large clean
+.PHONY: install airflow dali models run test bench bench-planning bench-large clean
 
 install: $(STAMP)
 
@@ -38,11 +42,18 @@ $(DALI_STAMP):
 	$(DALI_VENV)/bin/python -m pip install --quiet $(DALI_PACKAGE)
 	touch $(DALI_STAMP)
 
+models: $(MODELS_STAMP)
+
+$(MODELS_STAMP):
+	test -x $(MODELS_VENV)/bin/python || $(PYTHON) -m venv $(MODELS_VENV)
+	$(MODELS_VENV)/bin/python -m pip install --quiet $(MODELS_PACKAGES)
+	touch $(MODELS_STAMP)
+
 run: install
 	$(BIN)/python -m beam_pipeline.sample_images $(SAMPLE)
 	$(BIN)/python -m beam_pipeline --input=$(SAMPLE) --output=$(SAMPLE_OUT) --runner=DirectRunner
 
-test: install airflow dali
+test: install airflow dali models
 	$(BIN)/python -m pytest
 
 bench: install

@@ -212,3 +212,51 @@ def test_dali_decodes_every_record_to_its_recorded_size_from_our_index_files(tmp
   assert len(sizes) == info['num_examples'] > 50
   turned = sorted('/'.join(name.split('/')[-2:]) for name, (decoded, recorded) in sizes.items() if decoded != recorded)
   assert turned == ([] if exif_orientation == 'apply' else ['sideways/6.jpg', 'sideways/8.jpg'])
+
+
+_MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '.venv-models', 'bin', 'python')
+_MODEL_GARDEN_READ = '''
+import json, sys
+import tensorflow as tf
+from official.vision.dataloaders import classification_input, tf_example_decoder
+out, decode_jpeg_only = sys.argv[1], sys.argv[2] == 'true'
+with open(out + '/beam_pipeline.json') as f:
+    info = json.load(f)
+files = [out + '/' + shard['file'] for split in info['splits'].values() for shard in split['shards']]
+decoder = classification_input.Decoder()
+parse = classification_input.Parser(output_size=[32, 32], num_classes=info['num_classes'],
+                                    decode_jpeg_only=decode_jpeg_only).parse_fn(is_training=True)
+detection = tf_example_decoder.TfExampleDecoder()
+result = {'classified': 0, 'failed': [], 'source_ids': []}
+for record in tf.data.TFRecordDataset(files):
+    try:
+        parse(decoder.decode(record))
+        result['classified'] += 1
+    except Exception as e:
+        result['failed'].append(str(e)[:300])
+    source_id = detection.decode(record)['source_id']
+    result['source_ids'].append(int(tf.strings.to_number(source_id, tf.int64)))
+print(json.dumps(result))
+'''
+
+
+@pytest.mark.skipif(not os.path.exists(_MODELS), reason='make models (make test does) installs Model Garden')
+@pytest.mark.parametrize('image_format, decode_jpeg_only', [('original', 'false'), ('jpeg', 'true')])
+def test_model_garden_parses_every_record_of_the_odd_file_tables(tmp_path, image_format, decode_jpeg_only):
+  """Model Garden's classification Decoder and Parser (random crop and flip) take every record:
+  PNGs with decode_jpeg_only=False, everything with its defaults after --image_format=jpeg.
+  Its detection TfExampleDecoder reads image/source_id as the int64 each record holds."""
+  files = {f'odd/{name}': case.data for name, case in image_cases.cases().items()}
+  files.update({f'modes/{name}': case.data for name, case in pillow_modes.cases().items()})
+  photos.write_files(tmp_path / 'in', files)
+  out = tmp_path / 'out'
+  assert convert(f'--input={tmp_path}/in', f'--output={out}', f'--image_format={image_format}', '--skip_transform',
+                 '--max_error_fraction=1') == 0
+  info, records = read_output(str(out))
+  result = subprocess.run([_MODELS, '-c', _MODEL_GARDEN_READ, str(out), decode_jpeg_only], capture_output=True,
+                          text=True, check=False, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  read = json.loads(result.stdout.splitlines()[-1])
+  assert (read['classified'], read['failed']) == (info['num_examples'], []) and info['num_examples'] > 40
+  assert sorted(read['source_ids']) == sorted(int(r['image/source_id']) for split in records.values() for r in split)
+  assert len(set(read['source_ids'])) == info['num_examples']
