@@ -40,7 +40,7 @@ import io
 import struct
 import warnings
 import zlib
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -385,8 +385,9 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
       loaded = _loaded(image, data)
       if loaded is not image:
         return _reencode(loaded, source_format, stored)
-    if ('png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and
-        not _turns(_orientation(image), stored)):
+    # Pillow loads the whole PNG to look for an Exif chunk after the pixels: only if it has one.
+    turns = _EXIF_PNG_CHUNK in data and _turns(_orientation(image), stored)
+    if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and not turns:
       return _Pending(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
   # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
@@ -461,12 +462,14 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
   the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``."""
   isolation.fault_point(isolation.REENCODE)
   target = _target(source_format, stored.format)
-  orientation = _orientation(image) if _turns(_orientation(image), stored) else 1
-  original_width, original_height = image.size if orientation < 5 else image.size[::-1]  # upright
+  source_size = image.size
   size = _downscaled_size(image.size, stored.max_side)
   if size != image.size and image.format in ('JPEG', 'MPO'):
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   _decode(image)
+  # Read once decoded: Pillow would load a PNG just to look for its Exif chunk.
+  orientation = _orientation(image) if _turns(_orientation(image), stored) else 1
+  original_width, original_height = source_size if orientation < 5 else source_size[::-1]  # upright
   icc_profile = image.info.get('icc_profile')  # the source's own, before any conversion
   if orientation != 1:
     image = image.transpose(_TRANSPOSES[orientation])
@@ -591,6 +594,7 @@ def _check_16_bit_range(image: Image.Image, source_format: str) -> None:
 MAX_EXIF_SEGMENTS = 16
 _EXIF_HEADER = b'Exif\x00\x00'
 _ORIENTATION_TAG = 0x0112
+_EXIF_PNG_CHUNK = b'eXIf'
 # What ImageOps.exif_transpose does to the pixels of each orientation; called directly, as the
 # stored image keeps no Exif that exif_transpose would rewrite (and could fail to, if damaged).
 _TRANSPOSES = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
@@ -616,8 +620,8 @@ def _jpeg_orientation(data: bytes) -> int:
   """The orientation tag of a JPEG's first Exif segment, 1 without one: whether it may take the
   quick path. Hand-written because Pillow's header parser costs more than the quick path
   saves; Pillow (_orientation) has the last word on any JPEG this finds turned."""
-  start = data.find(_EXIF_HEADER, 0, 2**16)
-  if start < 0:
+  start = next(_jpeg_exif_starts(data), None)
+  if start is None:
     return 1
   tiff = data[start + len(_EXIF_HEADER):start + 2**16]
   order = {b'II': '<', b'MM': '>'}.get(tiff[:2])
@@ -640,12 +644,14 @@ def _too_many_exif_segments(data: bytes) -> bool:
   most that often is cleared by one count in C, without walking its segments
   in Python for every photo.
   """
-  return data.count(_EXIF_HEADER) > MAX_EXIF_SEGMENTS and _jpeg_exif_segments(data) > MAX_EXIF_SEGMENTS
+  return (data.count(_EXIF_HEADER) > MAX_EXIF_SEGMENTS and
+          sum(1 for _ in _jpeg_exif_starts(data)) > MAX_EXIF_SEGMENTS)
 
 
-def _jpeg_exif_segments(data: bytes) -> int:
-  """Counts Exif APP1 segments before the first scan (a camera writes one)."""
-  count, position = 0, 2
+def _jpeg_exif_starts(data: bytes) -> Iterator[int]:
+  """Where each Exif APP1 segment's data (Exif\\0\\0...) starts, before the first scan (a
+  camera writes one, right after the start of the image or its JFIF segment)."""
+  position = 2
   while position + 4 <= len(data) and data[position] == 0xFF:
     marker = data[position + 1]
     if marker == 0xFF:  # fill byte
@@ -658,9 +664,8 @@ def _jpeg_exif_segments(data: bytes) -> int:
       continue
     length, = struct.unpack_from('>H', data, position + 2)
     if marker == 0xE1 and data[position + 4:position + 10] == _EXIF_HEADER:
-      count += 1
+      yield position + 4
     position += 2 + length
-  return count
 
 
 # Chunks past the first IDAT that Pillow's load() reads no further than: the image data
