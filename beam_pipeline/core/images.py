@@ -468,7 +468,8 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   _decode(image)
   # Read once decoded: Pillow would load a PNG just to look for its Exif chunk.
-  orientation = _orientation(image) if _turns(_orientation(image), stored) else 1
+  orientation = _orientation(image)
+  orientation = orientation if _turns(orientation, stored) else 1
   original_width, original_height = source_size if orientation < 5 else source_size[::-1]  # upright
   icc_profile = image.info.get('icc_profile')  # the source's own, before any conversion
   if orientation != 1:
