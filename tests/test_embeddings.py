@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from beam_pipeline import reader
-from beam_pipeline.beam.embedding import fingerprint
+from beam_pipeline.beam.model_files import fingerprint
 
 from helpers import gcs_emulator, models, photos
 from helpers.commands import convert, run_cli

@@ -21,8 +21,8 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline import progress
-from beam_pipeline.beam import embedding, failures, graph, local_runner, options as options_lib, output_dir, workers
-from beam_pipeline.core import dataset_info
+from beam_pipeline.beam import failures, graph, local_runner, model_files, options as options_lib, output_dir, workers
+from beam_pipeline.core import dataset_info, steps
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.usage import ModelError, UsageError
@@ -37,12 +37,17 @@ _SUBMISSION_LINES = ('Created job with id:', 'Submitted job:', 'To access the Da
 def convert(argv: List[str], started: float) -> int:
   """Runs the conversion the command line asks for; returns the exit code (2: a bad option).
   ``started`` (time.monotonic()) is when the command started, for the summary's wall time."""
+  with contextlib.ExitStack() as held:  # a local copy of a remote --embedding_model, for the run
+    return _convert(argv, started, held)
+
+
+def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int:
   try:
     conversion = options_lib.parse(argv)
     options, settings = conversion.options, conversion.settings
     in_process = local_runner.runs_in_process(options)
     if settings.embedding:
-      settings = _check_model(settings, in_process)
+      settings = _check_model(settings, in_process, held)
     if not _translates_only(options):  # a dry run or a template leaves the output as it is
       output_dir.prepare(settings.output)
   except UsageError as e:
@@ -95,20 +100,22 @@ def _progress_shown(interval: float) -> Iterator[progress.Counter]:
     yield counts
 
 
-def _check_model(settings: Settings, in_process: bool) -> Settings:
+def _check_model(settings: Settings, in_process: bool, held: contextlib.ExitStack) -> Settings:
   """The settings with --embedding_model's sha256 and output shape, once the model is
   loaded and has embedded one image: here, or on a local run (this process never
   imports TensorFlow there) in the worker processes, a check each, so that every
-  worker loads the model now, side by side, rather than in its first shard.
-  UsageError if the model cannot embed images."""
+  worker loads the model now, side by side, rather than in its first shard. A remote
+  model's local copy is ``held`` for the run. UsageError if the model cannot embed images."""
   spec = settings.embedding
   try:
-    spec = spec._replace(sha256=embedding.fingerprint(spec.model))
+    spec = spec._replace(sha256=model_files.fingerprint(spec.model))
+    path = held.enter_context(model_files.local_copy(spec.model))
     if in_process:
       pool = workers.start()
-      shape = [check.result() for check in [pool.submit(embedding.check, spec) for _ in range(workers.count())]][0]
+      checks = [pool.submit(steps.check_model, spec, path) for _ in range(workers.count())]
+      shape = [check.result() for check in checks][0]
     else:
-      shape = embedding.check(spec)
+      shape = steps.check_model(spec, path)
   except ModelError as e:
     raise UsageError(f'--embedding_model={spec.model} {e}') from None
   return settings._replace(embedding=spec._replace(output_shape=shape))

@@ -1,6 +1,7 @@
 """The DoFns and step functions of the pipeline: thin Beam glue around the core's plain functions."""
 import collections
 import collections.abc
+import contextlib
 import functools
 import itertools
 import os
@@ -15,7 +16,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import progress
-from beam_pipeline.beam import embedding, inputs, output_dir, workers
+from beam_pipeline.beam import inputs, model_files, output_dir, workers
 from beam_pipeline.core import (dataset_info, errors_output, hash_order, isolation, labels, reading, record_index,
                                  rejections, sharding, splitting, steps, tfds_metadata, uris)
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
@@ -194,24 +195,30 @@ class WriteOutputs(_PooledDoFn):
   def __init__(self, settings: Settings):
     super().__init__(settings)
     self._scratch = ''  # where shards and the graph are staged for a remote output
+    self._held: Optional[contextlib.ExitStack] = None
+    self._model_path: Optional[str] = None  # a local path of --embedding_model
 
   def setup(self) -> None:
     super().setup()
     if uris.is_remote(self._settings.output):
       self._scratch = tempfile.mkdtemp(prefix='beam_pipeline-')
+    self._held = contextlib.ExitStack()
+    if self._settings.embedding:
+      self._model_path = self._held.enter_context(model_files.local_copy(self._settings.embedding.model))
 
   def teardown(self) -> None:
     super().teardown()
     if self._scratch:
       shutil.rmtree(self._scratch, ignore_errors=True)
+    if self._held:
+      self._held.close()
 
   def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
     settings = self._settings
     if isinstance(unit, ShardPlan):
       name = unit.file_name(settings.compression)
       staged = output_dir.staging(settings.output, name, self._scratch)
-      step = embedding.write_shard if settings.embedding else steps.write_shard
-      yield from self._run(step, (unit, staged, settings, class_names),
+      yield from self._run(steps.write_shard, (unit, staged, settings, class_names, self._model_path),
                            functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
     else:
       staged = output_dir.staging(settings.output, TRANSFORM_STAGING, self._scratch)

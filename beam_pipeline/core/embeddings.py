@@ -1,7 +1,7 @@
 """CNN embeddings of the stored images: what a model is given, and what it must take and give.
 
-Plain functions, for the write step, which runs the model with Beam's TensorFlow
-model handler (beam/model_handler.py), and for the tests, which compute the same
+Plain functions, for the write step, which runs the model (embedding_model.py),
+and for the tests, which compute the same
 embeddings on their own.
 """
 from typing import List, Optional, Sequence, Tuple

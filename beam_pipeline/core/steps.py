@@ -1,4 +1,4 @@
-"""The three heavy steps, as the DoFns call them inline and hand them to worker processes.
+"""The heavy steps, as the DoFns call them inline and hand them to worker processes.
 
 Naming one of these costs no import, so the launcher of a local run can hand
 them to its workers (which find them by module and name) without importing
@@ -6,13 +6,13 @@ TensorFlow itself: each imports its module, and TensorFlow with it, where it
 runs (quietly: quiet_import). Worker processes have those modules imported
 already (workers.PRELOAD).
 """
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from beam_pipeline.core import quiet_import
 
 from beam_pipeline.core.reading import Remote
 from beam_pipeline.core.records import InputItem, ShardPlan, ShardWritten, TransformGraph, Validated
-from beam_pipeline.core.settings import Settings
+from beam_pipeline.core.settings import EmbeddingSpec, Settings
 
 
 def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optional[Remote] = None) -> Validated:
@@ -22,10 +22,23 @@ def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optio
 
 
 def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names: List[str],
-                remote: Optional[Remote] = None) -> ShardWritten:
+                model_path: Optional[str] = None, remote: Optional[Remote] = None) -> ShardWritten:
+  """Writes a shard; with --embedding_model, embedded by the model at the local ``model_path``."""
   quiet_import.tensorflow()
   from beam_pipeline.core import shard_writer  # pylint: disable=import-outside-toplevel
-  return shard_writer.write_shard(plan, file_path, settings, class_names, remote)
+  embed = None
+  if settings.embedding:
+    from beam_pipeline.core import embedding_model  # pylint: disable=import-outside-toplevel
+    embed = embedding_model.embedder(settings.embedding, model_path)
+  return shard_writer.write_shard(plan, file_path, settings, class_names, remote, embed=embed)
+
+
+def check_model(spec: EmbeddingSpec, model_path: str) -> Tuple[int, ...]:
+  """The shape of one embedding of the model at the local ``model_path``; ModelError unless it
+  embeds images. The process keeps the model it loaded, for the shards it writes."""
+  quiet_import.tensorflow()
+  from beam_pipeline.core import embedding_model  # pylint: disable=import-outside-toplevel
+  return embedding_model.check(spec, model_path)
 
 
 def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -> None:

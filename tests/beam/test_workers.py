@@ -1,4 +1,6 @@
 """The local worker pool: who imports what, which runs use it, and the private API it relies on."""
+import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,26 +30,44 @@ def test_the_pool_serves_runs_whose_dofns_run_in_the_launching_process(argv, in_
   assert local_runner.runs_in_process(PipelineOptions(argv)) == in_process
 
 
+# What a worker imports to write shards, their embeddings and the tf.Transform graph; and Beam.
+_WRITERS = ['apache_beam', 'beam_pipeline.core.shard_writer', 'beam_pipeline.core.embedding_model',
+            'tensorflow_transform']
+
+
 @pytest.mark.parametrize('embedding', [False, True])
-def test_a_local_run_keeps_tensorflow_and_pandas_out_of_the_launcher(saved, tmp_path, embedding):
+def test_a_local_run_keeps_tensorflow_and_pandas_out_of_the_launcher_and_beam_out_of_its_workers(
+    saved, tmp_path, embedding):
   """The launcher of a local run validates, writes shards and traces the tf.Transform
   graph through its workers, so it never imports TensorFlow (2 s at start-up); nor
   does it to check an --embedding_model. Beam is imported without pandas, which
-  its type hints would import for DataFrames (launch.py)."""
+  its type hints would import for DataFrames (launch.py). The workers that wrote the
+  shards, their embeddings and the graph never import Beam (the pool is kept past the
+  run to ask each of them)."""
   model = [f'--embedding_model={saved["keras"]}',
            f'--embedding_image_size={models.SIZE}'] if embedding else []
   photos.write_files(tmp_path / 'in', {f'{("cat", "dog")[i % 2]}/{i}.jpg': data
                                        for i, data in enumerate(photos.jpegs(6, size=(40, 30)))})
-  script = ('import sys\n'
+  script = ('import json, sys\n'
             'from beam_pipeline.beam import workers\n'
             'workers.start_forkserver()\n'
             'from beam_pipeline import cli\n'
+            'from helpers import worker_probe\n'
+            'shutdown, workers.shutdown = workers.shutdown, lambda: None\n'
             'code = cli.main(sys.argv[1:])\n'
+            f'print(json.dumps(worker_probe.imported_in_each(workers.pool(), workers.count(), {_WRITERS!r})))\n'
+            'shutdown()\n'
             'print(code, "tensorflow" in sys.modules, "pandas" in sys.modules)\n')
   done = subprocess.run([sys.executable, '-c', script, f'--input={tmp_path}/in', f'--output={tmp_path}/out', *model],
-                        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+                        cwd=ROOT, env={**os.environ, 'PYTHONPATH': str(ROOT / 'tests')},
+                        capture_output=True, text=True, timeout=300, check=False)
   assert done.stdout.splitlines()[-1:] == ['0 False False'], done.stdout[-2000:] + done.stderr[-3000:]
   assert (tmp_path / 'out' / 'transform_fn' / 'saved_model.pb').exists()
+  each = json.loads(done.stdout.splitlines()[-2])
+  assert len(each) == len(os.sched_getaffinity(0)) and not any(worker['apache_beam'] for worker in each)
+  assert any(worker['beam_pipeline.core.shard_writer'] for worker in each)
+  assert any(worker['tensorflow_transform'] for worker in each)
+  assert any(worker['beam_pipeline.core.embedding_model'] for worker in each) == embedding
 
 
 def test_workers_validate_without_importing_beam(tmp_path):

@@ -1,5 +1,6 @@
-"""--embedding_model through Beam's TensorFlow model handler: every way a model is saved,
-the model's files local and on the storage emulator, and the one-line refusals."""
+"""--embedding_model loaded and run in the core: every way a model is saved, the model's
+files local and on the storage emulator (copied by beam/model_files.py), and the one-line
+refusals."""
 import hashlib
 import os
 import subprocess
@@ -9,10 +10,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from apache_beam.ml.inference.tensorflow_inference import TFModelHandlerTensor
 
-from beam_pipeline.beam import embedding, model_handler
-from beam_pipeline.core import embeddings
+from beam_pipeline.beam import model_files
+from beam_pipeline.core import embedding_model, embeddings
 from beam_pipeline.core.settings import EmbeddingSpec
 from beam_pipeline.core.usage import ModelError
 
@@ -20,27 +20,23 @@ from helpers import gcs_emulator, models, photos
 
 
 @pytest.mark.parametrize('how', sorted(models.SAVERS))
-def test_every_saved_form_gives_the_models_own_output_through_the_handler(cnn, saved, how):
-  spec = EmbeddingSpec(saved[how], models.SIZE, batch_size=4)
-  handler = model_handler.ImageEmbeddingHandler(spec)
-  assert isinstance(handler, TFModelHandlerTensor)
-  model = handler.load_model()
-  assert model_handler.describe(model, models.SIZE) == models.SHAPE
+def test_every_saved_form_gives_the_models_own_output(cnn, saved, how):
+  spec = EmbeddingSpec(saved[how], models.SIZE, batch_size=4, sha256=how)
+  assert embedding_model.describe(embedding_model.load(saved[how]), models.SIZE) == models.SHAPE
   stored = [photos.jpeg(seed=i, width=40 + i, height=30) for i in range(5)]
-  inputs = embeddings.model_inputs(stored, models.SIZE)
-  results = list(handler.run_inference(inputs, model))
-  expected = cnn(tf.stack(inputs)).numpy().reshape(len(stored), -1)
-  assert [result.example is given for result, given in zip(results, inputs)] == [True] * 5
-  np.testing.assert_allclose(np.stack([result.inference for result in results]), expected, rtol=1e-5, atol=1e-6)
+  embedded = embedding_model.embedder(spec, saved[how])(stored)
+  expected = cnn(tf.stack(embeddings.model_inputs(stored, models.SIZE))).numpy().reshape(len(stored), -1)
+  assert [value.dtype for value in embedded] == [np.float32] * 5
+  np.testing.assert_allclose(np.stack(embedded), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_a_process_loads_the_model_once_for_all_its_writes(saved, monkeypatch):
   loads = []
-  load = model_handler.load
-  monkeypatch.setattr(model_handler, 'load', lambda path: loads.append(path) or load(path))
+  load = embedding_model.load
+  monkeypatch.setattr(embedding_model, 'load', lambda path: loads.append(path) or load(path))
   spec = EmbeddingSpec(saved['keras'], models.SIZE, sha256='once')
-  assert model_handler.check(spec) == models.SHAPE
-  first, second = model_handler.embedder(spec), model_handler.embedder(spec)
+  assert embedding_model.check(spec, saved['keras']) == models.SHAPE
+  first, second = embedding_model.embedder(spec, saved['keras']), embedding_model.embedder(spec, saved['keras'])
   assert len(first([photos.jpeg()])[0]) == len(second([photos.jpeg(seed=2)])[0]) == 32
   assert loads == [saved['keras']]
 
@@ -76,9 +72,8 @@ def _two_outputs():
     (lambda d: _write(d / 'photos' / 'cat.jpg').rsplit('/', 1)[0], 'is a directory without saved_model.pb'),
 ])
 def test_a_model_that_cannot_embed_images_is_refused_in_words(tmp_path, make, message):
-  spec = EmbeddingSpec(make(tmp_path), 32)
   with pytest.raises(ModelError) as raised:
-    model_handler.describe(model_handler.ImageEmbeddingHandler(spec).load_model(), 32)
+    embedding_model.describe(embedding_model.load(make(tmp_path)), 32)
   assert str(raised.value).startswith(message)
   assert '\n' not in str(raised.value)
 
@@ -88,21 +83,21 @@ def test_a_savedmodel_without_a_serving_signature_is_refused(tmp_path):
   module.v = tf.Variable(1.0)
   tf.saved_model.save(module, str(tmp_path / 'bare'))
   with pytest.raises(ModelError, match='without a serving_default signature'):
-    model_handler.load(str(tmp_path / 'bare'))
+    embedding_model.load(str(tmp_path / 'bare'))
 
 
 def test_the_fingerprint_is_what_sha256sum_gives(saved):
   with open(saved['keras'], 'rb') as f:
-    assert embedding.fingerprint(saved['keras']) == hashlib.sha256(f.read()).hexdigest()
+    assert model_files.fingerprint(saved['keras']) == hashlib.sha256(f.read()).hexdigest()
   listing = subprocess.run("find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs sha256sum | sha256sum",
                            shell=True, cwd=saved['export'], capture_output=True, text=True, check=True).stdout
-  assert embedding.fingerprint(saved['export']) == listing.split()[0]
-  assert embedding.fingerprint(saved['export'] + '/') == listing.split()[0]
+  assert model_files.fingerprint(saved['export']) == listing.split()[0]
+  assert model_files.fingerprint(saved['export'] + '/') == listing.split()[0]
 
 
 def test_a_missing_model_is_refused(tmp_path):
   with pytest.raises(ModelError, match='does not exist'):
-    embedding.fingerprint(str(tmp_path / 'nothing.keras'))
+    model_files.fingerprint(str(tmp_path / 'nothing.keras'))
 
 
 def test_a_model_on_cloud_storage_is_read_with_beams_filesystems(saved, tmp_path):
@@ -111,14 +106,13 @@ def test_a_model_on_cloud_storage_is_read_with_beams_filesystems(saved, tmp_path
       local = saved[how]
       name = f'{how}/{os.path.basename(local)}'
       gcs_emulator.upload('models', {f'{name}/{path}'.rstrip('/'): Path(uri).read_bytes()
-                                     for path, uri in embedding.model_files(local).items()})
+                                     for path, uri in model_files.model_files(local).items()})
       remote = f'gs://models/{name}'
-      assert embedding.fingerprint(remote) == embedding.fingerprint(local)
-      with embedding.local_copy(remote) as copy:
-        assert embedding.fingerprint(copy) == embedding.fingerprint(local)
-        kept = copy
-      assert not tf.io.gfile.exists(kept)  # removed once loaded
-      spec = EmbeddingSpec(remote, models.SIZE, sha256=how)
-      assert model_handler.check(spec) == models.SHAPE
+      assert model_files.fingerprint(remote) == model_files.fingerprint(local)
+      with model_files.local_copy(remote) as copy, model_files.local_copy(remote) as again:
+        assert again == copy  # one copy in a process, however many hold it
+        assert model_files.fingerprint(copy) == model_files.fingerprint(local)
+        assert embedding_model.check(EmbeddingSpec(remote, models.SIZE, sha256=how), copy) == models.SHAPE
+      assert not tf.io.gfile.exists(copy)  # removed once the last holder lets go
     with pytest.raises(ModelError, match='does not exist'):
-      embedding.fingerprint('gs://models/nothing.keras')
+      model_files.fingerprint('gs://models/nothing.keras')

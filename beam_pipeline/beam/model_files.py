@@ -1,26 +1,27 @@
-"""--embedding_model's files, and the steps that run it, without importing TensorFlow.
+"""--embedding_model's files, read with Beam's FileSystems (local or gs://): their
+fingerprint, and a local copy for the core to load (core/embedding_model.py).
 
-The launcher of a local run checks the model in a worker process and hands the
-write step to its workers by naming functions of this module; like
-core/steps.py, they import TensorFlow (and Beam's model handler) where they run.
+The copy is held once per process, however many DoFns use it: the launcher of a
+local run holds it for the whole run, its worker processes load it from there.
 """
 import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
-from typing import BinaryIO, Dict, Mapping, Iterator, List, Optional, Tuple
+import threading
+from typing import BinaryIO, Dict, Iterator, List, Mapping
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import quiet_import, uris
+from beam_pipeline.core import uris
 from beam_pipeline.core.usage import ModelError
-from beam_pipeline.core.reading import Remote
-from beam_pipeline.core.records import ShardPlan, ShardWritten
-from beam_pipeline.core.settings import EmbeddingSpec, Settings
 
 _CHUNK_BYTES = 1 << 20
+# This process's local copies of remote models: [path, how many hold it], by model.
+_copies: Dict[str, List] = {}
+_copying = threading.Lock()
 
 
 def model_files(model: str) -> Dict[str, str]:
@@ -61,40 +62,41 @@ def files_sha256(digests: Mapping[str, str]) -> str:
 
 @contextlib.contextmanager
 def local_copy(model: str) -> Iterator[str]:
-  """A local path of the model: its own if it is local, else a copy, removed on exit
-  (a loaded model needs its files no more)."""
+  """A local path of the model: its own if it is local, else a copy, made by the first
+  holder in this process and removed when the last lets go."""
   if not uris.is_remote(model):
     yield model
     return
-  directory = tempfile.mkdtemp(prefix='beam_pipeline-model-')
+  with _copying:
+    if model not in _copies:
+      _copies[model] = [_copy(model), 0]
+    held = _copies[model]
+    held[1] += 1
   try:
-    local = os.path.join(directory, uris.split(model.rstrip('/'))[1])
+    yield held[0]
+  finally:
+    with _copying:
+      held[1] -= 1
+      if not held[1]:
+        del _copies[model]
+        shutil.rmtree(os.path.dirname(held[0]), ignore_errors=True)
+
+
+def _copy(model: str) -> str:
+  directory = tempfile.mkdtemp(prefix='beam_pipeline-model-')
+  local = os.path.join(directory, uris.split(model.rstrip('/'))[1])
+  try:
     for path, uri in model_files(model).items():
       target = os.path.join(local, path) if path else local
       os.makedirs(os.path.dirname(target), exist_ok=True)
       with _open(uri) as source, open(target, 'wb') as copy:
         shutil.copyfileobj(source, copy, _CHUNK_BYTES)
-    yield local
-  finally:
+  except BaseException:
     shutil.rmtree(directory, ignore_errors=True)
+    raise
+  return local
 
 
 def _open(uri: str) -> BinaryIO:
   return FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED)  # a .gz file is bytes too
 
-
-def check(spec: EmbeddingSpec) -> Tuple[int, ...]:
-  """The shape of one embedding; ModelError unless the model embeds images (model_handler.check)."""
-  quiet_import.tensorflow()
-  from beam_pipeline.beam import model_handler  # pylint: disable=import-outside-toplevel
-  return model_handler.check(spec)
-
-
-def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names: List[str],
-                remote: Optional[Remote] = None) -> ShardWritten:
-  """core.steps.write_shard, with each record's embedding (model_handler.embedder)."""
-  quiet_import.tensorflow()
-  from beam_pipeline.beam import model_handler  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core import shard_writer  # pylint: disable=import-outside-toplevel
-  return shard_writer.write_shard(plan, file_path, settings, class_names, remote,
-                                  embed=model_handler.embedder(settings.embedding))

@@ -1,40 +1,34 @@
-"""--embedding_model run with Beam's TensorFlow model handler, loaded once per worker process.
+"""--embedding_model loaded and run: once per process, on local files only.
 
-The write step computes a shard's embeddings as it writes the shard, in batches,
-calling the handler's ``load_model`` and ``run_inference`` itself rather than
-through the RunInference transform: RunInference would take one element per
-image, and its outputs would then have to be grouped into shards again, sending
-every embedding (up to hundreds of KB each) through a shuffle that today carries
-a few hundred bytes of metadata per image. The loaded model lives in a
-``Shared`` handle, so the threads of an SDK worker process (several on Dataflow)
-share one copy, on a GPU as on a CPU.
+The write step computes a shard's embeddings as it writes the shard, in batches.
+Beam's RunInference is not used: it would take one element per image, and its
+outputs would then have to be grouped into shards again, sending every embedding
+(up to hundreds of KB each) through a shuffle that today carries a few hundred
+bytes of metadata per image. Its TensorFlow model handler is not used either: it
+loads models with ``tf.keras.models.load_model``, which in Keras 3 reads only
+``.keras`` and H5 files, and would make worker processes import Beam.
 
-Beam's handler loads models with ``tf.keras.models.load_model``, which in Keras 3
-reads only ``.keras`` and H5 files; ImageEmbeddingHandler loads a SavedModel
-directory with ``tf.saved_model.load`` and its serving signature instead, and
-copies a model on Cloud Storage to local disk first (Keras and TensorFlow read
-local files; Beam's FileSystems reads gs://).
+A SavedModel directory is loaded with ``tf.saved_model.load`` and its serving
+signature. The model must be a local path: the Beam side copies one on Cloud
+Storage to local disk first (beam/model_files.py), as it hands reading remote
+files in (core/reading.py). A process keeps its loaded model for as long as it
+lives, shared by its threads (several on a Dataflow worker), on a GPU as on a CPU.
 """
 import os
+import threading
 import zipfile
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import keras
 import numpy as np
 import tensorflow as tf
-from apache_beam.ml.inference.base import PredictionResult
-from apache_beam.ml.inference.tensorflow_inference import TFModelHandlerTensor
-from apache_beam.utils import shared
-
-from beam_pipeline.beam import embedding
 from beam_pipeline.core import embeddings, rejections
 from beam_pipeline.core.usage import ModelError
 from beam_pipeline.core.settings import EmbeddingSpec
 
-_MODELS = shared.Shared()
-# Shared keeps an object only while someone holds it; a worker process holds its
-# model for as long as it lives, as a DoFn's setup would.
+# This process's models by (local path, sha256), and the lock its threads load them under.
 _held: Dict[Tuple[str, str], '_ImageModel'] = {}
+_loading = threading.Lock()
 
 
 class _ImageModel:
@@ -112,48 +106,29 @@ def describe(model: _ImageModel, image_size: int) -> Tuple[int, ...]:
   return embeddings.output_shape(tf.convert_to_tensor(output), 1)
 
 
-def _embed(model: _ImageModel, batch: Sequence[tf.Tensor], inference_args: Dict[str, Any],
-           model_id: Optional[str] = None) -> Iterable[PredictionResult]:
-  """The handler's inference function: one flattened float32 embedding per image."""
-  outputs = np.asarray(model(tf.stack(batch), **inference_args), np.float32)
-  return [PredictionResult(image, output.reshape(-1), model_id) for image, output in zip(batch, outputs)]
+def _model(spec: EmbeddingSpec, path: str) -> _ImageModel:
+  """This process's copy of the model at the local ``path``, loaded by its first caller."""
+  key = (path, spec.sha256)
+  with _loading:
+    if key not in _held:
+      _held[key] = load(path)
+    return _held[key]
 
 
-class ImageEmbeddingHandler(TFModelHandlerTensor):
-  """Beam's TFModelHandlerTensor for an image model however it was saved (see the module docstring)."""
-
-  def __init__(self, spec: EmbeddingSpec):
-    super().__init__(spec.model, inference_fn=_embed, min_batch_size=1, max_batch_size=spec.batch_size)
-
-  def load_model(self) -> _ImageModel:
-    with embedding.local_copy(self._model_uri) as path:
-      return load(path)
-
-  def get_metrics_namespace(self) -> str:
-    return 'beam_pipeline_embedding'
-
-
-def _model(spec: EmbeddingSpec) -> _ImageModel:
-  """This process's copy of the model, loaded by its first caller."""
-  key = (spec.model, spec.sha256)
-  if key not in _held:
-    _held[key] = _MODELS.acquire(ImageEmbeddingHandler(spec).load_model, tag=key)
-  return _held[key]
-
-
-def embedder(spec: EmbeddingSpec) -> Callable[[Sequence[bytes]], List[np.ndarray]]:
-  """A function from stored images to their flattened embeddings, in batches of up to
-  --embedding_batch_size, with this process's copy of the model."""
-  handler, model = ImageEmbeddingHandler(spec), _model(spec)
+def embedder(spec: EmbeddingSpec, path: str) -> Callable[[Sequence[bytes]], List[np.ndarray]]:
+  """A function from stored images to their flattened float32 embeddings, with this
+  process's copy of the model at the local ``path``; the caller batches them
+  (--embedding_batch_size)."""
+  model = _model(spec, path)
 
   def embed(images: Sequence[bytes]) -> List[np.ndarray]:
-    results = handler.run_inference(embeddings.model_inputs(images, spec.image_size), model)
-    return [result.inference for result in results]
+    outputs = np.asarray(model(tf.stack(embeddings.model_inputs(images, spec.image_size))), np.float32)
+    return list(outputs.reshape(len(images), -1))
 
   return embed
 
 
-def check(spec: EmbeddingSpec) -> Tuple[int, ...]:
-  """Loads the model (for this process to keep) and returns the shape of one embedding;
-  ModelError if it cannot embed images."""
-  return describe(_model(spec), spec.image_size)
+def check(spec: EmbeddingSpec, path: str) -> Tuple[int, ...]:
+  """Loads the model at the local ``path`` (for this process to keep) and returns the shape
+  of one embedding; ModelError if it cannot embed images."""
+  return describe(_model(spec, path), spec.image_size)
