@@ -6,7 +6,8 @@ import time
 STARTED = time.monotonic()  # before the imports below: the command's wall time includes them
 
 from beam_pipeline import arguments, cli  # pylint: disable=wrong-import-position
-from beam_pipeline.beam import workers  # pylint: disable=wrong-import-position
+from beam_pipeline.compat import multiprocessing_internals  # pylint: disable=wrong-import-position
+from beam_pipeline.local import workers  # pylint: disable=wrong-import-position
 
 if __name__ == '__main__':
   argv = sys.argv[1:]
@@ -20,7 +21,7 @@ if __name__ == '__main__':
   # interpreter that holds Beam takes most of a second and does nothing more,
   # so the process ends here, once its output is flushed and the forkserver's
   # socket is removed.
-  workers.remove_forkserver_socket()
+  multiprocessing_internals.remove_forkserver_socket()
   logging.shutdown()
   sys.stdout.flush()
   sys.stderr.flush()

@@ -8,7 +8,7 @@ with add_conversion_options); the flags this parser does not know are Beam's, an
 go to PipelineOptions.
 """
 import argparse
-from typing import List, NoReturn, Tuple
+from typing import Any, List, NoReturn, Tuple
 
 from beam_pipeline.core.usage import UsageError
 
@@ -33,8 +33,9 @@ def _boolean(value: str) -> bool:
 _SWITCH = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
 
 
-def add_conversion_options(parser: argparse.ArgumentParser) -> None:
-  """A conversion's own options, in groups: on the command line's parser and on Beam's."""
+def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
+  """A conversion's own options, in groups: on the command line's parser and on Beam's.
+  Returns the group 'cloud', where the command line lists Beam's own flags."""
   group = parser.add_argument_group('input')
   group.add_argument('--input', help='Images to convert: a glob, a directory (walked recursively) or a '
                      'manifest (.csv in AutoML layout [set,]uri,label, or .jsonl with uri, label, split and '
@@ -109,6 +110,7 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
   group = parser.add_argument_group('cloud', 'Beam options; every other Beam option works as well.')
   group.add_argument('--no_wait', **_SWITCH, help='With DataflowRunner: return once the job is submitted '
                      '(its id and console link printed). Default: false')
+  return group
 
 
 def _add_beam_flags(group) -> None:
@@ -134,8 +136,7 @@ def parser() -> argparse.ArgumentParser:
       description='Convert images to validated, sharded TFRecords (the word convert may be left out).',
       epilog='Other commands: python -m beam_pipeline inspect OUTPUT (--help for its options), '
       'python -m beam_pipeline verify OUTPUT.')
-  add_conversion_options(convert)
-  _add_beam_flags(next(group for group in convert._action_groups if group.title == 'cloud'))  # pylint: disable=protected-access
+  _add_beam_flags(add_conversion_options(convert))
   console = convert.add_argument_group('console')
   console.add_argument('--verbose', action='store_true', help="Show Beam's INFO log lines.")
   console.add_argument('--json', action='store_true', help='Print the summary as JSON on standard output.')

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Dict, List, NoReturn, Optional
 
-from beam_pipeline.beam import workers
+from beam_pipeline.local import workers
 from benchmarks import baselines, photo_set
 from benchmarks.run import SCRATCH
 

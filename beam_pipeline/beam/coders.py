@@ -13,9 +13,8 @@ import pickle
 from typing import Any, Iterable, Tuple
 
 import apache_beam as beam
-from apache_beam.coders import coder_impl
-from apache_beam.coders.coders import FastCoder
 
+from beam_pipeline.compat import beam_internals
 from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit, ShardPlan, TransformGraph
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -24,36 +23,19 @@ _SHARD, _GRAPH = 0, 1  # OutputUnitCoder's tags
 _RECORD_BYTES = 200
 
 
-class _FieldsImpl(coder_impl.StreamCoderImpl):
-
-  def __init__(self, coder: '_FieldsCoder'):
-    self._to_fields = coder.to_fields
-    self._from_fields = coder.from_fields
-    self._estimate = coder.estimated_bytes
-
-  def encode_to_stream(self, value: Any, stream, nested: bool) -> None:
-    stream.write(pickle.dumps(self._to_fields(value), _PROTOCOL), nested)
-
-  def decode_from_stream(self, stream, nested: bool) -> Any:
-    return self._from_fields(pickle.loads(stream.read_all(nested)))
-
-  def estimate_size(self, value: Any, nested: bool = False) -> int:
-    return self._estimate(value)
-
-
-class _FieldsCoder(FastCoder):
+class _FieldsCoder(beam_internals.StreamCoder):
   """A NamedTuple as the pickled plain tuple of its fields; subclasses say how."""
 
-  def _create_impl(self) -> coder_impl.CoderImpl:
-    return _FieldsImpl(self)
+  def encode_bytes(self, value: Any) -> bytes:
+    return pickle.dumps(self.to_fields(value), _PROTOCOL)
+
+  def decode_bytes(self, data: bytes) -> Any:
+    return self.from_fields(pickle.loads(data))
 
   def to_fields(self, value: Any) -> tuple:
     return tuple(value)
 
   def from_fields(self, fields: tuple) -> Any:
-    raise NotImplementedError
-
-  def estimated_bytes(self, value: Any) -> int:
     raise NotImplementedError
 
   def is_deterministic(self) -> bool:

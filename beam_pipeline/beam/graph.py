@@ -5,32 +5,35 @@ import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline.beam import coders
-from beam_pipeline.beam.transforms import (DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN, AssignSplits,
-                                           DuplicateGroups, GroupCopies, PlanShards, ValidateImages, WriteErrors,
-                                           WriteOutputs, WrittenTotals, bucket_by_content, commit, input_parts,
-                                           list_input, transform_graph)
+from beam_pipeline.beam.commit import WriteErrors, WrittenTotals, commit
+from beam_pipeline.beam.inputs import batches_counted, parts_counted
+from beam_pipeline.beam.planning import AssignSplits, DuplicateGroups, GroupCopies, PlanShards, bucket_by_content
+from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
+from beam_pipeline.beam.tags import DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import hash_order, labels, sharding
 from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
 
-def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
+def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool = False,
           records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> None:
+  """The conversion's graph; ``pooled``: the heavy steps use the local worker pool of this
+  process (the launcher of a DirectRunner run started one)."""
   coders.register()  # the element types declared below travel with compact coders, not per-record pickles
   # Only the input's pattern or manifest path enters the graph. Workers list it in parts
   # (subfolders, byte ranges of a manifest), in batches, which keeps per-element overhead
   # low and fans out well after the shuffle.
   listed = (pipeline
             | 'Input' >> beam.Create([settings.input])
-            | 'Parts' >> beam.FlatMap(input_parts)
+            | 'Parts' >> beam.FlatMap(parts_counted)
             | 'SpreadParts' >> beam.Reshuffle()
-            | 'List' >> beam.FlatMap(list_input, settings.output).with_output_types(List[InputItem]).with_outputs(
+            | 'List' >> beam.FlatMap(batches_counted, settings.output).with_output_types(List[InputItem]).with_outputs(
                 REJECTED, main='batches'))
   batches = listed.batches | 'Distribute' >> beam.Reshuffle()
   num_listed = listed.batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
-  checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings)).with_output_types(
+  checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings, pooled)).with_output_types(
       List[ImageRecord]).with_outputs(REJECTED, main='records')
   planned = plan(checked.records, num_listed, settings, records_per_bucket)
 
@@ -39,7 +42,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str,
   graph = pipeline | 'TransformGraph' >> beam.Create(transform_graph(settings)).with_output_types(OutputUnit)
   written = ((planned.plans, graph)
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
-             | 'Write' >> beam.ParDo(WriteOutputs(settings), class_names=AsSingleton(planned.labels)).with_outputs(
+             | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=AsSingleton(planned.labels)).with_outputs(
                  REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's

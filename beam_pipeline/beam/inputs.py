@@ -10,16 +10,16 @@ so that workers list a large input in parallel; a local one is listed whole.
 import csv
 import io
 import itertools
-import json
 import os
 import re
-from typing import Any, BinaryIO, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import object_listing
-from beam_pipeline.core import isolation, manifest_parts, rejections
+from beam_pipeline import progress
+from beam_pipeline.beam import local_files, object_listing, tags
+from beam_pipeline.core import isolation, manifest_parts, manifest_rows, rejections
 from beam_pipeline.core.records import InputItem, Rejection
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
@@ -27,14 +27,9 @@ from beam_pipeline.core.usage import UsageError
 
 _MANIFEST_SUFFIXES = {'.csv': CSV, '.csv.gz': CSV, '.jsonl': JSONL, '.jsonl.gz': JSONL,
                       '.ndjson': JSONL, '.json': JSONL}
-# AutoML Vision's ML_USE values; UNASSIGNED leaves the choice to the split rules.
-_MANIFEST_SPLITS = {'TRAIN': 'train', 'VALIDATION': 'validation', 'TEST': 'test', 'UNASSIGNED': None}
 # Top-level folders of a directory input that name a split: root/train/cat/1.jpg.
 _SPLIT_FOLDERS = {'train': 'train', 'training': 'train', 'validation': 'validation', 'valid': 'validation',
                   'val': 'validation', 'dev': 'validation', 'test': 'test', 'testing': 'test'}
-_URI_COLUMNS = ('uri', 'image_uri', 'gcs_file_path', 'path', 'image_path', 'image', 'filename', 'file')
-_LABEL_COLUMNS = ('label', 'class', 'category')
-_SPLIT_COLUMNS = ('split', 'set', 'ml_use')
 
 
 def resolve_input(value: str) -> InputSpec:
@@ -42,8 +37,8 @@ def resolve_input(value: str) -> InputSpec:
   if not value:
     raise UsageError('--input is required: a glob, a directory or a .csv/.jsonl manifest')
   lower = value.lower()
-  if is_local_dir(value):  # before glob characters: 'Photos [2023]' is a directory
-    if next(walk_local_files(value), None) is None:
+  if local_files.is_local_dir(value):  # before glob characters: 'Photos [2023]' is a directory
+    if next(local_files.walk_local_files(value), None) is None:
       raise UsageError(f'--input={value} is an empty directory; give a glob, a directory of images or a manifest')
     return InputSpec(DIRECTORY, value.rstrip('/') + '/**')
   for suffix, kind in _MANIFEST_SUFFIXES.items():
@@ -69,70 +64,10 @@ def open_image(uri: str) -> BinaryIO:
   return FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def is_local_dir(path: str) -> bool:
-  return _is_local(path) and os.path.isdir(path)
-
-
-def walk_local_files(root: str, max_depth: Optional[int] = None, skip: Optional[str] = None) -> Iterator[str]:
-  """Every entry of a local tree that is not a directory, symlinks and pipes included,
-  down to ``max_depth`` levels below ``root`` (1: its own entries), but for the
-  directory ``skip`` (an absolute path).
-
-  Hand-written because Beam's local listing (os.walk) silently drops dangling
-  symlinks, recurses once per level (RecursionError past ~1000 levels) and treats
-  the path as a pattern ('out [1]'); an input must be listed whole to be
-  accounted for. Directory symlinks are listed, not followed (loops); so is a
-  subdirectory that cannot be listed, which the read then rejects.
-  """
-  pending = [(root.rstrip('/') or '/', 1)]
-  while pending:
-    directory, depth = pending.pop()
-    try:
-      with os.scandir(directory) as iterator:
-        entries = sorted(iterator, key=lambda e: e.name)
-    except OSError:
-      if depth == 1:
-        raise
-      yield directory
-      continue
-    for entry in entries:
-      if not entry.is_dir(follow_symlinks=False):
-        yield entry.path
-      elif skip and os.path.abspath(entry.path) == skip:
-        continue
-      elif max_depth is None or depth < max_depth:
-        pending.append((entry.path, depth + 1))
-
-
-def match_local_glob(pattern: str, skip: Optional[str] = None) -> Iterator[str]:
-  """The local files a glob matches, with Beam's pattern semantics ('*' within a
-  directory, '**' across directories), listed by walk_local_files so that nothing
-  Beam's local listing would drop goes unaccounted for."""
-  prefix = re.match(r'[^[*?]*', pattern).group(0)
-  if prefix == pattern:  # no wildcard: the file itself, even a dangling symlink
-    if os.path.lexists(pattern) and not os.path.isdir(pattern):
-      yield pattern
-    return
-  top = os.path.dirname(prefix)
-  if not os.path.isdir(top or '.'):
-    return
-  matches = re.compile(FileSystem.translate_pattern(pattern)).match
-  # Without '**' a match lies exactly as many levels down as the pattern has '/'s.
-  depth = None if '**' in pattern else pattern[len(top):].count('/') + (0 if top else 1)
-  for path in walk_local_files(top or '.', depth, skip):
-    path = path if top else os.path.relpath(path)
-    if matches(path):
-      yield path
-
-
-def _is_local(path: str) -> bool:
-  return FileSystems.get_scheme(path) is None
-
-
 def _has_match(pattern: str) -> bool:
   try:
-    if _is_local(pattern):
-      return next(match_local_glob(pattern), None) is not None
+    if local_files.is_local(pattern):
+      return next(local_files.match_local_glob(pattern), None) is not None
     return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
   except Exception:  # Beam raises BeamIOError for a missing directory; a local one may be unreadable
     return False
@@ -204,17 +139,17 @@ def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[I
   skip = _inside(output, spec) if output and not spec.is_manifest else None
 
   def outside(path: str) -> bool:
-    return not skip or not (os.path.abspath(path) if _is_local(path) else path).startswith(skip + '/')
+    return not skip or not (os.path.abspath(path) if local_files.is_local(path) else path).startswith(skip + '/')
 
   root = spec.path[:-len('/**')] if spec.kind == DIRECTORY else None
   if part.prefix:
     matches = re.compile(FileSystem.translate_pattern(spec.path)).match
     paths = filter(matches, object_listing.objects(part.prefix, part.below))
   elif spec.kind == DIRECTORY:
-    paths = (walk_local_files(root, skip=skip) if is_local_dir(root)
+    paths = (local_files.walk_local_files(root, skip=skip) if local_files.is_local_dir(root)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
   elif spec.kind == GLOB:
-    paths = (match_local_glob(spec.path, skip) if _is_local(spec.path)
+    paths = (local_files.match_local_glob(spec.path, skip) if local_files.is_local(spec.path)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
   elif spec.kind == CSV:
     yield from _read_csv_manifest(spec.path, part)
@@ -230,9 +165,9 @@ def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[I
 def _inside(output: str, spec: InputSpec) -> Optional[str]:
   """``output`` (absolute, if local) if it lies where listing ``spec`` looks, else None."""
   top = re.match(r'[^[*?]*', spec.path).group(0)
-  if _is_local(output) != _is_local(top):
+  if local_files.is_local(output) != local_files.is_local(top):
     return None
-  if _is_local(output):
+  if local_files.is_local(output):
     output, top = os.path.abspath(output), os.path.abspath(top or '.')
   output = output.rstrip('/')
   return output if (output + '/').startswith(top.rstrip('/') + '/') else None
@@ -293,20 +228,6 @@ def _open_text(path: str, rows: Optional[manifest_parts.Part] = None) -> io.Text
                           errors='surrogateescape')
 
 
-def _check_text(text: str) -> None:
-  try:
-    text.encode('utf-8')
-  except UnicodeEncodeError:
-    raise Rejected(rejections.BAD_MANIFEST_ROW, 'row is not UTF-8 text (save the manifest as UTF-8)') from None
-
-
-def _resolve_uri(manifest: str, uri: str) -> str:
-  """Manifest paths may be relative to the manifest's own directory."""
-  if '://' in uri or uri.startswith('/'):
-    return uri
-  return FileSystems.join(FileSystems.split(manifest)[0], uri)
-
-
 def _csv_header(path: str) -> Optional[Tuple[str, ...]]:
   """The lowercased column names, if the manifest's first row names them."""
   with _open_text(path) as text:
@@ -314,7 +235,7 @@ def _csv_header(path: str) -> Optional[Tuple[str, ...]]:
       row = next(csv.reader(text, skipinitialspace=True), [])
     except (csv.Error, UnicodeError):  # the reader rejects that row
       return None
-  return tuple(cell.strip().lower() for cell in row) if _is_header(row) else None
+  return tuple(cell.strip().lower() for cell in row) if manifest_rows.is_header(row) else None
 
 
 def _read_csv_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:
@@ -335,82 +256,34 @@ def _read_csv_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, 
         continue
       if not any(cell.strip() for cell in row):
         continue
-      yield _listed(where, ','.join(row), _csv_row_item, path, part.header, row)
-
-
-def _csv_row_item(manifest: str, header: Optional[List[str]], row: List[str]) -> InputItem:
-  isolation.fault_point(isolation.LIST)
-  _check_text(''.join(row))
-  return _csv_item(manifest, header, row) if header else _automl_item(manifest, row)
-
-
-def _is_header(row) -> bool:
-  return any(cell.strip().lower() in _URI_COLUMNS for cell in row)
-
-
-def _automl_item(manifest: str, row) -> InputItem:
-  """AutoML Vision layout without a header: [set,]uri[,label]. The uri is kept as written."""
-  cells = list(row)
-  split = None
-  if len(cells) >= 2 and cells[0].strip().upper() in _MANIFEST_SPLITS:
-    split = _MANIFEST_SPLITS[cells[0].strip().upper()]
-    cells = cells[1:]
-  labels = [cell.strip() for cell in cells[1:] if cell.strip()]
-  if not cells[0]:
-    raise Rejected(rejections.BAD_MANIFEST_ROW, 'row has no image uri')
-  if len(labels) > 1:
-    raise Rejected(rejections.BAD_MANIFEST_ROW,
-                   f'row has {len(labels)} labels {labels}; one label per image is supported')
-  return InputItem(_resolve_uri(manifest, cells[0]), labels[0] if labels else None, split)
-
-
-def _csv_item(manifest: str, header, row) -> InputItem:
-  if len(row) != len(header):
-    raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has {len(row)} fields, the header has {len(header)}')
-  return _item_from_fields(manifest, dict(zip(header, row)))
+      yield _listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row)
 
 
 def _read_jsonl_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:
   with _open_text(path, part.rows) as text:
     for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
       if line.strip():
-        yield _listed(f'{path}:line {line_number}', line, _jsonl_line_item, path, line)
+        yield _listed(f'{path}:line {line_number}', line, manifest_rows.jsonl_line_item, path, line)
 
 
-def _jsonl_line_item(manifest: str, line: str) -> InputItem:
-  isolation.fault_point(isolation.LIST)
-  _check_text(line)
-  try:
-    fields = json.loads(line)
-  except json.JSONDecodeError as e:
-    raise Rejected(rejections.BAD_MANIFEST_ROW, f'invalid JSON: {e}') from None
-  if not isinstance(fields, dict):
-    raise Rejected(rejections.BAD_MANIFEST_ROW, 'line is not a JSON object')
-  return _item_from_fields(manifest, fields)
+def parts_counted(spec: InputSpec) -> Iterator[InputPart]:
+  """input_parts, counted for the progress line once all are known."""
+  count = 0
+  for count, part in enumerate(input_parts(spec), start=1):
+    yield part
+  progress.counts().parts_planned(count)
 
 
-def _item_from_fields(manifest: str, fields: Dict[str, Any]) -> InputItem:
-  """A manifest row with named fields: uri, optional label and split, the rest extras."""
-  fields = dict(fields)
-  uri = _pop_first(fields, _URI_COLUMNS)
-  if not isinstance(uri, str) or not uri:
-    raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has no image uri (one of {", ".join(_URI_COLUMNS)})')
-  label = _pop_first(fields, _LABEL_COLUMNS)
-  label = label.strip() if isinstance(label, str) else label
-  split_value = _pop_first(fields, _SPLIT_COLUMNS)
-  split_value = str(split_value).strip() if split_value is not None else ''
-  split = None
-  if split_value:
-    if split_value.upper() not in _MANIFEST_SPLITS:
-      raise Rejected(rejections.BAD_MANIFEST_ROW,
-                     f'split {split_value!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
-    split = _MANIFEST_SPLITS[split_value.upper()]
-  extras = tuple(sorted((key, value) for key, value in fields.items() if value not in (None, '')))
-  return InputItem(_resolve_uri(manifest, uri), None if label in (None, '') else str(label), split, extras)
-
-
-def _pop_first(fields: Dict[str, Any], names) -> Any:
-  for name in names:
-    if name in fields:
-      return fields.pop(name)
-  return None
+def batches_counted(part: InputPart, output: str) -> Iterator[Any]:
+  """list_input_batches for the pipeline: counted for the progress line, a manifest row that
+  names no usable input rejected (tagged)."""
+  counts = progress.counts()
+  for batch in list_input_batches(part, output):
+    if isinstance(batch, Rejection):
+      counts.listed(1)
+      counts.checked(1, rejected=1)
+      yield tags.rejected(batch)
+    else:
+      counts.listed(len(batch))
+      yield batch
+  counts.part_listed()

@@ -21,7 +21,8 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline import progress
-from beam_pipeline.beam import failures, graph, local_runner, model_files, options as options_lib, output_dir, workers
+from beam_pipeline.beam import failures, graph, local_runner, model_files, options as options_lib, output_dir
+from beam_pipeline.local import workers
 from beam_pipeline.core import dataset_info, steps
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
@@ -72,7 +73,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
-      graph.build(pipeline, settings, runner)
+      graph.build(pipeline, settings, runner, pooled=in_process)
     with shown, failures.kept(log) if log else contextlib.nullcontext():
       result = pipeline.run()
       done = _submitted(result, options)

@@ -24,7 +24,7 @@ from typing import Iterable, List
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import inputs
+from beam_pipeline.beam import local_files
 from beam_pipeline.core import dataset_info, rejections, schemas, tfds_metadata, uris
 from beam_pipeline.core.records import TransformGraph
 from beam_pipeline.core.rejections import OutputError
@@ -70,7 +70,7 @@ def _relative_names(output: str) -> List[str]:
   prefix = output.rstrip('/') + '/'
   try:
     if FileSystems.get_scheme(output) is None:  # local: a name like 'out [1]' is no pattern
-      paths = list(inputs.walk_local_files(output)) if inputs.is_local_dir(output) else []
+      paths = list(local_files.walk_local_files(output)) if local_files.is_local_dir(output) else []
     else:  # a prefix with no objects is an empty list, not an error
       paths = [m.path for m in FileSystems.match([FileSystems.join(output, '**')])[0].metadata_list]
   except Exception as e:  # pylint: disable=broad-except  # Beam wraps the storage's errors in BeamIOError

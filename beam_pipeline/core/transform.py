@@ -10,7 +10,7 @@ it is.
 The graph's one data-dependent part is its vocabulary, and that is labels.txt
 itself, known once the records are labelled. So nothing is analyzed: the graph is
 traced with the vocabulary as an asset file, which is what tf.Transform's own
-Beam implementation does once its analyzers have run (_trace_and_write). One
+Beam implementation does once its analyzers have run (compat/tft_internals.py). One
 worker task does it, where the Beam analysis cost the pipeline several times
 more, and would need Beam in the worker, to compute a list the pipeline already
 has.
@@ -22,9 +22,9 @@ from typing import Callable, Dict, List
 
 import tensorflow as tf
 import tensorflow_transform as tft
-from tensorflow_transform import impl_helper
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
+from beam_pipeline.compat import tft_internals
 from beam_pipeline.core import labels, model_input, schemas
 from beam_pipeline.core.records import TransformGraph
 
@@ -85,7 +85,7 @@ def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -
     f.write(labels.labels_txt(class_names).encode('utf-8') or _NO_CLASSES)
   spec = raw_feature_spec(graph)
   transform_fn = os.path.join(directory, tft.TFTransformOutput.TRANSFORM_FN_DIR)
-  metadata = _trace_and_write(transform_fn, preprocessing_fn_for(graph, vocabulary_file),
+  metadata = tft_internals.trace_and_write(transform_fn, preprocessing_fn_for(graph, vocabulary_file),
                               {key: tf.TensorSpec([None, *feature.shape], feature.dtype)
                                for key, feature in spec.items()},
                               os.path.join(directory, 'tmp'))
@@ -96,18 +96,3 @@ def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -
   shutil.rmtree(os.path.join(directory, 'tmp'), ignore_errors=True)
   os.remove(vocabulary_file)
 
-
-def _trace_and_write(saved_model_dir: str, preprocessing_fn: Callable, input_signature: Dict[str, tf.TensorSpec],
-                     temp_dir: str) -> str:
-  """Traces ``preprocessing_fn`` into a SavedModel, and returns where its transformed schema went.
-
-  tf.Transform's public API reaches this only through its Beam analysis (see the
-  module docstring), so this calls its internal ``impl_helper``, pinned with
-  tensorflow-transform in requirements.txt. tests/core/test_transform.py checks its
-  signature and writes a graph: an upgrade that moves it fails there, not in a run.
-  """
-  impl_helper.trace_and_write_v2_saved_model(
-      saved_model_dir=saved_model_dir, preprocessing_fn=preprocessing_fn, input_signature=input_signature,
-      base_temp_dir=temp_dir, baseline_analyzers_fingerprint={}, tensor_replacement_map=None,
-      output_keys_to_name_map=None, save_options=None)
-  return os.path.join(saved_model_dir, impl_helper.METADATA_DIR_NAME)

@@ -7,7 +7,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, graph, local_runner, options, output_dir, transforms
+from beam_pipeline.beam import coders, graph, local_runner, options, output_dir, planning
 from beam_pipeline.core import hash_order, sharding
 from beam_pipeline.core.records import ImageRecord
 
@@ -35,7 +35,7 @@ def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each
             for i in range(0, len(batch), 7)]  # as content buckets hand them on: many pieces per order bucket
   plans = (p
            | beam.Create(pieces).with_output_types(Tuple[str, List[ImageRecord]])
-           | transforms.PlanShards(target))
+           | planning.PlanShards(target))
   assert_that(plans, equal_to(expected))
   p.run().wait_until_finish()
 

@@ -7,7 +7,7 @@ import os
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import inputs
+from beam_pipeline.beam import inputs, local_files
 from beam_pipeline.core import settings
 from beam_pipeline.core.records import InputItem, Rejection
 from beam_pipeline.core.usage import UsageError
@@ -46,19 +46,19 @@ def test_glob_and_single_file(tree):
     ('Thumbs.d?', ['Thumbs.db']),
 ])
 def test_local_globs_match_like_beam_absolute_and_relative(tree, monkeypatch, pattern, expected):
-  absolute = sorted(inputs.match_local_glob(f'{tree}/{pattern}'))
+  absolute = sorted(local_files.match_local_glob(f'{tree}/{pattern}'))
   assert absolute == [str(tree / name) for name in expected]
   assert absolute == sorted(m.path for m in FileSystems.match([f'{tree}/{pattern}'])[0].metadata_list)
   monkeypatch.chdir(tree)
-  assert sorted(inputs.match_local_glob(pattern)) == expected
+  assert sorted(local_files.match_local_glob(pattern)) == expected
 
 
 def test_a_single_local_file_is_matched_without_listing_its_directory(tree):
   os.symlink('nowhere.jpg', tree / 'dangling.jpg')
-  assert list(inputs.match_local_glob(str(tree / 'Dog/3.png'))) == [str(tree / 'Dog/3.png')]
-  assert list(inputs.match_local_glob(str(tree / 'dangling.jpg'))) == [str(tree / 'dangling.jpg')]
-  assert list(inputs.match_local_glob(str(tree / 'missing.jpg'))) == []
-  assert list(inputs.match_local_glob(str(tree / 'Cat'))) == []  # a directory is no file
+  assert list(local_files.match_local_glob(str(tree / 'Dog/3.png'))) == [str(tree / 'Dog/3.png')]
+  assert list(local_files.match_local_glob(str(tree / 'dangling.jpg'))) == [str(tree / 'dangling.jpg')]
+  assert list(local_files.match_local_glob(str(tree / 'missing.jpg'))) == []
+  assert list(local_files.match_local_glob(str(tree / 'Cat'))) == []  # a directory is no file
 
 
 @pytest.mark.parametrize('make, message', [

@@ -7,7 +7,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, local_runner, output_dir, transforms
+from beam_pipeline.beam import coders, commit, local_runner, output_dir, planning
 from beam_pipeline.core import dataset_info, errors_output
 from beam_pipeline.core.records import Rejection
 
@@ -31,7 +31,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
   random.Random(1).shuffle(rejected)
   out = tmp_path / 'out'
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(rejected).with_output_types(Rejection) | transforms.WriteErrors(str(out), per_file=10),
+      p | beam.Create(rejected).with_output_types(Rejection) | commit.WriteErrors(str(out), per_file=10),
       equal_to([{'num_files': 4, 'by_reason': {'empty': 18, 'truncated': 17}}])))
   files = staged_errors(out)
   assert sorted(files) == errors_output.file_names(4)
@@ -45,7 +45,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
   out = tmp_path / 'skewed'
   run_pipeline(lambda p: assert_that(
       p | beam.Create([Rejection(uri, 'empty', '') for uri in first_only]).with_output_types(Rejection)
-      | transforms.WriteErrors(str(out), per_file=10),
+      | commit.WriteErrors(str(out), per_file=10),
       equal_to([{'num_files': 2, 'by_reason': {'empty': 11}}])))
   files = staged_errors(out)
   assert len(files['errors-00000-of-00002.jsonl'].splitlines()) == 11 and files['errors-00001-of-00002.jsonl'] == ''
@@ -54,7 +54,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
 def test_no_rejection_still_writes_the_one_empty_file(tmp_path):
   out = tmp_path / 'out'
   run_pipeline(lambda p: assert_that(
-      p | beam.Create([]).with_output_types(Rejection) | transforms.WriteErrors(str(out)),
+      p | beam.Create([]).with_output_types(Rejection) | commit.WriteErrors(str(out)),
       equal_to([{'num_files': 1, 'by_reason': {}}])))
   assert staged_errors(out) == {'errors-00000-of-00001.jsonl': ''}
 
@@ -69,9 +69,9 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
   expected = {'num_groups': len(groups), 'num_extra_copies': sum(len(g) - 1 for g in groups),
               'groups': sorted(groups)[:listed]}
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(groups, reshuffle=False) | beam.CombineGlobally(transforms.DuplicateGroups()),
+      p | beam.Create(groups, reshuffle=False) | beam.CombineGlobally(planning.DuplicateGroups()),
       equal_to([expected])))
-  combine = transforms.DuplicateGroups()
+  combine = planning.DuplicateGroups()
   halves = [combine.create_accumulator(), combine.create_accumulator()]
   for index, group in enumerate(groups):
     halves[index % 2] = combine.add_input(halves[index % 2], group)
@@ -86,7 +86,7 @@ def test_shard_reports_are_summed_up_as_one_process_sums_them():
               **dataset_info.image_statistics(['cat', ('dog', 'eel')[i % 2]], [64, 4000 + i], [900, 90_000])}
              for i in range(40)]
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(reports) | beam.CombineGlobally(transforms.WrittenTotals())
+      p | beam.Create(reports) | beam.CombineGlobally(commit.WrittenTotals())
       | beam.Map(lambda totals: json.dumps(dataset_info.build(
           written=totals, labels=['cat', 'dog', 'eel'], errors_by_reason={}, num_errors_files=1,
           duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []}, dedupe=False, num_removed=0,

@@ -2,7 +2,8 @@
 import pytest
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_pipeline.beam import options, transforms, workers
+from beam_pipeline.beam import options, planning, pooled_steps
+from beam_pipeline.local import workers
 from beam_pipeline.core import hash_order, sharding, splitting
 from beam_pipeline.core.records import ContentGroup, InputItem
 
@@ -19,7 +20,7 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
   items = [InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in range(12)]
   settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out']).settings
   batches = [items[i:i + 2] for i in range(0, 12, 2)]
-  validate = transforms.ValidateImages(settings)
+  validate = pooled_steps.ValidateImages(settings, pooled)
   if pooled:
     workers.start(1)
   try:
@@ -30,7 +31,7 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
   finally:
     validate.teardown()
     workers.shutdown()
-  ahead = transforms.ValidateImages.AHEAD
+  ahead = pooled_steps.ValidateImages.AHEAD
   assert (len(from_process), len(from_finish)) == ((6 - ahead, ahead) if pooled else (6, 0))
   assert all(isinstance(output, WindowedValue) for output in from_finish)
   emitted = from_process + [output.value for output in from_finish]
@@ -43,7 +44,7 @@ def test_split_assignment_hands_a_content_bucket_on_by_order_bucket_then_its_lab
              for i, label in enumerate(['cat'] * 40 + ['dog'] * 2)]
   groups = [ContentGroup((r,)) for r in records]
   placed = {key: [offsets] for key, offsets in hash_order.offsets(splitting.class_weights('00', groups)).items()}
-  out = list(transforms.assign_splits(('00', groups), spec, placed, len(records)))
+  out = list(planning.assign_splits(('00', groups), spec, placed, len(records)))
   by_order, tagged = [o for o in out if isinstance(o, tuple)], [o for o in out if not isinstance(o, tuple)]
   assert len(by_order) > 1 and all(r.order_key.startswith(bucket) for bucket, batch in by_order for r in batch)
   assigned = [r for _, batch in by_order for r in batch]

@@ -1,4 +1,4 @@
-"""The local worker pool: who imports what, which runs use it, and the private API it relies on."""
+"""The local worker pool: who imports what, which runs use it, and how it ends."""
 import json
 import os
 import subprocess
@@ -9,11 +9,12 @@ import time
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline.beam import local_runner, workers
+from beam_pipeline.beam import local_runner
+from beam_pipeline.local import workers
 from beam_pipeline.core import steps
 from beam_pipeline.core.records import InputItem
 
-from helpers import models, photos, worker_probe
+from helpers import models, photos, process_state, worker_probe
 from helpers.commands import ROOT
 from helpers.values import settings
 
@@ -49,7 +50,7 @@ def test_a_local_run_keeps_tensorflow_and_pandas_out_of_the_launcher_and_beam_ou
   photos.write_files(tmp_path / 'in', {f'{("cat", "dog")[i % 2]}/{i}.jpg': data
                                        for i, data in enumerate(photos.jpegs(6, size=(40, 30)))})
   script = ('import json, sys\n'
-            'from beam_pipeline.beam import workers\n'
+            'from beam_pipeline.local import workers\n'
             'workers.start_forkserver()\n'
             'from beam_pipeline import cli\n'
             'from helpers import worker_probe\n'
@@ -84,30 +85,6 @@ def test_workers_validate_without_importing_beam(tmp_path):
   assert modules == {'tensorflow': True, 'apache_beam': False}
 
 
-def test_the_forkserver_can_be_found_and_stopped_through_multiprocessings_private_state():
-  """workers.forkserver_pid reads multiprocessing's private forkserver state: a Python
-  that moves it fails here, instead of leaving forkservers running after bad options."""
-  if not workers.available():
-    pytest.skip('no forkserver on this platform')
-  workers.start_forkserver()
-  pid = workers.forkserver_pid()
-  with open(f'/proc/{pid}/cmdline', 'rb') as f:
-    assert b'multiprocessing.forkserver' in f.read()
-  workers.stop_forkserver()
-  deadline = time.monotonic() + 30
-  while _state(pid) not in ('Z', None) and time.monotonic() < deadline:
-    time.sleep(0.01)
-  assert _state(pid) in ('Z', None)  # killed; multiprocessing reaps it when a pool next starts one
-
-
-def _state(pid: int):
-  try:
-    with open(f'/proc/{pid}/stat') as f:
-      return f.read().rsplit(')', 1)[1].split()[0]
-  except FileNotFoundError:
-    return None
-
-
 def test_a_forkserver_still_importing_tensorflow_ends_with_its_killed_launcher():
   """The forkserver imports TensorFlow for seconds before it serves a worker. A launcher
   SIGKILLed meanwhile (Ctrl-C twice, the OOM killer, Airflow's timeout) runs no code to
@@ -118,9 +95,10 @@ def test_a_forkserver_still_importing_tensorflow_ends_with_its_killed_launcher()
   if not workers.available():
     pytest.skip('no forkserver on this platform')
   script = ('import os, signal\n'
-            'from beam_pipeline.beam import workers\n'
+            'from beam_pipeline.local import workers\n'
             'workers.start_forkserver()\n'
-            'pid = workers.forkserver_pid()\n'
+            'from beam_pipeline.compat import multiprocessing_internals\n'
+            'pid = multiprocessing_internals.forkserver_pid()\n'
             'print(pid, flush=True)\n'
             'os.kill(os.getpid(), signal.SIGKILL)\n')
   # Its output is a file: the forkserver inherits it, and a pipe would stay open with it.
@@ -131,8 +109,6 @@ def test_a_forkserver_still_importing_tensorflow_ends_with_its_killed_launcher()
     output.seek(0)
     pid = int(output.read().split()[0])
   assert launcher.returncode == -9
-  while _state(pid) not in ('Z', None) and time.monotonic() < killed + 60:
-    time.sleep(0.01)
+  assert process_state.ended(pid, timeout=60)
   lived = time.monotonic() - killed
-  assert _state(pid) in ('Z', None)
   assert lived < 3, f'the forkserver went on importing for {lived:.1f}s after its launcher was killed'

@@ -8,7 +8,7 @@ tf.Transform graph's, written once a run, is not among them.
 """
 import os
 
-from beam_pipeline.beam import workers
+from beam_pipeline.local import workers
 from beam_pipeline.core import quiet_import
 
 workers.end_with(int(os.environ.get(workers.LAUNCHER, os.getppid())))

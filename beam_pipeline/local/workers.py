@@ -28,12 +28,14 @@ import signal
 import tempfile
 import threading
 from concurrent.futures import Executor, ProcessPoolExecutor
-from multiprocessing import forkserver, reduction, util
+from multiprocessing import forkserver
 from typing import Any, Dict, List, Optional
+
+from beam_pipeline.compat import multiprocessing_internals
 
 # What the forkserver imports before it forks: a watch on the launcher, TensorFlow, and the
 # modules the steps run.
-PRELOAD = ['beam_pipeline.beam.worker_preload']
+PRELOAD = ['beam_pipeline.local.preload']
 # The launcher's process id, in the forkserver's environment: the forkserver may outlive it
 # before its preload begins, and its parent is then another process.
 LAUNCHER = 'BEAM_PIPELINE_LAUNCHER_PID'
@@ -62,7 +64,7 @@ def start_forkserver() -> None:
   os.environ[LAUNCHER] = str(os.getpid())
   try:
     os.dup2(devnull, 2)
-    forkserver.ensure_running()  # spawns the forkserver now, with these file descriptors and environment
+    multiprocessing_internals.start_forkserver()  # now, with these file descriptors and environment
   finally:
     del os.environ[LAUNCHER]
     os.dup2(stderr, 2)
@@ -73,30 +75,12 @@ def start_forkserver() -> None:
 def stop_forkserver() -> None:
   """Ends a forkserver started for a run that will not use it (a bad option, another
   runner): it would go on importing TensorFlow after the command has returned."""
-  pid = forkserver_pid()
+  pid = multiprocessing_internals.forkserver_pid()
   if pid:
     try:
       os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
       pass
-
-
-def remove_forkserver_socket() -> None:
-  """Removes the directory of the forkserver's socket, for a command that ends with
-  os._exit: multiprocessing removes it only in the interpreter's own exit. No pool
-  can be started in this process afterwards."""
-  if forkserver_pid():
-    shutil.rmtree(util.get_temp_dir(), ignore_errors=True)
-
-
-def forkserver_pid() -> Optional[int]:
-  """The process id of this process's forkserver, if it started one.
-
-  multiprocessing has no public call for it, so this reads its private
-  ``forkserver._forkserver._forkserver_pid``; tests/beam/test_workers.py checks it
-  against a real forkserver, so a Python that moves it fails there, loudly.
-  """
-  return getattr(forkserver._forkserver, '_forkserver_pid', None)  # pylint: disable=protected-access
 
 
 def start(workers: int = 0) -> ProcessPoolExecutor:
@@ -113,7 +97,7 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
     _scratch = _scratch or tempfile.mkdtemp(prefix='beam-pipeline-workers-')
     _pool = ProcessPoolExecutor(_count, mp_context=context, initializer=_initialize_worker,
                                 initargs=(os.getpid(), {**os.environ, 'TMPDIR': _scratch}, os.getcwd(), assignments,
-                                          _LaunchersStderr()))
+                                          multiprocessing_internals.PassedFd(2)))
   return _pool
 
 
@@ -155,19 +139,6 @@ def _usable_cores() -> List[int]:
   return list(range(os.cpu_count() or 1))
 
 
-class _LaunchersStderr:
-  """The launching process's standard error, for a worker. Pickled while the worker
-  process is created, it travels as a file descriptor, which multiprocessing
-  hands to the new process through the forkserver."""
-
-  def __reduce__(self):
-    return _same, (reduction.DupFd(2),)
-
-
-def _same(value: Any) -> Any:
-  return value
-
-
 def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cores: Any, stderr: Any) -> None:
   """Runs in each worker: the launching process's environment and directory (the
   forkserver has those of its own start), a core of its own, and an end when the
@@ -186,7 +157,7 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   write end of its own task queue, and the forkserver lives while any worker
   does. So each worker watches the launcher itself, and exits with it.
   """
-  stderr_fd = stderr.detach()
+  stderr_fd = stderr.detach()  # the launcher's standard error (PassedFd)
   os.dup2(stderr_fd, 2)
   os.close(stderr_fd)
   os.environ.clear()

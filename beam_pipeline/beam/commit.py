@@ -1,0 +1,110 @@
+"""The run's reports summed up as they come, the errors files, and the commit that ends the run."""
+import collections
+import functools
+import itertools
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Tuple
+
+import apache_beam as beam
+
+from beam_pipeline.beam import output_dir, tags
+from beam_pipeline.core import dataset_info, errors_output, labels, rejections, tfds_metadata
+from beam_pipeline.core.records import Rejection
+from beam_pipeline.core.settings import Settings
+
+
+class WriteErrors(beam.PTransform):
+  """Every Rejection into the errors files (core/errors_output.py), staged for the commit;
+  outputs one element: how many files, and the rejections' counts by reason. No element
+  holds them all: they are counted first, then gathered file by file, and every file is
+  written, even one the hash left empty."""
+
+  def __init__(self, output: str, per_file: int = errors_output.REJECTIONS_PER_FILE):
+    super().__init__()
+    self._output = output
+    self._per_file = per_file
+
+  def expand(self, rejected):
+    num_files = (rejected
+                 | 'Count' >> beam.combiners.Count.Globally()
+                 | 'NumFiles' >> beam.Map(errors_output.num_files, self._per_file))
+    every_file = num_files | 'EveryFile' >> beam.FlatMap(_every_errors_file).with_output_types(
+        Tuple[int, List[Rejection]])
+    by_file = rejected | 'ByFile' >> beam.Map(_errors_file_of, beam.pvalue.AsSingleton(num_files)).with_output_types(
+        Tuple[int, List[Rejection]])
+    return ((every_file, by_file)
+            | 'Flatten' >> beam.Flatten()
+            | 'GroupByFile' >> beam.GroupByKey()
+            | 'Write' >> beam.Map(write_errors_file, beam.pvalue.AsSingleton(num_files), self._output)
+            | 'Sum' >> beam.CombineGlobally(_sum_errors_written))
+
+
+def _every_errors_file(num_files: int) -> Iterator[Tuple[int, List[Rejection]]]:
+  for index in range(num_files):
+    yield index, []
+
+
+def _errors_file_of(rejection: Rejection, num_files: int) -> Tuple[int, List[Rejection]]:
+  return errors_output.file_index(rejection.uri, num_files), [rejection]
+
+
+def write_errors_file(item: Tuple[int, Iterable[List[Rejection]]], num_files: int, output: str) -> Dict[str, Any]:
+  """One errors file, staged for the commit: what it holds, by reason."""
+  index, batches = item
+  rejected = list(itertools.chain.from_iterable(batches))
+  tags.records_per_key('GroupByFile').update(len(rejected))
+  output_dir.stage_text(output, errors_output.file_name(index, num_files), errors_output.file_text(rejected))
+  return {'num_files': 1, 'by_reason': errors_output.by_reason(rejected)}
+
+
+def _sum_errors_written(written: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
+  num_files, by_reason = 0, collections.Counter()
+  for part in written:
+    num_files += part['num_files']
+    by_reason.update(part['by_reason'])
+  return {'num_files': num_files, 'by_reason': dict(by_reason)}
+
+
+class WrittenTotals(beam.CombineFn):
+  """Every written shard's report, summed up as beam_pipeline.json needs it
+  (dataset_info.written_totals)."""
+
+  def create_accumulator(self) -> Dict[str, Any]:
+    return dataset_info.written_totals([])
+
+  def add_input(self, accumulator, shard: Mapping[str, Any]):
+    return dataset_info.add_shard(accumulator, shard)
+
+  def merge_accumulators(self, accumulators):
+    return functools.reduce(dataset_info.add_totals, accumulators, self.create_accumulator())
+
+  def extract_output(self, accumulator) -> Dict[str, Any]:
+    return accumulator
+
+
+def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Mapping[str, Any],
+           duplicates: Mapping[str, Any], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
+  """The last step, once every shard, the graph and the errors files are staged: the error
+  budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
+  dropped are listed with the rejections, but are no errors."""
+  errors_by_reason = {reason: count for reason, count in errors['by_reason'].items() if reason != rejections.DUPLICATE}
+  removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
+  num_errors_files = errors['num_files']
+  shards = [name for split in written['splits'].values() for shard in split['shards']
+            for name in (shard['file'], shard.get('index_file')) if name]
+  dataset_info.check_error_budget(sum(split['num_examples'] for split in written['splits'].values()),
+                                  errors_by_reason, removed,
+                                  settings.max_error_fraction,
+                                  output_dir.temp_path(settings.output, errors_output.pattern(num_errors_files)))
+  output_dir.stage_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
+  info = dataset_info.build(written=written, labels=labels_list, errors_by_reason=errors_by_reason,
+                            num_errors_files=num_errors_files, duplicates=duplicates,
+                            dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
+                            embedding=dataset_info.embedding_info(settings.embedding, settings.schema))
+  tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
+  for name, text in tfds_files.items():
+    output_dir.stage_text(settings.output, name, text)
+  last = [name for name in tfds_files if name == tfds_metadata.DATASET_INFO]
+  files = (shards + [output_dir.LABELS_TXT] + errors_output.file_names(num_errors_files) +
+           [name for name in tfds_files if name not in last])
+  written_dirs = [directory for directories in transform_written for directory in directories]
+  output_dir.commit(settings.output, files, written_dirs, dataset_info.dumps(info), last)

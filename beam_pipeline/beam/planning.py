@@ -1,0 +1,231 @@
+"""Planning on metadata only: identical files grouped, splits assigned and shards planned,
+bucket by bucket, with per-key totals as side inputs, so that no worker holds a whole class."""
+import collections.abc
+import functools
+import itertools
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Tuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beam_pipeline import progress
+from beam_pipeline.beam import tags
+from beam_pipeline.core import dataset_info, hash_order, isolation, sharding, splitting
+from beam_pipeline.core.records import ContentGroup, ImageRecord, Rejection, ShardPlan
+from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import SplitSpec
+
+
+def bucket_by_content(records: List[ImageRecord], listed: int, records_per_bucket: int
+                      ) -> Iterable[Tuple[str, List[ImageRecord]]]:
+  """A list of validated records as (content bucket, records) pairs, the buckets as wide as
+  ``listed`` inputs need."""
+  digits = hash_order.prefix_digits(listed, splitting.CONTENT_BUCKET_DIGITS, records_per_bucket)
+  return splitting.content_buckets(records, digits).items()
+
+
+class GroupCopies(beam.DoFn):
+  """Finds the identical files of one content bucket; reports and maybe drops copies.
+
+  Emits the bucket's content groups, all classes together, as one (bucket, groups) element."""
+
+  def __init__(self, dedupe: bool):
+    self._dedupe = dedupe
+
+  def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
+    groups = []
+    records = list(itertools.chain.from_iterable(bucket[1]))
+    tags.records_per_key('GroupByContent').update(len(records))
+    for copies in splitting.same_content(records):
+      grouped = isolation.run(isolation.GROUP, [record.uri for record in copies], splitting.group_duplicates, copies,
+                              self._dedupe)
+      if isinstance(grouped, Rejected):
+        progress.counts().rejected(len(copies))
+        for record in copies:
+          yield tags.rejected(Rejection.of(record.uri, grouped))
+        continue
+      group, dropped = grouped
+      if len(copies) > 1:
+        Metrics.counter(tags.NAMESPACE, 'duplicate_groups').inc()
+        yield beam.pvalue.TaggedOutput(tags.DUPLICATES, sorted(r.uri for r in copies))
+      progress.counts().rejected(len(dropped))
+      for rejection in dropped:
+        yield tags.rejected(rejection)
+      groups.append(group)
+    yield bucket[0], groups
+
+
+class _BucketOffsets(beam.PTransform):
+  """Every (bucket, items) element's ((key, bucket), weight) pairs, summed up per key into
+  (key, hash_order.KeyOffsets) for a side input looked up key by key (_PerKey); ``weights``
+  is the plain function that weighs a bucket. A key holds one number per bucket of its own."""
+
+  def __init__(self, weights: Callable[[str, Any], Iterable[Tuple[Tuple[str, str], int]]]):
+    super().__init__()
+    self._weights = weights
+
+  def expand(self, buckets):
+    return (buckets
+            | 'Weights' >> beam.FlatMapTuple(self._weights)
+            | 'ByKey' >> beam.MapTuple(lambda key_bucket, weight: (key_bucket[0], (key_bucket[1], weight)))
+            | 'SumPerBucket' >> beam.CombinePerKey(_BucketWeights())
+            | 'Offsets' >> beam.MapTuple(lambda key, weights: (key, hash_order.key_offsets(weights))))
+
+
+def _only(view: Mapping[Any, Iterable[Any]], key: Any) -> Any:
+  """The one value of ``key`` in a multimap side input."""
+  return next(iter(view[key]))
+
+
+class _BucketWeights(beam.CombineFn):
+  """One key's weight per bucket, from (bucket, weight) pairs."""
+
+  def create_accumulator(self) -> Dict[str, int]:
+    return {}
+
+  def add_input(self, accumulator: Dict[str, int], pair: Tuple[str, int]) -> Dict[str, int]:
+    bucket, weight = pair
+    accumulator[bucket] = accumulator.get(bucket, 0) + weight
+    return accumulator
+
+  def merge_accumulators(self, accumulators: Iterable[Dict[str, int]]) -> Dict[str, int]:
+    merged: Dict[str, int] = {}
+    for accumulator in accumulators:
+      for pair in accumulator.items():
+        self.add_input(merged, pair)
+    return merged
+
+  def extract_output(self, accumulator: Dict[str, int]) -> Dict[str, int]:
+    return accumulator
+
+
+class _PerKey(collections.abc.Mapping):
+  """A multimap side input of (key, KeyOffsets) as hash_order.Offsets. Beam's multimap is
+  fetched key by key on Dataflow and FnApiRunner, where AsDict or AsSingleton would load
+  every class's offsets on every worker."""
+
+  def __init__(self, view: Mapping[str, Iterable[hash_order.KeyOffsets]]):
+    self._view = view
+
+  def __getitem__(self, key: str) -> hash_order.KeyOffsets:
+    return _only(self._view, key)
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(self._view)
+
+  def __len__(self) -> int:
+    return len(list(self._view))
+
+
+class AssignSplits(beam.PTransform):
+  """(order bucket, records) with every record's split, from (content bucket, content groups).
+
+  Every bucket reports its images per class first; with those totals each bucket
+  assigns its own groups, so no worker holds a whole class. The records then go
+  on by order bucket, for the shards. Also outputs, tagged, the label texts.
+  """
+
+  def __init__(self, spec: SplitSpec, listed: beam.pvalue.AsSingleton,
+               records_per_bucket: int = hash_order.RECORDS_PER_BUCKET):
+    super().__init__()
+    self._spec = spec
+    self._listed = listed  # how many inputs were listed: the order buckets are as wide as they need
+    self._records_per_bucket = records_per_bucket
+
+  def expand(self, buckets):
+    placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
+    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsMultiMap(placed),
+                                              self._listed, self._records_per_bucket
+                                              ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
+                                                  tags.LABELS, main='records')
+
+
+def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
+                  placed: Mapping[str, Iterable[hash_order.KeyOffsets]], listed: int,
+                  records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> Iterator[Any]:
+  """One content bucket's records with their splits, by order bucket (as wide as ``listed``
+  inputs need), then its label texts."""
+  records = list(splitting.assign_splits(bucket[0], bucket[1], spec, _PerKey(placed)))
+  digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
+  yield from sharding.order_buckets(records, digits).items()
+  for text in sorted({record.label for record in records if record.label is not None}):
+    yield beam.pvalue.TaggedOutput(tags.LABELS, text)
+
+
+class PlanShards(beam.PTransform):
+  """One ShardPlan per shard, from (order bucket, records) pairs whose records have their splits.
+
+  Every pair reports its bytes per split first; with those totals each order
+  bucket, gathered from its pairs, places its own records, and the shards'
+  GroupByKey spreads them over workers.
+  """
+
+  def __init__(self, target_bytes: int, sizes: sharding.RecordSizes = sharding.RecordSizes()):
+    super().__init__()
+    self._target_bytes = target_bytes
+    self._sizes = sizes
+
+  def expand(self, pairs):
+    placed = pairs | 'Place' >> _BucketOffsets(functools.partial(sharding.split_bytes, sizes=self._sizes))
+    shards = (pairs
+              | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[ImageRecord]]])
+              | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsMultiMap(placed),
+                                         self._sizes).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]]))
+    # Gap-free numbers: which planned shards of each chunk hold records, and per split
+    # the running totals over its chunks.
+    in_use = (shards
+              | 'Planned' >> beam.Keys()
+              | 'ByChunk' >> beam.Map(lambda shard: (sharding.numbering_chunk(*shard), shard[1]))
+              | 'GroupByChunk' >> beam.GroupByKey()
+              | 'InUse' >> beam.MapTuple(lambda chunk, indexes: (chunk, sorted(set(indexes)))))
+    chunks = in_use | 'NumberChunks' >> _BucketOffsets(sharding.chunk_weights)
+    return (shards
+            | 'GroupByShard' >> beam.GroupByKey()
+            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsMultiMap(in_use), beam.pvalue.AsMultiMap(chunks)
+                                 ).with_output_types(ShardPlan))
+
+
+def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int,
+                  placed: Mapping[str, Iterable[hash_order.KeyOffsets]], sizes: sharding.RecordSizes
+                  ) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
+  records = list(itertools.chain.from_iterable(bucket[1]))
+  tags.records_per_key('GroupByOrder').update(len(records))
+  return sharding.assign_shards(bucket[0], records, target_bytes, _PerKey(placed), sizes).items()
+
+
+def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
+               in_use: Mapping[Tuple[str, str], Iterable[List[int]]],
+               chunks: Mapping[str, Iterable[hash_order.KeyOffsets]]) -> ShardPlan:
+  (split, planned_index), batches = shard
+  records = list(itertools.chain.from_iterable(batches))
+  tags.records_per_key('GroupByShard').update(len(records))
+  in_chunk = _only(in_use, sharding.numbering_chunk(split, planned_index))
+  return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records)
+
+
+class DuplicateGroups(beam.CombineFn):
+  """Every group of identical files, summed up as beam_pipeline.json lists them: how many
+  groups and extra copies, and the first MAX_LISTED_DUPLICATE_GROUPS groups (sorted), never
+  more of them at once."""
+  _LISTED = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
+
+  def create_accumulator(self) -> Tuple[int, int, List[List[str]]]:
+    return 0, 0, []
+
+  def add_input(self, accumulator, group: List[str]):
+    num_groups, num_extra, listed = accumulator
+    listed.append(group)
+    if len(listed) > 2 * self._LISTED:
+      listed = sorted(listed)[:self._LISTED]
+    return num_groups + 1, num_extra + len(group) - 1, listed
+
+  def merge_accumulators(self, accumulators):
+    num_groups, num_extra, listed = self.create_accumulator()
+    for groups, extra, more in accumulators:
+      num_groups, num_extra = num_groups + groups, num_extra + extra
+      listed = sorted(listed + more)[:self._LISTED]
+    return num_groups, num_extra, listed
+
+  def extract_output(self, accumulator) -> Dict[str, Any]:
+    num_groups, num_extra, listed = accumulator
+    return {'num_groups': num_groups, 'num_extra_copies': num_extra, 'groups': sorted(listed)[:self._LISTED]}

@@ -1,0 +1,195 @@
+"""The DoFns of the two heavy steps, validating images and writing outputs, and how they hand
+the core's step functions to the local worker pool (beam_pipeline/local) when they are given one."""
+import collections
+import contextlib
+import functools
+import os
+import shutil
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
+
+from beam_pipeline import progress
+from beam_pipeline.beam import inputs, model_files, output_dir, tags
+from beam_pipeline.core import reading, record_index, steps, uris
+from beam_pipeline.core.records import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
+from beam_pipeline.core.settings import Settings
+from beam_pipeline.local import workers
+
+
+TRANSFORM_STAGING = 'transform'  # where a worker writes the graph (output_dir.staging)
+
+
+class _Task:
+  """A step handed to the worker pool: what to run, the pool running it, and how often it was handed."""
+
+  def __init__(self, step: Callable[..., Any], args: Tuple[Any, ...], then: Callable[[Any], Iterator[Any]]):
+    self.step, self.args, self.then = step, args, then
+    self.attempts = 0
+    self.pool: Optional[Any] = None
+    self.future: Optional[Future] = None
+
+  def submit(self, pool: Any) -> '_Task':
+    self.attempts += 1
+    self.pool, self.future = pool, pool.submit(self.step, *self.args)
+    return self
+
+
+class _PooledDoFn(beam.DoFn):
+  """A DoFn that hands a core step to the local worker pool when it is ``pooled`` and can, or
+  runs it inline (Dataflow, Beam's multi-process mode, a test pipeline).
+
+  Pooled steps run ahead, up to AHEAD per worker, and what follows each (``then``)
+  runs in the order they were handed out (the last ones from finish_bundle).
+  Workers read and write local files only; a step that reads a remote file runs
+  inline, with Beam's FileSystems to read it and --read_threads to read ahead on.
+
+  A worker process that dies (killed by the system, for memory perhaps) takes the
+  pool with it: a new pool then runs the tasks in flight again, as a runner
+  retries a failed bundle. A task whose worker died ATTEMPTS times fails the run.
+  """
+
+  # Enough that a slow task at the head of the queue (a batch of large PNGs) leaves
+  # no worker idle; a task in flight holds only its inputs' names and metadata.
+  AHEAD = 4
+  ATTEMPTS = 2
+
+  def __init__(self, settings: Settings, pooled: bool = False):
+    self._settings = settings
+    self._pooled = pooled  # the launcher started the pool in this process (local/workers.py)
+    self._remote: Optional[reading.Remote] = None
+    self._in_flight: Optional[Deque[_Task]] = None
+
+  def setup(self) -> None:
+    threads = self._settings.read_threads
+    pool = ThreadPoolExecutor(threads, thread_name_prefix=type(self).__name__)
+    self._remote = reading.Remote(inputs.open_image, pool, threads)
+
+  def teardown(self) -> None:
+    if self._remote:
+      self._remote.pool.shutdown()
+
+  def start_bundle(self) -> None:
+    self._in_flight = collections.deque()
+
+  def finish_bundle(self) -> Iterator[Any]:
+    for output in self._completed(limit=0):
+      if isinstance(output, beam.pvalue.TaggedOutput):
+        yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
+      else:
+        yield GlobalWindows.windowed_value(output)
+
+  def _run(self, step: Callable[..., Any], args: Tuple[Any, ...], then: Callable[[Any], Iterator[Any]],
+           reads: Optional[Iterable[str]] = None) -> Iterator[Any]:
+    """The outputs of ``then(step(*args))``, the step run in a worker unless a file it ``reads``
+    is remote. Run here, a step that reads files gets remote reads as its last argument."""
+    pool = workers.pool() if self._pooled else None
+    if pool is None or (reads is not None and uris.any_remote(reads)):
+      yield from then(step(*args) if reads is None else step(*args, self._remote))
+      return
+    self._in_flight.append(_Task(step, args, then).submit(pool))
+    yield from self._completed(limit=self.AHEAD * workers.count())
+
+  def _completed(self, limit: int) -> Iterator[Any]:
+    while len(self._in_flight) > limit:
+      task = self._in_flight[0]
+      try:
+        result = task.future.result()
+      except BrokenProcessPool:
+        if task.attempts >= self.ATTEMPTS:
+          raise
+        pool = workers.replace(task.pool)
+        for broken in self._in_flight:
+          if broken.pool is task.pool:
+            broken.submit(pool)
+        continue
+      self._in_flight.popleft()
+      yield from task.then(result)
+
+
+def transform_graph(settings: Settings) -> List[TransformGraph]:
+  """The tf.Transform graph to write beside the shards, if any."""
+  if settings.skip_transform:
+    return []
+  spec = settings.embedding
+  return [TransformGraph(settings.image_size, settings.schema, spec.output_shape if spec else (),
+                         not (spec and spec.only))]
+
+
+class ValidateImages(_PooledDoFn):
+  """Reads, hashes and fully decodes batches of inputs (core/validation.py); emits lists of
+  metadata records, never bytes: Beam's cost per element exceeds a record's own."""
+
+  def process(self, batch: List[InputItem]) -> Iterator[Any]:
+    yield from self._run(steps.validate_batch, (batch, self._settings), self._emit, (item.uri for item in batch))
+
+  def _emit(self, result: Validated) -> Iterator[Any]:
+    progress.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))
+    for rejection in result.rejections:
+      yield tags.rejected(rejection)
+    if result.records:
+      yield result.records
+    # Reported once per batch: each metric update looks up its cell.
+    Metrics.counter(tags.NAMESPACE, 'validated').inc(len(result.records))
+    for source_format, count in result.source_formats.items():
+      Metrics.counter(tags.NAMESPACE, f'source_format_{source_format}').inc(count)
+
+
+class WriteOutputs(_PooledDoFn):
+  """Writes each OutputUnit, a planned shard (core/shard_writer.py) or the tf.Transform graph,
+  to local disk, and stages it in the output for the commit; the shards go to the main output,
+  the graph's directory names to tags.TRANSFORM_WRITTEN. A worker pool writes them side by side."""
+
+  def __init__(self, settings: Settings, pooled: bool = False):
+    super().__init__(settings, pooled)
+    self._scratch = ''  # where shards and the graph are staged for a remote output
+    self._held: Optional[contextlib.ExitStack] = None
+    self._model_path: Optional[str] = None  # a local path of --embedding_model
+
+  def setup(self) -> None:
+    super().setup()
+    if uris.is_remote(self._settings.output):
+      self._scratch = tempfile.mkdtemp(prefix='beam_pipeline-')
+    self._held = contextlib.ExitStack()
+    if self._settings.embedding:
+      self._model_path = self._held.enter_context(model_files.local_copy(self._settings.embedding.model))
+
+  def teardown(self) -> None:
+    super().teardown()
+    if self._scratch:
+      shutil.rmtree(self._scratch, ignore_errors=True)
+    if self._held:
+      self._held.close()
+
+  def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
+    settings = self._settings
+    if isinstance(unit, ShardPlan):
+      name = unit.file_name(settings.compression)
+      staged = output_dir.staging(settings.output, name, self._scratch)
+      yield from self._run(steps.write_shard, (unit, staged, settings, class_names, self._model_path),
+                           functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
+    else:
+      staged = output_dir.staging(settings.output, TRANSFORM_STAGING, self._scratch)
+      yield from self._run(steps.write_graph, (staged, unit, class_names),
+                           functools.partial(self._graph_written, staged))
+
+  def _shard_written(self, staged: str, result: ShardWritten) -> Iterator[Any]:
+    progress.counts().rejected(len(result.rejections))
+    for rejection in result.rejections:
+      yield tags.rejected(rejection)
+    output_dir.stage(self._settings.output, result.shard['file'], staged)
+    if 'index_file' in result.shard:
+      output_dir.stage(self._settings.output, result.shard['index_file'], staged + record_index.SUFFIX)
+    progress.counts().written(result.shard['num_examples'])
+    Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard['num_examples'])
+    yield result.shard
+
+  def _graph_written(self, staged: str, _) -> Iterator[Any]:
+    for name in TransformGraph.DIRECTORIES:
+      output_dir.stage(self._settings.output, name, os.path.join(staged, name))
+    yield beam.pvalue.TaggedOutput(tags.TRANSFORM_WRITTEN, list(TransformGraph.DIRECTORIES))

@@ -1,0 +1,103 @@
+"""Manifest rows made into input items: AutoML Vision's CSV layout ([set,]uri[,label]), CSV
+with a header, and JSON Lines; a row that names no usable input is Rejected with the reason.
+
+Plain functions of one row, free of Beam: the Beam side (beam/inputs.py) reads the
+manifest, in parts, and hands each row here behind the isolation boundary.
+"""
+import json
+from typing import Any, Dict, List, Optional
+
+from beam_pipeline.core import isolation, rejections, uris
+from beam_pipeline.core.records import InputItem
+from beam_pipeline.core.rejections import Rejected
+
+# AutoML Vision's ML_USE values; UNASSIGNED leaves the choice to the split rules.
+_MANIFEST_SPLITS = {'TRAIN': 'train', 'VALIDATION': 'validation', 'TEST': 'test', 'UNASSIGNED': None}
+_URI_COLUMNS = ('uri', 'image_uri', 'gcs_file_path', 'path', 'image_path', 'image', 'filename', 'file')
+_LABEL_COLUMNS = ('label', 'class', 'category')
+_SPLIT_COLUMNS = ('split', 'set', 'ml_use')
+
+
+def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str]) -> InputItem:
+  isolation.fault_point(isolation.LIST)
+  _check_text(''.join(row))
+  return _csv_item(manifest, header, row) if header else _automl_item(manifest, row)
+
+
+def is_header(row) -> bool:
+  return any(cell.strip().lower() in _URI_COLUMNS for cell in row)
+
+
+def _automl_item(manifest: str, row) -> InputItem:
+  """AutoML Vision layout without a header: [set,]uri[,label]. The uri is kept as written."""
+  cells = list(row)
+  split = None
+  if len(cells) >= 2 and cells[0].strip().upper() in _MANIFEST_SPLITS:
+    split = _MANIFEST_SPLITS[cells[0].strip().upper()]
+    cells = cells[1:]
+  labels = [cell.strip() for cell in cells[1:] if cell.strip()]
+  if not cells[0]:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, 'row has no image uri')
+  if len(labels) > 1:
+    raise Rejected(rejections.BAD_MANIFEST_ROW,
+                   f'row has {len(labels)} labels {labels}; one label per image is supported')
+  return InputItem(_resolve_uri(manifest, cells[0]), labels[0] if labels else None, split)
+
+
+def _csv_item(manifest: str, header, row) -> InputItem:
+  if len(row) != len(header):
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has {len(row)} fields, the header has {len(header)}')
+  return _item_from_fields(manifest, dict(zip(header, row)))
+
+
+def jsonl_line_item(manifest: str, line: str) -> InputItem:
+  isolation.fault_point(isolation.LIST)
+  _check_text(line)
+  try:
+    fields = json.loads(line)
+  except json.JSONDecodeError as e:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'invalid JSON: {e}') from None
+  if not isinstance(fields, dict):
+    raise Rejected(rejections.BAD_MANIFEST_ROW, 'line is not a JSON object')
+  return _item_from_fields(manifest, fields)
+
+
+def _item_from_fields(manifest: str, fields: Dict[str, Any]) -> InputItem:
+  """A manifest row with named fields: uri, optional label and split, the rest extras."""
+  fields = dict(fields)
+  uri = _pop_first(fields, _URI_COLUMNS)
+  if not isinstance(uri, str) or not uri:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has no image uri (one of {", ".join(_URI_COLUMNS)})')
+  label = _pop_first(fields, _LABEL_COLUMNS)
+  label = label.strip() if isinstance(label, str) else label
+  split_value = _pop_first(fields, _SPLIT_COLUMNS)
+  split_value = str(split_value).strip() if split_value is not None else ''
+  split = None
+  if split_value:
+    if split_value.upper() not in _MANIFEST_SPLITS:
+      raise Rejected(rejections.BAD_MANIFEST_ROW,
+                     f'split {split_value!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
+    split = _MANIFEST_SPLITS[split_value.upper()]
+  extras = tuple(sorted((key, value) for key, value in fields.items() if value not in (None, '')))
+  return InputItem(_resolve_uri(manifest, uri), None if label in (None, '') else str(label), split, extras)
+
+
+def _pop_first(fields: Dict[str, Any], names) -> Any:
+  for name in names:
+    if name in fields:
+      return fields.pop(name)
+  return None
+
+
+def _check_text(text: str) -> None:
+  try:
+    text.encode('utf-8')
+  except UnicodeEncodeError:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, 'row is not UTF-8 text (save the manifest as UTF-8)') from None
+
+
+def _resolve_uri(manifest: str, uri: str) -> str:
+  """Manifest paths may be relative to the manifest's own directory."""
+  if '://' in uri or uri.startswith('/'):
+    return uri
+  return uris.join(uris.split(manifest)[0], uri)

@@ -1,0 +1,72 @@
+"""Beam's internals as compat/beam_internals.py uses them: each fails here, loudly, when an
+upgrade of Beam moves it, and the fallbacks are Beam's public behaviour."""
+import inspect
+import pickle
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner
+from apache_beam.runners.worker import statesampler
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.utils import counters
+from google.protobuf import json_format
+
+from beam_pipeline.compat import beam_internals
+
+
+def test_the_runner_is_the_fn_api_runner_with_the_options():
+  """The options reach the runner's SDK workers as DirectRunner sends them."""
+  runner = beam_internals.fn_api_runner(PipelineOptions(['--direct_running_mode=multi_processing']))
+  assert isinstance(runner, FnApiRunner)
+  sent = json_format.MessageToDict(runner._provision_info.provision_info.pipeline_options)  # pylint: disable=protected-access
+  assert sent['beam:option:direct_running_mode:v1'] == 'multi_processing'
+
+
+def _sampler() -> statesampler.StateSampler:
+  return statesampler.StateSampler('step', counters.CounterFactory())
+
+
+def test_samplers_sleep_briefly_while_the_runner_runs_and_as_beam_says_after():
+  """A bundle's end waits out its sampler's sleep, so the in-process runner keeps it short
+  while it runs; fails if Beam stops making samplers with its default period."""
+  assert list(inspect.signature(statesampler.StateSampler).parameters) == [
+      'prefix', 'counter_factory', 'sampling_period_ms']
+  default = statesampler.DEFAULT_SAMPLING_PERIOD_MS
+  with beam_internals.sampling_period(beam_internals.SAMPLING_PERIOD_MS):
+    sampler = _sampler()
+    assert sampler.sampling_period_ms == beam_internals.SAMPLING_PERIOD_MS < default
+    sampler.start()
+    with sampler.scoped_state('step', 'process'):
+      pass
+    sampler.stop()
+    assert sampler.finished
+  assert _sampler().sampling_period_ms == default
+
+
+def test_the_runner_sets_the_period_for_its_run_only():
+  with beam.Pipeline(runner=beam_internals.fn_api_runner(PipelineOptions([]))) as p:
+    periods = p | beam.Create([0]) | beam.Map(lambda _: _sampler().sampling_period_ms)
+    assert_that(periods, equal_to([beam_internals.SAMPLING_PERIOD_MS]))
+  assert _sampler().sampling_period_ms == statesampler.DEFAULT_SAMPLING_PERIOD_MS
+
+
+class _Text(beam_internals.StreamCoder):
+
+  def encode_bytes(self, value):
+    return value.encode('utf-8')
+
+  def decode_bytes(self, data):
+    return data.decode('utf-8')
+
+  def estimated_bytes(self, value):
+    return 7
+
+
+def test_a_stream_coder_encodes_nested_and_unnested_and_estimates_without_encoding():
+  coder = pickle.loads(pickle.dumps(_Text()))
+  assert coder.decode(coder.encode('héllo')) == 'héllo'
+  impl = coder.get_impl()
+  assert impl.decode_nested(impl.encode_nested('a') + b'rest') == 'a'
+  assert coder.estimate_size('anything at all') == 7
+  kv = beam.coders.TupleCoder([coder, coder])
+  assert kv.decode(kv.encode(('x', 'yz'))) == ('x', 'yz')
