@@ -50,7 +50,7 @@ $(MODELS_STAMP):
 	touch $(MODELS_STAMP)
 
 run: install
-	$(BIN)/python -m beam_pipeline.sample_images $(SAMPLE)
+	$(BIN)/python -m benchmarks.sample_set $(SAMPLE)
 	$(BIN)/python -m beam_pipeline --input=$(SAMPLE) --output=$(SAMPLE_OUT) --runner=DirectRunner
 
 test: install airflow dali models

@@ -5,7 +5,8 @@ import time
 
 STARTED = time.monotonic()  # before the imports below: the command's wall time includes them
 
-from beam_pipeline import arguments, cli  # pylint: disable=wrong-import-position
+from beam_pipeline import cli  # pylint: disable=wrong-import-position
+from beam_pipeline.cli import arguments  # pylint: disable=wrong-import-position
 from beam_pipeline.compat import multiprocessing_internals  # pylint: disable=wrong-import-position
 from beam_pipeline.local import workers  # pylint: disable=wrong-import-position
 

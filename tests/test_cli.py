@@ -4,7 +4,7 @@ import gc
 import pytest
 
 from beam_pipeline import cli
-from beam_pipeline.sample_images import write_sample_set
+from benchmarks.sample_set import write_sample_set
 
 from helpers.commands import run_cli
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 from google.cloud.dataflow_v1beta3 import TemplateMetadata
 
-from beam_pipeline import arguments
-from beam_pipeline.beam import options
+from beam_pipeline.cli import arguments
+from beam_pipeline.cli import options
 from beam_pipeline.core.usage import UsageError
 
 from helpers import gcs_emulator

@@ -17,9 +17,8 @@ from typing import Any, BinaryIO, Callable, Iterator, List, NamedTuple, Optional
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline import progress
 from beam_pipeline.beam import local_files, object_listing, tags
-from beam_pipeline.core import isolation, manifest_parts, manifest_rows, rejections
+from beam_pipeline.core import isolation, manifest_parts, manifest_rows, progress_counts, rejections
 from beam_pipeline.core.records import InputItem, Rejection
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
@@ -271,13 +270,13 @@ def parts_counted(spec: InputSpec) -> Iterator[InputPart]:
   count = 0
   for count, part in enumerate(input_parts(spec), start=1):
     yield part
-  progress.counts().parts_planned(count)
+  progress_counts.counts().parts_planned(count)
 
 
 def batches_counted(part: InputPart, output: str) -> Iterator[Any]:
   """list_input_batches for the pipeline: counted for the progress line, a manifest row that
   names no usable input rejected (tagged)."""
-  counts = progress.counts()
+  counts = progress_counts.counts()
   for batch in list_input_batches(part, output):
     if isinstance(batch, Rejection):
       counts.listed(1)

@@ -8,9 +8,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Tuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import progress
 from beam_pipeline.beam import tags
-from beam_pipeline.core import dataset_info, hash_order, isolation, sharding, splitting
+from beam_pipeline.core import dataset_info, hash_order, isolation, progress_counts, sharding, splitting
 from beam_pipeline.core.records import ContentGroup, ImageRecord, Rejection, ShardPlan
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import SplitSpec
@@ -40,7 +39,7 @@ class GroupCopies(beam.DoFn):
       grouped = isolation.run(isolation.GROUP, [record.uri for record in copies], splitting.group_duplicates, copies,
                               self._dedupe)
       if isinstance(grouped, Rejected):
-        progress.counts().rejected(len(copies))
+        progress_counts.counts().rejected(len(copies))
         for record in copies:
           yield tags.rejected(Rejection.of(record.uri, grouped))
         continue
@@ -48,7 +47,7 @@ class GroupCopies(beam.DoFn):
       if len(copies) > 1:
         Metrics.counter(tags.NAMESPACE, 'duplicate_groups').inc()
         yield beam.pvalue.TaggedOutput(tags.DUPLICATES, sorted(r.uri for r in copies))
-      progress.counts().rejected(len(dropped))
+      progress_counts.counts().rejected(len(dropped))
       for rejection in dropped:
         yield tags.rejected(rejection)
       groups.append(group)

@@ -14,9 +14,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_pipeline import progress
 from beam_pipeline.beam import inputs, model_files, output_dir, tags
-from beam_pipeline.core import reading, record_index, steps, uris
+from beam_pipeline.core import progress_counts, reading, record_index, steps, uris
 from beam_pipeline.core.records import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.local import workers
@@ -129,7 +128,7 @@ class ValidateImages(_PooledDoFn):
     yield from self._run(steps.validate_batch, (batch, self._settings), self._emit, (item.uri for item in batch))
 
   def _emit(self, result: Validated) -> Iterator[Any]:
-    progress.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))
+    progress_counts.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))
     for rejection in result.rejections:
       yield tags.rejected(rejection)
     if result.records:
@@ -179,13 +178,13 @@ class WriteOutputs(_PooledDoFn):
                            functools.partial(self._graph_written, staged))
 
   def _shard_written(self, staged: str, result: ShardWritten) -> Iterator[Any]:
-    progress.counts().rejected(len(result.rejections))
+    progress_counts.counts().rejected(len(result.rejections))
     for rejection in result.rejections:
       yield tags.rejected(rejection)
     output_dir.stage(self._settings.output, result.shard['file'], staged)
     if 'index_file' in result.shard:
       output_dir.stage(self._settings.output, result.shard['index_file'], staged + record_index.SUFFIX)
-    progress.counts().written(result.shard['num_examples'])
+    progress_counts.counts().written(result.shard['num_examples'])
     Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard['num_examples'])
     yield result.shard
 

@@ -23,7 +23,7 @@ import tensorflow as tf
 from beam_pipeline.core import native_output, record_index, schemas, uris
 from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
-from beam_pipeline.progress import Tally
+from beam_pipeline.core.progress_counts import Tally
 
 # Problems listed per shard before its check gives up on it.
 MAX_PROBLEMS_PER_SHARD = 10

@@ -7,7 +7,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, graph, local_runner, options, output_dir, planning
+from beam_pipeline.beam import coders, graph, local_runner, output_dir, planning
+from beam_pipeline.cli import options
 from beam_pipeline.core import hash_order, sharding
 from beam_pipeline.core.records import ImageRecord
 

@@ -2,7 +2,8 @@
 import pytest
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_pipeline.beam import options, planning, pooled_steps
+from beam_pipeline.beam import planning, pooled_steps
+from beam_pipeline.cli import options
 from beam_pipeline.local import workers
 from beam_pipeline.core import hash_order, sharding, splitting
 from beam_pipeline.core.records import ContentGroup, InputItem

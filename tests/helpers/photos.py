@@ -1,4 +1,4 @@
-"""Synthetic photos for the tests, made one way: beam_pipeline.sample_images' busy pictures.
+"""Synthetic photos for the tests, made one way: benchmarks.sample_set's busy pictures.
 
 Pixels follow the seed; the noise layer does not (Pillow's effect_noise is unseeded),
 so two calls give different bytes, as two photos would.
@@ -10,7 +10,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple, Union
 
 from PIL import Image
 
-from beam_pipeline.sample_images import encode, synthetic_photo
+from benchmarks.sample_set import encode, synthetic_photo
 
 __all__ = ['encode', 'image', 'jpeg', 'jpegs', 'labelled', 'write_files']
 

@@ -20,13 +20,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from beam_pipeline import progress
-from beam_pipeline.beam import failures, graph, local_runner, model_files, options as options_lib, output_dir
-from beam_pipeline.local import workers
-from beam_pipeline.core import dataset_info, steps
+from beam_pipeline.beam import graph, local_runner, model_files, output_dir
+from beam_pipeline.cli import failures, options as options_lib, progress
+from beam_pipeline.core import dataset_info, progress_counts, steps
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.usage import ModelError, UsageError
+from beam_pipeline.local import workers
 
 # What Beam's Dataflow client logs at INFO that a user must see, and Airflow's Beam
 # operator reads the job id from; its other INFO lines (staging, the whole job
@@ -96,7 +96,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
 
 
 @contextlib.contextmanager
-def _progress_shown(interval: float) -> Iterator[progress.Counter]:
+def _progress_shown(interval: float) -> Iterator[progress_counts.Counter]:
   with progress.console() as console, progress.shown(console, interval) as counts:
     yield counts
 

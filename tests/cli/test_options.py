@@ -1,8 +1,8 @@
 import pytest
 from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
 
-from beam_pipeline.beam import options
-from beam_pipeline.beam.options import ConversionOptions
+from beam_pipeline.cli import options
+from beam_pipeline.cli.options import ConversionOptions
 from beam_pipeline.core.usage import UsageError
 
 

@@ -1,7 +1,7 @@
 """``python -m beam_pipeline``: convert (the default), ``inspect OUTPUT`` or ``verify OUTPUT``.
 
 The command line is parsed once, by arguments.py. This module imports no Beam: a
-conversion's own module (beam/launch.py) does, once the command line asks for one;
+conversion's own module (launch.py) does, once the command line asks for one;
 inspect and verify never do.
 """
 import collections
@@ -10,7 +10,7 @@ import sys
 import time
 from typing import List, Optional
 
-from beam_pipeline import arguments, progress
+from beam_pipeline.cli import arguments, progress
 from beam_pipeline.core import quiet_import
 from beam_pipeline.core.usage import UsageError
 
@@ -31,7 +31,7 @@ def main(argv: Optional[List[str]] = None, started: Optional[float] = None) -> i
   quiet_libraries()
   command = arguments.command_of(argv)
   if command == 'convert':
-    from beam_pipeline.beam import launch  # pylint: disable=import-outside-toplevel
+    from beam_pipeline.cli import launch  # pylint: disable=import-outside-toplevel
     return launch.convert(argv, started)
   try:
     namespace, _ = arguments.parse(argv)

@@ -13,7 +13,7 @@ from typing import List, NamedTuple, Optional
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
-from beam_pipeline import arguments
+from beam_pipeline.cli import arguments
 from beam_pipeline.beam import inputs
 from beam_pipeline.core import labels, schemas, splitting, uris
 from beam_pipeline.core.settings import (COMPRESSIONS, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec, Settings,

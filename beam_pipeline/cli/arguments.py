@@ -3,7 +3,7 @@ and TensorFlow so that parsing it costs neither import.
 
 ``python -m beam_pipeline [convert] OPTIONS`` converts; ``inspect OUTPUT`` and
 ``verify OUTPUT`` look at a finished output. A conversion's own options are Beam
-pipeline options too (beam/options.ConversionOptions adds them to Beam's parser
+pipeline options too (options.ConversionOptions adds them to Beam's parser
 with add_conversion_options); the flags this parser does not know are Beam's, and
 go to PipelineOptions.
 """

@@ -1,6 +1,6 @@
 """A small built-in photo set for ``make run``: two classes, odd formats, damaged files.
 
-Usage: python -m beam_pipeline.sample_images <directory>
+Usage: python -m benchmarks.sample_set <directory>
 """
 import io
 import os
