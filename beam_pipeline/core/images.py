@@ -39,14 +39,13 @@ import hashlib
 import io
 import struct
 import warnings
-import zlib
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
 
-from beam_pipeline.core import isolation, native_output, rejections
+from beam_pipeline.core import isolation, jpeg_segments, native_output, png_chunks, rejections
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
 
@@ -311,9 +310,9 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
   isolation.fault_point(isolation.VALIDATE)
   if not data:
     return Rejected(rejections.EMPTY, 'file is empty (0 bytes)')
-  if data[:2] == b'\xff\xd8' and _too_many_exif_segments(data):
+  if data[:2] == b'\xff\xd8' and jpeg_segments.too_many_exif_segments(data):
     # Pillow joins Exif segments quadratically: a crafted file costs minutes of CPU.
-    return Rejected(rejections.CORRUPT, f'JPEG has more than {MAX_EXIF_SEGMENTS} Exif segments')
+    return Rejected(rejections.CORRUPT, f'JPEG has more than {jpeg_segments.MAX_EXIF_SEGMENTS} Exif segments')
   if quick and data[:3] == b'\xff\xd8\xff' and not _turns(_jpeg_orientation(data), stored):
     return _Pending(data, 'jpeg', 0, 0, 'JPEG', quick=True)
   try:
@@ -381,12 +380,12 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
   if source_format == 'PNG':
     # For a precise reason (TensorFlow would fail these too); and Pillow must load what it
     # would not parse when it opened the file, which libpng may read where Pillow does not.
-    if _verify_png_chunks(data):
+    if png_chunks.verify(data):
       loaded = _loaded(image, data)
       if loaded is not image:
         return _reencode(loaded, source_format, stored)
     # Pillow loads the whole PNG to look for an Exif chunk after the pixels: only if it has one.
-    turns = _EXIF_PNG_CHUNK in data and _turns(_orientation(image), stored)
+    turns = png_chunks.EXIF_CHUNK in data and _turns(_orientation(image), stored)
     if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and not turns:
       return _Pending(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
@@ -592,10 +591,7 @@ def _check_16_bit_range(image: Image.Image, source_format: str) -> None:
                      f'{source_format} has 32-bit integer pixels ({low}..{high}) that 16 bits cannot hold')
 
 
-MAX_EXIF_SEGMENTS = 16
-_EXIF_HEADER = b'Exif\x00\x00'
 _ORIENTATION_TAG = 0x0112
-_EXIF_PNG_CHUNK = b'eXIf'
 # What ImageOps.exif_transpose does to the pixels of each orientation; called directly, as the
 # stored image keeps no Exif that exif_transpose would rewrite (and could fail to, if damaged).
 _TRANSPOSES = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
@@ -621,10 +617,10 @@ def _jpeg_orientation(data: bytes) -> int:
   """The orientation tag of a JPEG's first Exif segment, 1 without one: whether it may take the
   quick path. Hand-written because Pillow's header parser costs more than the quick path
   saves; Pillow (_orientation) has the last word on any JPEG this finds turned."""
-  start = next(_jpeg_exif_starts(data), None)
+  start = next(jpeg_segments.exif_starts(data), None)
   if start is None:
     return 1
-  tiff = data[start + len(_EXIF_HEADER):start + 2**16]
+  tiff = data[start + len(jpeg_segments.EXIF_HEADER):start + 2**16]
   order = {b'II': '<', b'MM': '>'}.get(tiff[:2])
   try:
     ifd, = struct.unpack_from(order + 'I', tiff, 4)
@@ -636,69 +632,6 @@ def _jpeg_orientation(data: bytes) -> int:
   except (struct.error, TypeError):  # no byte order, or offsets past the data: no orientation here
     return 1
   return 1
-
-
-def _too_many_exif_segments(data: bytes) -> bool:
-  """Whether a JPEG has more than MAX_EXIF_SEGMENTS Exif segments before its first scan.
-
-  Each one starts with the bytes Exif\\0\\0, so a file holding those bytes at
-  most that often is cleared by one count in C, without walking its segments
-  in Python for every photo.
-  """
-  return (data.count(_EXIF_HEADER) > MAX_EXIF_SEGMENTS and
-          sum(1 for _ in _jpeg_exif_starts(data)) > MAX_EXIF_SEGMENTS)
-
-
-def _jpeg_exif_starts(data: bytes) -> Iterator[int]:
-  """Where each Exif APP1 segment's data (Exif\\0\\0...) starts, before the first scan (a
-  camera writes one, right after the start of the image or its JFIF segment)."""
-  position = 2
-  while position + 4 <= len(data) and data[position] == 0xFF:
-    marker = data[position + 1]
-    if marker == 0xFF:  # fill byte
-      position += 1
-      continue
-    if marker == 0xDA or marker == 0xD9:  # start of scan, end of image
-      break
-    if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
-      position += 2
-      continue
-    length, = struct.unpack_from('>H', data, position + 2)
-    if marker == 0xE1 and data[position + 4:position + 10] == _EXIF_HEADER:
-      yield position + 4
-    position += 2 + length
-
-
-# Chunks past the first IDAT that Pillow's load() reads no further than: the image data
-# itself, and its end. Pillow parses every chunk before the first IDAT when it opens a PNG.
-_IMAGE_DATA_CHUNKS = (b'IDAT', b'IEND')
-_ANIMATION_CHUNK = b'acTL'
-
-
-def _verify_png_chunks(data: bytes) -> bool:
-  """Checks every chunk's CRC up to and including IEND, as libpng does; returns whether
-  Pillow's load() parses chunks of its own past the image data (an animation's frames,
-  text after the pixels), where it can fail when libpng does not.
-
-  Hand-written because Pillow's decoder skips CRCs and its verify() stops before
-  IEND, whose CRC (and presence) libpng, and so TensorFlow, insists on.
-  """
-  position, in_image_data, parsed_by_load = 8, False, False
-  while True:
-    if position + 12 > len(data):
-      raise Rejected(rejections.TRUNCATED, 'PNG data ends before its IEND chunk')
-    length, = struct.unpack_from('>I', data, position)
-    end = position + 8 + length
-    if end + 4 > len(data):
-      raise Rejected(rejections.TRUNCATED, 'PNG data ends inside a chunk')
-    kind = data[position + 4:position + 8]
-    if zlib.crc32(data[position + 4:end]) != struct.unpack_from('>I', data, end)[0]:
-      raise Rejected(rejections.CORRUPT, f'PNG chunk {kind!r} fails its CRC check')
-    if kind == b'IEND':
-      return parsed_by_load
-    in_image_data = in_image_data or kind == b'IDAT'
-    parsed_by_load = parsed_by_load or kind == _ANIMATION_CHUNK or (in_image_data and kind not in _IMAGE_DATA_CHUNKS)
-    position = end + 4
 
 
 def _describe(data: bytes) -> str:

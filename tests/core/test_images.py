@@ -5,7 +5,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import images
+from beam_pipeline.core import images, jpeg_segments
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import cyclic_garbage
@@ -88,10 +88,10 @@ def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
   """The bytes Exif\\0\\0 counted anywhere only bound the segment count: a photo with one
   Exif segment and those bytes many times in a comment is walked, and written."""
   photo = CASES['photo.jpg'].data
-  comment = segment(0xFE, b'Exif\0\0' * (images.MAX_EXIF_SEGMENTS + 1))
+  comment = segment(0xFE, b'Exif\0\0' * (jpeg_segments.MAX_EXIF_SEGMENTS + 1))
   marked = photo[:2] + exif_segment(fill=16) + comment + photo[2:]
   assert images.prepare_image(marked, max_pixels=10**8).stored is marked
-  too_many = photo[:2] + exif_segment(fill=16) * (images.MAX_EXIF_SEGMENTS + 1) + photo[2:]
+  too_many = photo[:2] + exif_segment(fill=16) * (jpeg_segments.MAX_EXIF_SEGMENTS + 1) + photo[2:]
   with pytest.raises(Rejected) as raised:
     images.prepare_image(too_many, max_pixels=10**8)
   assert raised.value.reason == 'corrupt'
