@@ -37,7 +37,6 @@ tests/core/test_images.py, test_images_fuzz.py and test_image_modes.py:
 import collections
 import hashlib
 import io
-import struct
 import warnings
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -45,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
 
-from beam_pipeline.core import isolation, jpeg_segments, native_output, png_chunks, rejections
+from beam_pipeline.core import exif_orientation, isolation, jpeg_segments, native_output, png_chunks, rejections
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
 
@@ -251,7 +250,7 @@ def _to_reencode(result, stored: StoredImages) -> bool:
     return False
   info = result.info
   return (info.format not in KEPT[stored.format] or 0 < stored.max_side < max(info.height, info.width) or
-          _turns(info.orientation, stored))
+          exif_orientation.turns(info.orientation, stored))
 
 
 def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending', Rejected]:
@@ -313,7 +312,8 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
   if data[:2] == b'\xff\xd8' and jpeg_segments.too_many_exif_segments(data):
     # Pillow joins Exif segments quadratically: a crafted file costs minutes of CPU.
     return Rejected(rejections.CORRUPT, f'JPEG has more than {jpeg_segments.MAX_EXIF_SEGMENTS} Exif segments')
-  if quick and data[:3] == b'\xff\xd8\xff' and not _turns(_jpeg_orientation(data), stored):
+  if (quick and data[:3] == b'\xff\xd8\xff' and
+      not exif_orientation.turns(exif_orientation.jpeg_orientation(data), stored)):
     return _Pending(data, 'jpeg', 0, 0, 'JPEG', quick=True)
   try:
     image = Image.open(io.BytesIO(data))
@@ -376,7 +376,7 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
     # last scanline. Entropy-coded data never contains FF D9, so a search suffices.
     if data.find(b'\xff\xd9', data.find(b'\xff\xda')) < 0:
       raise Rejected(rejections.TRUNCATED, 'JPEG data ends before its end-of-image marker')
-    return _Pending(data, 'jpeg', height, width, source_format, orientation=_orientation(image))
+    return _Pending(data, 'jpeg', height, width, source_format, orientation=exif_orientation.pillow_orientation(image))
   if source_format == 'PNG':
     # For a precise reason (TensorFlow would fail these too); and Pillow must load what it
     # would not parse when it opened the file, which libpng may read where Pillow does not.
@@ -385,7 +385,7 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
       if loaded is not image:
         return _reencode(loaded, source_format, stored)
     # Pillow loads the whole PNG to look for an Exif chunk after the pixels: only if it has one.
-    turns = png_chunks.EXIF_CHUNK in data and _turns(_orientation(image), stored)
+    turns = png_chunks.EXIF_CHUNK in data and exif_orientation.turns(exif_orientation.pillow_orientation(image), stored)
     if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and not turns:
       return _Pending(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
@@ -467,12 +467,12 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   _decode(image)
   # Read once decoded: Pillow would load a PNG just to look for its Exif chunk.
-  orientation = _orientation(image)
-  orientation = orientation if _turns(orientation, stored) else 1
+  orientation = exif_orientation.pillow_orientation(image)
+  orientation = orientation if exif_orientation.turns(orientation, stored) else 1
   original_width, original_height = source_size if orientation < 5 else source_size[::-1]  # upright
   icc_profile = image.info.get('icc_profile')  # the source's own, before any conversion
   if orientation != 1:
-    image = image.transpose(_TRANSPOSES[orientation])
+    image = image.transpose(exif_orientation.TRANSPOSES[orientation])
     size = size if orientation < 5 else size[::-1]
   image = _rgb_on_white(image, source_format) if target == 'jpeg' else _png_mode(image, source_format)
   if size != image.size:
@@ -589,49 +589,6 @@ def _check_16_bit_range(image: Image.Image, source_format: str) -> None:
     if low < 0 or high > 0xFFFF:
       raise Rejected(rejections.UNSUPPORTED_PIXELS,
                      f'{source_format} has 32-bit integer pixels ({low}..{high}) that 16 bits cannot hold')
-
-
-_ORIENTATION_TAG = 0x0112
-# What ImageOps.exif_transpose does to the pixels of each orientation; called directly, as the
-# stored image keeps no Exif that exif_transpose would rewrite (and could fail to, if damaged).
-_TRANSPOSES = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-               5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
-               8: Image.Transpose.ROTATE_90}
-
-
-def _turns(orientation: int, stored: StoredImages) -> bool:
-  """Whether an image of this Exif orientation is stored turned upright (2-8: mirrored or rotated)."""
-  return stored.exif_orientation == 'apply' and 2 <= orientation <= 8
-
-
-def _orientation(image: Image.Image) -> int:
-  """The Exif orientation Pillow reads for ``image`` (1 without one), as exif_transpose applies it."""
-  try:
-    value = image.getexif().get(_ORIENTATION_TAG, 1)
-  except Exception:  # pylint: disable=broad-except  # damaged Exif: the pixels are what they are
-    return 1
-  return value if isinstance(value, int) else 1
-
-
-def _jpeg_orientation(data: bytes) -> int:
-  """The orientation tag of a JPEG's first Exif segment, 1 without one: whether it may take the
-  quick path. Hand-written because Pillow's header parser costs more than the quick path
-  saves; Pillow (_orientation) has the last word on any JPEG this finds turned."""
-  start = next(jpeg_segments.exif_starts(data), None)
-  if start is None:
-    return 1
-  tiff = data[start + len(jpeg_segments.EXIF_HEADER):start + 2**16]
-  order = {b'II': '<', b'MM': '>'}.get(tiff[:2])
-  try:
-    ifd, = struct.unpack_from(order + 'I', tiff, 4)
-    entries, = struct.unpack_from(order + 'H', tiff, ifd)
-    for position in range(ifd + 2, ifd + 2 + 12 * entries, 12):
-      tag, kind = struct.unpack_from(order + 'HH', tiff, position)
-      if tag == _ORIENTATION_TAG and kind == 3:  # SHORT
-        return struct.unpack_from(order + 'H', tiff, position + 8)[0]
-  except (struct.error, TypeError):  # no byte order, or offsets past the data: no orientation here
-    return 1
-  return 1
 
 
 def _describe(data: bytes) -> str:

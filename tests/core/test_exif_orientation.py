@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from beam_pipeline.core import images
+from beam_pipeline.core import exif_orientation, images
 from beam_pipeline.core.settings import StoredImages
 
 MAX_PIXELS = 10**8
@@ -99,6 +99,6 @@ def test_the_quick_path_reads_the_tag_pillow_reads():
       exif.endian = endian
       buffer = io.BytesIO()
       _picture().save(buffer, 'JPEG', exif=exif.tobytes())
-      assert images._jpeg_orientation(buffer.getvalue()) == orientation  # pylint: disable=protected-access
+      assert exif_orientation.jpeg_orientation(buffer.getvalue()) == orientation
   broken = _tagged(6).replace(b'Exif\x00\x00MM', b'Exif\x00\x00XX').replace(b'Exif\x00\x00II', b'Exif\x00\x00XX')
-  assert images._jpeg_orientation(broken) == 1  # pylint: disable=protected-access
+  assert exif_orientation.jpeg_orientation(broken) == 1
