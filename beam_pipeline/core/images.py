@@ -11,40 +11,20 @@ header (the same bomb check) and decodes it, and Pillow then only explains a
 failure, or loads a JPEG that libjpeg warned about (its damage). Pillow loads a
 kept PNG where its load() parses more than its open() did (an animation, chunks
 after the pixels); one it refuses is stored as libpng decodes it. Which bytes
-are stored (StoredImages), as measured against TensorFlow in
-tests/core/test_images.py, test_images_fuzz.py and test_image_modes.py:
-
-* ``original`` (the default): JPEG (also CMYK, grayscale, progressive, MPO) and
-  PNG (all modes, APNG's default image) keep their bytes. Everything else Pillow
-  reads is re-encoded losslessly as PNG (its first frame, the frame TensorFlow
-  would return): BMP and WebP (decode_jpeg reads neither), GIF (TensorFlow's
-  giflib rejects files Pillow reads and sizes its output by the largest frame
-  rather than the canvas), TIFF, PSD, ICO, PPM, TGA, JPEG 2000, ...
-* ``jpeg``: JPEG keeps its bytes; the rest becomes RGB JPEG at --jpeg_quality,
-  transparency composited on white.
-* ``png``: everything becomes PNG, losslessly (but for colour-space conversions
-  PNG cannot hold, such as CMYK).
-* ``max_side``: an image whose longer side is longer is downscaled (Lanczos,
-  aspect ratio kept; JPEG through the decoder's DCT scaling to at least twice the
-  size first, which is fast and loses nothing visible) and re-encoded in the
-  format it is stored in.
-* ``exif_orientation``: with ``apply`` (the default) an image whose Exif
-  orientation is not 1 is stored upright and without the tag, re-encoded in the
-  format it is stored in (a JPEG at --jpeg_quality): TensorFlow ignores the tag,
-  DALI and Pillow's exif_transpose apply it, and every reader must see one picture
-  of the recorded height and width. ``ignore`` keeps the bytes as they are.
+are stored is stored_images' policy.
 """
 import collections
 import hashlib
 import io
 import warnings
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
 
 from beam_pipeline.core import exif_orientation, isolation, jpeg_segments, native_output, png_chunks, rejections
+from beam_pipeline.core import stored_images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
 
@@ -56,8 +36,6 @@ warnings.simplefilter('ignore', Image.DecompressionBombWarning)
 # The decoders decide what becomes of each image; the warning only adds chatter.
 warnings.filterwarnings('ignore', category=UserWarning, module='PIL')
 
-# Source formats whose bytes each --image_format keeps.
-KEPT = {'original': ('jpeg', 'png'), 'jpeg': ('jpeg',), 'png': ('png',)}
 # The longest a decoder's message is quoted in a rejection's detail.
 _DETAIL_CHARS = 200
 # Modes PNG stores as they are.
@@ -249,8 +227,8 @@ def _to_reencode(result, stored: StoredImages) -> bool:
   if not isinstance(result, PreparedImage) or result.info.reencoded:
     return False
   info = result.info
-  return (info.format not in KEPT[stored.format] or 0 < stored.max_side < max(info.height, info.width) or
-          exif_orientation.turns(info.orientation, stored))
+  return (info.format not in stored_images.KEPT[stored.format] or
+          0 < stored.max_side < max(info.height, info.width) or exif_orientation.turns(info.orientation, stored))
 
 
 def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending', Rejected]:
@@ -386,7 +364,7 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
         return _reencode(loaded, source_format, stored)
     # Pillow loads the whole PNG to look for an Exif chunk after the pixels: only if it has one.
     turns = png_chunks.EXIF_CHUNK in data and exif_orientation.turns(exif_orientation.pillow_orientation(image), stored)
-    if 'png' in KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and not turns:
+    if 'png' in stored_images.KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and not turns:
       return _Pending(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
   # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
@@ -460,9 +438,9 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
   ``stored.max_side`` if it is longer, and encoded as the format ``stored`` asks for:
   the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``."""
   isolation.fault_point(isolation.REENCODE)
-  target = _target(source_format, stored.format)
+  target = stored_images.stored_format(source_format, stored.format)
   source_size = image.size
-  size = _downscaled_size(image.size, stored.max_side)
+  size = stored_images.downscaled_size(image.size, stored.max_side)
   if size != image.size and image.format in ('JPEG', 'MPO'):
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
   _decode(image)
@@ -535,24 +513,6 @@ def _decoded_by_tensorflow(data: bytes, source_format: str) -> Image.Image:
   if pixels.shape[2] == 1:
     return Image.fromarray(pixels[:, :, 0])  # L, or I;16
   return Image.fromarray((pixels >> 8).astype(np.uint8) if sixteen else pixels)
-
-
-def _target(source_format: str, image_format: str) -> str:
-  """The format an image is stored in: its own if ``image_format`` keeps it, else PNG (JPEG for jpeg)."""
-  own = {'JPEG': 'jpeg', 'MPO': 'jpeg', 'PNG': 'png'}.get(source_format)
-  if own in KEPT[image_format]:
-    return own
-  return 'jpeg' if image_format == 'jpeg' else 'png'
-
-
-def _downscaled_size(size: Tuple[int, int], max_side: int) -> Tuple[int, int]:
-  """``size`` scaled so its longer side is ``max_side`` (aspect ratio kept), or as it is if
-  no longer: images are never enlarged."""
-  width, height = size
-  if not max_side or max(width, height) <= max_side:
-    return size
-  scale = max_side / max(width, height)
-  return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def _png_mode(image: Image.Image, source_format: str) -> Image.Image:

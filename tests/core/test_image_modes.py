@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import images
+from beam_pipeline.core import images, stored_images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
@@ -54,7 +54,7 @@ def test_every_mode_is_stored_decodable_or_rejected_and_the_same_a_second_later(
       assert isinstance(result, Rejected) and result.reason == case.reason, (name, result)
       continue
     assert not isinstance(result, Rejected), (name, result)
-    assert result.info.format in images.KEPT[image_format] or result.info.format == (
+    assert result.info.format in stored_images.KEPT[image_format] or result.info.format == (
         'jpeg' if image_format == 'jpeg' else 'png'), name
     assert_decodes_everywhere(result)
     if max_side:

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import images
+from beam_pipeline.core import images, stored_images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
@@ -18,7 +18,7 @@ KEPT = {'original': ('jpeg', 'png'), 'jpeg': ('jpeg',), 'png': ('png',)}
 
 
 def test_every_image_format_is_known_to_the_encoder():
-  assert tuple(images.KEPT) == IMAGE_FORMATS
+  assert tuple(stored_images.KEPT) == IMAGE_FORMATS
 
 
 @pytest.mark.parametrize('image_format', IMAGE_FORMATS)
