@@ -14,17 +14,17 @@ after the pixels); one it refuses is stored as libpng decodes it. Which bytes
 are stored is stored_images' policy.
 """
 import collections
-import hashlib
 import io
 import warnings
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
 
-from beam_pipeline.core import exif_orientation, isolation, jpeg_segments, native_output, png_chunks, rejections
-from beam_pipeline.core import stored_images
+from beam_pipeline.core import decoder_messages, exif_orientation, isolation, jpeg_segments, native_output, png_chunks
+from beam_pipeline.core import rejections, stored_images
+from beam_pipeline.core.image_info import PendingImage, PreparedImage
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
 
@@ -36,8 +36,6 @@ warnings.simplefilter('ignore', Image.DecompressionBombWarning)
 # The decoders decide what becomes of each image; the warning only adds chatter.
 warnings.filterwarnings('ignore', category=UserWarning, module='PIL')
 
-# The longest a decoder's message is quoted in a rejection's detail.
-_DETAIL_CHARS = 200
 # Modes PNG stores as they are.
 _PNG_MODES = {'1', 'L', 'I;16', 'LA', 'P', 'RGB', 'RGBA'}
 # Modes converted before PNG encoding; colour-space conversions are the only
@@ -49,29 +47,6 @@ _PNG_CONVERSIONS = {
 }
 # What modes are resized in (Pillow's Lanczos filter needs one of these), by stored mode.
 _RESIZE_MODES = {'1': 'L', 'P': 'RGBA', 'I;16': 'I'}
-
-
-class ImageInfo(NamedTuple):
-  """What a record says about its stored image."""
-  format: str  # format of the stored bytes: jpeg or png
-  height: int
-  width: int
-  channels: int  # what tf.io.decode_image(channels=0) yields for the stored bytes
-  reencoded: bool  # stored bytes are a re-encoding, not the source bytes
-  source_format: str  # what the source really is (Pillow's name), whatever its extension
-  original_height: int  # of the source, before any downscaling
-  original_width: int
-  damage: str = ''  # what libjpeg warned of while TensorFlow decoded the JPEG source: its damage
-  orientation: int = 1  # the source's Exif orientation: to apply, or (reencoded) applied
-
-
-class PreparedImage(NamedTuple):
-  info: ImageInfo
-  stored: bytes
-
-
-def sha256_hex(data: bytes) -> str:
-  return hashlib.sha256(data).hexdigest()
 
 
 def prepare_image(data: bytes, max_pixels: int, stored: StoredImages = StoredImages()) -> PreparedImage:
@@ -86,7 +61,7 @@ def prepare_image(data: bytes, max_pixels: int, stored: StoredImages = StoredIma
   return result
 
 
-def reencode_again(data: bytes, stored: StoredImages) -> '_Pending':
+def reencode_again(data: bytes, stored: StoredImages) -> PendingImage:
   """The bytes prepare_image re-encoded ``data`` into, made again (the encoding is
   deterministic), with the source's (upright) height and width and the orientation
   applied; for the shard writer.
@@ -113,7 +88,7 @@ def check_stored(data: bytes, stored_format: str, height: int, width: int) -> No
         sizes.add(image.size[::-1])
     except Exception as e:  # pylint: disable=broad-except  # TensorFlow's and Pillow's errors alike
       raise Rejected(rejections.CORRUPT, f'its {stored_format} re-encoding, made again, does not decode: '
-                     f'{rejections.first_line(e, _DETAIL_CHARS)}') from None
+                     f'{decoder_messages.first_line(e)}') from None
   if sizes != {(height, width)}:
     raise Rejected(rejections.CORRUPT, f'its {stored_format} re-encoding, made again, decodes to '
                    f'{sorted(sizes)} (height, width), not to the {height}x{width} validated')
@@ -147,8 +122,8 @@ def prepare_images(datas: Sequence[bytes], max_pixels: int,
 
 def _check(results: List, max_pixels: int, stored: StoredImages, decoders: native_output.Capture,
            only=None) -> None:
-  """TensorFlow decodes the _Pending results (of ``only``'s indexes, if given), in place."""
-  pending = [i for i, r in enumerate(results) if isinstance(r, _Pending) and (only is None or i in only)]
+  """TensorFlow decodes the PendingImage results (of ``only``'s indexes, if given), in place."""
+  pending = [i for i, r in enumerate(results) if isinstance(r, PendingImage) and (only is None or i in only)]
   mark = decoders.mark()
   decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
   warned = _warned_on_success([results[i] for i in pending], decoded, decoders.since(mark), max_pixels, decoders)
@@ -168,15 +143,15 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
       result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
       said = decoders.since(mark)
       if isinstance(result, Rejected) and said:
-        result = Rejected(result.reason, f'{result.detail} (the decoder said: {_one_line(said)})')
+        result = Rejected(result.reason, f'{result.detail} (the decoder said: {decoder_messages.one_line(said)})')
       elif said and result.info.format == 'jpeg' and not result.info.damage:
-        result = result._replace(info=result.info._replace(damage=_one_line(said)))
+        result = result._replace(info=result.info._replace(damage=decoder_messages.one_line(said)))
     if isinstance(result, PreparedImage) and result.info.damage and not result.info.reencoded:
       result = _loaded_by_pillow(result)
     results[index] = result
 
 
-def _warned_on_success(pending: List['_Pending'], decoded: Dict, said: str, max_pixels: int,
+def _warned_on_success(pending: List[PendingImage], decoded: Dict, said: str, max_pixels: int,
                        decoders: native_output.Capture) -> bool:
   """Whether the decoders warned of an image the batch decoded, from what they printed
   (``said``): what the images that failed print, decoded alone as the batch decodes them,
@@ -203,11 +178,7 @@ def _jpeg_warnings(data: bytes, decoders: native_output.Capture) -> str:
     tf.io.decode_jpeg(data, channels=0, ratio=8)
   except tf.errors.OpError:
     pass  # decoded in the batch; a failure here is the checks' to report, not damage
-  return _one_line(decoders.since(mark))
-
-
-def _one_line(said: str) -> str:
-  return ' / '.join(said.splitlines())[:_DETAIL_CHARS]
+  return decoder_messages.one_line(decoders.since(mark))
 
 
 def _loaded_by_pillow(prepared: PreparedImage) -> Union[PreparedImage, Rejected]:
@@ -218,7 +189,7 @@ def _loaded_by_pillow(prepared: PreparedImage) -> Union[PreparedImage, Rejected]
       image.load()
   except Exception as e:  # pylint: disable=broad-except  # Pillow's decoders raise many types
     return Rejected(rejections.CORRUPT, f'{prepared.info.source_format} decodes in TensorFlow only with warnings '
-                    f'({prepared.info.damage}), and not in Pillow: {rejections.first_line(e, _DETAIL_CHARS)}')
+                    f'({prepared.info.damage}), and not in Pillow: {decoder_messages.first_line(e)}')
   return prepared
 
 
@@ -231,7 +202,7 @@ def _to_reencode(result, stored: StoredImages) -> bool:
           0 < stored.max_side < max(info.height, info.width) or exif_orientation.turns(info.orientation, stored))
 
 
-def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending', Rejected]:
+def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union[PendingImage, Rejected]:
   """A JPEG or PNG source, decoded by Pillow and re-encoded for ``stored``."""
   try:
     image = Image.open(io.BytesIO(prepared.stored))
@@ -248,36 +219,10 @@ def _reencoded(prepared: PreparedImage, stored: StoredImages) -> Union['_Pending
 
 def _not_in_pillow(prepared: PreparedImage, error: BaseException) -> Rejected:
   return Rejected(rejections.CORRUPT, f'{prepared.info.source_format} data does not decode in Pillow: '
-                  f'{rejections.first_line(error, _DETAIL_CHARS)}')
+                  f'{decoder_messages.first_line(error)}')
 
 
-class _Pending(NamedTuple):
-  """Bytes to store once TensorFlow has decoded them to the size they are meant to have."""
-  stored: bytes
-  format: str
-  height: int
-  width: int
-  source_format: str
-  reencoded: bool = False
-  quick: bool = False  # a JPEG whose header only TensorFlow has read (height, width unknown yet)
-  original_height: int = 0  # of the source
-  original_width: int = 0
-  damage: str = ''  # ImageInfo.damage
-  orientation: int = 1  # ImageInfo.orientation
-
-  def checked(self, shape: Tuple[int, ...]) -> Union[PreparedImage, Rejected]:
-    """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale)."""
-    scale = 8 if self.format == 'jpeg' else 1
-    if shape[:2] != (-(-self.height // scale), -(-self.width // scale)):
-      return Rejected(rejections.CORRUPT, f'{self.source_format} decodes to a {shape[1]}x{shape[0]} (1/{scale} '
-                      f'scale) image in TensorFlow but its header says {self.width}x{self.height}')
-    info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format,
-                     self.original_height or self.height, self.original_width or self.width, self.damage,
-                     self.orientation)
-    return PreparedImage(info, self.stored)
-
-
-def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True) -> Union[Rejected, _Pending]:
+def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True) -> Union[Rejected, PendingImage]:
   """Everything short of TensorFlow's decode: real format, size limits, byte checks, re-encoding.
 
   A JPEG, nearly all of a photo collection, is ``quick``: TensorFlow reads its
@@ -292,7 +237,7 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
     return Rejected(rejections.CORRUPT, f'JPEG has more than {jpeg_segments.MAX_EXIF_SEGMENTS} Exif segments')
   if (quick and data[:3] == b'\xff\xd8\xff' and
       not exif_orientation.turns(exif_orientation.jpeg_orientation(data), stored)):
-    return _Pending(data, 'jpeg', 0, 0, 'JPEG', quick=True)
+    return PendingImage(data, 'jpeg', 0, 0, 'JPEG', quick=True)
   try:
     image = Image.open(io.BytesIO(data))
   except UnidentifiedImageError:
@@ -300,7 +245,7 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
   except Image.DecompressionBombError as e:
     return Rejected(rejections.TOO_MANY_PIXELS, str(e))
   except Exception as e:  # Pillow's header parsers raise many types on malformed data.
-    return Rejected(rejections.CORRUPT, f'unreadable image header: {rejections.first_line(e, _DETAIL_CHARS)}')
+    return Rejected(rejections.CORRUPT, f'unreadable image header: {decoder_messages.first_line(e)}')
   with image:
     try:
       return _plan_opened(image, data, max_pixels, stored)
@@ -312,7 +257,7 @@ def _plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True
     except Image.DecompressionBombError as e:
       return Rejected(rejections.TOO_MANY_PIXELS, str(e))
     except _NotDecoded as e:
-      message = rejections.first_line(e.error, _DETAIL_CHARS)
+      message = decoder_messages.first_line(e.error)
       if 'truncated' in message or isinstance(e.error, EOFError):
         return Rejected(rejections.TRUNCATED, f'{image.format} data ends early: {message}')
       return Rejected(rejections.CORRUPT, f'{image.format} data does not decode: {message}')
@@ -339,7 +284,7 @@ def _decode(image: Image.Image) -> None:
     raise _NotDecoded(e) from None
 
 
-def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: StoredImages) -> _Pending:
+def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: StoredImages) -> PendingImage:
   """A JPEG source as it is, for TensorFlow to check (prepare_images re-encodes it after,
   if ``stored`` says so), and a PNG one that ``stored`` keeps; anything else re-encoded."""
   source_format = image.format or 'unknown'
@@ -354,7 +299,8 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
     # last scanline. Entropy-coded data never contains FF D9, so a search suffices.
     if data.find(b'\xff\xd9', data.find(b'\xff\xda')) < 0:
       raise Rejected(rejections.TRUNCATED, 'JPEG data ends before its end-of-image marker')
-    return _Pending(data, 'jpeg', height, width, source_format, orientation=exif_orientation.pillow_orientation(image))
+    return PendingImage(data, 'jpeg', height, width, source_format,
+                        orientation=exif_orientation.pillow_orientation(image))
   if source_format == 'PNG':
     # For a precise reason (TensorFlow would fail these too); and Pillow must load what it
     # would not parse when it opened the file, which libpng may read where Pillow does not.
@@ -365,7 +311,7 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
     # Pillow loads the whole PNG to look for an Exif chunk after the pixels: only if it has one.
     turns = png_chunks.EXIF_CHUNK in data and exif_orientation.turns(exif_orientation.pillow_orientation(image), stored)
     if 'png' in stored_images.KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and not turns:
-      return _Pending(data, 'png', height, width, source_format)
+      return PendingImage(data, 'png', height, width, source_format)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
   # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
   return _reencode(image, source_format, stored)
@@ -398,7 +344,7 @@ def _tf_shapes_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor
   return decoded.concatenate(marker).batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
 
 
-def _tf_shapes(pending: List[_Pending], max_pixels: int) -> Dict[int, Tuple[Tuple[int, ...], Tuple[int, ...]]]:
+def _tf_shapes(pending: List[PendingImage], max_pixels: int) -> Dict[int, Tuple[Tuple[int, ...], Tuple[int, ...]]]:
   """{position: (header shape, decoded shape)} for the images TensorFlow decodes (JPEG:
   at 1/8 scale, which still entropy-decodes every coefficient, and only within
   max_pixels); an image that fails is left out."""
@@ -410,7 +356,7 @@ def _tf_shapes(pending: List[_Pending], max_pixels: int) -> Dict[int, Tuple[Tupl
           if index >= 0}
 
 
-def _checked_by_tensorflow(pending: _Pending) -> Union[PreparedImage, Rejected]:
+def _checked_by_tensorflow(pending: PendingImage) -> Union[PreparedImage, Rejected]:
   """Decodes the stored bytes with TensorFlow itself, the reader every record must satisfy.
 
   libjpeg inside TensorFlow treats damage that Pillow silently repairs (a scan cut
@@ -424,16 +370,11 @@ def _checked_by_tensorflow(pending: _Pending) -> Union[PreparedImage, Rejected]:
       shape = tf.io.decode_image(pending.stored, channels=0, expand_animations=False).shape
   except tf.errors.OpError as e:
     return Rejected(rejections.CORRUPT, f'{pending.source_format} data does not decode in TensorFlow: '
-                    f'{_tensorflow_message(e)}')
+                    f'{decoder_messages.tensorflow_message(e)}')
   return pending.checked(tuple(shape))
 
 
-def _tensorflow_message(error: tf.errors.OpError) -> str:
-  """An op's error in one line, without TensorFlow's {{function_node ...}} prefix."""
-  return rejections.first_line(error, _DETAIL_CHARS).split("}}")[-1].strip()
-
-
-def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _Pending:
+def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> PendingImage:
   """The first frame of ``image`` (the frame TensorFlow would return), downscaled to
   ``stored.max_side`` if it is longer, and encoded as the format ``stored`` asks for:
   the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``."""
@@ -459,7 +400,7 @@ def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> _
     image = image.convert(_RESIZE_MODES.get(mode, mode)).resize(size, Image.LANCZOS)
     image = image if image.mode == mode else _png_mode(image, source_format)
   width, height = image.size
-  return _Pending(_encoded(image, target, stored.jpeg_quality, icc_profile), target, height, width, source_format,
+  return PendingImage(_encoded(image, target, stored.jpeg_quality, icc_profile), target, height, width, source_format,
                   reencoded=True, original_height=original_height, original_width=original_width,
                   orientation=orientation)
 
@@ -509,7 +450,7 @@ def _decoded_by_tensorflow(data: bytes, source_format: str) -> Image.Image:
     pixels = tf.io.decode_png(data, channels=0, dtype=tf.uint16 if sixteen else tf.uint8).numpy()
   except tf.errors.OpError as e:
     raise Rejected(rejections.CORRUPT, f'{source_format} data decodes neither in Pillow nor in TensorFlow: '
-                   f'{_tensorflow_message(e)}') from None
+                   f'{decoder_messages.tensorflow_message(e)}') from None
   if pixels.shape[2] == 1:
     return Image.fromarray(pixels[:, :, 0])  # L, or I;16
   return Image.fromarray((pixels >> 8).astype(np.uint8) if sixteen else pixels)

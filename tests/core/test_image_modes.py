@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import images, stored_images
+from beam_pipeline.core import image_info, images, stored_images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
@@ -27,7 +27,7 @@ def prepared_table(stored: StoredImages):
                   images.prepare_images([case.data for case in cases], 10**8, stored)))
 
 
-def assert_decodes_everywhere(prepared: images.PreparedImage) -> None:
+def assert_decodes_everywhere(prepared: image_info.PreparedImage) -> None:
   """TensorFlow's decode_image and decode_jpeg, and Pillow's full load, all to the recorded size."""
   info, data = prepared.info, prepared.stored
   assert tf.io.decode_image(data, channels=3, expand_animations=False).shape == (info.height, info.width, 3)

@@ -5,7 +5,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import images, jpeg_segments
+from beam_pipeline.core import image_info, images, jpeg_segments
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import cyclic_garbage
@@ -81,7 +81,7 @@ def test_a_batch_with_rejections_leaves_no_garbage_cycles():
     batch = images.prepare_images(datas, max_pixels=10**8)
     assert sum(isinstance(result, Rejected) for result in batch) == len(REJECTED)
     del batch
-  assert not [o for o in garbage if isinstance(o, (bytes, Rejected, images.PreparedImage))]
+  assert not [o for o in garbage if isinstance(o, (bytes, Rejected, image_info.PreparedImage))]
 
 
 def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
@@ -117,12 +117,12 @@ def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
             'sys.path.insert(0, "tests")\n'
             'from beam_pipeline.core import quiet_import\n'
             'quiet_import.tensorflow()\n'
-            'from beam_pipeline.core import images, settings\n'
+            'from beam_pipeline.core import image_info, images, settings\n'
             'from helpers import hostile_files\n'
             'data = hostile_files.tiff_with_tag_past_the_end()\n'
             'stored = images.reencode_again(data, settings.StoredImages()).stored\n'
             'info = images.prepare_image(data, max_pixels=10**8).info\n'
-            'print(info.format, info.reencoded, images.sha256_hex(stored) == images.sha256_hex(\n'
+            'print(info.format, info.reencoded, image_info.sha256_hex(stored) == image_info.sha256_hex(\n'
             '    images.prepare_image(data, max_pixels=10**8).stored))\n')
   done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120,
                         check=False)
