@@ -16,14 +16,14 @@ are stored is stored_images' policy.
 import collections
 import io
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 from PIL import Image, UnidentifiedImageError
 
 from beam_pipeline.core import decoder_messages, exif_orientation, isolation, jpeg_segments, native_output, png_chunks
-from beam_pipeline.core import rejections, stored_images
+from beam_pipeline.core import rejections, stored_images, tensorflow_decoding
 from beam_pipeline.core.image_info import PendingImage, PreparedImage
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
@@ -125,7 +125,7 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
   """TensorFlow decodes the PendingImage results (of ``only``'s indexes, if given), in place."""
   pending = [i for i, r in enumerate(results) if isinstance(r, PendingImage) and (only is None or i in only)]
   mark = decoders.mark()
-  decoded = _tf_shapes([results[i] for i in pending], max_pixels) if pending else {}
+  decoded = tensorflow_decoding.batch_shapes([results[i] for i in pending], max_pixels) if pending else {}
   warned = _warned_on_success([results[i] for i in pending], decoded, decoders.since(mark), max_pixels, decoders)
   for position, index in enumerate(pending):
     plan, shapes = results[index], decoded.get(position)
@@ -135,12 +135,12 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
       if plan.quick:
         plan = plan._replace(height=header[0], width=header[1], original_height=header[0], original_width=header[1])
       if warned and plan.format == 'jpeg' and not plan.damage:
-        plan = plan._replace(damage=_jpeg_warnings(plan.stored, decoders))
+        plan = plan._replace(damage=tensorflow_decoding.jpeg_warnings(plan.stored, decoders))
       result = plan.checked(shape)
     if result is None or (plan.quick and isinstance(result, Rejected)):
       mark = decoders.mark()
       plan = _plan(plan.stored, max_pixels, stored, quick=False) if plan.quick else plan
-      result = plan if isinstance(plan, Rejected) else _checked_by_tensorflow(plan)
+      result = plan if isinstance(plan, Rejected) else tensorflow_decoding.checked_by_tensorflow(plan)
       said = decoders.since(mark)
       if isinstance(result, Rejected) and said:
         result = Rejected(result.reason, f'{result.detail} (the decoder said: {decoder_messages.one_line(said)})')
@@ -156,7 +156,7 @@ def _warned_on_success(pending: List[PendingImage], decoded: Dict, said: str, ma
   """Whether the decoders warned of an image the batch decoded, from what they printed
   (``said``): what the images that failed print, decoded alone as the batch decodes them,
   is set aside; they are few, and looked at one by one anyway. The rest, if any, is
-  some decoded image's, and each decoded JPEG is then decoded alone (_jpeg_warnings)."""
+  some decoded image's, and each decoded JPEG is then decoded alone (tensorflow_decoding.jpeg_warnings)."""
   unexplained = collections.Counter(said.splitlines())
   for position, plan in enumerate(pending):
     if not unexplained:
@@ -164,21 +164,11 @@ def _warned_on_success(pending: List[PendingImage], decoded: Dict, said: str, ma
     if position not in decoded:
       mark = decoders.mark()
       try:
-        _tf_shapes([plan], max_pixels)
+        tensorflow_decoding.batch_shapes([plan], max_pixels)
       except tf.errors.OpError:
         pass
       unexplained -= collections.Counter(decoders.since(mark).splitlines())
   return bool(unexplained)
-
-
-def _jpeg_warnings(data: bytes, decoders: native_output.Capture) -> str:
-  """What libjpeg warns of while TensorFlow decodes the JPEG ``data`` (as _tf_shapes does), in one line."""
-  mark = decoders.mark()
-  try:
-    tf.io.decode_jpeg(data, channels=0, ratio=8)
-  except tf.errors.OpError:
-    pass  # decoded in the batch; a failure here is the checks' to report, not damage
-  return decoder_messages.one_line(decoders.since(mark))
 
 
 def _loaded_by_pillow(prepared: PreparedImage) -> Union[PreparedImage, Rejected]:
@@ -315,63 +305,6 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
   # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
   return _reencode(image, source_format, stored)
-
-
-_NO_HEADER = (-1, -1, -1)
-
-
-@tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool),
-                              tf.TensorSpec([], tf.int64)], autograph=False)
-def _tf_shapes_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-  def jpeg_shapes(data):
-    header = tf.io.extract_jpeg_shape(data)
-    pixels = tf.cast(header[0], tf.int64) * tf.cast(header[1], tf.int64)
-    # A bomb's header fails here, before its pixels are decoded.
-    with tf.control_dependencies([tf.debugging.assert_less_equal(pixels, max_pixels)]):
-      return header, tf.shape(tf.io.decode_jpeg(data, channels=0, ratio=8))
-
-  def other_shapes(data):
-    return tf.constant(_NO_HEADER), tf.shape(tf.io.decode_image(data, channels=0, expand_animations=False))
-
-  def decoded_shapes(index, data, jpeg):
-    return (index, *tf.cond(jpeg, lambda: jpeg_shapes(data), lambda: other_shapes(data)))
-
-  decoded = (tf.data.Dataset.from_tensor_slices((tf.range(tf.size(datas)), datas, is_jpeg))
-             .map(decoded_shapes, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-             .ignore_errors())
-  # An end marker keeps the batch non-empty when every image fails.
-  marker = tf.data.Dataset.from_tensors((tf.constant(-1), tf.constant(_NO_HEADER), tf.constant(_NO_HEADER)))
-  return decoded.concatenate(marker).batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
-
-
-def _tf_shapes(pending: List[PendingImage], max_pixels: int) -> Dict[int, Tuple[Tuple[int, ...], Tuple[int, ...]]]:
-  """{position: (header shape, decoded shape)} for the images TensorFlow decodes (JPEG:
-  at 1/8 scale, which still entropy-decodes every coefficient, and only within
-  max_pixels); an image that fails is left out."""
-  indexes, headers, shapes = _tf_shapes_graph(tf.constant([p.stored for p in pending]),
-                                              tf.constant([p.format == 'jpeg' for p in pending]),
-                                              tf.constant(max_pixels, tf.int64))
-  return {index: (tuple(header), tuple(shape))
-          for index, header, shape in zip(indexes.numpy().tolist(), headers.numpy().tolist(), shapes.numpy().tolist())
-          if index >= 0}
-
-
-def _checked_by_tensorflow(pending: PendingImage) -> Union[PreparedImage, Rejected]:
-  """Decodes the stored bytes with TensorFlow itself, the reader every record must satisfy.
-
-  libjpeg inside TensorFlow treats damage that Pillow silently repairs (a scan cut
-  short by a stray marker, say) as fatal, and no byte-level rule can predict that.
-  JPEGs decode at 1/8 scale, which still entropy-decodes every coefficient.
-  """
-  try:
-    if pending.format == 'jpeg':
-      shape = tf.io.decode_jpeg(pending.stored, channels=0, ratio=8).shape
-    else:
-      shape = tf.io.decode_image(pending.stored, channels=0, expand_animations=False).shape
-  except tf.errors.OpError as e:
-    return Rejected(rejections.CORRUPT, f'{pending.source_format} data does not decode in TensorFlow: '
-                    f'{decoder_messages.tensorflow_message(e)}')
-  return pending.checked(tuple(shape))
 
 
 def _reencode(image: Image.Image, source_format: str, stored: StoredImages) -> PendingImage:

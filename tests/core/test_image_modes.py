@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import image_info, images, stored_images
+from beam_pipeline.core import image_info, images, stored_images, tensorflow_decoding
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
@@ -122,8 +122,9 @@ def test_what_a_failing_jpeg_prints_sends_no_decoded_jpeg_to_be_decoded_again(mo
   a second time to find out, since the failure alone printed what the batch printed."""
   cut = image_cases._marker_in_scan(photos.jpeg(7, 64, 48, quality=90))  # pylint: disable=protected-access
   probed = []
-  original = images._jpeg_warnings  # pylint: disable=protected-access
-  monkeypatch.setattr(images, '_jpeg_warnings', lambda data, decoders: probed.append(data) or original(data, decoders))
+  original = tensorflow_decoding.jpeg_warnings
+  monkeypatch.setattr(tensorflow_decoding, 'jpeg_warnings',
+                      lambda data, decoders: probed.append(data) or original(data, decoders))
   results = images.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)
   assert isinstance(results[1], Rejected)
   assert [r.info.damage for r in (results[0], results[2])] == ['', '']
