@@ -12,8 +12,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Op
 import numpy as np
 import tensorflow as tf
 
-from beam_pipeline.core import dataset_info, examples, image_info, images, isolation, reading, record_index, rejections
-from beam_pipeline.core import schemas
+from beam_pipeline.core import dataset_info, examples, image_info, isolation, reading, record_index, reencoding
+from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
@@ -173,8 +173,8 @@ def _stored_image(record: ImageRecord, data: bytes, settings: Settings) -> _Stor
   """
   if not record.reencoded:
     return _Stored(record, data, (record.height, record.width), False)
-  again = images.reencode_again(data, settings.stored)
+  again = reencoding.reencode_again(data, settings.stored)
   if image_info.sha256_hex(again.stored) != record.sha256:
-    images.check_stored(again.stored, record.format, record.height, record.width)
+    reencoding.check_stored(again.stored, record.format, record.height, record.width)
     record = record._replace(sha256=image_info.sha256_hex(again.stored), num_bytes=len(again.stored))
   return _Stored(record, again.stored, (again.original_height, again.original_width), again.orientation != 1)

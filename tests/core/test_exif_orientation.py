@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from beam_pipeline.core import exif_orientation, images
+from beam_pipeline.core import exif_orientation, images, reencoding
 from beam_pipeline.core.settings import StoredImages
 
 MAX_PIXELS = 10**8
@@ -58,7 +58,7 @@ def test_a_jpeg_is_stored_upright_and_every_decoder_sees_the_recorded_size(orien
   assert np.abs(_tensorflow(stored) - upright).mean() < 6  # re-encoded at --jpeg_quality; turned wrong: ~100
   assert info.reencoded == (orientation != 1) and (stored == source) == (orientation == 1)
   assert info.orientation == orientation
-  again = images.reencode_again(source, StoredImages()) if orientation != 1 else None
+  again = reencoding.reencode_again(source, StoredImages()) if orientation != 1 else None
   assert again is None or (again.stored, again.orientation) == (stored, orientation)
 
 

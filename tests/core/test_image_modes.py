@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import image_info, images, stored_images, tensorflow_decoding
+from beam_pipeline.core import image_info, images, reencoding, stored_images, tensorflow_decoding
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
@@ -88,7 +88,7 @@ def test_a_png_that_pillow_refuses_is_stored_as_libpng_decodes_it(name, error):
   assert prepared.info.reencoded and prepared.info.format == 'png'
   assert_decodes_everywhere(prepared)
   assert (tf.io.decode_png(prepared.stored).numpy() == tf.io.decode_png(data).numpy()).all()
-  assert images.reencode_again(data, StoredImages())[0] == prepared.stored
+  assert reencoding.reencode_again(data, StoredImages())[0] == prepared.stored
 
 
 def _damaged_jpegs():

@@ -117,10 +117,10 @@ def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
             'sys.path.insert(0, "tests")\n'
             'from beam_pipeline.core import quiet_import\n'
             'quiet_import.tensorflow()\n'
-            'from beam_pipeline.core import image_info, images, settings\n'
+            'from beam_pipeline.core import image_info, images, reencoding, settings\n'
             'from helpers import hostile_files\n'
             'data = hostile_files.tiff_with_tag_past_the_end()\n'
-            'stored = images.reencode_again(data, settings.StoredImages()).stored\n'
+            'stored = reencoding.reencode_again(data, settings.StoredImages()).stored\n'
             'info = images.prepare_image(data, max_pixels=10**8).info\n'
             'print(info.format, info.reencoded, image_info.sha256_hex(stored) == image_info.sha256_hex(\n'
             '    images.prepare_image(data, max_pixels=10**8).stored))\n')
