@@ -8,7 +8,7 @@ import collections
 import functools
 from typing import List, NamedTuple, Optional, Sequence
 
-from beam_pipeline.core import image_info, images, isolation, labels, reading, rejections, schemas, sharding
+from beam_pipeline.core import image_info, isolation, labels, preparation, reading, rejections, schemas, sharding
 from beam_pipeline.core.records import ImageRecord, InputItem, Rejection, Validated
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import Settings
@@ -72,7 +72,7 @@ def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None
 
 
 def _prepared(chunk: Sequence[_Loaded], settings: Settings) -> List:
-  return images.prepare_images([loaded.data for loaded in chunk], settings.max_pixels, settings.stored)
+  return preparation.prepare_images([loaded.data for loaded in chunk], settings.max_pixels, settings.stored)
 
 
 class _Checked(NamedTuple):

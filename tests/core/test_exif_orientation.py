@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from beam_pipeline.core import exif_orientation, images, reencoding
+from beam_pipeline.core import exif_orientation, preparation, reencoding
 from beam_pipeline.core.settings import StoredImages
 
 MAX_PIXELS = 10**8
@@ -47,7 +47,7 @@ def _tensorflow(data: bytes) -> np.ndarray:
 @pytest.mark.parametrize('orientation', range(1, 9))
 def test_a_jpeg_is_stored_upright_and_every_decoder_sees_the_recorded_size(orientation):
   source = _tagged(orientation)
-  prepared = images.prepare_image(source, MAX_PIXELS)
+  prepared = preparation.prepare_image(source, MAX_PIXELS)
   info, stored = prepared.info, prepared.stored
   upright = _upright(source)
   assert (info.height, info.width) == upright.shape[:2] == (_tensorflow(stored).shape[:2])
@@ -66,7 +66,7 @@ def test_a_jpeg_is_stored_upright_and_every_decoder_sees_the_recorded_size(orien
 @pytest.mark.parametrize('orientation', [3, 6, 7])
 def test_png_and_webp_sources_are_turned_losslessly(image_format, orientation):
   source = _tagged(orientation, image_format)
-  prepared = images.prepare_image(source, MAX_PIXELS)
+  prepared = preparation.prepare_image(source, MAX_PIXELS)
   assert prepared.info.format == 'png' and prepared.info.reencoded
   assert np.array_equal(_tensorflow(prepared.stored), _upright(source))
   assert np.array_equal(_upright(prepared.stored), _upright(source))
@@ -74,7 +74,7 @@ def test_png_and_webp_sources_are_turned_losslessly(image_format, orientation):
 
 def test_downscaled_and_turned_at_once():
   source = _tagged(6, picture=_picture(400, 100))
-  prepared = images.prepare_image(source, MAX_PIXELS, StoredImages(max_side=40))
+  prepared = preparation.prepare_image(source, MAX_PIXELS, StoredImages(max_side=40))
   info = prepared.info
   assert (info.height, info.width, info.original_height, info.original_width) == (40, 10, 400, 100)
   assert _tensorflow(prepared.stored).shape[:2] == (40, 10)
@@ -84,7 +84,7 @@ def test_downscaled_and_turned_at_once():
 def test_ignore_keeps_the_bytes_as_they_are(orientation):
   for image_format in ('JPEG', 'PNG'):
     source = _tagged(orientation, image_format)
-    prepared = images.prepare_image(source, MAX_PIXELS, StoredImages(exif_orientation='ignore'))
+    prepared = preparation.prepare_image(source, MAX_PIXELS, StoredImages(exif_orientation='ignore'))
     assert prepared.stored == source and not prepared.info.reencoded
     assert (prepared.info.height, prepared.info.width) == (30, 48)
 

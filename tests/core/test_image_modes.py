@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import image_info, images, reencoding, stored_images, tensorflow_decoding
+from beam_pipeline.core import image_info, preparation, reencoding, stored_images, tensorflow_decoding
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
@@ -24,7 +24,7 @@ MAX_SIDE = 24
 def prepared_table(stored: StoredImages):
   cases = list(MODES.values())
   return dict(zip((case.name for case in cases),
-                  images.prepare_images([case.data for case in cases], 10**8, stored)))
+                  preparation.prepare_images([case.data for case in cases], 10**8, stored)))
 
 
 def assert_decodes_everywhere(prepared: image_info.PreparedImage) -> None:
@@ -84,7 +84,7 @@ def test_a_png_that_pillow_refuses_is_stored_as_libpng_decodes_it(name, error):
   with pytest.raises((SyntaxError, ValueError), match=error):
     with Image.open(io.BytesIO(data)) as image:
       image.load()
-  prepared = images.prepare_image(data, 10**8)
+  prepared = preparation.prepare_image(data, 10**8)
   assert prepared.info.reencoded and prepared.info.format == 'png'
   assert_decodes_everywhere(prepared)
   assert (tf.io.decode_png(prepared.stored).numpy() == tf.io.decode_png(data).numpy()).all()
@@ -109,7 +109,7 @@ def test_damaged_jpegs_are_told_apart_from_clean_ones_in_one_batch():
   clean = [photos.jpeg(1), photos.encode(photos.image(2), 'JPEG', progressive=True),
            photos.encode(photos.image(3).convert('L'), 'JPEG'), MODES['cmyk.jpg'].data,
            photos.jpeg(4) + b'trailing bytes', photos.encode(photos.image(5), 'PNG')]
-  results = images.prepare_images([*clean[:3], *damaged.values(), *clean[3:]], 10**8)
+  results = preparation.prepare_images([*clean[:3], *damaged.values(), *clean[3:]], 10**8)
   assert [r.info.damage for r in results[:3] + results[5:]] == [''] * len(clean)
   for warning, result in zip(damaged, results[3:5]):
     assert warning in result.info.damage
@@ -125,10 +125,10 @@ def test_what_a_failing_jpeg_prints_sends_no_decoded_jpeg_to_be_decoded_again(mo
   original = tensorflow_decoding.jpeg_warnings
   monkeypatch.setattr(tensorflow_decoding, 'jpeg_warnings',
                       lambda data, decoders: probed.append(data) or original(data, decoders))
-  results = images.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)
+  results = preparation.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)
   assert isinstance(results[1], Rejected)
   assert [r.info.damage for r in (results[0], results[2])] == ['', '']
   assert probed == []
   damaged = list(_damaged_jpegs().values())[0]
-  results = images.prepare_images([photos.jpeg(1), cut, damaged], 10**8)
+  results = preparation.prepare_images([photos.jpeg(1), cut, damaged], 10**8)
   assert results[2].info.damage and len(probed) == 2  # a decoded JPEG warned: both decoded ones looked at

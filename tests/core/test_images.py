@@ -5,7 +5,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import image_info, images, jpeg_segments
+from beam_pipeline.core import image_info, jpeg_segments, preparation
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import cyclic_garbage
@@ -20,7 +20,7 @@ REJECTED = [c for c in CASES.values() if c.reason is not None]
 
 @pytest.mark.parametrize('case', WRITTEN, ids=lambda c: c.name)
 def test_written_cases_decode_in_tensorflow_to_the_recorded_shape(case):
-  prepared = images.prepare_image(case.data, max_pixels=10**8)
+  prepared = preparation.prepare_image(case.data, max_pixels=10**8)
   info = prepared.info
   assert (info.format, info.channels, info.reencoded) == (case.format, case.channels, case.reencoded)
   decoded = tf.io.decode_image(prepared.stored, channels=3, expand_animations=False)
@@ -34,15 +34,15 @@ def test_written_cases_decode_in_tensorflow_to_the_recorded_shape(case):
 @pytest.mark.parametrize('case', REJECTED, ids=lambda c: c.name)
 def test_rejected_cases_give_their_reason(case):
   with pytest.raises(Rejected) as raised:
-    images.prepare_image(case.data, max_pixels=10**8)
+    preparation.prepare_image(case.data, max_pixels=10**8)
   assert raised.value.reason == case.reason
   assert raised.value.detail
 
 
 def test_reencoding_is_lossless_and_deterministic():
   case = CASES['scan.tiff']
-  first = images.prepare_image(case.data, max_pixels=10**8).stored
-  assert first == images.prepare_image(case.data, max_pixels=10**8).stored
+  first = preparation.prepare_image(case.data, max_pixels=10**8).stored
+  assert first == preparation.prepare_image(case.data, max_pixels=10**8).stored
   from PIL import Image
   import io
   with Image.open(io.BytesIO(case.data)) as source, Image.open(io.BytesIO(first)) as stored:
@@ -50,18 +50,18 @@ def test_reencoding_is_lossless_and_deterministic():
 
 
 def test_pixel_limit_applies_before_decoding():
-  images.prepare_image(CASES['photo.jpg'].data, max_pixels=64 * 48)
+  preparation.prepare_image(CASES['photo.jpg'].data, max_pixels=64 * 48)
   with pytest.raises(Rejected) as raised:
-    images.prepare_image(CASES['photo.jpg'].data, max_pixels=64 * 48 - 1)
+    preparation.prepare_image(CASES['photo.jpg'].data, max_pixels=64 * 48 - 1)
   assert raised.value.reason == 'too_many_pixels'
 
 
 def test_a_batch_gives_the_same_results_as_one_by_one():
   datas = [c.data for c in CASES.values()]
-  batch = images.prepare_images(datas, max_pixels=10**8)
+  batch = preparation.prepare_images(datas, max_pixels=10**8)
   for data, result in zip(datas, batch):
     try:
-      alone = images.prepare_image(data, max_pixels=10**8)
+      alone = preparation.prepare_image(data, max_pixels=10**8)
     except Rejected as e:
       alone = e
     if isinstance(alone, Rejected):
@@ -78,7 +78,7 @@ def test_a_batch_with_rejections_leaves_no_garbage_cycles():
   until the next full collection (memory grew with the input)."""
   datas = [c.data for c in CASES.values()]
   with cyclic_garbage.collected() as garbage:
-    batch = images.prepare_images(datas, max_pixels=10**8)
+    batch = preparation.prepare_images(datas, max_pixels=10**8)
     assert sum(isinstance(result, Rejected) for result in batch) == len(REJECTED)
     del batch
   assert not [o for o in garbage if isinstance(o, (bytes, Rejected, image_info.PreparedImage))]
@@ -90,10 +90,10 @@ def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
   photo = CASES['photo.jpg'].data
   comment = segment(0xFE, b'Exif\0\0' * (jpeg_segments.MAX_EXIF_SEGMENTS + 1))
   marked = photo[:2] + exif_segment(fill=16) + comment + photo[2:]
-  assert images.prepare_image(marked, max_pixels=10**8).stored is marked
+  assert preparation.prepare_image(marked, max_pixels=10**8).stored is marked
   too_many = photo[:2] + exif_segment(fill=16) * (jpeg_segments.MAX_EXIF_SEGMENTS + 1) + photo[2:]
   with pytest.raises(Rejected) as raised:
-    images.prepare_image(too_many, max_pixels=10**8)
+    preparation.prepare_image(too_many, max_pixels=10**8)
   assert raised.value.reason == 'corrupt'
 
 
@@ -101,7 +101,7 @@ def test_what_a_decoder_prints_goes_into_the_rejection_not_onto_the_console(capf
   """libjpeg prints its warnings straight to standard error; for a file it rejects they
   belong in the file's detail, and for none on the console."""
   capfd.readouterr()
-  results = images.prepare_images([CASES['marker-in-scan.jpg'].data, CASES['photo.jpg'].data,
+  results = preparation.prepare_images([CASES['marker-in-scan.jpg'].data, CASES['photo.jpg'].data,
                                    CASES['truncated.jpg'].data], max_pixels=10**8)
   assert 'the decoder said: Corrupt JPEG data' in results[0].detail
   assert not isinstance(results[1], Rejected)
@@ -117,13 +117,13 @@ def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
             'sys.path.insert(0, "tests")\n'
             'from beam_pipeline.core import quiet_import\n'
             'quiet_import.tensorflow()\n'
-            'from beam_pipeline.core import image_info, images, reencoding, settings\n'
+            'from beam_pipeline.core import image_info, preparation, reencoding, settings\n'
             'from helpers import hostile_files\n'
             'data = hostile_files.tiff_with_tag_past_the_end()\n'
             'stored = reencoding.reencode_again(data, settings.StoredImages()).stored\n'
-            'info = images.prepare_image(data, max_pixels=10**8).info\n'
+            'info = preparation.prepare_image(data, max_pixels=10**8).info\n'
             'print(info.format, info.reencoded, image_info.sha256_hex(stored) == image_info.sha256_hex(\n'
-            '    images.prepare_image(data, max_pixels=10**8).stored))\n')
+            '    preparation.prepare_image(data, max_pixels=10**8).stored))\n')
   done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120,
                         check=False)
   assert (done.stdout, done.stderr) == ('png True True\n', '')

@@ -4,7 +4,7 @@ import os
 
 import tensorflow as tf
 
-from beam_pipeline.core import image_info, images, shard_writer
+from beam_pipeline.core import image_info, preparation, shard_writer
 from beam_pipeline.core.records import ShardPlan
 from beam_pipeline.core.settings import StoredImages
 
@@ -17,7 +17,7 @@ def _validated(tmp_path, files):
   records = []
   for name, data in files.items():
     (tmp_path / name).write_bytes(data)
-    prepared = images.prepare_image(data, 10**8, StoredImages())
+    prepared = preparation.prepare_image(data, 10**8, StoredImages())
     info = prepared.info
     records.append(image_record(
         str(tmp_path / name), split='train', sha256=image_info.sha256_hex(prepared.stored),
