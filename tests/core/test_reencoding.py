@@ -1,8 +1,7 @@
 """Every pixel mode Pillow opens, under every --image_format, with and without --max_side:
 written or rejected, the same bytes at any time, and decodable by every reader.
 
-Also the decoders' views that validation now takes into account: a PNG Pillow refuses
-(stored as libpng decodes it), and JPEGs that libjpeg decodes only with warnings.
+Also a PNG that Pillow refuses, stored as libpng decodes it.
 """
 import io
 import time
@@ -11,11 +10,12 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import image_info, preparation, reencoding, stored_images, tensorflow_decoding
+from beam_pipeline.core import preparation, reencoding, stored_images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
-from helpers import image_cases, photos, pillow_modes
+from helpers import pillow_modes
+from helpers.decoders import assert_decodes_everywhere
 
 MODES = pillow_modes.cases()
 MAX_SIDE = 24
@@ -25,16 +25,6 @@ def prepared_table(stored: StoredImages):
   cases = list(MODES.values())
   return dict(zip((case.name for case in cases),
                   preparation.prepare_images([case.data for case in cases], 10**8, stored)))
-
-
-def assert_decodes_everywhere(prepared: image_info.PreparedImage) -> None:
-  """TensorFlow's decode_image and decode_jpeg, and Pillow's full load, all to the recorded size."""
-  info, data = prepared.info, prepared.stored
-  assert tf.io.decode_image(data, channels=3, expand_animations=False).shape == (info.height, info.width, 3)
-  assert tf.io.decode_jpeg(data, channels=3).shape == (info.height, info.width, 3)
-  with Image.open(io.BytesIO(data)) as image:
-    image.load()
-    assert image.size == (info.width, info.height)
 
 
 @pytest.mark.parametrize('max_side', [0, MAX_SIDE])
@@ -89,46 +79,3 @@ def test_a_png_that_pillow_refuses_is_stored_as_libpng_decodes_it(name, error):
   assert_decodes_everywhere(prepared)
   assert (tf.io.decode_png(prepared.stored).numpy() == tf.io.decode_png(data).numpy()).all()
   assert reencoding.reencode_again(data, StoredImages())[0] == prepared.stored
-
-
-def _damaged_jpegs():
-  """JPEGs that TensorFlow decodes with libjpeg warnings: a scan cut short (its end marker
-  follows at once) and extraneous bytes between two header segments."""
-  jpeg = photos.jpeg(3, 64, 48, quality=90)
-  scan = jpeg.index(b'\xff\xda')
-  tables = jpeg.index(b'\xff\xdb')
-  return {'premature end of data segment': jpeg[:(scan + len(jpeg)) // 2] + b'\xff\xd9',
-          '2 extraneous bytes before marker 0xdb': jpeg[:tables] + b'\x00\x00' + jpeg[tables:]}
-
-
-def test_damaged_jpegs_are_told_apart_from_clean_ones_in_one_batch():
-  """Expected: each damaged JPEG's info names libjpeg's warning; clean JPEGs (baseline,
-  progressive, gray, CMYK, with bytes after the end marker) and PNGs say nothing; the
-  damaged ones still decode everywhere, so they are stored unless --strict_jpeg."""
-  damaged = _damaged_jpegs()
-  clean = [photos.jpeg(1), photos.encode(photos.image(2), 'JPEG', progressive=True),
-           photos.encode(photos.image(3).convert('L'), 'JPEG'), MODES['cmyk.jpg'].data,
-           photos.jpeg(4) + b'trailing bytes', photos.encode(photos.image(5), 'PNG')]
-  results = preparation.prepare_images([*clean[:3], *damaged.values(), *clean[3:]], 10**8)
-  assert [r.info.damage for r in results[:3] + results[5:]] == [''] * len(clean)
-  for warning, result in zip(damaged, results[3:5]):
-    assert warning in result.info.damage
-    assert_decodes_everywhere(result)
-
-
-def test_what_a_failing_jpeg_prints_sends_no_decoded_jpeg_to_be_decoded_again(monkeypatch):
-  """A JPEG with a stray marker in its scan (libjpeg in TensorFlow prints warnings, then fails
-  it) among clean ones. Expected: rejected; the clean ones undamaged, and none of them decoded
-  a second time to find out, since the failure alone printed what the batch printed."""
-  cut = image_cases._marker_in_scan(photos.jpeg(7, 64, 48, quality=90))  # pylint: disable=protected-access
-  probed = []
-  original = tensorflow_decoding.jpeg_warnings
-  monkeypatch.setattr(tensorflow_decoding, 'jpeg_warnings',
-                      lambda data, decoders: probed.append(data) or original(data, decoders))
-  results = preparation.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)
-  assert isinstance(results[1], Rejected)
-  assert [r.info.damage for r in (results[0], results[2])] == ['', '']
-  assert probed == []
-  damaged = list(_damaged_jpegs().values())[0]
-  results = preparation.prepare_images([photos.jpeg(1), cut, damaged], 10**8)
-  assert results[2].info.damage and len(probed) == 2  # a decoded JPEG warned: both decoded ones looked at

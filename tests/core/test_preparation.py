@@ -1,16 +1,17 @@
-"""prepare_image against TensorFlow itself: the table of bad and odd inputs."""
+"""prepare_image against TensorFlow itself: the table of bad and odd inputs, and what
+the decoders print while a batch decodes (damage, failures)."""
 import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import image_info, jpeg_segments, preparation
+from beam_pipeline.core import image_info, preparation, tensorflow_decoding
 from beam_pipeline.core.rejections import Rejected
 
-from helpers import cyclic_garbage
+from helpers import cyclic_garbage, image_cases, photos, pillow_modes
 from helpers.commands import ROOT
-from helpers.hostile_files import exif_segment, segment
+from helpers.decoders import assert_decodes_everywhere
 from helpers.image_cases import cases
 
 CASES = cases()
@@ -84,19 +85,6 @@ def test_a_batch_with_rejections_leaves_no_garbage_cycles():
   assert not [o for o in garbage if isinstance(o, (bytes, Rejected, image_info.PreparedImage))]
 
 
-def test_exif_bytes_outside_exif_segments_do_not_reject_a_photo():
-  """The bytes Exif\\0\\0 counted anywhere only bound the segment count: a photo with one
-  Exif segment and those bytes many times in a comment is walked, and written."""
-  photo = CASES['photo.jpg'].data
-  comment = segment(0xFE, b'Exif\0\0' * (jpeg_segments.MAX_EXIF_SEGMENTS + 1))
-  marked = photo[:2] + exif_segment(fill=16) + comment + photo[2:]
-  assert preparation.prepare_image(marked, max_pixels=10**8).stored is marked
-  too_many = photo[:2] + exif_segment(fill=16) * (jpeg_segments.MAX_EXIF_SEGMENTS + 1) + photo[2:]
-  with pytest.raises(Rejected) as raised:
-    preparation.prepare_image(too_many, max_pixels=10**8)
-  assert raised.value.reason == 'corrupt'
-
-
 def test_what_a_decoder_prints_goes_into_the_rejection_not_onto_the_console(capfd):
   """libjpeg prints its warnings straight to standard error; for a file it rejects they
   belong in the file's detail, and for none on the console."""
@@ -127,3 +115,46 @@ def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
   done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120,
                         check=False)
   assert (done.stdout, done.stderr) == ('png True True\n', '')
+
+
+def _damaged_jpegs():
+  """JPEGs that TensorFlow decodes with libjpeg warnings: a scan cut short (its end marker
+  follows at once) and extraneous bytes between two header segments."""
+  jpeg = photos.jpeg(3, 64, 48, quality=90)
+  scan = jpeg.index(b'\xff\xda')
+  tables = jpeg.index(b'\xff\xdb')
+  return {'premature end of data segment': jpeg[:(scan + len(jpeg)) // 2] + b'\xff\xd9',
+          '2 extraneous bytes before marker 0xdb': jpeg[:tables] + b'\x00\x00' + jpeg[tables:]}
+
+
+def test_damaged_jpegs_are_told_apart_from_clean_ones_in_one_batch():
+  """Expected: each damaged JPEG's info names libjpeg's warning; clean JPEGs (baseline,
+  progressive, gray, CMYK, with bytes after the end marker) and PNGs say nothing; the
+  damaged ones still decode everywhere, so they are stored unless --strict_jpeg."""
+  damaged = _damaged_jpegs()
+  clean = [photos.jpeg(1), photos.encode(photos.image(2), 'JPEG', progressive=True),
+           photos.encode(photos.image(3).convert('L'), 'JPEG'), pillow_modes.cases()['cmyk.jpg'].data,
+           photos.jpeg(4) + b'trailing bytes', photos.encode(photos.image(5), 'PNG')]
+  results = preparation.prepare_images([*clean[:3], *damaged.values(), *clean[3:]], 10**8)
+  assert [r.info.damage for r in results[:3] + results[5:]] == [''] * len(clean)
+  for warning, result in zip(damaged, results[3:5]):
+    assert warning in result.info.damage
+    assert_decodes_everywhere(result)
+
+
+def test_what_a_failing_jpeg_prints_sends_no_decoded_jpeg_to_be_decoded_again(monkeypatch):
+  """A JPEG with a stray marker in its scan (libjpeg in TensorFlow prints warnings, then fails
+  it) among clean ones. Expected: rejected; the clean ones undamaged, and none of them decoded
+  a second time to find out, since the failure alone printed what the batch printed."""
+  cut = image_cases._marker_in_scan(photos.jpeg(7, 64, 48, quality=90))  # pylint: disable=protected-access
+  probed = []
+  original = tensorflow_decoding.jpeg_warnings
+  monkeypatch.setattr(tensorflow_decoding, 'jpeg_warnings',
+                      lambda data, decoders: probed.append(data) or original(data, decoders))
+  results = preparation.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)
+  assert isinstance(results[1], Rejected)
+  assert [r.info.damage for r in (results[0], results[2])] == ['', '']
+  assert probed == []
+  damaged = list(_damaged_jpegs().values())[0]
+  results = preparation.prepare_images([photos.jpeg(1), cut, damaged], 10**8)
+  assert results[2].info.damage and len(probed) == 2  # a decoded JPEG warned: both decoded ones looked at
