@@ -10,8 +10,11 @@ Pillow unless TensorFlow fails it or it must be re-encoded: TensorFlow reads its
 header (the same bomb check) and decodes it, and Pillow then only explains a
 failure, or loads a JPEG that libjpeg warned about (its damage). Pillow loads a
 kept PNG where its load() parses more than its open() did (an animation, chunks
-after the pixels); one it refuses is stored as libpng decodes it. Which bytes
-are stored is stored_images' policy.
+after the pixels); one it refuses is stored as libpng decodes it.
+
+Here a batch of images runs through those steps: image_plans plans each one,
+tensorflow_decoding decodes the plans, and reencoding makes the bytes that
+stored_images' policy does not keep as they are.
 """
 import collections
 import io
@@ -43,9 +46,9 @@ def prepare_images(datas: Sequence[bytes], max_pixels: int,
                    stored: StoredImages = StoredImages()) -> List[Union[PreparedImage, Rejected]]:
   """prepare_image for many images at once, each result a PreparedImage or a Rejected.
 
-  Everything short of TensorFlow's decode (image_plans.plan) comes first; then the planned
-  images go to TensorFlow in one call that decodes on every core (eager calls from
-  Python threads do not run in parallel). The few it fails are looked at again one
+  Everything short of TensorFlow's decode (image_plans.plan) comes first; then the
+  planned images go to TensorFlow in one call that decodes on every core (eager calls
+  from Python threads do not run in parallel). The few it fails are looked at again one
   by one, by Pillow and an eager decode, to say why: what the decoders wrote to
   standard error then goes into the rejection's detail (native_output). If libjpeg
   warned of an image the call decoded (_warned_on_success), each decoded JPEG is
