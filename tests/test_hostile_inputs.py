@@ -23,7 +23,7 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline import cli
-from beam_pipeline.core import images
+from beam_pipeline.core import preparation, tensorflow_decoding
 from helpers import hostile_files, peak_memory, photos
 from helpers.commands import command, started
 from helpers.dataset_reader import read_errors, read_output
@@ -474,10 +474,10 @@ def test_bomb_headers_are_rejected_from_the_header_alone():
   """Each bomb header is rejected without its pixels allocated: 100000 x 100000 RGB would
   be 30 GB, the smallest case (12000 x 9000) 324 MB; the peak memory of the whole check
   grows by less than a third of that."""
-  images.prepare_images([photo(1)], 100_000_000)  # TensorFlow's first decode sets up its threads
+  preparation.prepare_images([photo(1)], 100_000_000)  # TensorFlow's first decode sets up its threads
   for name, data in hostile_files.bomb_header_cases().items():
     with peak_memory.growth() as grown:
-      result, = images.prepare_images([data], 100_000_000)
+      result, = preparation.prepare_images([data], 100_000_000)
     assert getattr(result, 'reason', None) == 'too_many_pixels', (name, result)
     assert grown[0] < 100, (name, grown[0])
 
@@ -537,7 +537,7 @@ def test_a_jpeg_of_many_exif_segments_is_rejected_before_pillow_parses_it(monkey
     raise AssertionError('the file reached Pillow or TensorFlow')
 
   monkeypatch.setattr(Image, 'open', refused)
-  monkeypatch.setattr(images, '_tf_shapes', refused)
+  monkeypatch.setattr(tensorflow_decoding, 'batch_shapes', refused)
   data = hostile_files.jpeg_with_segments([hostile_files.exif_segment()] * 700)
-  result, = images.prepare_images([data], 100_000_000)
+  result, = preparation.prepare_images([data], 100_000_000)
   assert getattr(result, 'reason', None) == 'corrupt', result

@@ -33,7 +33,7 @@ class ImageRecord(NamedTuple):
   channels: int
   reencoded: bool
   order_key: str  # place in its split's shards, independent of the split (sharding.order_key)
-  damaged: bool = False  # a JPEG that libjpeg decodes only with warnings (images.ImageInfo.damage)
+  damaged: bool = False  # a JPEG that libjpeg decodes only with warnings (image_info.ImageInfo.damage)
 
 
 class Rejection(NamedTuple):

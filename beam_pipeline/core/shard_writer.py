@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Op
 import numpy as np
 import tensorflow as tf
 
-from beam_pipeline.core import dataset_info, examples, images, isolation, reading, record_index, rejections, schemas
+from beam_pipeline.core import dataset_info, examples, image_info, isolation, reading, record_index, reencoding
+from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
@@ -157,7 +158,7 @@ def _embedding_fields(embedding: np.ndarray, settings: Settings) -> Dict[str, An
 def _read(record: ImageRecord, settings: Settings, open_remote) -> bytes:
   """The source's bytes, as validation read them."""
   data = reading.read_file(record.uri, settings.max_file_bytes, open_remote)
-  if images.sha256_hex(data) != record.source_sha256:
+  if image_info.sha256_hex(data) != record.source_sha256:
     raise Rejected(rejections.CHANGED_DURING_RUN, 'file content changed after it was validated')
   return data
 
@@ -172,8 +173,8 @@ def _stored_image(record: ImageRecord, data: bytes, settings: Settings) -> _Stor
   """
   if not record.reencoded:
     return _Stored(record, data, (record.height, record.width), False)
-  again = images.reencode_again(data, settings.stored)
-  if images.sha256_hex(again.stored) != record.sha256:
-    images.check_stored(again.stored, record.format, record.height, record.width)
-    record = record._replace(sha256=images.sha256_hex(again.stored), num_bytes=len(again.stored))
+  again = reencoding.reencode_again(data, settings.stored)
+  if image_info.sha256_hex(again.stored) != record.sha256:
+    reencoding.check_stored(again.stored, record.format, record.height, record.width)
+    record = record._replace(sha256=image_info.sha256_hex(again.stored), num_bytes=len(again.stored))
   return _Stored(record, again.stored, (again.original_height, again.original_width), again.orientation != 1)

@@ -8,7 +8,7 @@ import collections
 import functools
 from typing import List, NamedTuple, Optional, Sequence
 
-from beam_pipeline.core import images, isolation, labels, reading, rejections, schemas, sharding
+from beam_pipeline.core import image_info, isolation, labels, preparation, reading, rejections, schemas, sharding
 from beam_pipeline.core.records import ImageRecord, InputItem, Rejection, Validated
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import Settings
@@ -54,7 +54,7 @@ def _load(item: InputItem, settings: Settings, open_remote) -> _Loaded:
   label = labels.label_for(item.uri, item.label, settings.label_source)
   schemas.check_extras(dict(item.extras), settings.schema)
   data = reading.read_file(item.uri, settings.max_file_bytes, open_remote)
-  return _Loaded(item, label, data, images.sha256_hex(data))
+  return _Loaded(item, label, data, image_info.sha256_hex(data))
 
 
 def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None:
@@ -72,15 +72,15 @@ def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None
 
 
 def _prepared(chunk: Sequence[_Loaded], settings: Settings) -> List:
-  return images.prepare_images([loaded.data for loaded in chunk], settings.max_pixels, settings.stored)
+  return preparation.prepare_images([loaded.data for loaded in chunk], settings.max_pixels, settings.stored)
 
 
 class _Checked(NamedTuple):
-  info: images.ImageInfo
+  info: image_info.ImageInfo
   record: ImageRecord
 
 
-def _record(loaded: _Loaded, prepared: images.PreparedImage, settings: Settings) -> _Checked:
+def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Settings) -> _Checked:
   """The record of an image that decoded; a damaged JPEG is rejected under --strict_jpeg."""
   info = prepared.info
   if min(info.height, info.width) < settings.min_side:
@@ -91,7 +91,7 @@ def _record(loaded: _Loaded, prepared: images.PreparedImage, settings: Settings)
   return _Checked(info, ImageRecord(
       uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
       source_sha256=loaded.sha256,
-      sha256=images.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
+      sha256=image_info.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
       num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
       channels=info.channels, reencoded=info.reencoded,
       order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage)))

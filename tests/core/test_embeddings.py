@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import embeddings, hash_order, images, schemas, shard_writer, sharding
+from beam_pipeline.core import embeddings, hash_order, image_info, schemas, shard_writer, sharding
 from beam_pipeline.core.records import ShardPlan
 from beam_pipeline.core.settings import EmbeddingSpec
 from beam_pipeline.core.usage import ModelError
@@ -90,7 +90,7 @@ def _plan(tmp_path, count):
     data = photos.jpeg(seed=i)
     path = tmp_path / f'{i}.jpg'
     path.write_bytes(data)
-    records.append(image_record(str(path), split='train', sha256=images.sha256_hex(data), num_bytes=len(data),
+    records.append(image_record(str(path), split='train', sha256=image_info.sha256_hex(data), num_bytes=len(data),
                                 height=40, width=48))
   return ShardPlan('train', 0, 1, tuple(records))
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from beam_pipeline.core import images
+from beam_pipeline.core import exif_orientation, preparation, reencoding
 from beam_pipeline.core.settings import StoredImages
 
 MAX_PIXELS = 10**8
@@ -47,7 +47,7 @@ def _tensorflow(data: bytes) -> np.ndarray:
 @pytest.mark.parametrize('orientation', range(1, 9))
 def test_a_jpeg_is_stored_upright_and_every_decoder_sees_the_recorded_size(orientation):
   source = _tagged(orientation)
-  prepared = images.prepare_image(source, MAX_PIXELS)
+  prepared = preparation.prepare_image(source, MAX_PIXELS)
   info, stored = prepared.info, prepared.stored
   upright = _upright(source)
   assert (info.height, info.width) == upright.shape[:2] == (_tensorflow(stored).shape[:2])
@@ -58,7 +58,7 @@ def test_a_jpeg_is_stored_upright_and_every_decoder_sees_the_recorded_size(orien
   assert np.abs(_tensorflow(stored) - upright).mean() < 6  # re-encoded at --jpeg_quality; turned wrong: ~100
   assert info.reencoded == (orientation != 1) and (stored == source) == (orientation == 1)
   assert info.orientation == orientation
-  again = images.reencode_again(source, StoredImages()) if orientation != 1 else None
+  again = reencoding.reencode_again(source, StoredImages()) if orientation != 1 else None
   assert again is None or (again.stored, again.orientation) == (stored, orientation)
 
 
@@ -66,7 +66,7 @@ def test_a_jpeg_is_stored_upright_and_every_decoder_sees_the_recorded_size(orien
 @pytest.mark.parametrize('orientation', [3, 6, 7])
 def test_png_and_webp_sources_are_turned_losslessly(image_format, orientation):
   source = _tagged(orientation, image_format)
-  prepared = images.prepare_image(source, MAX_PIXELS)
+  prepared = preparation.prepare_image(source, MAX_PIXELS)
   assert prepared.info.format == 'png' and prepared.info.reencoded
   assert np.array_equal(_tensorflow(prepared.stored), _upright(source))
   assert np.array_equal(_upright(prepared.stored), _upright(source))
@@ -74,7 +74,7 @@ def test_png_and_webp_sources_are_turned_losslessly(image_format, orientation):
 
 def test_downscaled_and_turned_at_once():
   source = _tagged(6, picture=_picture(400, 100))
-  prepared = images.prepare_image(source, MAX_PIXELS, StoredImages(max_side=40))
+  prepared = preparation.prepare_image(source, MAX_PIXELS, StoredImages(max_side=40))
   info = prepared.info
   assert (info.height, info.width, info.original_height, info.original_width) == (40, 10, 400, 100)
   assert _tensorflow(prepared.stored).shape[:2] == (40, 10)
@@ -84,7 +84,7 @@ def test_downscaled_and_turned_at_once():
 def test_ignore_keeps_the_bytes_as_they_are(orientation):
   for image_format in ('JPEG', 'PNG'):
     source = _tagged(orientation, image_format)
-    prepared = images.prepare_image(source, MAX_PIXELS, StoredImages(exif_orientation='ignore'))
+    prepared = preparation.prepare_image(source, MAX_PIXELS, StoredImages(exif_orientation='ignore'))
     assert prepared.stored == source and not prepared.info.reencoded
     assert (prepared.info.height, prepared.info.width) == (30, 48)
 
@@ -99,6 +99,6 @@ def test_the_quick_path_reads_the_tag_pillow_reads():
       exif.endian = endian
       buffer = io.BytesIO()
       _picture().save(buffer, 'JPEG', exif=exif.tobytes())
-      assert images._jpeg_orientation(buffer.getvalue()) == orientation  # pylint: disable=protected-access
+      assert exif_orientation.jpeg_orientation(buffer.getvalue()) == orientation
   broken = _tagged(6).replace(b'Exif\x00\x00MM', b'Exif\x00\x00XX').replace(b'Exif\x00\x00II', b'Exif\x00\x00XX')
-  assert images._jpeg_orientation(broken) == 1  # pylint: disable=protected-access
+  assert exif_orientation.jpeg_orientation(broken) == 1

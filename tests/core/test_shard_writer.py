@@ -4,7 +4,7 @@ import os
 
 import tensorflow as tf
 
-from beam_pipeline.core import images, shard_writer
+from beam_pipeline.core import image_info, preparation, shard_writer
 from beam_pipeline.core.records import ShardPlan
 from beam_pipeline.core.settings import StoredImages
 
@@ -17,12 +17,12 @@ def _validated(tmp_path, files):
   records = []
   for name, data in files.items():
     (tmp_path / name).write_bytes(data)
-    prepared = images.prepare_image(data, 10**8, StoredImages())
+    prepared = preparation.prepare_image(data, 10**8, StoredImages())
     info = prepared.info
     records.append(image_record(
-        str(tmp_path / name), split='train', sha256=images.sha256_hex(prepared.stored), num_bytes=len(prepared.stored),
-        format=info.format, height=info.height, width=info.width, channels=info.channels,
-        reencoded=info.reencoded)._replace(source_sha256=images.sha256_hex(data)))
+        str(tmp_path / name), split='train', sha256=image_info.sha256_hex(prepared.stored),
+        num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
+        channels=info.channels, reencoded=info.reencoded)._replace(source_sha256=image_info.sha256_hex(data)))
   return records
 
 
@@ -54,7 +54,7 @@ def test_a_reencoding_other_than_validated_is_written_checked_with_its_own_hash(
   assert written.rejections == [] and written.shard['num_examples'] == 1
   feature, = _written(tmp_path / 'shard')
   stored = feature['image/encoded'].bytes_list.value[0]
-  assert feature['image/key/sha256'].bytes_list.value[0].decode() == images.sha256_hex(stored) == record.sha256
+  assert feature['image/key/sha256'].bytes_list.value[0].decode() == image_info.sha256_hex(stored) == record.sha256
 
 
 def test_a_reencoding_that_decodes_to_another_size_is_rejected(tmp_path):

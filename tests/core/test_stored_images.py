@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import images
+from beam_pipeline.core import preparation, stored_images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
 
@@ -18,7 +18,7 @@ KEPT = {'original': ('jpeg', 'png'), 'jpeg': ('jpeg',), 'png': ('png',)}
 
 
 def test_every_image_format_is_known_to_the_encoder():
-  assert tuple(images.KEPT) == IMAGE_FORMATS
+  assert tuple(stored_images.KEPT) == IMAGE_FORMATS
 
 
 @pytest.mark.parametrize('image_format', IMAGE_FORMATS)
@@ -26,7 +26,7 @@ def test_every_image_format_is_known_to_the_encoder():
 def test_every_stored_image_decodes_in_every_reader_to_its_recorded_size(case, image_format):
   """decode_image and Pillow for every format; decode_jpeg too, which reads JPEG, PNG and
   GIF but not BMP or WebP, for the default and jpeg (the seeds' reader)."""
-  prepared = images.prepare_image(case.data, 10**8, StoredImages(image_format))
+  prepared = preparation.prepare_image(case.data, 10**8, StoredImages(image_format))
   info = prepared.info
   source = {'JPEG': 'jpeg', 'MPO': 'jpeg', 'PNG': 'png'}.get(info.source_format)
   assert info.format == (source if source in KEPT[image_format] else 'jpeg' if image_format == 'jpeg' else 'png')
@@ -44,12 +44,12 @@ def test_jpeg_composites_transparency_on_white_and_png_keeps_it():
   transparent = Image.new('RGBA', (40, 30), (200, 0, 0, 0))
   transparent.paste((0, 0, 200, 255), (0, 0, 20, 30))
   data = photos.encode(transparent, 'PNG')
-  stored = images.prepare_image(data, 10**8, StoredImages('jpeg')).stored
+  stored = preparation.prepare_image(data, 10**8, StoredImages('jpeg')).stored
   with Image.open(io.BytesIO(stored)) as image:
     assert image.mode == 'RGB'
     left, right = image.getpixel((5, 15)), image.getpixel((35, 15))
   assert left[2] > 150 and left[0] < 60 and min(right) > 240  # blue stays, the clear half turns white
-  assert images.prepare_image(data, 10**8, StoredImages('png')).stored == data
+  assert preparation.prepare_image(data, 10**8, StoredImages('png')).stored == data
 
 
 @pytest.mark.parametrize('image_format', IMAGE_FORMATS)
@@ -58,7 +58,7 @@ def test_max_side_downscales_keeping_the_aspect_ratio_and_never_enlarges(size, i
   stored = StoredImages(image_format, max_side=200)
   picture = photos.image(4, *size)
   for source in (photos.encode(picture, 'JPEG', quality=92), photos.encode(picture, 'PNG')):
-    prepared = images.prepare_image(source, 10**8, stored)
+    prepared = preparation.prepare_image(source, 10**8, stored)
     info = prepared.info
     assert (info.original_width, info.original_height) == size
     if max(size) <= 200:
@@ -75,7 +75,7 @@ def test_a_jpeg_downscaled_through_dct_scaling_looks_as_a_full_decode_downscaled
   """Against the source fully decoded and Lanczos-downscaled: the stored JPEG (DCT scaling
   first) is as close as that same picture stored as JPEG at the same quality."""
   source = photos.encode(photos.image(9, 2400, 1800), 'JPEG', quality=92)
-  stored = images.prepare_image(source, 10**8, StoredImages('jpeg', jpeg_quality=95, max_side=300)).stored
+  stored = preparation.prepare_image(source, 10**8, StoredImages('jpeg', jpeg_quality=95, max_side=300)).stored
   with Image.open(io.BytesIO(source)) as image:
     downscaled = image.convert('RGB').resize((300, 225), Image.LANCZOS)
   reference = np.asarray(downscaled, dtype=np.float32)
@@ -91,8 +91,8 @@ def test_a_jpeg_downscaled_through_dct_scaling_looks_as_a_full_decode_downscaled
 def test_re_encoding_is_deterministic():
   stored = StoredImages('jpeg', jpeg_quality=90, max_side=64)
   for case in WRITTEN:
-    first = images.prepare_image(case.data, 10**8, stored)
-    assert images.prepare_image(case.data, 10**8, stored) == first, case.name
+    first = preparation.prepare_image(case.data, 10**8, stored)
+    assert preparation.prepare_image(case.data, 10**8, stored) == first, case.name
 
 
 @pytest.mark.parametrize('image_format', IMAGE_FORMATS)
@@ -100,7 +100,7 @@ def test_32_bit_integer_pixels_are_stored_if_they_fit_16_bits_and_refused_if_not
   def tiff(high):
     return photos.encode(Image.fromarray(np.array([[0, high] * 4] * 6, np.int32), 'I'), 'TIFF')
 
-  assert images.prepare_image(tiff(60000), 10**8, StoredImages(image_format)).info.reencoded
+  assert preparation.prepare_image(tiff(60000), 10**8, StoredImages(image_format)).info.reencoded
   with pytest.raises(Rejected) as raised:
-    images.prepare_image(tiff(70000), 10**8, StoredImages(image_format))
+    preparation.prepare_image(tiff(70000), 10**8, StoredImages(image_format))
   assert raised.value.reason == 'unsupported_pixels' and '(0..70000)' in raised.value.detail

@@ -1,7 +1,7 @@
 """validation.validate_batch, the first heavy step, called as a worker calls it."""
 import os
 
-from beam_pipeline.core import images, validation
+from beam_pipeline.core import preparation, validation
 from beam_pipeline.core.records import InputItem
 from beam_pipeline.core.settings import StoredImages
 
@@ -17,8 +17,8 @@ def test_validation_decodes_a_batch_in_chunks_of_bounded_bytes(tmp_path, monkeyp
   items = [InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in range(10)]
   items.insert(4, InputItem(str(tmp_path / 'cat' / 'bad.jpg')))
   chunks = []
-  prepare_images = images.prepare_images
-  monkeypatch.setattr(images, 'prepare_images', lambda datas, *args: chunks.append(
+  prepare_images = preparation.prepare_images
+  monkeypatch.setattr(preparation, 'prepare_images', lambda datas, *args: chunks.append(
       [len(d) for d in datas]) or prepare_images(datas, *args))
   size = os.path.getsize(items[0].uri)
   result = validation.validate_batch(items, settings(), chunk_bytes=2 * size)

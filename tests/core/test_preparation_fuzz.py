@@ -5,7 +5,7 @@ import hypothesis
 import hypothesis.strategies as st
 import tensorflow as tf
 
-from beam_pipeline.core import images
+from beam_pipeline.core import preparation
 from beam_pipeline.core.rejections import Rejected
 
 from helpers.image_cases import cases
@@ -35,7 +35,7 @@ def _check(data: bytes) -> None:
     with open(os.environ['FUZZ_SAVE'], 'wb') as f:
       f.write(data)
   try:
-    prepared = images.prepare_image(data, max_pixels=10**7)
+    prepared = preparation.prepare_image(data, max_pixels=10**7)
   except Rejected as e:
     assert e.reason and e.detail
     return
