@@ -6,7 +6,7 @@ Writes to result.json:
 
 * ``wall_s``: until the command's own process ends;
 * ``cpu_s`` and ``max_process_rss_mb`` (the largest single process) over every
-  process of the run. The converter's worker processes (beam_pipeline/workers.py)
+  process of the run. The converter's worker processes (beam_pipeline/local/workers.py)
   are not the command's children and outlive it by moments, so os.wait4 on the
   command alone misses them. This process is a child subreaper
   (PR_SET_CHILD_SUBREAPER): orphans of the run are reparented to it and waited

@@ -46,7 +46,7 @@ def test_every_stored_embedding_is_the_models_output_on_its_stored_image(cnn, sa
   assert len(every) == 27 and len(info['splits']['train']['shards']) >= 2
   _assert_embeddings_are_the_models(cnn, every, lambda record: record['image/encoded'])
   embedding = info['embedding']
-  assert embedding['sha256'] == fingerprint(saved[how])  # what sha256sum gives (test_model_handler)
+  assert embedding['sha256'] == fingerprint(saved[how])  # what sha256sum gives (test_embedding_model)
   assert (embedding['model'], embedding['output_shape'], embedding['input_size']) == (
       str(saved[how]), list(models.SHAPE), [models.SIZE, models.SIZE, 3])
   assert embedding['images_stored'] and info['options']['embedding_batch_size'] == 5

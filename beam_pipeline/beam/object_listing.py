@@ -5,13 +5,15 @@ Beam's FileSystems.match lists a pattern whole, in one call that keeps every mat
 one worker. Here the folder a pattern starts in is listed once with a delimiter,
 which gives its subfolders without their contents; each subfolder is then one part,
 listed page by page by whichever worker takes it. Hand-written on the storage
-client (the one Beam's gcsio makes, with the same credentials) because FileSystems
+client (the one Beam's gcsio makes, with the same credentials: compat) because FileSystems
 offers neither a delimiter listing nor a streamed one.
 """
 import re
 from typing import Iterator, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.compat import beam_internals
 
 GCS = 'gs'
 _PAGE_SIZE = 1000  # the most Cloud Storage returns per page
@@ -55,6 +57,4 @@ def _split(uri: str) -> Tuple[str, str]:
 
 
 def _pages(bucket: str, prefix: str, delimiter: Optional[str], fields: str):
-  from apache_beam.io.gcp import gcsio  # only a gs:// input needs Google's client libraries
-  client = gcsio.GcsIO().client
-  return client.list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_size=_PAGE_SIZE, fields=fields).pages
+  return beam_internals.storage_client().list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_size=_PAGE_SIZE, fields=fields).pages

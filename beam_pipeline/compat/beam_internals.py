@@ -1,5 +1,5 @@
 """Apache Beam internals: the in-process runner the DirectRunner falls back to, the period
-of its step-time samplers, and the base of a fast coder.
+of its step-time samplers, the base of a fast coder, and the storage client of its gcsio.
 
 Checked with apache-beam 2.77.0 (requirements.txt pins it).
 """
@@ -104,3 +104,16 @@ class _StreamImpl(coder_impl.StreamCoderImpl):
 
   def estimate_size(self, value: Any, nested: bool = False) -> int:
     return self._estimate(value)
+
+
+def storage_client() -> Any:
+  """The google-cloud-storage Client that Beam's gcsio makes, with the pipeline's credentials
+  and endpoint, for listings FileSystems does not offer (beam/object_listing.py). gcsio
+  documents no accessor; ``GcsIO().client`` is the attribute its own methods use. Without
+  it, a client of google-cloud-storage's own, with the default credentials."""
+  from apache_beam.io.gcp import gcsio  # pylint: disable=import-outside-toplevel  # only gs:// needs Google's clients
+  client = getattr(gcsio.GcsIO(), 'client', None)
+  if client is None:
+    from google.cloud import storage  # pylint: disable=import-outside-toplevel
+    client = storage.Client()
+  return client

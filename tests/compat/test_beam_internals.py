@@ -13,6 +13,8 @@ from google.protobuf import json_format
 
 from beam_pipeline.compat import beam_internals
 
+from helpers import gcs_emulator
+
 
 def test_the_runner_is_the_fn_api_runner_with_the_options():
   """The options reach the runner's SDK workers as DirectRunner sends them."""
@@ -70,3 +72,12 @@ def test_a_stream_coder_encodes_nested_and_unnested_and_estimates_without_encodi
   assert coder.estimate_size('anything at all') == 7
   kv = beam.coders.TupleCoder([coder, coder])
   assert kv.decode(kv.encode(('x', 'yz'))) == ('x', 'yz')
+
+
+def test_the_storage_client_is_gcsios_own(tmp_path):
+  from google.cloud import storage  # pylint: disable=import-outside-toplevel
+  with gcs_emulator.serving(str(tmp_path), ('bucket',)):
+    gcs_emulator.upload('bucket', {'a/1.jpg': b'1'})
+    client = beam_internals.storage_client()
+    assert isinstance(client, storage.Client)
+    assert [blob.name for blob in client.list_blobs('bucket')] == ['a/1.jpg']
