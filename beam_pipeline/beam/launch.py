@@ -22,7 +22,7 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline import progress
 from beam_pipeline.beam import embedding, failures, graph, local_runner, options as options_lib, output_dir, workers
-from beam_pipeline.core import dataset_info
+from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.usage import ModelError, UsageError
@@ -83,7 +83,7 @@ def convert(argv: List[str], started: float) -> int:
   if state != PipelineState.DONE:
     print(f'error: the pipeline ended in state {state}', file=sys.stderr)
     return 1
-  info = dataset_info.read(settings.output, FileSystems.exists, FileSystems.open)
+  info = RunRecord.read(settings.output, FileSystems.exists, FileSystems.open)
   wrote = summary.of(info, settings.output, time.monotonic() - started)
   print(json.dumps(wrote, indent=2) if conversion.json else '\n'.join(summary.lines(wrote)))
   return 0

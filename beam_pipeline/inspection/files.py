@@ -5,9 +5,10 @@ Neither command imports Beam, and a local ``inspect`` does not import TensorFlow
 """
 import glob
 import os
-from typing import IO, Any, Dict, List
+from typing import IO, List
 
-from beam_pipeline.core import dataset_info, quiet_import, uris
+from beam_pipeline.core import quiet_import, uris
+from beam_pipeline.core.run_record import RunRecord
 
 # A shard's name, as the converter writes it (split-NNNNN-of-NNNNN.tfrecord[.gz]); the glob
 # also matches index files (.tfrecord.idx), which shard_names leaves out.
@@ -15,12 +16,12 @@ SHARD_PATTERN = '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfreco
 _SHARD_SUFFIXES = ('.tfrecord', '.tfrecord.gz')
 
 
-def info(output: str) -> Dict[str, Any]:
+def info(output: str) -> RunRecord:
   """beam_pipeline.json; FileNotFoundError for an output that is not complete."""
   if not uris.is_remote(output):
-    return dataset_info.read(output)
+    return RunRecord.read(output)
   tf = quiet_import.tensorflow()
-  return dataset_info.read(output, tf.io.gfile.exists, tf.io.gfile.GFile)
+  return RunRecord.read(output, tf.io.gfile.exists, tf.io.gfile.GFile)
 
 
 def open_text(path: str) -> IO[str]:
