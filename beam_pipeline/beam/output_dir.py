@@ -25,7 +25,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import inputs
-from beam_pipeline.core import rejections, run_record, schemas, tfds_metadata, uris
+from beam_pipeline.core import rejections, run_record, schemas, shard_name, tfds_metadata, uris
 from beam_pipeline.core.records import TransformGraph
 from beam_pipeline.core.rejections import OutputError
 from beam_pipeline.core.usage import UsageError
@@ -38,7 +38,7 @@ _COPY_BUFFER_BYTES = 8 * 2**20
 # Only the exact files tf.Transform writes are ours: a user's file in a directory
 # named metadata/ must stop the run, not be deleted with it.
 _OWN_NAME = re.compile(
-    r'^(?:[a-z][a-z0-9_]*-\d{5}-of-\d{5}\.tfrecord(?:\.gz|\.idx)?'
+    rf'^(?:{shard_name.PATTERN}'
     r'|errors-\d{5}-of-\d{5}\.jsonl'
     rf'|{re.escape(LABELS_TXT)}|{re.escape(DATASET_INFO)}|{re.escape(run_record.OLD_FILE_NAME)}'
     rf'|{re.escape(tfds_metadata.DATASET_INFO)}|{re.escape(tfds_metadata.FEATURES)}'

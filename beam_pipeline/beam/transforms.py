@@ -17,7 +17,7 @@ from apache_beam.transforms.window import GlobalWindows
 from beam_pipeline import progress
 from beam_pipeline.beam import embedding, inputs, output_dir, workers
 from beam_pipeline.core import (dataset_info, errors_output, hash_order, isolation, labels, reading, record_index,
-                                 rejections, sharding, splitting, steps, tfds_metadata, uris)
+                                 rejections, shard_name, sharding, splitting, steps, tfds_metadata, uris)
 from beam_pipeline.core.records import (ContentGroup, ImageRecord, InputItem, OutputUnit, Rejection, ShardPlan,
                                         ShardWritten, TransformGraph, Validated)
 from beam_pipeline.core.rejections import Rejected
@@ -208,7 +208,7 @@ class WriteOutputs(_PooledDoFn):
   def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
     settings = self._settings
     if isinstance(unit, ShardPlan):
-      name = unit.file_name(settings.compression)
+      name = shard_name.file_name(unit, settings.compression)
       staged = output_dir.staging(settings.output, name, self._scratch)
       step = embedding.write_shard if settings.embedding else steps.write_shard
       yield from self._run(step, (unit, staged, settings, class_names),

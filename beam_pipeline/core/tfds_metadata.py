@@ -10,12 +10,10 @@ output with TFDS itself. TFDS reads uncompressed shards only, so a gzip output g
 import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from beam_pipeline.core import run_record, schemas
+from beam_pipeline.core import run_record, schemas, shard_name
 
 DATASET_INFO = 'dataset_info.json'
 FEATURES = 'features.json'
-# Our shard names, split-00000-of-00003.tfrecord, in TFDS's template language.
-FILEPATH_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 
 _CLASSES = 'tensorflow_datasets.core.features.'
 _INT64 = {'pythonClassName': _CLASSES + 'tensor_feature.Tensor',
@@ -42,7 +40,7 @@ def files(info: run_record.RunRecord) -> Dict[str, str]:
 
 
 def _dataset_info(info: run_record.RunRecord) -> Dict[str, Any]:
-  splits = [{'name': name, 'filepathTemplate': FILEPATH_TEMPLATE, 'numBytes': str(split.num_bytes),
+  splits = [{'name': name, 'filepathTemplate': shard_name.TFDS_TEMPLATE, 'numBytes': str(split.num_bytes),
              'shardLengths': [str(shard.num_examples) for shard in split.shards]}
             for name, split in sorted(info.splits.items())]
   return {'description': f'Converted by beam_pipeline {info.version} from {info.options["input"]}; '

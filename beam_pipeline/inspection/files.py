@@ -7,13 +7,8 @@ import glob
 import os
 from typing import IO, List
 
-from beam_pipeline.core import quiet_import, uris
+from beam_pipeline.core import quiet_import, shard_name, uris
 from beam_pipeline.core.run_record import RunRecord
-
-# A shard's name, as the converter writes it (split-NNNNN-of-NNNNN.tfrecord[.gz]); the glob
-# also matches index files (.tfrecord.idx), which shard_names leaves out.
-SHARD_PATTERN = '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*'
-_SHARD_SUFFIXES = ('.tfrecord', '.tfrecord.gz')
 
 
 def info(output: str) -> RunRecord:
@@ -40,13 +35,13 @@ def open_binary(path: str) -> IO[bytes]:
 
 def shard_names(output: str) -> List[str]:
   """The names of every file in ``output`` named like a shard."""
-  pattern = uris.join(output, SHARD_PATTERN)
+  pattern = uris.join(output, shard_name.GLOB)
   if uris.is_remote(output):
     tf = quiet_import.tensorflow()
     paths = tf.io.gfile.glob(pattern)
   else:
-    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + SHARD_PATTERN)
-  return sorted(os.path.basename(path) for path in paths if path.endswith(_SHARD_SUFFIXES))
+    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + shard_name.GLOB)
+  return sorted(os.path.basename(path) for path in paths if path.endswith(shard_name.SUFFIXES))
 
 
 def size(path: str) -> int:
