@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from beam_pipeline.core import model_input, schemas, uris
 from beam_pipeline.core.run_record import RunRecord
-from beam_pipeline.core.settings import COMPRESSIONS
+from beam_pipeline.core.settings import COMPRESSIONS, IMAGE_SIZE
 
 
 def dataset_info(output_dir: str) -> RunRecord:
@@ -23,7 +23,7 @@ def dataset_info(output_dir: str) -> RunRecord:
 FEATURES = ('image', 'embedding')
 
 
-def load(output_dir: str, split: str = 'train', *, features: str = 'image', image_size: int = 224,
+def load(output_dir: str, split: str = 'train', *, features: str = 'image', image_size: int = IMAGE_SIZE,
          batch_size: int = 32, shuffle_buffer: int = 0, seed: Optional[int] = None) -> tf.data.Dataset:
   """Batches of (features, labels) for ``model.fit``.
 
