@@ -9,20 +9,21 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from beam_pipeline.core import dataset_info as info_file, model_input, schemas, uris
-from beam_pipeline.core.settings import COMPRESSIONS
+from beam_pipeline.core import model_input, schemas, uris
+from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.settings import COMPRESSIONS, IMAGE_SIZE
 
 
-def dataset_info(output_dir: str) -> Dict[str, Any]:
+def dataset_info(output_dir: str) -> RunRecord:
   """The output's beam_pipeline.json, read with TensorFlow's file systems (as the shards are);
   FileNotFoundError if the conversion did not complete."""
-  return info_file.read(output_dir, tf.io.gfile.exists, tf.io.gfile.GFile)
+  return RunRecord.read(output_dir, tf.io.gfile.exists, tf.io.gfile.GFile)
 
 
 FEATURES = ('image', 'embedding')
 
 
-def load(output_dir: str, split: str = 'train', *, features: str = 'image', image_size: int = 224,
+def load(output_dir: str, split: str = 'train', *, features: str = 'image', image_size: int = IMAGE_SIZE,
          batch_size: int = 32, shuffle_buffer: int = 0, seed: Optional[int] = None) -> tf.data.Dataset:
   """Batches of (features, labels) for ``model.fit``.
 
@@ -33,12 +34,12 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   (use it for training).
   """
   info = dataset_info(output_dir)
-  if split not in info['splits']:
-    raise ValueError(f'{output_dir} has no split {split!r}; it has {", ".join(info["splits"]) or "none"}')
+  if split not in info.splits:
+    raise ValueError(f'{output_dir} has no split {split!r}; it has {", ".join(info.splits) or "none"}')
   if features not in FEATURES:
     raise ValueError(f'features={features!r} is not one of {", ".join(map(repr, FEATURES))}')
-  files = [uris.join(output_dir, shard['file']) for shard in info['splits'][split]['shards']]
-  label_key = schemas.keys(info['schema'])[schemas.LABEL]
+  files = [uris.join(output_dir, shard.file) for shard in info.splits[split].shards]
+  label_key = schemas.keys(info.schema)[schemas.LABEL]
   spec, parse_features = (_image_features if features == 'image' else _embedding_features)(info, image_size)
   spec[label_key] = tf.io.FixedLenFeature([], tf.int64)
 
@@ -50,7 +51,7 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   if shuffle_buffer:
     dataset = dataset.shuffle(len(files), seed=seed)
   dataset = dataset.interleave(
-      lambda f: tf.data.TFRecordDataset(f, compression_type=COMPRESSIONS[info['compression']]),
+      lambda f: tf.data.TFRecordDataset(f, compression_type=COMPRESSIONS[info.compression]),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle_buffer)
   if shuffle_buffer:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)
@@ -59,12 +60,11 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
           .prefetch(tf.data.AUTOTUNE))
 
 
-def _image_features(info: Dict[str, Any], image_size: int) -> Tuple[Dict[str, Any], Callable]:
+def _image_features(info: RunRecord, image_size: int) -> Tuple[Dict[str, Any], Callable]:
   """The image's feature spec, and its decoding from the parsed record."""
-  embedding = info.get('embedding')
-  if embedding and not embedding['images_stored']:
+  if info.embedding and not info.embedding.images_stored:
     raise ValueError("this output holds embeddings instead of images (--embedding_only); load features='embedding'")
-  image_key = schemas.keys(info['schema'])[schemas.IMAGE]
+  image_key = schemas.keys(info.schema)[schemas.IMAGE]
 
   def image(parsed: Dict[str, tf.Tensor]) -> tf.Tensor:
     return model_input.image(parsed[image_key], image_size) / 255.0
@@ -72,16 +72,16 @@ def _image_features(info: Dict[str, Any], image_size: int) -> Tuple[Dict[str, An
   return {image_key: tf.io.FixedLenFeature([], tf.string)}, image
 
 
-def _embedding_features(info: Dict[str, Any], _) -> Tuple[Dict[str, Any], Callable]:
+def _embedding_features(info: RunRecord, _) -> Tuple[Dict[str, Any], Callable]:
   """The embedding's feature spec, and its shaping: by the record's own shape, which must be
   the one beam_pipeline.json gives (Keras needs it known)."""
-  embedding = info.get('embedding')
+  embedding = info.embedding
   if not embedding:
     raise ValueError('this output holds no embeddings; convert with --embedding_model to store them')
-  key, shape_key, shape = embedding['key'], embedding['shape_key'], embedding['output_shape']
+  key, shape_key, shape = embedding.key, embedding.shape_key, embedding.output_shape
 
   def shaped(parsed: Dict[str, tf.Tensor]) -> tf.Tensor:
     return tf.ensure_shape(tf.reshape(parsed[key], parsed[shape_key]), shape)
 
-  return {key: tf.io.FixedLenFeature([embedding['num_values']], tf.float32),
+  return {key: tf.io.FixedLenFeature([embedding.num_values], tf.float32),
           shape_key: tf.io.FixedLenFeature([len(shape)], tf.int64)}, shaped

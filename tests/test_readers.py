@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import dataset_info, record_index
+from beam_pipeline.core import record_index
+from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.inspection import verify
 
 from helpers import image_cases, photos, pillow_modes
@@ -62,7 +63,7 @@ def test_index_files_index_every_record_and_the_tfrecord_package_reads_with_them
   for shard in shards:
     with open(out / shard['file'], 'rb') as f:
       assert (out / shard['index_file']).read_text() == record_index.text(record_index.data_lengths(f))
-  assert verify.verify(str(out), info).problems == []
+  assert verify.verify(str(out), RunRecord.from_dict(info)).problems == []
 
   # Its index reader (numpy.loadtxt(...)[:, 0]) fails on a one-line index: the one-record shard
   # is read without it, as its users must.
@@ -81,7 +82,7 @@ def test_index_files_index_every_record_and_the_tfrecord_package_reads_with_them
   lines[1] = '1 2'
   (out / first['index_file']).write_text('\n'.join(lines) + '\n')
   (out / only['index_file']).unlink()
-  assert [str(p) for p in verify.verify(str(out), info).problems] == [
+  assert [str(p) for p in verify.verify(str(out), RunRecord.from_dict(info)).problems] == [
       f'{first["file"]}: line 2 of its index file {first["index_file"]} says "1 2", the record is at "{right}"',
       f'{only["file"]}: its index file {only["index_file"]} is missing']
 
@@ -127,10 +128,10 @@ def test_gzip_outputs_get_no_tfds_metadata_and_a_rerun_replaces_an_old_outputs_r
   assert not {'dataset_info.json', 'features.json', 'image-class-label.labels.txt'} & set(os.listdir(out))
   record = (out / 'beam_pipeline.json').read_text()
   (out / 'beam_pipeline.json').rename(out / 'dataset_info.json')
-  assert dataset_info.read(str(out)) == json.loads(record)
+  assert RunRecord.read(str(out)).to_json() == record
   assert convert(f'--input={photo_set}/in', f'--output={out}', '--skip_transform') == 0
   assert json.loads((out / 'dataset_info.json').read_text())['fileFormat'] == 'tfrecord'
-  assert dataset_info.read(str(out))['compression'] == 'none'
+  assert RunRecord.read(str(out)).compression == 'none'
 
 
 def test_photos_taken_sideways_are_stored_upright_and_counted(tmp_path):

@@ -107,4 +107,4 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
   files = (shards + [output_dir.LABELS_TXT] + errors_output.file_names(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]
-  output_dir.commit(settings.output, files, written_dirs, dataset_info.dumps(info), last)
+  output_dir.commit(settings.output, files, written_dirs, info.to_json(), last)

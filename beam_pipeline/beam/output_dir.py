@@ -25,12 +25,12 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import local_files
-from beam_pipeline.core import dataset_info, rejections, schemas, tfds_metadata, uris
+from beam_pipeline.core import rejections, run_record, schemas, shard_name, tfds_metadata, uris
 from beam_pipeline.core.records import TransformGraph
 from beam_pipeline.core.rejections import OutputError
 from beam_pipeline.core.usage import UsageError
 
-DATASET_INFO = dataset_info.FILE_NAME
+DATASET_INFO = run_record.FILE_NAME
 LABELS_TXT = 'labels.txt'
 TEMP_DIR = '.beam_pipeline-tmp'
 _COPY_BUFFER_BYTES = 8 * 2**20
@@ -38,9 +38,9 @@ _COPY_BUFFER_BYTES = 8 * 2**20
 # Only the exact files tf.Transform writes are ours: a user's file in a directory
 # named metadata/ must stop the run, not be deleted with it.
 _OWN_NAME = re.compile(
-    r'^(?:[a-z][a-z0-9_]*-\d{5}-of-\d{5}\.tfrecord(?:\.gz|\.idx)?'
+    rf'^(?:{shard_name.PATTERN}'
     r'|errors-\d{5}-of-\d{5}\.jsonl'
-    rf'|{re.escape(LABELS_TXT)}|{re.escape(DATASET_INFO)}|{re.escape(dataset_info.OLD_FILE_NAME)}'
+    rf'|{re.escape(LABELS_TXT)}|{re.escape(DATASET_INFO)}|{re.escape(run_record.OLD_FILE_NAME)}'
     rf'|{re.escape(tfds_metadata.DATASET_INFO)}|{re.escape(tfds_metadata.FEATURES)}'
     rf'|{"|".join(re.escape(tfds_metadata.label_names_file(schema)) for schema in schemas.SCHEMAS)}'
     r'|transform_fn/(?:saved_model\.pb|fingerprint\.pb|assets/class_labels\.txt'
@@ -169,7 +169,7 @@ def _commit(output: str, written: List[str], written_dirs: List[str], run_record
             last: List[str]) -> None:
   stage_text(output, DATASET_INFO, run_record_json)
   # TFDS's marker, or this tool's own of an output before 0.2: both name a complete output.
-  markers = [path(output, name) for name in (DATASET_INFO, dataset_info.OLD_FILE_NAME)]
+  markers = [path(output, name) for name in (DATASET_INFO, run_record.OLD_FILE_NAME)]
   _remove([marker for marker in markers if FileSystems.exists(marker)])
   if written:
     FileSystems.rename([temp_path(output, name) for name in written], [path(output, name) for name in written])

@@ -15,7 +15,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.beam import inputs, model_files, output_dir, tags
-from beam_pipeline.core import progress_counts, reading, record_index, steps, uris
+from beam_pipeline.core import progress_counts, reading, record_index, shard_name, steps, uris
 from beam_pipeline.core.records import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.local import workers
@@ -168,7 +168,7 @@ class WriteOutputs(_PooledDoFn):
   def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
     settings = self._settings
     if isinstance(unit, ShardPlan):
-      name = unit.file_name(settings.compression)
+      name = shard_name.file_name(unit, settings.compression)
       staged = output_dir.staging(settings.output, name, self._scratch)
       yield from self._run(steps.write_shard, (unit, staged, settings, class_names, self._model_path),
                            functools.partial(self._shard_written, staged), (record.uri for record in unit.records))

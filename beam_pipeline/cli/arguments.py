@@ -10,6 +10,7 @@ go to PipelineOptions.
 import argparse
 from typing import Any, List, NoReturn, Tuple
 
+from beam_pipeline.core import settings
 from beam_pipeline.core.usage import UsageError
 
 SUBCOMMANDS = ('convert', 'inspect', 'verify')
@@ -63,21 +64,24 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
   group.add_argument('--index_files', **_SWITCH, help='Write beside each shard its index (SHARD.idx: one '
                      '"offset length" line per record), which NVIDIA DALI and the PyTorch tfrecord package read; '
                      'uncompressed shards only. Default: false')
-  group.add_argument('--image_size', default='224', help='Side of the square images the tf.Transform '
+  group.add_argument('--image_size', default=str(settings.IMAGE_SIZE),
+                     help='Side of the square images the tf.Transform '
                      'graph resizes to. Default: %(default)s')
   group.add_argument('--skip_transform', **_SWITCH, help='Write no tf.Transform graph. Default: false')
   group.add_argument('--max_error_fraction', default='0.05', help='Fail the run, committing nothing (an '
                      'earlier output stays as it was; the errors file is left in its temporary directory), if a '
                      'larger fraction of the input is rejected. Default: %(default)s. E.g. --max_error_fraction=0.2')
   group = parser.add_argument_group('images')
-  group.add_argument('--image_format', default='original', help='What records store: original (JPEG and PNG '
+  group.add_argument('--image_format', default=settings.IMAGE_FORMAT, help='What records store: original (JPEG and PNG '
                      'as they are, every other format as PNG, losslessly), jpeg (JPEG as it is, the rest as RGB '
                      'JPEG) or png (everything as PNG). Every record decodes with tf.io.decode_jpeg and '
                      'tf.io.decode_image, checked during the run, and with Pillow (README: What is validated). '
                      'Default: %(default)s')
-  group.add_argument('--jpeg_quality', default='95', help='Quality of the JPEGs --image_format=jpeg or '
+  group.add_argument('--jpeg_quality', default=str(settings.JPEG_QUALITY),
+                     help='Quality of the JPEGs --image_format=jpeg or '
                      '--max_side encode. Default: %(default)s')
-  group.add_argument('--exif_orientation', default='apply', help='apply: store every image upright, its Exif '
+  group.add_argument('--exif_orientation', default=settings.EXIF_ORIENTATION,
+                     help='apply: store every image upright, its Exif '
                      'orientation applied and the tag removed (re-encoded; a JPEG at --jpeg_quality), so TensorFlow, '
                      'DALI and Pillow see one picture of the recorded size; ignore: keep the bytes as they are. '
                      'Default: %(default)s')
@@ -87,7 +91,8 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
   group.add_argument('--strict_jpeg', **_SWITCH, help='Reject JPEGs that decode only with libjpeg warnings '
                      '(damaged data: a scan cut short, extraneous bytes), as damaged_jpeg; stricter decoders '
                      '(NVIDIA DALI, nvJPEG) refuse them. Without it they are stored and counted. Default: false')
-  group.add_argument('--min_side', default='1', help='Reject images whose shorter side (as stored, after '
+  group.add_argument('--min_side', default=str(settings.MIN_SIDE),
+                     help='Reject images whose shorter side (as stored, after '
                      '--max_side) is shorter, as too_small: readers that crop (Model Garden\'s classification '
                      'parser) fail on them. Default: %(default)s, every size')
   group.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels, from their '
@@ -101,11 +106,13 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
                      'directory (local or gs://) that takes a batch of float32 RGB images with values 0-255 and '
                      'normalizes them itself, as Keras applications do. E.g. '
                      '--embedding_model=gs://my-bucket/models/efficientnet_b0.keras')
-  group.add_argument('--embedding_image_size', default='224', help='Side of the square the stored images are '
+  group.add_argument('--embedding_image_size', default=str(settings.EMBEDDING_IMAGE_SIZE),
+                     help='Side of the square the stored images are '
                      'resized to (tf.image.resize, bilinear) for the model. Default: %(default)s')
   group.add_argument('--embedding_only', **_SWITCH, help='Store the embedding instead of the image '
                      '(image/encoded is left out; every image is still validated). Default: false')
-  group.add_argument('--embedding_batch_size', default='16', help='Images per model call. Default: '
+  group.add_argument('--embedding_batch_size', default=str(settings.EMBEDDING_BATCH_SIZE),
+                     help='Images per model call. Default: '
                      '%(default)s; larger suits a GPU')
   group = parser.add_argument_group('cloud', 'Beam options; every other Beam option works as well.')
   group.add_argument('--no_wait', **_SWITCH, help='With DataflowRunner: return once the job is submitted '

@@ -12,6 +12,7 @@ from typing import List, Optional
 
 from beam_pipeline.cli import arguments, progress
 from beam_pipeline.core import quiet_import
+from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.usage import UsageError
 
 
@@ -49,15 +50,15 @@ def main(argv: Optional[List[str]] = None, started: Optional[float] = None) -> i
   return (inspect if command == 'inspect' else verify)(namespace, info)
 
 
-def inspect(namespace, info: dict) -> int:
+def inspect(namespace, info: RunRecord) -> int:
   """The dataset at a glance, and what --errors, --contact_sheet and --plots ask for."""
   from beam_pipeline.inspection import overview  # pylint: disable=import-outside-toplevel
   output = namespace.output
   print('\n'.join(overview.glance(info, output)))
   if namespace.errors:
     print('\n'.join(overview.errors(info, output)))
-  title = f'{output}: {info["num_examples"]:,} examples, {info["num_classes"]} classes'
-  if namespace.contact_sheet and not (info.get('embedding') or {}).get('images_stored', True):
+  title = f'{output}: {info.num_examples:,} examples, {info.num_classes} classes'
+  if namespace.contact_sheet and info.embedding and not info.embedding.images_stored:
     print(f'error: {output} stores embeddings instead of images (--embedding_only): there are no images to draw; '
           'leave out --contact_sheet', file=sys.stderr)
     return 2
@@ -66,9 +67,9 @@ def inspect(namespace, info: dict) -> int:
     from beam_pipeline.inspection import contact_sheet  # pylint: disable=import-outside-toplevel
     found = contact_sheet.samples(info, output, namespace.samples)
     counts = collections.Counter()
-    for split in info['splits'].values():
-      counts.update(split['classes'])
-    counts['(unlabeled)'] = info['num_examples'] - sum(counts.values())
+    for split in info.splits.values():
+      counts.update(split.classes)
+    counts['(unlabeled)'] = info.num_examples - sum(counts.values())
     contact_sheet.draw(found, title, namespace.samples, counts).save(namespace.contact_sheet)
     print(f'Contact sheet: {namespace.contact_sheet}')
   if namespace.plots:
@@ -78,11 +79,11 @@ def inspect(namespace, info: dict) -> int:
   return 0
 
 
-def verify(namespace, info: dict) -> int:
+def verify(namespace, info: RunRecord) -> int:
   """Exit 0 if every record checks out; else 1, naming the first problems."""
   quiet_import.tensorflow()
   from beam_pipeline.inspection import verify as verification  # pylint: disable=import-outside-toplevel
-  tally = progress.Tally('verifying', info['num_examples'], 'records', 'failed')
+  tally = progress.Tally('verifying', info.num_examples, 'records', 'failed')
   # The check catches what the decoders print on standard error; progress is shown on a copy of it.
   with progress.console() as console, progress.shown(console, counter=tally):
     report = verification.verify(namespace.output, info, tally)

@@ -22,7 +22,8 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline.beam import graph, local_runner, model_files, output_dir
 from beam_pipeline.cli import failures, options as options_lib, progress
-from beam_pipeline.core import dataset_info, progress_counts, steps
+from beam_pipeline.core import progress_counts, steps
+from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.usage import ModelError, UsageError
@@ -89,7 +90,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
   if state != PipelineState.DONE:
     print(f'error: the pipeline ended in state {state}', file=sys.stderr)
     return 1
-  info = dataset_info.read(settings.output, FileSystems.exists, FileSystems.open)
+  info = RunRecord.read(settings.output, FileSystems.exists, FileSystems.open)
   wrote = summary.of(info, settings.output, time.monotonic() - started)
   print(json.dumps(wrote, indent=2) if conversion.json else '\n'.join(summary.lines(wrote)))
   return 0

@@ -1,44 +1,15 @@
-"""beam_pipeline.json, the run record: what a completed run wrote, for readers, inspection
-and audits.
-
-It is the commit marker too: written last, so an output without it is not to be read.
-Outputs of versions before 0.2 hold it as dataset_info.json, the name TensorFlow
-Datasets reads its own metadata from (tfds_metadata.py now writes that); read()
-still reads them.
+"""beam_pipeline.json of a run: what each written shard reports, summed up shard by shard,
+built into its run_record.RunRecord, and the error budget the run is held to.
 """
 import collections
+import dataclasses
 import datetime
-import json
-import os
-from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from beam_pipeline import __version__
-from beam_pipeline.core import errors_output, rejections, schemas, uris
+from beam_pipeline.core import errors_output, rejections, schemas
+from beam_pipeline.core.run_record import Duplicates, Embedding, RunRecord, Shard, Split
 from beam_pipeline.core.settings import EmbeddingSpec
-
-FILE_NAME = 'beam_pipeline.json'
-OLD_FILE_NAME = 'dataset_info.json'  # of outputs before 0.2, when it was ours
-
-
-def read(output: str, exists: Callable[[str], bool] = os.path.exists,
-         open_file: Callable[[str], IO] = open) -> Dict[str, Any]:
-  """The beam_pipeline.json of a completed run; FileNotFoundError for any other directory.
-
-  ``exists`` and ``open_file`` reach the file: the built-ins for a local output, Beam's
-  FileSystems or tf.io.gfile for any, from the caller that has them.
-  """
-  path = uris.join(output, FILE_NAME)
-  if exists(path):
-    with open_file(path) as f:
-      return json.load(f)
-  old = uris.join(output, OLD_FILE_NAME)
-  if exists(old):
-    with open_file(old) as f:
-      info = json.load(f)
-    if info.get('tool') == 'beam_pipeline':
-      return info
-  raise FileNotFoundError(f'{path} does not exist: {output} is not a completed conversion (it is still '
-                          'running, was interrupted or failed, or is not an output of beam_pipeline)')
 
 
 def size_bin(value: int) -> str:
@@ -58,22 +29,22 @@ def image_statistics(labels: Iterable[Optional[str]], longer_sides: Iterable[int
 MAX_LISTED_DUPLICATE_GROUPS = 1000
 
 
-def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Dict[str, Any]]:
-  """What beam_pipeline.json says of the embeddings: the model (and its sha256), the input it
-  was given, the output's shape, and the keys it is stored under."""
+def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Embedding]:
+  """What beam_pipeline.json says of the embeddings of ``spec`` (None without them)."""
   if spec is None:
     return None
   keys = schemas.keys(schema)
-  return {'model': spec.model, 'sha256': spec.sha256, 'input_size': [spec.image_size, spec.image_size, 3],
-          'input': 'RGB, resized bilinearly (tf.image.resize), float32 values 0-255',
-          'output_shape': list(spec.output_shape), 'num_values': spec.num_values,
-          'key': keys[schemas.EMBEDDING], 'shape_key': keys[schemas.EMBEDDING_SHAPE], 'images_stored': not spec.only}
+  return Embedding(model=spec.model, sha256=spec.sha256, input_size=[spec.image_size, spec.image_size, 3],
+                   input='RGB, resized bilinearly (tf.image.resize), float32 values 0-255',
+                   output_shape=list(spec.output_shape), num_values=spec.num_values, key=keys[schemas.EMBEDDING],
+                   shape_key=keys[schemas.EMBEDDING_SHAPE], images_stored=not spec.only)
 
 
 # What each written shard reports (shard_writer.py) that beam_pipeline.json sums up: counts of the
 # run, and per split histograms.
 _COUNTS = ('num_reencoded', 'num_resized', 'num_rotated', 'num_damaged_jpeg')
 _HISTOGRAMS = ('classes', 'longer_side_px', 'kib')
+_SHARD_FIELDS = tuple(field.name for field in dataclasses.fields(Shard))
 
 
 def written_totals(shards: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
@@ -92,7 +63,7 @@ def add_shard(into: Dict[str, Any], shard: Mapping[str, Any]) -> Dict[str, Any]:
   """``into`` (changed) with one written shard's report added."""
   for key in _COUNTS:
     into[key] += shard[key]
-  listed = {key: shard[key] for key in ('file', 'num_examples', 'num_bytes', 'index_file') if key in shard}
+  listed = {key: shard[key] for key in _SHARD_FIELDS if key in shard}
   _add_split(_split_totals(into, shard['split']), shard, [listed])
   return into
 
@@ -128,7 +99,7 @@ def _add_counts(into: Dict[str, int], more: Mapping[str, int]) -> None:
 
 def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Mapping[str, int],
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
-          settings: Mapping[str, Any], runner: str, embedding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+          settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
   written, so they match the files. ``duplicates`` is how transforms.DuplicateGroups sums
   up the groups of identical files: num_groups, num_extra_copies, and the first
@@ -137,42 +108,33 @@ def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Ma
   order = {label: index for index, label in enumerate(labels)}
   splits = {}
   for name, split in sorted(written['splits'].items()):
-    splits[name] = {'num_examples': split['num_examples'], 'num_bytes': split['num_bytes'],
-                    'shards': sorted(split['shards'], key=lambda shard: shard['file']),
-                    'classes': dict(sorted(split['classes'].items(), key=lambda item: order[item[0]])),
-                    **{field: dict(sorted(split[field].items(), key=lambda item: int(item[0])))
-                       for field in ('longer_side_px', 'kib')}}
-  return {
-      'tool': 'beam_pipeline',
-      'version': __version__,
-      'created': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
-      'num_examples': sum(split['num_examples'] for split in splits.values()),
-      # Stored as a re-encoding of their source (another format, or downscaled), and downscaled.
-      'num_reencoded': written['num_reencoded'],
-      'num_resized': written['num_resized'],
-      # Turned upright by their Exif orientation (--exif_orientation=apply), re-encoded.
-      'num_rotated': written['num_rotated'],
-      # JPEGs that libjpeg decodes only with warnings: stored, or rejected under --strict_jpeg.
-      'num_damaged_jpeg': errors_by_reason.get(rejections.DAMAGED_JPEG, 0) + written['num_damaged_jpeg'],
-      'splits': splits,
-      'labels': labels,
-      'num_classes': len(labels),
-      'num_errors': sum(errors_by_reason.values()),
-      'errors_by_reason': dict(sorted(errors_by_reason.items())),
-      'errors_file': errors_output.pattern(num_errors_files),
-      'errors_files': errors_output.file_names(num_errors_files),
-      'duplicates': {
-          'num_groups': duplicates['num_groups'],
-          'num_extra_copies': duplicates['num_extra_copies'],
-          'removed': dedupe,
-          'num_removed': num_removed,  # listed in the errors files too, as duplicate, but no errors
-          'groups': duplicates['groups'],
-      },
-      'compression': settings['compression'],
-      'schema': settings['schema'],
-      'embedding': embedding,
-      'options': dict(settings, runner=runner),
-  }
+    splits[name] = Split(num_examples=split['num_examples'], num_bytes=split['num_bytes'],
+                         shards=[Shard(**shard) for shard in sorted(split['shards'], key=lambda shard: shard['file'])],
+                         classes=dict(sorted(split['classes'].items(), key=lambda item: order[item[0]])),
+                         **{field: dict(sorted(split[field].items(), key=lambda item: int(item[0])))
+                            for field in ('longer_side_px', 'kib')})
+  return RunRecord(
+      version=__version__,
+      created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+      num_examples=sum(split.num_examples for split in splits.values()),
+      num_reencoded=written['num_reencoded'],
+      num_resized=written['num_resized'],
+      num_rotated=written['num_rotated'],
+      num_damaged_jpeg=errors_by_reason.get(rejections.DAMAGED_JPEG, 0) + written['num_damaged_jpeg'],
+      splits=splits,
+      labels=labels,
+      num_classes=len(labels),
+      num_errors=sum(errors_by_reason.values()),
+      errors_by_reason=dict(sorted(errors_by_reason.items())),
+      errors_file=errors_output.pattern(num_errors_files),
+      errors_files=errors_output.file_names(num_errors_files),
+      duplicates=Duplicates(num_groups=duplicates['num_groups'], num_extra_copies=duplicates['num_extra_copies'],
+                            removed=dedupe, num_removed=num_removed, groups=duplicates['groups']),
+      compression=settings['compression'],
+      schema=settings['schema'],
+      embedding=embedding,
+      options=dict(settings, runner=runner),
+  )
 
 
 class ErrorBudgetExceeded(RuntimeError):
@@ -194,7 +156,3 @@ def check_error_budget(num_written: int, errors_by_reason: Mapping[str, int], nu
   raise ErrorBudgetExceeded(
       f'{ErrorBudgetExceeded.PREFIX}{rejected} of {total} inputs ({rejected / total:.1%}) were rejected, '
       f'more than --max_error_fraction={max_fraction:g}; top reasons: {reasons}; see {errors_path}')
-
-
-def dumps(info: Mapping[str, Any]) -> str:
-  return json.dumps(info, indent=2, sort_keys=False, ensure_ascii=False) + '\n'

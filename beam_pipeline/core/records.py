@@ -84,10 +84,6 @@ class ShardPlan(OutputUnit):
   count: int
   records: Tuple[ImageRecord, ...]
 
-  def file_name(self, compression: str) -> str:
-    suffix = '.tfrecord.gz' if compression == 'gzip' else '.tfrecord'
-    return f'{self.split}-{self.index:05d}-of-{self.count:05d}{suffix}'
-
 
 @dataclasses.dataclass(frozen=True)
 class TransformGraph(OutputUnit):

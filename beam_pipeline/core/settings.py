@@ -36,6 +36,17 @@ class SplitSpec(NamedTuple):
 
 IMAGE_FORMATS = ('original', 'jpeg', 'png')
 EXIF_ORIENTATIONS = ('apply', 'ignore')
+
+# Option defaults that more than the command line knows: the fields below, the command line
+# (arguments.py, whose --help shows them) and reader.load take them from here.
+IMAGE_SIZE = 224  # --image_size: the square side images are resized to for training (tf.Transform, reader.load)
+IMAGE_FORMAT = 'original'
+JPEG_QUALITY = 95
+EXIF_ORIENTATION = 'apply'
+MIN_SIDE = 1
+EMBEDDING_IMAGE_SIZE = 224
+EMBEDDING_BATCH_SIZE = 16
+
 # --compression's values, and TensorFlow's compression_type for each (its TFRecord writer and readers).
 COMPRESSIONS = {'none': '', 'gzip': 'GZIP'}
 
@@ -43,19 +54,19 @@ COMPRESSIONS = {'none': '', 'gzip': 'GZIP'}
 class StoredImages(NamedTuple):
   """How the bytes a record stores are chosen: --image_format, --jpeg_quality, --max_side,
   --exif_orientation."""
-  format: str = 'original'  # original (JPEG and PNG kept, the rest PNG), jpeg or png
-  jpeg_quality: int = 95
+  format: str = IMAGE_FORMAT  # original (JPEG and PNG kept, the rest PNG), jpeg or png
+  jpeg_quality: int = JPEG_QUALITY
   max_side: int = 0  # longer side past which images are downscaled; 0: never
-  exif_orientation: str = 'apply'  # apply: stored upright, tag removed; ignore: bytes as they are
+  exif_orientation: str = EXIF_ORIENTATION  # apply: stored upright, tag removed; ignore: bytes as they are
 
 
 class EmbeddingSpec(NamedTuple):
   """--embedding_model and its options. The model check before the run fills in
   ``sha256`` and ``output_shape``, which the graph and beam_pipeline.json record."""
   model: str  # local or gs://: a .keras file or a SavedModel directory
-  image_size: int = 224  # the square side images are resized to for the model
+  image_size: int = EMBEDDING_IMAGE_SIZE  # the square side images are resized to for the model
   only: bool = False  # --embedding_only: records hold the embedding instead of the image
-  batch_size: int = 16
+  batch_size: int = EMBEDDING_BATCH_SIZE
   sha256: str = ''
   output_shape: Tuple[int, ...] = ()
 
@@ -84,7 +95,7 @@ class Settings(NamedTuple):
   stored: StoredImages = StoredImages()
   embedding: Optional[EmbeddingSpec] = None
   strict_jpeg: bool = False  # reject JPEGs that libjpeg decodes only with warnings
-  min_side: int = 1  # reject stored images with a shorter side
+  min_side: int = MIN_SIDE  # reject stored images with a shorter side
   index_files: bool = False  # write SHARD.idx beside each shard (record_index)
 
   def as_dict(self) -> dict:

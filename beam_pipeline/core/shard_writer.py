@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from beam_pipeline.core import dataset_info, examples, image_info, isolation, reading, record_index, reencoding
-from beam_pipeline.core import rejections, schemas
+from beam_pipeline.core import rejections, schemas, shard_name
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
@@ -68,7 +68,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
         resized += original_size != (record.height, record.width)
         rotated += turned
         damaged += record.damaged
-  shard = {'split': plan.split, 'file': plan.file_name(settings.compression), 'num_examples': len(labels),
+  shard = {'split': plan.split, 'file': shard_name.file_name(plan, settings.compression), 'num_examples': len(labels),
            'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized, 'num_rotated': rotated,
            'num_damaged_jpeg': damaged, **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
   if settings.index_files:

@@ -10,12 +10,10 @@ output with TFDS itself. TFDS reads uncompressed shards only, so a gzip output g
 import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from beam_pipeline.core import schemas
+from beam_pipeline.core import run_record, schemas, shard_name
 
 DATASET_INFO = 'dataset_info.json'
 FEATURES = 'features.json'
-# Our shard names, split-00000-of-00003.tfrecord, in TFDS's template language.
-FILEPATH_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 
 _CLASSES = 'tensorflow_datasets.core.features.'
 _INT64 = {'pythonClassName': _CLASSES + 'tensor_feature.Tensor',
@@ -29,9 +27,9 @@ _TYPES = {schemas.FORMAT: _TEXT, schemas.HEIGHT: _INT64, schemas.WIDTH: _INT64, 
           schemas.SHA256: _TEXT, schemas.SOURCE_ID: _TEXT}
 
 
-def files(info: Mapping[str, Any]) -> Dict[str, str]:
+def files(info: run_record.RunRecord) -> Dict[str, str]:
   """Name -> text of TFDS's files for the output whose run record is ``info``; none for gzip."""
-  if info['compression'] != 'none':
+  if info.compression != 'none':
     return {}
   features, label_names = _features(info)
   result = {DATASET_INFO: _dumps(_dataset_info(info)), FEATURES: _dumps(features)}
@@ -41,36 +39,36 @@ def files(info: Mapping[str, Any]) -> Dict[str, str]:
   return result
 
 
-def _dataset_info(info: Mapping[str, Any]) -> Dict[str, Any]:
-  splits = [{'name': name, 'filepathTemplate': FILEPATH_TEMPLATE, 'numBytes': str(split['num_bytes']),
-             'shardLengths': [str(shard['num_examples']) for shard in split['shards']]}
-            for name, split in sorted(info['splits'].items())]
-  return {'description': f'Converted by beam_pipeline {info["version"]} from {info["options"]["input"]}; '
-                         'its run record is beam_pipeline.json.',
+def _dataset_info(info: run_record.RunRecord) -> Dict[str, Any]:
+  splits = [{'name': name, 'filepathTemplate': shard_name.TFDS_TEMPLATE, 'numBytes': str(split.num_bytes),
+             'shardLengths': [str(shard.num_examples) for shard in split.shards]}
+            for name, split in sorted(info.splits.items())]
+  return {'description': f'Converted by beam_pipeline {info.version} from {info.options["input"]}; '
+                         f'its run record is {run_record.FILE_NAME}.',
           'fileFormat': 'tfrecord', 'splits': splits, 'version': '1.0.0'}
 
 
-def _features(info: Mapping[str, Any]) -> Tuple[Dict[str, Any], Optional[Tuple[str, List[str]]]]:
+def _features(info: run_record.RunRecord) -> Tuple[Dict[str, Any], Optional[Tuple[str, List[str]]]]:
   """The features of every field a record of ``info`` holds, nested by the '/' in their keys,
   and the ClassLabel's names file (name, labels) if the records are labelled."""
-  keys = schemas.keys(info['schema'])
-  embedding = info.get('embedding')
+  keys = schemas.keys(info.schema)
+  embedding = info.embedding
   flat: Dict[str, Dict[str, Any]] = {}
   label_names = None
   for field, key in keys.items():
-    if field == schemas.IMAGE and (not embedding or embedding['images_stored']):
+    if field == schemas.IMAGE and (not embedding or embedding.images_stored):
       flat[key] = _IMAGE
     elif field == schemas.LABEL:
-      if info['labels']:
+      if info.labels:
         flat[key] = {'pythonClassName': _CLASSES + 'class_label_feature.ClassLabel',
-                     'classLabel': {'numClasses': str(len(info['labels']))}}
-        label_names = (label_names_file(info['schema']), list(info['labels']))
+                     'classLabel': {'numClasses': str(len(info.labels))}}
+        label_names = (label_names_file(info.schema), list(info.labels))
       else:
         flat[key] = _INT64
     elif field == schemas.EMBEDDING and embedding:
       flat[key] = {'pythonClassName': _CLASSES + 'tensor_feature.Tensor',
                    'tensor': {'dtype': 'float32', 'encoding': 'none',
-                              'shape': {'dimensions': [str(embedding['num_values'])]}}}
+                              'shape': {'dimensions': [str(embedding.num_values)]}}}
     elif field in _TYPES:
       flat[key] = _TYPES[field]
   return _nested(flat), label_names

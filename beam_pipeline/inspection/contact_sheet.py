@@ -5,12 +5,13 @@ salted hash, so they are a fair pick), read with TensorFlow's TFRecord reader an
 drawn with Pillow.
 """
 import io
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Dict, List, Mapping, Tuple
 
 import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.settings import COMPRESSIONS
 
 CELL = 128  # thumbnail side, pixels
@@ -20,20 +21,20 @@ MAX_CLASSES = 40
 BACKGROUND, INK, MUTED = (255, 255, 255), (20, 20, 20), (110, 110, 110)
 
 
-def samples(info: Mapping[str, Any], output: str, per_class: int) -> Dict[str, List[Tuple[bytes, str]]]:
+def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Tuple[bytes, str]]]:
   """Up to ``per_class`` (image bytes, split) for each of the first MAX_CLASSES classes."""
-  keys = schemas.keys(info['schema'])
-  labels = info['labels'][:MAX_CLASSES] or ['(unlabeled)']
+  keys = schemas.keys(info.schema)
+  labels = info.labels[:MAX_CLASSES] or ['(unlabeled)']
   wanted = {label: [] for label in labels}
   spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string),
           keys[schemas.LABEL]: tf.io.FixedLenFeature([], tf.int64)}
-  compression = COMPRESSIONS[info['compression']]
-  for split, entry in info['splits'].items():
-    for shard in entry['shards']:
-      for serialized in tf.data.TFRecordDataset(uris.join(output, shard['file']), compression_type=compression):
+  compression = COMPRESSIONS[info.compression]
+  for split, entry in info.splits.items():
+    for shard in entry.shards:
+      for serialized in tf.data.TFRecordDataset(uris.join(output, shard.file), compression_type=compression):
         record = tf.io.parse_single_example(serialized, spec)
         class_id = int(record[keys[schemas.LABEL]])
-        label = info['labels'][class_id] if 0 <= class_id < len(info['labels']) else '(unlabeled)'
+        label = info.labels[class_id] if 0 <= class_id < len(info.labels) else '(unlabeled)'
         if label in wanted and len(wanted[label]) < per_class:
           wanted[label].append((record[keys[schemas.IMAGE]].numpy(), split))
         if all(len(found) == per_class for found in wanted.values()):

@@ -5,22 +5,18 @@ Neither command imports Beam, and a local ``inspect`` does not import TensorFlow
 """
 import glob
 import os
-from typing import IO, Any, Dict, List
+from typing import IO, List
 
-from beam_pipeline.core import dataset_info, quiet_import, uris
-
-# A shard's name, as the converter writes it (split-NNNNN-of-NNNNN.tfrecord[.gz]); the glob
-# also matches index files (.tfrecord.idx), which shard_names leaves out.
-SHARD_PATTERN = '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*'
-_SHARD_SUFFIXES = ('.tfrecord', '.tfrecord.gz')
+from beam_pipeline.core import quiet_import, shard_name, uris
+from beam_pipeline.core.run_record import RunRecord
 
 
-def info(output: str) -> Dict[str, Any]:
+def info(output: str) -> RunRecord:
   """beam_pipeline.json; FileNotFoundError for an output that is not complete."""
   if not uris.is_remote(output):
-    return dataset_info.read(output)
+    return RunRecord.read(output)
   tf = quiet_import.tensorflow()
-  return dataset_info.read(output, tf.io.gfile.exists, tf.io.gfile.GFile)
+  return RunRecord.read(output, tf.io.gfile.exists, tf.io.gfile.GFile)
 
 
 def open_text(path: str) -> IO[str]:
@@ -39,13 +35,13 @@ def open_binary(path: str) -> IO[bytes]:
 
 def shard_names(output: str) -> List[str]:
   """The names of every file in ``output`` named like a shard."""
-  pattern = uris.join(output, SHARD_PATTERN)
+  pattern = uris.join(output, shard_name.GLOB)
   if uris.is_remote(output):
     tf = quiet_import.tensorflow()
     paths = tf.io.gfile.glob(pattern)
   else:
-    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + SHARD_PATTERN)
-  return sorted(os.path.basename(path) for path in paths if path.endswith(_SHARD_SUFFIXES))
+    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + shard_name.GLOB)
+  return sorted(os.path.basename(path) for path in paths if path.endswith(shard_name.SUFFIXES))
 
 
 def size(path: str) -> int:

@@ -1,9 +1,10 @@
 """``inspect``'s text: a completed output at a glance, and its rejected files by reason."""
 import collections
 import json
-from typing import Any, Dict, List, Mapping
+from typing import Dict, List, Mapping
 
 from beam_pipeline.core import uris
+from beam_pipeline.core.run_record import RunRecord, Split
 from beam_pipeline.inspection import files, summary
 
 # Rows of the class table, and examples shown per rejection reason.
@@ -11,29 +12,29 @@ LISTED_CLASSES = 30
 EXAMPLES_PER_REASON = 3
 
 
-def glance(info: Mapping[str, Any], output: str) -> List[str]:
+def glance(info: RunRecord, output: str) -> List[str]:
   """Splits and shards, classes and their balance, image sizes, rejections, options."""
   lines = summary.lines(summary.of(info, output))
-  splits = info['splits']
+  splits = info.splits
   for name, split in splits.items():
-    for shard in split['shards']:
-      lines.append(f'  {shard["file"]}: {shard["num_examples"]:,} examples, {shard["num_bytes"]:,} bytes')
-  lines += _class_table(info['labels'], splits)
+    for shard in split.shards:
+      lines.append(f'  {shard.file}: {shard.num_examples:,} examples, {shard.num_bytes:,} bytes')
+  lines += _class_table(info.labels, splits)
   for field, unit, title in (('longer_side_px', 'px', 'longer side'), ('kib', 'KiB', 'stored size')):
     lines.append(f'Images by {title}:')
     for name, split in splits.items():
-      bins = ', '.join(f'{_bin(edge, unit)} {count:,}' for edge, count in split[field].items())
+      bins = ', '.join(f'{_bin(edge, unit)} {count:,}' for edge, count in getattr(split, field).items())
       lines.append(f'  {name}: {bins or "none"}')
-  lines.append('Options: ' + ', '.join(f'{key}={json.dumps(value)}' for key, value in info['options'].items()))
+  lines.append('Options: ' + ', '.join(f'{key}={json.dumps(value)}' for key, value in info.options.items()))
   return lines
 
 
-def errors(info: Mapping[str, Any], output: str) -> List[str]:
+def errors(info: RunRecord, output: str) -> List[str]:
   """The errors files grouped by reason, largest group first, with the first few files of
   each; read line by line, keeping only counts and those few."""
   counts: Dict[str, int] = collections.Counter()
   examples: Dict[str, List[dict]] = collections.defaultdict(list)
-  for name in info.get('errors_files', [info['errors_file']]):  # earlier outputs: errors_file alone
+  for name in info.errors_files:
     with files.open_text(uris.join(output, name)) as f:
       for line in f:
         if line.strip():
@@ -53,7 +54,7 @@ def errors(info: Mapping[str, Any], output: str) -> List[str]:
   return lines
 
 
-def _class_table(labels: List[str], splits: Mapping[str, Any]) -> List[str]:
+def _class_table(labels: List[str], splits: Mapping[str, Split]) -> List[str]:
   if not labels:
     return ['Classes: none (unlabeled)']
   width = max(len(label) for label in labels[:LISTED_CLASSES])
@@ -62,8 +63,8 @@ def _class_table(labels: List[str], splits: Mapping[str, Any]) -> List[str]:
   for label in labels[:LISTED_CLASSES]:
     cells = ''
     for split in splits.values():
-      count = split['classes'].get(label, 0)
-      cells += f'{count:>14,} ({count / max(split["num_examples"], 1):5.1%})'
+      count = split.classes.get(label, 0)
+      cells += f'{count:>14,} ({count / max(split.num_examples, 1):5.1%})'
     lines.append(f'  {label:<{width}}{cells}')
   if len(labels) > LISTED_CLASSES:
     lines.append(f'  ... and {len(labels) - LISTED_CLASSES} more classes')

@@ -3,34 +3,34 @@
 Drawn from beam_pipeline.json alone (its per-split class counts and size
 histograms), with matplotlib.
 """
-from typing import Any, Mapping
-
 import matplotlib
 
 matplotlib.use('Agg')  # files only: no display here, nor on a server
 from matplotlib import pyplot  # noqa: E402  pylint: disable=wrong-import-position
 
+from beam_pipeline.core.run_record import RunRecord  # noqa: E402  pylint: disable=wrong-import-position
+
 MAX_CLASSES = 60
 
 
-def draw(info: Mapping[str, Any], path: str, title: str) -> None:
+def draw(info: RunRecord, path: str, title: str) -> None:
   """Writes the figure to ``path``."""
-  splits = info['splits']
-  labels = info['labels'][:MAX_CLASSES]
+  splits = info.splits
+  labels = info.labels[:MAX_CLASSES]
   figure, (balance, sides, sizes) = pyplot.subplots(3, 1, figsize=(max(8, 0.35 * len(labels) + 3), 11))
   figure.suptitle(title)
   width = 0.8 / max(len(splits), 1)
   for offset, (name, split) in enumerate(splits.items()):
     positions = [index + offset * width for index in range(len(labels))]
-    balance.bar(positions, [split['classes'].get(label, 0) for label in labels], width, label=name)
+    balance.bar(positions, [split.classes.get(label, 0) for label in labels], width, label=name)
   balance.set_xticks([index + 0.4 - width / 2 for index in range(len(labels))], labels, rotation=60, ha='right')
-  balance.set_title('examples per class' + (f' (first {MAX_CLASSES} classes)' if len(info['labels']) > MAX_CLASSES
+  balance.set_title('examples per class' + (f' (first {MAX_CLASSES} classes)' if len(info.labels) > MAX_CLASSES
                                            else ''))
   for axes, field, unit in ((sides, 'longer_side_px', 'px'), (sizes, 'kib', 'KiB')):
-    edges = sorted({int(edge) for split in splits.values() for edge in split[field]})
+    edges = sorted({int(edge) for split in splits.values() for edge in getattr(split, field)})
     for offset, (name, split) in enumerate(splits.items()):
       axes.bar([index + offset * width for index in range(len(edges))],
-               [split[field].get(str(edge), 0) for edge in edges], width, label=name)
+               [getattr(split, field).get(str(edge), 0) for edge in edges], width, label=name)
     axes.set_xticks([index + 0.4 - width / 2 for index in range(len(edges))],
                     [f'{edge}-{2 * edge - 1}' if edge else '<1' for edge in edges])
     axes.set_xlabel(unit)

@@ -4,34 +4,38 @@ import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from beam_pipeline.core import uris
+from beam_pipeline.core.run_record import RunRecord
 
 # Classes listed by name in a split's line; more are summarized by their smallest and largest counts.
 LISTED_CLASSES = 8
 
 
-def of(info: Mapping[str, Any], output: str, wall_seconds: Optional[float] = None) -> Dict[str, Any]:
+def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Dict[str, Any]:
   """The summary of ``info`` (beam_pipeline.json) as plain values, for --json and for its lines."""
-  # Copies --dedupe dropped are inputs too (absent from outputs of earlier versions, which counted them as errors).
-  inputs = info['num_examples'] + info['num_errors'] + info['duplicates'].get('num_removed', 0)
+  # Copies --dedupe dropped are inputs too (earlier versions counted them as errors).
+  inputs = info.num_examples + info.num_errors + info.duplicates.num_removed
+  duplicates = info.duplicates
   summary = {
       'output': output,
       'num_inputs': inputs,
-      'num_examples': info['num_examples'],
-      'num_classes': info['num_classes'],
-      'splits': {name: {'num_examples': split['num_examples'], 'num_bytes': split['num_bytes'],
-                        'num_shards': len(split['shards']), 'classes': split['classes'],
-                        'shards': split['shards']}
-                 for name, split in info['splits'].items()},
-      'num_errors': info['num_errors'],
-      'errors_by_reason': info['errors_by_reason'],
-      'errors_file': uris.join(output, info['errors_file']),
-      'duplicates': {key: info['duplicates'][key] for key in ('num_groups', 'num_extra_copies', 'removed')},
-      'num_damaged_jpeg': info.get('num_damaged_jpeg', 0),
-      'strict_jpeg': info['options'].get('strict_jpeg', False),
+      'num_examples': info.num_examples,
+      'num_classes': info.num_classes,
+      'splits': {name: {'num_examples': split.num_examples, 'num_bytes': split.num_bytes,
+                        'num_shards': len(split.shards), 'classes': split.classes,
+                        'shards': [shard.as_dict() for shard in split.shards]}
+                 for name, split in info.splits.items()},
+      'num_errors': info.num_errors,
+      'errors_by_reason': info.errors_by_reason,
+      'errors_file': uris.join(output, info.errors_file),
+      'duplicates': {'num_groups': duplicates.num_groups, 'num_extra_copies': duplicates.num_extra_copies,
+                     'removed': duplicates.removed},
+      'num_damaged_jpeg': info.num_damaged_jpeg,
+      'strict_jpeg': info.options.get('strict_jpeg', False),
   }
-  embedding = info.get('embedding')  # absent from outputs of versions before embeddings
+  embedding = info.embedding
   if embedding:
-    summary['embedding'] = {key: embedding[key] for key in ('model', 'sha256', 'output_shape', 'images_stored')}
+    summary['embedding'] = {'model': embedding.model, 'sha256': embedding.sha256,
+                            'output_shape': embedding.output_shape, 'images_stored': embedding.images_stored}
   if wall_seconds is not None:
     summary.update(wall_seconds=round(wall_seconds, 2), images_per_second=round(inputs / max(wall_seconds, 1e-9), 1))
   return summary

@@ -16,11 +16,12 @@ decodes) is caught, and reported once, not shown line by line.
 import concurrent.futures
 import hashlib
 import os
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import tensorflow as tf
 
 from beam_pipeline.core import native_output, record_index, schemas, uris
+from beam_pipeline.core.run_record import Embedding, RunRecord, Shard
 from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
 from beam_pipeline.core.progress_counts import Tally
@@ -46,19 +47,19 @@ class Report(NamedTuple):
   decoder_warnings: List[str]  # lines the image decoders printed while the records decoded
 
 
-def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) -> Report:
+def verify(output: str, info: RunRecord, tally: Optional[Tally] = None) -> Report:
   """Checks ``output``, whose beam_pipeline.json is ``info``; counts records on ``tally``."""
-  listed = {shard['file']: shard for split in info['splits'].values() for shard in split['shards']}
+  listed = {shard.file: shard for split in info.splits.values() for shard in split.shards}
   present = set(files.shard_names(output))
   problems = [Problem(name, None, 'listed in beam_pipeline.json but missing') for name in sorted(set(listed) - present)]
   problems += [Problem(name, None, 'not listed in beam_pipeline.json') for name in sorted(present - set(listed))]
-  keys = schemas.keys(info['schema'])
-  compression = COMPRESSIONS[info['compression']]
+  keys = schemas.keys(info.schema)
+  compression = COMPRESSIONS[info.compression]
   checked = sorted(set(listed) & present)
   with native_output.captured() as decoders, concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
     mark = decoders.mark()
     results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression,
-                                                      info.get('embedding'), tally), checked))
+                                                      info.embedding, tally), checked))
     said = decoders.since(mark)
   for shard_problems, _ in results:
     problems += shard_problems
@@ -66,14 +67,14 @@ def verify(output: str, info: Mapping[str, Any], tally: Optional[Tally] = None) 
                 sum(records for _, records in results), said.splitlines())
 
 
-def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compression: str,
-                 embedding: Optional[Mapping[str, Any]], tally: Optional[Tally]) -> tuple:
+def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str,
+                 embedding: Optional[Embedding], tally: Optional[Tally]) -> tuple:
   """(problems, records read) of one shard."""
-  name = shard['file']
+  name = shard.file
   problems = []
   size = files.size(path)
-  if size != shard['num_bytes']:
-    problems.append(Problem(name, None, f'{size} bytes, beam_pipeline.json says {shard["num_bytes"]}'))
+  if size != shard.num_bytes:
+    problems.append(Problem(name, None, f'{size} bytes, beam_pipeline.json says {shard.num_bytes}'))
   index = 0
   while len(problems) < MAX_PROBLEMS_PER_SHARD:
     records = _decoded(path, keys, compression, index, embedding)
@@ -94,45 +95,45 @@ def _check_shard(path: str, shard: Dict[str, Any], keys: Dict[str, str], compres
       index += 1
       if tally:
         tally.add(1, 1)
-  if index != shard['num_examples'] and len(problems) < MAX_PROBLEMS_PER_SHARD:
-    problems.append(Problem(name, None, f'{index} records read, beam_pipeline.json says {shard["num_examples"]}'))
-  if 'index_file' in shard and not problems:
+  if index != shard.num_examples and len(problems) < MAX_PROBLEMS_PER_SHARD:
+    problems.append(Problem(name, None, f'{index} records read, beam_pipeline.json says {shard.num_examples}'))
+  if shard.index_file and not problems:
     problems += _index_problems(path, shard)
   return problems, index
 
 
-def _index_problems(path: str, shard: Dict[str, Any]) -> List[Problem]:
+def _index_problems(path: str, shard: Shard) -> List[Problem]:
   """Whether the shard's index file (--index_files) gives every record's offset and length."""
-  index_path = path[:len(path) - len(shard['file'])] + shard['index_file']
+  index_path = path[:len(path) - len(shard.file)] + shard.index_file
   with files.open_binary(path) as f:
     expected = record_index.text(record_index.data_lengths(f)).splitlines()
   try:
     with files.open_text(index_path) as f:
       lines = f.read().splitlines()
   except (OSError, tf.errors.NotFoundError):
-    return [Problem(shard['file'], None, f'its index file {shard["index_file"]} is missing')]
+    return [Problem(shard.file, None, f'its index file {shard.index_file} is missing')]
   wrong = next((i for i, (line, want) in enumerate(zip(lines, expected)) if line != want), None)
   if wrong is not None:
-    return [Problem(shard['file'], None, f'line {wrong + 1} of its index file {shard["index_file"]} says '
+    return [Problem(shard.file, None, f'line {wrong + 1} of its index file {shard.index_file} says '
                                          f'"{lines[wrong]}", the record is at "{expected[wrong]}"')]
   if len(lines) != len(expected):
-    return [Problem(shard['file'], None, f'its index file {shard["index_file"]} has {len(lines)} lines '
+    return [Problem(shard.file, None, f'its index file {shard.index_file} has {len(lines)} lines '
                                          f'for {len(expected)} records')]
   return []
 
 
 def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,
-             embedding: Optional[Mapping[str, Any]]) -> tf.data.Dataset:
+             embedding: Optional[Embedding]) -> tf.data.Dataset:
   """The shard's records from index ``start`` on: the fields the check needs, the decoded
   image's shape, and whether the embedding's values are all finite."""
-  images = not embedding or embedding['images_stored']
+  images = not embedding or embedding.images_stored
   spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string)} if images else {}
   for field, dtype in ((schemas.HEIGHT, tf.int64), (schemas.WIDTH, tf.int64), (schemas.SHA256, tf.string)):
     if field in keys and images:
       spec[keys[field]] = tf.io.FixedLenFeature([], dtype)
   if embedding:
-    spec[keys[schemas.EMBEDDING]] = tf.io.FixedLenFeature([embedding['num_values']], tf.float32)
-    spec[keys[schemas.EMBEDDING_SHAPE]] = tf.io.FixedLenFeature([len(embedding['output_shape'])], tf.int64)
+    spec[keys[schemas.EMBEDDING]] = tf.io.FixedLenFeature([embedding.num_values], tf.float32)
+    spec[keys[schemas.EMBEDDING_SHAPE]] = tf.io.FixedLenFeature([len(embedding.output_shape)], tf.int64)
 
   def decode(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
     record = tf.io.parse_single_example(serialized, spec)
@@ -150,14 +151,14 @@ def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,
 
 
 def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str],
-                    embedding: Optional[Mapping[str, Any]]) -> Optional[str]:
+                    embedding: Optional[Embedding]) -> Optional[str]:
   if embedding:
     shape = [int(side) for side in record[keys[schemas.EMBEDDING_SHAPE]]]
-    if shape != embedding['output_shape']:
-      return f'its embedding is shaped {shape}, beam_pipeline.json says {embedding["output_shape"]}'
+    if shape != embedding.output_shape:
+      return f'its embedding is shaped {shape}, beam_pipeline.json says {embedding.output_shape}'
     if not bool(record['finite']):
       return 'its embedding holds values that are not finite (NaN or infinity)'
-    if not embedding['images_stored']:
+    if not embedding.images_stored:
       return None
   height, width = (int(v) for v in record['shape'][:2])
   if schemas.HEIGHT in keys:

@@ -90,7 +90,7 @@ def test_shard_reports_are_summed_up_as_one_process_sums_them():
       | beam.Map(lambda totals: json.dumps(dataset_info.build(
           written=totals, labels=['cat', 'dog', 'eel'], errors_by_reason={}, num_errors_files=1,
           duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []}, dedupe=False, num_removed=0,
-          settings={'compression': 'none', 'schema': 'default'}, runner='DirectRunner')['splits'])),
+          settings={'compression': 'none', 'schema': 'default'}, runner='DirectRunner').as_dict()['splits'])),
       equal_to([json.dumps({'train': {
           'num_examples': 80, 'num_bytes': sum(100 + i for i in range(40)),
           'shards': [{'file': f'train-{i:05d}-of-00040.tfrecord', 'num_examples': 2, 'num_bytes': 100 + i}

@@ -1,4 +1,5 @@
 """beam_pipeline.json from written shards, summed up in any grouping a combiner may take."""
+import dataclasses
 import json
 import random
 
@@ -28,8 +29,7 @@ def info(written):
                              num_errors_files=1, duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []},
                              dedupe=False, num_removed=0, settings={'compression': 'none', 'schema': 'default'},
                              runner='DirectRunner')
-  del built['created']
-  return json.dumps(built)
+  return dataclasses.replace(built, created='').to_json()
 
 
 def test_totals_summed_in_any_grouping_give_the_same_dataset_info():

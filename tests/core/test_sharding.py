@@ -94,11 +94,6 @@ def test_planning_bucket_by_bucket_equals_one_sort_of_the_whole_split():
   assert all([r.order_key for r in plan.records] == sorted(r.order_key for r in plan.records) for plan in bucketed)
 
 
-def test_names():
-  assert ShardPlan('train', 3, 12, ()).file_name('none') == 'train-00003-of-00012.tfrecord'
-  assert ShardPlan('validation', 0, 1, ()).file_name('gzip') == 'validation-00000-of-00001.tfrecord.gz'
-
-
 def test_buckets_widen_by_a_hex_digit_for_every_sixteenfold_of_the_input():
   """The minimum up to 16**minimum buckets of the bound; then one digit more per sixteenfold:
   100 million records fill 4,096 buckets of about 24,000."""
