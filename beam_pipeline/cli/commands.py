@@ -11,7 +11,7 @@ import time
 from typing import List, Optional
 
 from beam_pipeline.cli import arguments, progress
-from beam_pipeline.core import quiet_import
+from beam_pipeline.core import progress_counts, quiet_import
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.usage import UsageError
 
@@ -83,7 +83,7 @@ def verify(namespace, info: RunRecord) -> int:
   """Exit 0 if every record checks out; else 1, naming the first problems."""
   quiet_import.tensorflow()
   from beam_pipeline.inspection import verify as verification  # pylint: disable=import-outside-toplevel
-  tally = progress.Tally('verifying', info.num_examples, 'records', 'failed')
+  tally = progress_counts.Tally('verifying', info.num_examples, 'records', 'failed')
   # The check catches what the decoders print on standard error; progress is shown on a copy of it.
   with progress.console() as console, progress.shown(console, counter=tally):
     report = verification.verify(namespace.output, info, tally)
