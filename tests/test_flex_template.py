@@ -12,7 +12,7 @@ from google.cloud.dataflow_v1beta3 import TemplateMetadata
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.cli import options
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 from helpers import gcs_emulator
 from helpers.commands import ROOT, convert

@@ -22,7 +22,7 @@ from beam_pipeline.core import isolation, manifest_parts, manifest_rows, progres
 from beam_pipeline.core.records import InputItem, Rejection
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 _MANIFEST_SUFFIXES = {'.csv': CSV, '.csv.gz': CSV, '.jsonl': JSONL, '.jsonl.gz': JSONL,
                       '.ndjson': JSONL, '.json': JSONL}

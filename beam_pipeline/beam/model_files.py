@@ -16,7 +16,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.core import uris
-from beam_pipeline.core.usage import ModelError
+from beam_pipeline.core.user_errors import ModelError
 
 _CHUNK_BYTES = 1 << 20
 # This process's local copies of remote models: [path, how many hold it], by model.

@@ -28,7 +28,7 @@ from beam_pipeline.beam import local_files
 from beam_pipeline.core import rejections, run_record, schemas, shard_name, tfds_metadata, uris
 from beam_pipeline.core.records import TransformGraph
 from beam_pipeline.core.rejections import OutputError
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 DATASET_INFO = run_record.FILE_NAME
 LABELS_TXT = 'labels.txt'

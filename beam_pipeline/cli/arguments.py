@@ -11,7 +11,7 @@ import argparse
 from typing import Any, List, NoReturn, Tuple
 
 from beam_pipeline.core import settings
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 SUBCOMMANDS = ('convert', 'inspect', 'verify')
 # Beam's own flags that --help lists under Cloud; every other Beam flag works as well.

@@ -13,7 +13,7 @@ from typing import List, Optional
 from beam_pipeline.cli import arguments, progress
 from beam_pipeline.core import progress_counts, quiet_import
 from beam_pipeline.core.run_record import RunRecord
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 
 def quiet_libraries() -> None:

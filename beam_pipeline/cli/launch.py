@@ -26,7 +26,7 @@ from beam_pipeline.core import progress_counts, steps
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
-from beam_pipeline.core.usage import ModelError, UsageError
+from beam_pipeline.core.user_errors import ModelError, UsageError
 from beam_pipeline.local import workers
 
 # What Beam's Dataflow client logs at INFO that a user must see, and Airflow's Beam

@@ -18,7 +18,7 @@ from beam_pipeline.beam import inputs
 from beam_pipeline.core import labels, schemas, splitting, uris
 from beam_pipeline.core.settings import (COMPRESSIONS, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec, Settings,
                                          StoredImages)
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 
 class ConversionOptions(PipelineOptions):

@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 from beam_pipeline.core import embeddings, rejections
-from beam_pipeline.core.usage import ModelError
+from beam_pipeline.core.user_errors import ModelError
 from beam_pipeline.core.settings import EmbeddingSpec
 
 # This process's models by (local path, sha256), and the lock its threads load them under.

@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from beam_pipeline.core import model_input
-from beam_pipeline.core.usage import ModelError
+from beam_pipeline.core.user_errors import ModelError
 
 
 def model_inputs(images: Sequence[bytes], size: int) -> List[tf.Tensor]:

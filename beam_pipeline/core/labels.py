@@ -6,7 +6,7 @@ from typing import Iterable, List, Optional
 from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import LabelSource
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 PARENT_DIR = 'parent_dir'
 NONE = 'none'

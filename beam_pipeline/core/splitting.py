@@ -16,7 +16,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 from beam_pipeline.core import hash_order, isolation, rejections
 from beam_pipeline.core.records import ContentGroup, ImageRecord, Rejection
 from beam_pipeline.core.settings import SplitSpec
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 DEFAULT_SPLIT = 'train'
 _NAME = re.compile(r'^[a-z][a-z0-9_]*$')

@@ -43,5 +43,5 @@ def check_model(spec: EmbeddingSpec, model_path: str) -> Tuple[int, ...]:
 
 def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -> None:
   quiet_import.tensorflow_transform()
-  from beam_pipeline.core import transform  # pylint: disable=import-outside-toplevel
-  transform.write_graph(directory, graph, class_names)
+  from beam_pipeline.core import transform_graph  # pylint: disable=import-outside-toplevel
+  transform_graph.write_graph(directory, graph, class_names)

@@ -10,7 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_pipeline.beam import inputs, local_files
 from beam_pipeline.core import settings
 from beam_pipeline.core.records import InputItem, Rejection
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 
 @pytest.fixture

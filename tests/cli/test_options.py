@@ -3,7 +3,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOpt
 
 from beam_pipeline.cli import options
 from beam_pipeline.cli.options import ConversionOptions
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 
 @pytest.fixture

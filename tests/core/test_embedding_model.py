@@ -14,7 +14,7 @@ import tensorflow as tf
 from beam_pipeline.beam import model_files
 from beam_pipeline.core import embedding_model, embeddings
 from beam_pipeline.core.settings import EmbeddingSpec
-from beam_pipeline.core.usage import ModelError
+from beam_pipeline.core.user_errors import ModelError
 
 from helpers import gcs_emulator, models, photos
 

@@ -10,7 +10,7 @@ from PIL import Image
 from beam_pipeline.core import embeddings, hash_order, image_info, schemas, shard_writer, sharding
 from beam_pipeline.core.records import ShardPlan
 from beam_pipeline.core.settings import EmbeddingSpec
-from beam_pipeline.core.usage import ModelError
+from beam_pipeline.core.user_errors import ModelError
 
 from helpers import photos
 from helpers.values import image_record, plan_shards, settings

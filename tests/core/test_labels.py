@@ -4,7 +4,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_pipeline.core import labels
 from beam_pipeline.core.settings import LabelSource
 from beam_pipeline.core.rejections import Rejected
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 
 def test_label_modes():

@@ -7,7 +7,7 @@ import pytest
 from beam_pipeline.core import hash_order, splitting
 from beam_pipeline.core.records import ContentGroup
 from beam_pipeline.core.settings import SplitSpec
-from beam_pipeline.core.usage import UsageError
+from beam_pipeline.core.user_errors import UsageError
 
 from helpers.values import image_record
 

@@ -2,7 +2,7 @@
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from beam_pipeline.core import examples, schemas, transform
+from beam_pipeline.core import examples, schemas, transform_graph
 from beam_pipeline.core.records import TransformGraph
 
 from helpers import photos
@@ -21,7 +21,7 @@ def test_each_schema_gets_a_graph_that_reads_its_own_records(tmp_path):
   schema's, whose records carry no text, passes their class id through."""
   for schema in schemas.SCHEMAS:
     directory = tmp_path / schema
-    transform.write_graph(str(directory), TransformGraph(8, schema), ['cat', 'dog'])
+    transform_graph.write_graph(str(directory), TransformGraph(8, schema), ['cat', 'dog'])
     assert sorted(p.name for p in directory.iterdir()) == sorted(TransformGraph.DIRECTORIES)
     output = tft.TFTransformOutput(str(directory))
     batch = tf.constant([_example(schema, 1, b'dog'), _example(schema, 0, b'cat')])

@@ -1,4 +1,5 @@
-"""The error for bad options and inputs, caught by the command line and printed as one line."""
+"""The errors a user fixes: bad options and inputs, an unusable --embedding_model; caught by the
+command line and printed as one line."""
 
 
 class UsageError(ValueError):
