@@ -533,11 +533,19 @@ def test_a_jpeg_of_many_exif_segments_is_rejected_before_pillow_parses_it(monkey
   Expected: such a file rejected as `corrupt` without Pillow opening it, and without
   TensorFlow decoding it.
   """
-  def refused(*_):
-    raise AssertionError('the file reached Pillow or TensorFlow')
+  reached = []
 
-  monkeypatch.setattr(Image, 'open', refused)
-  monkeypatch.setattr(images, '_tf_shapes', refused)
+  def refused(name):
+    def called(*_args, **_kwargs):
+      # Recorded, not raised: prepare_images turns any exception into a `corrupt` rejection,
+      # so an exception raised here would make the test pass for that reason instead.
+      reached.append(name)
+      raise AssertionError(f'the file reached {name}')
+    return called
+
+  monkeypatch.setattr(Image, 'open', refused('Pillow'))
+  monkeypatch.setattr(images, '_tf_shapes', refused('TensorFlow'))
   data = hostile_files.jpeg_with_segments([hostile_files.exif_segment()] * 700)
   result, = images.prepare_images([data], 100_000_000)
+  assert reached == []
   assert getattr(result, 'reason', None) == 'corrupt', result
