@@ -168,12 +168,24 @@ def test_unreadable_symlinks_are_rejected_not_lost(tmp_path, kind):
 WATCHDOG_SECONDS = 20
 
 
+def reader_waiting(pipe: Path) -> bool:
+  """Whether a process has the named pipe open for reading, as a run blocked on it would
+  (in open(), waiting for a writer, or in read()). The probe is that reader's writer: it
+  comes and goes, so a blocked open returns and its read sees end of file."""
+  try:
+    os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO while no one reads it
+    return True
+  except OSError:
+    return False
+
+
 def test_pipes_devices_and_sockets_are_rejected_not_waited_for(tmp_path):
   """A named pipe, a symlink to /dev/zero (endless) and a Unix socket, named like images.
 
   Expected: the run ends by itself; each rejected as `unreadable` (not a regular file);
-  the real image written. If the run blocks on the pipe, the watchdog opens it for
-  writing after 20s (the run then goes on, the pipe read as empty) and the test fails.
+  the real image written. A run blocked on the pipe would hang the test: after 20 s the
+  watchdog looks for a reader of the pipe, and if it finds one (a run blocked there, not
+  a run that is merely slow) lets it go on and fails the test.
   """
   root = tmp_path / 'in' / 'cat'
   real = write(root / 'real.jpg', photo(1))
@@ -187,13 +199,9 @@ def test_pipes_devices_and_sockets_are_rejected_not_waited_for(tmp_path):
   def watchdog():
     if finished.wait(WATCHDOG_SECONDS):
       return
-    blocked.append(True)
-    while not finished.is_set():
-      try:
-        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # a writer comes and goes: EOF
-      except OSError:
-        pass
-      time.sleep(0.1)
+    while not finished.wait(0.1):
+      if reader_waiting(pipe):
+        blocked.append(True)
 
   thread = threading.Thread(target=watchdog, daemon=True)
   thread.start()
