@@ -4,9 +4,8 @@ import gc
 import pytest
 
 from beam_pipeline import cli
-from benchmarks.sample_set import write_sample_set
-
 from helpers.commands import run_cli
+from helpers.photos import write_sample_set
 
 
 def test_converts_the_sample_set_and_says_where_it_went(tmp_path):

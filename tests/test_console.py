@@ -1,6 +1,7 @@
 """What a conversion shows: live progress, no library chatter, and a summary that agrees
 with beam_pipeline.json (as text, and as JSON for scripts)."""
 import fcntl
+import io
 import json
 import os
 import pty
@@ -9,9 +10,11 @@ import select
 import struct
 import subprocess
 import termios
+import threading
 import time
+import types
 
-from beam_pipeline import cli
+from beam_pipeline import cli, progress
 
 from helpers import hostile_files, photos
 from helpers.commands import ROOT, TIMEOUT, chatter, command, run_cli, user_environment
@@ -71,10 +74,66 @@ def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
   ended = [line for line in lines if ' done: ' in line]
   assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
   assert re.match(r'progress: checking done: 1,204 images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$', ended[1])
+  # How many periodic lines there are depends on when the progress thread woke (a loaded
+  # machine wakes it late): their number is checked against a scripted clock below. Here:
+  # every line is one of a phase in progress or done, in phase order, counts never going back.
+  periodic = [re.match(r'progress: (listing|checking|writing|committing) ([0-9,]+)( of ([0-9,]+))? images, [0-9,]+ images/s, '
+                       r'([0-9,]+) rejected(, about [0-9]+ s left)?$', line) for line in lines if ' done: ' not in line]
+  assert all(periodic), lines
+  phases = ['listing', 'checking', 'writing', 'committing']
+  progress_made = [(phases.index(m.group(1)), int(m.group(2).replace(',', '')), int(m.group(5))) for m in periodic]
+  assert progress_made == sorted(progress_made), lines
+  assert all(m.group(4) == '1,204' for m in periodic if m.group(1) == 'checking'), lines
+  # A phase 10 intervals long with no line would mean --progress_interval was not honoured.
   checking = float(re.search(r'in ([0-9.]+) s', ended[1]).group(1))
-  periodic = [line for line in lines if re.match(r'progress: checking [0-9,]+ of 1,204 images, [0-9,]+ images/s, '
-                                                 r'[0-9,]+ rejected(, about [0-9]+ s left)?$', line)]
-  assert len(periodic) >= int(checking / 0.2) - 2, (checking, lines)
+  assert checking < 2.0 or any(m.group(1) == 'checking' for m in periodic), (checking, lines)
+
+
+class _ScriptedRun:
+  """A Counter whose snapshots follow a script, one per call, each call moving a fake clock on
+  by STEP; once the script is used up, the clock stops and ``finished`` is set."""
+  STEP = 1 / 64  # binary fractions: the clock's sums are exact
+
+  def __init__(self, script):
+    self.script, self.calls, self.now = script, 0, 0.0
+    self.finished = threading.Event()
+
+  def snapshot(self) -> progress.Snapshot:
+    if self.calls < len(self.script):
+      self.now += self.STEP
+      self.calls += 1
+    else:
+      self.finished.set()
+    return self.script[min(self.calls, len(self.script)) - 1]
+
+  def monotonic(self) -> float:
+    return self.now
+
+
+def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(monkeypatch):
+  """The line-writing progress thread against a scripted run and clock: a line every
+  interval (4 steps of the clock) within a phase, one line when a phase ends; nothing
+  depends on when the thread happens to wake up."""
+  step = _ScriptedRun.STEP
+  script = ([progress.Snapshot('checking', 10 * i, 160, i // 4, 0.0) for i in range(16)] +
+            [progress.Snapshot('writing', 20 * i, 150, 3, 16 * step) for i in range(8)] +
+            [progress.Snapshot('committing', 150, 150, 3, 24 * step)])
+  run = _ScriptedRun(script)
+  monkeypatch.setattr(progress, 'time', types.SimpleNamespace(monotonic=run.monotonic))
+  stream = io.StringIO()
+  with progress.shown(stream, interval=4 * step, counter=run):
+    assert run.finished.wait(TIMEOUT)
+  # Call k of snapshot() happens at k/64 s. Lines at calls 5, 9, 13 (4/64 s apart), the end of
+  # checking at call 17 (writing began at 16/64 s), a line at call 21, the end of writing at 25.
+  assert stream.getvalue().splitlines() == [
+      'progress: checking 40 of 160 images, 512 images/s, 1 rejected, about 0 s left',  # 40 / (5/64 s)
+      'progress: checking 80 of 160 images, 569 images/s, 2 rejected, about 0 s left',
+      'progress: checking 120 of 160 images, 591 images/s, 3 rejected, about 0 s left',
+      'progress: checking done: 160 images in 0.2 s (640 images/s), 3 rejected',  # in 16/64 s
+      'progress: writing 80 of 150 images, 1,024 images/s, 3 rejected, about 0 s left',  # 80 / (5/64 s)
+      'progress: writing done: 150 images in 0.1 s (1,200 images/s), 3 rejected',  # in 8/64 s
+  ]
+  assert run.calls == len(script)
 
 
 def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """The unchanged command on DataflowRunner, offline: staging into the storage emulator, and
 only the call that submits the job replaced by running the job Dataflow would get
-(helpers/dataflow_offline.py). Its output must be the DirectRunner's, byte for byte."""
+(helpers/dataflow_offline.py), with the job's own options. Its output must account for
+every input file (written or rejected, once), and be the DirectRunner's, byte for byte."""
 import json
 import os
 
@@ -10,7 +11,8 @@ import tensorflow_transform as tft
 
 from helpers import gcs_emulator
 from helpers.commands import convert
-from helpers.dataflow import OPTIONS as DATAFLOW, assert_submitted_as_airflow_expects, run_offline
+from helpers.dataflow import (OPTIONS as DATAFLOW, assert_every_input_accounted_for, assert_submitted_as_airflow_expects,
+                              run_offline)
 from helpers.dataset_reader import assert_same_dataset, bucket_files, local_files
 
 OPTIONS = ('--max_error_fraction=0.5', '--splits=train=0.75,validation=0.25', '--target_shard_mb=0.1')
@@ -47,6 +49,9 @@ def test_a_dataflow_job_on_local_paths_writes_what_the_direct_runner_writes(gcs,
   assert result.returncode == 0, result.stderr[-4000:]
   assert_submitted_as_airflow_expects(result)
   assert 'Wrote 27 examples' in result.stdout  # and waited for the job to report what it wrote
+  inputs = [str(sample_set / name) for name in local_files(sample_set)]
+  assert len(inputs) == 30
+  assert_every_input_accounted_for(local_files(tmp_path / 'dataflow'), inputs)
   assert_same_dataset(local_files(tmp_path / 'dataflow'), local_files(tmp_path / 'direct'))
   assert len([name for name in local_files(tmp_path / 'direct') if name.startswith('train-')]) >= 2
   staged = gcs_emulator.list_names('stage', 'tmp/')
@@ -56,12 +61,14 @@ def test_a_dataflow_job_on_local_paths_writes_what_the_direct_runner_writes(gcs,
 
 def test_a_dataflow_job_on_cloud_storage_writes_what_the_direct_runner_writes(gcs, sample_set, tmp_path):
   """gs:// input and output, the tf.Transform graph included (uploaded through Beam's FileSystems)."""
-  gcs_emulator.upload('data', {f'in/{name}': data for name, data in local_files(sample_set).items()})
+  inputs = local_files(sample_set)
+  gcs_emulator.upload('data', {f'in/{name}': data for name, data in inputs.items()})
   assert convert('--input=gs://data/in', '--output=gs://data/direct', *OPTIONS) == 0
   result = run_offline('--input=gs://data/in', '--output=gs://data/dataflow', *OPTIONS, *DATAFLOW)
   assert result.returncode == 0, result.stderr[-4000:]
   assert_submitted_as_airflow_expects(result)
   files = bucket_files('data', 'dataflow')
+  assert_every_input_accounted_for(files, [f'gs://data/in/{name}' for name in inputs])
   assert_same_dataset(files, bucket_files('data', 'direct'))
   assert {'transform_fn/saved_model.pb', 'transformed_metadata/schema.pbtxt', 'metadata/schema.pbtxt'} <= set(files)
   assert not [name for name in files if name.startswith('.beam_pipeline-tmp/')]

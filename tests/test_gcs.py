@@ -2,10 +2,11 @@
 import hashlib
 import json
 import os
-import time
 
+import google.auth
 import pytest
 import tensorflow as tf
+from apache_beam.internal.gcp import auth as gcp_auth
 from apache_beam.io.filesystems import FileSystems
 from tensorflow.core.example import example_pb2
 
@@ -23,10 +24,10 @@ OUTPUT_FILES = {output_dir.DATASET_INFO, output_dir.LABELS_TXT, errors_output.fi
 
 
 @pytest.fixture(scope='module', autouse=True)
-def emulator(tmp_path_factory):
-  """One emulator for the module; its environment is set only while the module runs."""
-  with gcs_emulator.serving(str(tmp_path_factory.mktemp('gcs'))) as url:
-    yield url
+def emulator(proxy):  # pylint: disable=redefined-outer-name
+  """One emulator for the module, behind the fault proxy (conftest.py), which counts the requests
+  and faults none unless a test's plan says so; its environment is set only while the module runs."""
+  return proxy.url
 
 
 def _photo_set(bucket: str) -> dict:
@@ -37,11 +38,9 @@ def _photo_set(bucket: str) -> dict:
 
 
 def _run(argv):
-  started = time.monotonic()
   # tf.Transform publishes through tf.io.gfile, which cannot reach the emulator (it
   # always calls the real endpoint); everything else goes through Beam's FileSystems.
-  code = cli.main(argv + ['--skip_transform', '--max_error_fraction=0.5'])
-  return code, time.monotonic() - started
+  return cli.main(argv + ['--skip_transform', '--max_error_fraction=0.5'])
 
 
 def _read_records(data: bytes, directory) -> list:
@@ -91,7 +90,7 @@ def _check_output(bucket: str, out: str, expected: dict, tmp_path) -> dict:
 
 def test_directory_input_to_gcs_output(tmp_path, capsys):
   expected = _photo_set('photos-dir')
-  code, _ = _run(['--input=gs://photos-dir/imgs', '--output=gs://photos-dir/out',
+  code = _run(['--input=gs://photos-dir/imgs', '--output=gs://photos-dir/out',
                   '--runner=DirectRunner'])
   assert code == 0, capsys.readouterr().err
   info = _check_output('photos-dir', 'out', expected, tmp_path)
@@ -102,7 +101,7 @@ def test_directory_input_to_gcs_output(tmp_path, capsys):
 def test_glob_input(tmp_path, capsys):
   expected = _photo_set('photos-glob')
   gcs_emulator.upload('photos-glob', {'imgs/cat/notes.txt': b'not matched by *.jpg'})
-  code, _ = _run(['--input=gs://photos-glob/imgs/**/*.jpg', '--output=gs://photos-glob/out',
+  code = _run(['--input=gs://photos-glob/imgs/**/*.jpg', '--output=gs://photos-glob/out',
                   '--runner=DirectRunner'])
   assert code == 0, capsys.readouterr().err
   info = _check_output('photos-glob', 'out', expected, tmp_path)  # notes.txt neither written nor rejected
@@ -111,17 +110,35 @@ def test_glob_input(tmp_path, capsys):
 
 @pytest.mark.parametrize('source', ['gs://no-such-bucket/imgs', 'gs://{bucket}/no-such-prefix',
                                     'gs://no-such-bucket/imgs/**/*.jpg', 'gs://{bucket}/imgs/*.png'])
-def test_missing_input_fails_fast(source, capsys):
+def test_missing_input_fails_fast(source, plan, monkeypatch, capsys):
   bucket = 'exists-but-empty'
   if bucket not in gcs_emulator.list_bucket_names():
     gcs_emulator.create_bucket(bucket)
     gcs_emulator.upload(bucket, {'imgs/cat/a.jpg': b'x'})
-  code, elapsed = _run([f'--input={source.format(bucket=bucket)}', f'--output=gs://{bucket}/out',
-                        '--runner=DirectRunner'])
+  lookups = []
+  default = google.auth.default
+
+  def counted(*args, **kwargs):  # Beam retries a failed lookup 4 times, 2 s apart and more
+    try:
+      lookups.append(default(*args, **kwargs))
+      return lookups[-1]
+    except Exception as e:
+      lookups.append(e)
+      raise
+
+  monkeypatch.setattr(google.auth, 'default', counted)
+  monkeypatch.setattr(gcp_auth._Credentials, '_credentials_init', False)  # pylint: disable=protected-access  # looked up anew
+  plan.reset()
+  code = _run([f'--input={source.format(bucket=bucket)}', f'--output=gs://{bucket}/out', '--runner=DirectRunner'])
   err = capsys.readouterr().err.strip()
   assert code == 2
   assert err.startswith('error: --input=') and '\n' not in err, err
-  assert elapsed < 20  # checked at launch: no pipeline, no credential retries
+  # Checked at launch, by looking: a few reads of the bucket, nothing written, no pipeline
+  # (which would read the input's objects), and no credential lookup that failed (and so waited).
+  seen = plan.requests()
+  assert 1 <= len(seen) <= 8 and {e.method for e in seen} == {'GET'}, seen
+  assert not [e for e in seen if e.media], seen
+  assert lookups and not [e for e in lookups if isinstance(e, Exception)], lookups
   assert gcs_emulator.list_names(bucket, 'out/') == []
 
 

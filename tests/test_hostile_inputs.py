@@ -23,16 +23,20 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline import cli
-from beam_pipeline.core import preparation, tensorflow_decoding
+from beam_pipeline.core import preparation, steps, tensorflow_decoding
+from beam_pipeline.core.records import InputItem
 from helpers import hostile_files, peak_memory, photos
 from helpers.commands import command, started
 from helpers.dataset_reader import read_errors, read_output
+from helpers.values import settings
 WRITTEN = None  # the expected outcome of an input that must become a record
 MiB = 2**20
 SUBPROCESS_TIMEOUT = 240
-# Peak memory allowed to a whole conversion run (all its processes): TensorFlow and Beam alone take
-# about 0.7 GB, reading one oversized file up to the 100 MB limit about 0.1 GB more.
-MAX_MEMORY_MB = 1536
+# Peak memory allowed to a whole conversion run (all its processes), and to its largest process:
+# TensorFlow and Beam alone take about 0.55 GB (measured: 534 MB for the largest process, 522 MB
+# summed PSS), reading one file up to the 100 MB limit would add 0.1 GB. Reading one of the
+# 300 MB files whole (instead of rejecting it by its size) adds 0.3 GB and fails this bound.
+MAX_MEMORY_MB = 768
 
 
 def convert(source, out, *extra: str) -> int:
@@ -168,12 +172,24 @@ def test_unreadable_symlinks_are_rejected_not_lost(tmp_path, kind):
 WATCHDOG_SECONDS = 20
 
 
+def reader_waiting(pipe: Path) -> bool:
+  """Whether a process has the named pipe open for reading, as a run blocked on it would
+  (in open(), waiting for a writer, or in read()). The probe is that reader's writer: it
+  comes and goes, so a blocked open returns and its read sees end of file."""
+  try:
+    os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO while no one reads it
+    return True
+  except OSError:
+    return False
+
+
 def test_pipes_devices_and_sockets_are_rejected_not_waited_for(tmp_path):
   """A named pipe, a symlink to /dev/zero (endless) and a Unix socket, named like images.
 
   Expected: the run ends by itself; each rejected as `unreadable` (not a regular file);
-  the real image written. If the run blocks on the pipe, the watchdog opens it for
-  writing after 20s (the run then goes on, the pipe read as empty) and the test fails.
+  the real image written. A run blocked on the pipe would hang the test: after 20 s the
+  watchdog looks for a reader of the pipe, and if it finds one (a run blocked there, not
+  a run that is merely slow) lets it go on and fails the test.
   """
   root = tmp_path / 'in' / 'cat'
   real = write(root / 'real.jpg', photo(1))
@@ -187,13 +203,9 @@ def test_pipes_devices_and_sockets_are_rejected_not_waited_for(tmp_path):
   def watchdog():
     if finished.wait(WATCHDOG_SECONDS):
       return
-    blocked.append(True)
-    while not finished.is_set():
-      try:
-        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # a writer comes and goes: EOF
-      except OSError:
-        pass
-      time.sleep(0.1)
+    while not finished.wait(0.1):
+      if reader_waiting(pipe):
+        blocked.append(True)
 
   thread = threading.Thread(target=watchdog, daemon=True)
   thread.start()
@@ -461,6 +473,24 @@ def test_empty_and_oversized_files_are_rejected(hostile_run):
   assert reasons['sparse-300mb.jpg'] == 'file_too_large'
 
 
+def test_an_oversized_file_is_rejected_by_its_size_without_being_read(tmp_path):
+  """The validation step, as a worker runs it, on the 300 MB (sparse) file and the photos.
+
+  Expected: the file rejected as `file_too_large` and the peak memory of the step growing
+  by far less than a read of it would take: reading it whole grows it by 300 MB, reading
+  up to --max_file_mb by 100 MB. (The whole-run bound above cannot tell: the largest
+  process of a run is its launcher, and a worker's spike is shorter than summed PSS samples.)
+  """
+  big = str(sparse_file(tmp_path / 'x' / 'sparse-300mb.jpg', 300 * MiB + 1))
+  small = [str(write(tmp_path / 'x' / f'photo-{i}.jpg', photo(i))) for i in range(4)]
+  steps.validate_batch([InputItem(uri) for uri in small], settings())  # TensorFlow's first decode sets up
+  with peak_memory.growth() as grown:
+    result = steps.validate_batch([InputItem(uri) for uri in [small[0], big, *small[1:]]], settings())
+  assert [(r.uri, r.reason) for r in result.rejections] == [(big, 'file_too_large')]
+  assert len(result.records) == 4
+  assert grown[0] < 32, f'validating grew the peak memory by {grown[0]:.0f} MB'
+
+
 def test_bomb_headers_are_rejected_as_too_many_pixels(hostile_run):
   _, out, _ = hostile_run
   found = outcomes(out)
@@ -533,11 +563,19 @@ def test_a_jpeg_of_many_exif_segments_is_rejected_before_pillow_parses_it(monkey
   Expected: such a file rejected as `corrupt` without Pillow opening it, and without
   TensorFlow decoding it.
   """
-  def refused(*_):
-    raise AssertionError('the file reached Pillow or TensorFlow')
+  reached = []
 
-  monkeypatch.setattr(Image, 'open', refused)
-  monkeypatch.setattr(tensorflow_decoding, 'batch_shapes', refused)
+  def refused(name):
+    def called(*_args, **_kwargs):
+      # Recorded, not raised: prepare_images turns any exception into a `corrupt` rejection,
+      # so an exception raised here would make the test pass for that reason instead.
+      reached.append(name)
+      raise AssertionError(f'the file reached {name}')
+    return called
+
+  monkeypatch.setattr(Image, 'open', refused('Pillow'))
+  monkeypatch.setattr(tensorflow_decoding, 'batch_shapes', refused('TensorFlow'))
   data = hostile_files.jpeg_with_segments([hostile_files.exif_segment()] * 700)
   result, = preparation.prepare_images([data], 100_000_000)
+  assert reached == []
   assert getattr(result, 'reason', None) == 'corrupt', result

@@ -1,7 +1,12 @@
 """The command on DataflowRunner, offline (dataflow_offline.py), and what its runs must show."""
+import gzip
+import json
+import struct
 import subprocess
 import sys
-from typing import Sequence
+from typing import Dict, Iterable, Iterator, Sequence
+
+from tensorflow.core.example import example_pb2
 
 from helpers.commands import ROOT, TIMEOUT
 
@@ -24,3 +29,34 @@ def assert_submitted_as_airflow_expects(result: subprocess.CompletedProcess) -> 
   assert (f'Dataflow job {JOB_ID}: https://console.cloud.google.com/dataflow/jobs/us-central1/{JOB_ID}'
           f'?project=test-project') in result.stdout
   assert 'Create job: <' not in result.stderr and 'Staging' not in result.stderr
+
+
+def _records(data: bytes) -> Iterator[bytes]:
+  """The records of TFRecord bytes (length, its CRC, data, its CRC; the CRCs not checked here)."""
+  at = 0
+  while at < len(data):
+    length, = struct.unpack('<Q', data[at:at + 8])
+    yield data[at + 12:at + 12 + length]
+    at += 16 + length
+  assert at == len(data), 'a TFRecord file cut short'
+
+
+def assert_every_input_accounted_for(files: Dict[str, bytes], inputs: Iterable[str]) -> None:
+  """Every input listed is written once or rejected once, nothing else: the records' image/filename
+  and the errors file's uris together are ``inputs`` exactly, and beam_pipeline.json counts them."""
+  info = json.loads(files['beam_pipeline.json'])
+  written = []
+  for split in info['splits'].values():
+    for shard in split['shards']:
+      data = files[shard['file']]
+      data = gzip.decompress(data) if info['compression'] == 'gzip' else data
+      uris = [example_pb2.Example.FromString(record).features.feature['image/filename'].bytes_list.value[0].decode()
+              for record in _records(data)]
+      assert len(uris) == shard['num_examples'], shard
+      written += uris
+  rejected = [json.loads(line)['uri'] for name, data in files.items() if name.startswith('errors-')
+              for line in data.decode().splitlines()]
+  inputs = sorted(inputs)
+  assert sorted(written + rejected) == inputs, 'inputs lost, invented or accounted twice'
+  assert (info['num_examples'], info['num_errors']) == (len(written), len(rejected))
+  assert info['num_examples'] + info['num_errors'] == len(inputs)

@@ -182,7 +182,8 @@ class FaultPlan:
   OUTCOMES = ('forwarded', 'failed', 'dropped', 'truncated', 'delayed', 'upstream_error', 'aborted')
 
   def __init__(self):
-    self._lock = threading.Lock()
+    self._lock = threading.RLock()  # reentrant: wait_until's condition may read the plan
+    self._changed = threading.Condition(self._lock)  # notified whenever a request is decided or logged
     self._rules: List[Rule] = []
     self._log: List[LoggedRequest] = []
     self._generation = 0  # which reset() a log index belongs to
@@ -228,6 +229,15 @@ class FaultPlan:
       self._rules.clear()
       self._log.clear()
       self._generation += 1
+      self._changed.notify_all()
+
+  def wait_until(self, condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Returns once ``condition()`` (which may read the plan: its rules' counters, requests(),
+    counts()) is true, re-checked whenever a request is decided or logged: an event to
+    synchronise on, instead of a sleep. ``timeout`` only catches a hang."""
+    with self._changed:
+      if not self._changed.wait_for(condition, timeout):
+        raise TimeoutError(f'the fault plan did not reach the expected state within {timeout} s: {self._log}')
 
   @property
   def rules(self) -> List[Rule]:
@@ -257,6 +267,7 @@ class FaultPlan:
 
   def _decide(self, request: ProxyRequest) -> Optional[Fault]:
     with self._lock:
+      self._changed.notify_all()  # the rules' counters change even when none fires
       for rule in self._rules:
         if rule._offer(request):  # pylint: disable=protected-access
           return rule.fault
@@ -268,6 +279,7 @@ class FaultPlan:
                           is_media_download(request), outcome, fault.describe() if fault else '', status)
     with self._lock:
       self._log.append(entry)
+      self._changed.notify_all()
       return self._generation, len(self._log) - 1
 
   def _amend(self, where: Tuple[int, int], outcome: str) -> None:
@@ -275,6 +287,7 @@ class FaultPlan:
     with self._lock:
       if generation == self._generation:  # unless reset() ran meanwhile
         self._log[index] = dataclasses.replace(self._log[index], outcome=outcome)
+        self._changed.notify_all()
 
 
 class _Server(ThreadingHTTPServer):

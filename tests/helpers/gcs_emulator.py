@@ -1,6 +1,6 @@
 """The local Cloud Storage emulator (gcp-storage-emulator) for tests: real HTTP, no mocks, offline.
 
-``running_emulator()`` starts it as a subprocess on a free port and yields its URL;
+``running_emulator()`` starts it as a subprocess on a port it binds itself and yields its URL;
 ``emulator_environment()`` gives the environment the code under test needs to talk to it,
 ``pointed_at()`` sets it for a block, and ``serving()`` does all three with buckets made;
 the rest create buckets and move bytes with the real google-cloud-storage client.
@@ -19,7 +19,7 @@ import contextlib
 import json
 import os
 import random
-import socket
+import selectors
 import subprocess
 import sys
 import tempfile
@@ -45,39 +45,52 @@ _STATIC_TOKEN_CREDENTIALS = {
 }
 
 
-def free_port() -> int:
-  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-    s.bind((_HOST, 0))
-    return s.getsockname()[1]
+# The emulator, serving on a port the kernel picks (port 0) and printing it once it listens:
+# a port found free here and handed over could be taken in between (another engineer's
+# emulator on a shared machine would then answer for ours).
+_SERVE = '''
+import logging, signal, sys
+from gcp_storage_emulator.server import create_server
+logging.getLogger().setLevel(logging.CRITICAL)
+server = create_server(sys.argv[1], 0, in_memory=True)
+server.start()
+print(server._api._httpd.server_address[1], flush=True)
+signal.pause()
+'''
 
 
 def _answers(url: str) -> bool:
   try:
-    with urllib.request.urlopen(f'{url}/storage/v1/b', timeout=1) as response:
+    with urllib.request.urlopen(f'{url}/storage/v1/b', timeout=10) as response:
       return response.status == 200
   except OSError:
     return False
 
 
+def _port_line(process: subprocess.Popen, deadline: float) -> str:
+  """The first line the emulator prints, or '' if it ends or the deadline passes first."""
+  with selectors.DefaultSelector() as selector:
+    selector.register(process.stdout, selectors.EVENT_READ)
+    while time.monotonic() < deadline:
+      if selector.select(timeout=max(0.0, deadline - time.monotonic())):
+        return process.stdout.readline().decode().strip()
+  return ''
+
+
 @contextlib.contextmanager
-def running_emulator(timeout_secs: float = 30.0) -> Iterator[str]:
+def running_emulator(timeout_secs: float = 60.0) -> Iterator[str]:
   """Starts an in-memory emulator and yields its URL (http://127.0.0.1:<port>)."""
   with tempfile.TemporaryDirectory(prefix='gcs-emulator-') as workdir, \
       open(os.path.join(workdir, 'emulator.log'), 'w+b') as log:
-    port = free_port()
-    url = f'http://{_HOST}:{port}'
-    process = subprocess.Popen(
-        [sys.executable, '-m', 'gcp_storage_emulator', 'start', '--host', _HOST, '--port', str(port),
-         '--in-memory', '--quiet'],
-        cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([sys.executable, '-c', _SERVE, _HOST], cwd=workdir, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=log)
     try:
-      deadline = time.monotonic() + timeout_secs
-      while not _answers(url):
-        if process.poll() is not None or time.monotonic() > deadline:
-          log.seek(0)
-          raise RuntimeError(f'the storage emulator did not start on {url} '
-                             f'(exit code {process.poll()}): {log.read().decode(errors="replace")[-2000:]}')
-        time.sleep(0.05)
+      port = _port_line(process, time.monotonic() + timeout_secs)
+      url = f'http://{_HOST}:{port}'
+      if not port.isdigit() or not _answers(url):
+        log.seek(0)
+        raise RuntimeError(f'the storage emulator did not start (exit code {process.poll()}, said {port!r}): '
+                           f'{log.read().decode(errors="replace")[-2000:]}')
       yield url
     finally:
       process.terminate()
@@ -86,6 +99,7 @@ def running_emulator(timeout_secs: float = 30.0) -> Iterator[str]:
       except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+      process.stdout.close()
 
 
 def emulator_environment(url: str, directory: str) -> Dict[str, str]:

@@ -1,18 +1,60 @@
 """Synthetic photos for the tests, made one way: benchmarks.sample_set's busy pictures.
 
-Pixels follow the seed; the noise layer does not (Pillow's effect_noise is unseeded),
-so two calls give different bytes, as two photos would.
+Pixels follow the seed, the noise layer included: Pillow's Image.effect_noise is
+unseeded (its generator's state carries over from every image made before in the
+process), so while a photo is made here (``seeded_noise``) it draws its noise from a
+numpy Generator seeded with the photo's own parameters. A photo's bytes thus depend
+only on its seed, size and position in its sequence, never on which tests ran before.
 """
+import contextlib
+import hashlib
 import os
 import random
+import threading
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Sequence, Tuple, Union
 
+import numpy as np
 from PIL import Image
 
-from benchmarks.sample_set import encode, synthetic_photo
+from benchmarks import sample_set
+from benchmarks.sample_set import encode
 
-__all__ = ['encode', 'image', 'jpeg', 'jpegs', 'labelled', 'write_files']
+__all__ = ['encode', 'image', 'jpeg', 'jpegs', 'labelled', 'seeded_noise', 'write_files', 'write_sample_set']
+
+_NOISE_LOCK = threading.Lock()
+
+
+def _noise(size: Tuple[int, int], sigma: float) -> Image.Image:
+  """What Image.effect_noise gives (Gaussian grey noise around 128), seeded with its arguments:
+  the size and the standard deviation the photo drew from its own seeded random.Random."""
+  seed = int.from_bytes(hashlib.sha256(repr((tuple(size), float(sigma))).encode()).digest()[:8], 'little')
+  width, height = size
+  values = np.random.default_rng(seed).normal(128.0, sigma, (height, width))
+  return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), 'L')
+
+
+@contextlib.contextmanager
+def seeded_noise() -> Iterator[None]:
+  """Within the block, Image.effect_noise (which sample_set.synthetic_photo calls) is seeded."""
+  with _NOISE_LOCK:
+    original = Image.effect_noise
+    Image.effect_noise = _noise
+    try:
+      yield
+    finally:
+      Image.effect_noise = original
+
+
+def synthetic_photo(rng: random.Random, width: int, height: int, mode: str = 'RGB') -> Image.Image:
+  with seeded_noise():
+    return sample_set.synthetic_photo(rng, width, height, mode)
+
+
+def write_sample_set(directory: str, **kwargs) -> int:
+  """sample_set.write_sample_set (the set `make run` converts), its noise seeded."""
+  with seeded_noise():
+    return sample_set.write_sample_set(directory, **kwargs)
 
 
 def image(seed: int = 1, width: int = 48, height: int = 40, mode: str = 'RGB') -> Image.Image:
