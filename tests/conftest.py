@@ -1,10 +1,9 @@
-"""Shared fixtures; test helpers (tests/helpers) import as the package ``helpers``."""
+"""Shared fixtures; test helpers (tests/helpers) import as the package ``helpers`` (pyproject.toml
+puts tests/ on pytest's path)."""
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # as the command sets it (cli.quiet_libraries)
 
 from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position

@@ -14,7 +14,9 @@ import threading
 import time
 import types
 
-from beam_pipeline import cli, progress
+from beam_pipeline import cli
+from beam_pipeline.cli import progress
+from beam_pipeline.core import progress_counts
 
 from helpers import hostile_files, photos
 from helpers.commands import ROOT, TIMEOUT, chatter, command, run_cli, user_environment
@@ -98,7 +100,7 @@ class _ScriptedRun:
     self.script, self.calls, self.now = script, 0, 0.0
     self.finished = threading.Event()
 
-  def snapshot(self) -> progress.Snapshot:
+  def snapshot(self) -> progress_counts.Snapshot:
     if self.calls < len(self.script):
       self.now += self.STEP
       self.calls += 1
@@ -115,9 +117,9 @@ def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(
   interval (4 steps of the clock) within a phase, one line when a phase ends; nothing
   depends on when the thread happens to wake up."""
   step = _ScriptedRun.STEP
-  script = ([progress.Snapshot('checking', 10 * i, 160, i // 4, 0.0) for i in range(16)] +
-            [progress.Snapshot('writing', 20 * i, 150, 3, 16 * step) for i in range(8)] +
-            [progress.Snapshot('committing', 150, 150, 3, 24 * step)])
+  script = ([progress_counts.Snapshot('checking', 10 * i, 160, i // 4, 0.0) for i in range(16)] +
+            [progress_counts.Snapshot('writing', 20 * i, 150, 3, 16 * step) for i in range(8)] +
+            [progress_counts.Snapshot('committing', 150, 150, 3, 24 * step)])
   run = _ScriptedRun(script)
   monkeypatch.setattr(progress, 'time', types.SimpleNamespace(monotonic=run.monotonic))
   stream = io.StringIO()

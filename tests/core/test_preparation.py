@@ -1,5 +1,6 @@
 """prepare_image against TensorFlow itself: the table of bad and odd inputs, and what
 the decoders print while a batch decodes (damage, failures)."""
+import os
 import subprocess
 import sys
 
@@ -101,9 +102,7 @@ def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
   decodes the image. The shard writer's process may meet the file first when it
   re-encodes it, so a fresh interpreter with Python's default warning filters does
   just that."""
-  script = ('import sys\n'
-            'sys.path.insert(0, "tests")\n'
-            'from beam_pipeline.core import quiet_import\n'
+  script = ('from beam_pipeline.core import quiet_import\n'
             'quiet_import.tensorflow()\n'
             'from beam_pipeline.core import image_info, preparation, reencoding, settings\n'
             'from helpers import hostile_files\n'
@@ -113,7 +112,7 @@ def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
             'print(info.format, info.reencoded, image_info.sha256_hex(stored) == image_info.sha256_hex(\n'
             '    preparation.prepare_image(data, max_pixels=10**8).stored))\n')
   done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                        check=False)
+                        env={**os.environ, 'PYTHONPATH': str(ROOT / 'tests')}, check=False)
   assert (done.stdout, done.stderr) == ('png True True\n', '')
 
 
