@@ -42,8 +42,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   graph = pipeline | 'TransformGraph' >> beam.Create(transform_graph(settings)).with_output_types(OutputUnit)
   written = ((planned.plans, graph)
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
-             | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=AsSingleton(planned.labels)).with_outputs(
-                 REJECTED, TRANSFORM_WRITTEN, main='shards'))
+             | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=AsSingleton(planned.labels)
+                                    ).with_outputs(REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.

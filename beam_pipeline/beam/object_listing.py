@@ -57,4 +57,5 @@ def _split(uri: str) -> Tuple[str, str]:
 
 
 def _pages(bucket: str, prefix: str, delimiter: Optional[str], fields: str):
-  return beam_internals.storage_client().list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_size=_PAGE_SIZE, fields=fields).pages
+  return beam_internals.storage_client().list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_size=_PAGE_SIZE,
+                                                    fields=fields).pages

@@ -26,8 +26,8 @@ def fn_api_runner(options: PipelineOptions) -> Optional[PipelineRunner]:
   try:
     from apache_beam.portability.api import beam_provision_api_pb2  # pylint: disable=import-outside-toplevel
     from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
-    from apache_beam.runners.portability.portable_runner import JobServiceHandle  # pylint: disable=import-outside-toplevel
-    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    from apache_beam.runners.portability import portable_runner  # pylint: disable=import-outside-toplevel
+    encoded = portable_runner.JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision_info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
   except (ImportError, AttributeError):
     return None

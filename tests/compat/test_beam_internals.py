@@ -20,7 +20,8 @@ def test_the_runner_is_the_fn_api_runner_with_the_options():
   """The options reach the runner's SDK workers as DirectRunner sends them."""
   runner = beam_internals.fn_api_runner(PipelineOptions(['--direct_running_mode=multi_processing']))
   assert isinstance(runner, FnApiRunner)
-  sent = json_format.MessageToDict(runner._provision_info.provision_info.pipeline_options)  # pylint: disable=protected-access
+  provision_info = runner._provision_info  # pylint: disable=protected-access
+  sent = json_format.MessageToDict(provision_info.provision_info.pipeline_options)
   assert sent['beam:option:direct_running_mode:v1'] == 'multi_processing'
 
 

@@ -41,6 +41,6 @@ def test_a_file_descriptor_reaches_a_worker_and_the_socket_directory_goes(tmp_pa
             '  print(os.path.exists(where), flush=True)\n'
             '  os._exit(worker.exitcode)\n')
   (tmp_path / 'passed.py').write_text(script)  # a file: forkserver workers import their target from __main__
-  done = subprocess.run([sys.executable, str(tmp_path / 'passed.py')], capture_output=True, text=True, timeout=120, check=False,
-                        env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)})
+  done = subprocess.run([sys.executable, str(tmp_path / 'passed.py')], capture_output=True, text=True, timeout=120,
+                        check=False, env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)})
   assert (done.returncode, done.stdout, done.stderr[-200:]) == (0, 'False\n', 'from the worker')
