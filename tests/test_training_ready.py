@@ -96,8 +96,8 @@ def test_dedupe_keeps_one_copy_and_dropped_copies_are_no_errors(tmp_path):
 
 
 def test_split_folders_and_default_split(tmp_path):
-  photos.write_files(tmp_path / 'in', {f'{split}/{name}': data for split in ('train', 'val') for name, data in
-                                       photos.labelled(('a', 'b'), 3, seed=5, size=(24, 20)).items()})
+  photos.write_files(tmp_path / 'in', {f'{split}/{name}': data for seed, split in enumerate(('train', 'val'))
+                                       for name, data in photos.labelled(('a', 'b'), 3, seed, (24, 20)).items()})
   assert run(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--splits=train=0.5,test=0.5') == 0
   info, records = read_output(tmp_path / 'out')
   assert {split: len(rs) for split, rs in records.items()} == {'train': 6, 'validation': 6}

@@ -26,7 +26,8 @@ from typing import Callable, List
 
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline import cli, progress
+from beam_pipeline import cli
+from beam_pipeline.core import progress_counts
 
 
 def _die() -> None:
@@ -68,7 +69,7 @@ def main() -> int:
   point, argv = sys.argv[1], sys.argv[2:]
   kind, _, value = point.rpartition(':')
   if kind in ('listed', 'checked'):
-    setattr(progress.Counts, kind, _kill_at_count(getattr(progress.Counts, kind), int(value)))
+    setattr(progress_counts.Counts, kind, _kill_at_count(getattr(progress_counts.Counts, kind), int(value)))
   elif kind == 'after':
     os.rename = _kill_after(os.rename, f'{_output(argv)}/{value}')
   elif kind in ('', 'before'):
