@@ -8,6 +8,7 @@ flag is parsed once, and every standard Beam flag (--runner, --project, --labels
 only warn about, ends the launch with one line that says what to do.
 """
 import difflib
+import logging
 import sys
 from typing import List, NamedTuple, Optional
 
@@ -57,7 +58,14 @@ def parse(argv: List[str]) -> Conversion:
 
 def _check_flags(options: PipelineOptions) -> None:
   """No flag Beam does not know either, and no label mode in Beam's own --labels (job labels)."""
-  known = options.get_all_options()
+  # Beam would log 'Discarding unparseable args: [...]' ahead of the one line that names the flag.
+  beam_options_log = logging.getLogger('apache_beam.options.pipeline_options')
+  level = beam_options_log.level
+  beam_options_log.setLevel(logging.ERROR)
+  try:
+    known = options.get_all_options()
+  finally:
+    beam_options_log.setLevel(level)
   unknown = sorted(set(options.get_all_options(retain_unknown_options=True)) - set(known))
   if unknown:
     flag = '--' + unknown[0]

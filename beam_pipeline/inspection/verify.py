@@ -25,6 +25,7 @@ from beam_pipeline.core.run_record import Embedding, RunRecord, Shard
 from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
 from beam_pipeline.core.progress_counts import Tally
+from beam_pipeline.core.quantities import counted
 
 # Problems listed per shard before its check gives up on it.
 MAX_PROBLEMS_PER_SHARD = 10
@@ -96,7 +97,7 @@ def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str
       if tally:
         tally.add(1, 1)
   if index != shard.num_examples and len(problems) < MAX_PROBLEMS_PER_SHARD:
-    problems.append(Problem(name, None, f'{index} records read, beam_pipeline.json says {shard.num_examples}'))
+    problems.append(Problem(name, None, f'{counted(index, "record")} read, beam_pipeline.json says {shard.num_examples}'))
   if shard.index_file and not problems:
     problems += _index_problems(path, shard)
   return problems, index

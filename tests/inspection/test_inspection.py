@@ -57,7 +57,7 @@ def test_verify_reports_what_the_decoders_print_in_one_line_off_the_console(tmp_
   result = run_cli('verify', tmp_path / 'out')
   assert result.returncode == 0, result.stderr[-3000:]
   verdict, note = result.stdout.splitlines()
-  assert verdict == f'Verified 7 records in 1 shards of {tmp_path}/out: all intact.'
+  assert verdict == f'Verified 7 records in 1 shard of {tmp_path}/out: all intact.'
   assert re.fullmatch(r'The image decoders printed 1 warning\(s\), the first: "Corrupt JPEG data: [0-9]+ extraneous '
                       r'bytes before marker 0xd9"\. An image that warns but decodes to its recorded size is intact; '
                       r'TensorFlow prints the same when training reads it\.', note), note
