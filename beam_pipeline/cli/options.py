@@ -9,10 +9,11 @@ only warn about, ends the launch with one line that says what to do.
 """
 import difflib
 import logging
+import os
 import sys
 from typing import List, NamedTuple, Optional
 
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.beam import inputs
@@ -50,6 +51,7 @@ def parse(argv: List[str]) -> Conversion:
           if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
   options = PipelineOptions(beam_flags, **ours)
   _check_flags(options)
+  _check_setup_file(options.view_as(SetupOptions).setup_file)
   settings = validate(options)
   if 'dataflow' in (options.view_as(StandardOptions).runner or '').lower():
     _check_dataflow(options, settings)
@@ -76,6 +78,17 @@ def _check_flags(options: PipelineOptions) -> None:
     if labels.is_label_mode(label):
       raise UsageError(f'--labels={label} sets a Dataflow job label; to take labels from {label}, '
                        f'use --label_source={label}')
+
+
+def _check_setup_file(setup_file: Optional[str]) -> None:
+  """Beam builds the package of --setup_file with ``python -m build`` run in its folder, where a
+  folder named build/ (what setuptools and many Makefiles leave behind) would be imported instead."""
+  if not setup_file:
+    return
+  build = os.path.join(os.path.dirname(os.path.abspath(setup_file)), 'build')
+  if os.path.isdir(build) and not os.path.exists(os.path.join(build, '__main__.py')):
+    raise UsageError(f'--setup_file={setup_file}: the folder build/ beside it would be run in place of the '
+                     "'build' package Beam packages the code with; remove or rename that folder")
 
 
 def _check_dataflow(options: PipelineOptions, settings: Settings) -> None:
