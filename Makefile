@@ -14,8 +14,8 @@ DALI_PACKAGE := nvidia-dali-cuda120==2.4.0
 MODELS_VENV := .venv-models
 MODELS_STAMP := $(MODELS_VENV)/.installed
 MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
-SAMPLE := build/sample-images
-SAMPLE_OUT := build/sample-tfrecords
+SAMPLE := work/sample-images
+SAMPLE_OUT := work/sample-tfrecords
 
 .PHONY: install airflow dali models run test bench bench-planning bench-large clean
 
@@ -69,4 +69,4 @@ bench-large: install
 	$(BIN)/python -m benchmarks.large_run $(LARGE_ARGS)
 
 clean:
-	rm -rf build
+	rm -rf work build

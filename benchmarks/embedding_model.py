@@ -1,7 +1,7 @@
 """The embedding model of measurement e: seed 001's EfficientNetB0 feature extractor.
 
 Keras builds it without its ImageNet weights (nothing is downloaded) and saves it once
-under build/bench-models/; random weights cost what trained ones do. Its output is the
+under work/bench-models/; random weights cost what trained ones do. Its output is the
 seed's 7x7x1280 feature map.
 
 Usage: python -m benchmarks.embedding_model   (prints the model's path)
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PATH = Path(__file__).resolve().parents[1] / 'build' / 'bench-models' / 'efficientnet_b0.keras'
+PATH = Path(__file__).resolve().parents[1] / 'work' / 'bench-models' / 'efficientnet_b0.keras'
 
 
 def ensure() -> Path:

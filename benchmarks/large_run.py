@@ -6,12 +6,12 @@ The photos are small (64x48 JPEGs of a few KB, 100 class folders, one file in a
 hundred damaged), so a million of them fit on a laptop's disk and are generated in
 minutes; what grows with their number is the per-image bookkeeping this run is
 about: listing, planning, reports and memory. Both sets are cached under
-build/bench-data/small-<n>/. Each run is the converter's command with default
+work/bench-data/small-<n>/. Each run is the converter's command with default
 options but for --skip_transform (the tf.Transform graph is a fixed cost), under
 benchmarks.measure: wall and CPU time, the peak of all processes' summed PSS.
 Reported: images/s at both sizes and their ratio, memory per image (the peak's
 growth from the small run to the large one, per image added), and that every file
-was written or rejected. Results go to build/bench-results/large-run.json.
+was written or rejected. Results go to work/bench-results/large-run.json.
 """
 import argparse
 import io
@@ -29,7 +29,7 @@ from PIL import Image
 
 from benchmarks import run
 
-DATA = Path(__file__).resolve().parents[1] / 'build' / 'bench-data'
+DATA = Path(__file__).resolve().parents[1] / 'work' / 'bench-data'
 CLASSES = 100
 DAMAGED_EVERY = 100
 SIZE = (64, 48)

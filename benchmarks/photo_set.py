@@ -1,4 +1,4 @@
-"""A PetImages-like photo set, generated once per size and cached under build/bench-data/<n>/.
+"""A PetImages-like photo set, generated once per size and cached under work/bench-data/<n>/.
 
 Throughput depends on what the files are like, so the set copies the Microsoft PetImages
 mix: two class folders, 200-500 px per side, JPEG qualities 60-95, some progressive and
@@ -19,7 +19,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-ROOT = Path(__file__).resolve().parents[1] / 'build' / 'bench-data'
+ROOT = Path(__file__).resolve().parents[1] / 'work' / 'bench-data'
 FORMAT_VERSION = 1  # bump when the generator changes, so cached sets are rebuilt
 CLASSES = ('Cat', 'Dog')
 MARKER = 'complete.json'  # written last, next to (not inside) the image folder

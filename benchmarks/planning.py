@@ -10,7 +10,7 @@ pipeline, a thousand at a time, so no list of N travels in the job graph, plans 
 into 150 MiB shards with three splits, and reports the largest number of records one
 key of each planning GroupByKey held (Beam distributions) and the time per record.
 The table, and its extrapolation to 100 million images on Dataflow (formula in
-``extrapolate``), go to standard output and build/bench-results/planning.json.
+``extrapolate``), go to standard output and work/bench-results/planning.json.
 """
 import argparse
 import hashlib
@@ -27,7 +27,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parents[1] / 'build' / 'bench-results'
+RESULTS = Path(__file__).resolve().parents[1] / 'work' / 'bench-results'
 CHUNK = 1000  # records generated per element
 CLASSES = 1000
 SPLITS = 'train=0.8,validation=0.1,test=0.1'

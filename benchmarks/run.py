@@ -37,8 +37,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from benchmarks import baselines, embedding_model, photo_set
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / 'build' / 'bench-results'
-SCRATCH = REPO / 'build' / 'bench-out'
+RESULTS = REPO / 'work' / 'bench-results'
+SCRATCH = REPO / 'work' / 'bench-out'
 NAMES = {'a': f'decode limit ({os.cpu_count()} procs)', 'b': "seeds' TF loop (1 proc)", 'c': 'converter (DirectRunner)',
          'd': 'converter, JPEG at 512 px', 'e': 'converter + EfficientNetB0', 'f': 'converter, Dataflow-style',
          'g': f'floor: TF decode + framing ({os.cpu_count()} procs)'}

@@ -53,6 +53,6 @@ def write_sample_set(directory: str, per_class: int = 40, seed: int = 0) -> int:
 
 
 if __name__ == '__main__':
-  target = sys.argv[1] if len(sys.argv) > 1 else 'build/sample-images'
+  target = sys.argv[1] if len(sys.argv) > 1 else 'work/sample-images'
   count = write_sample_set(target)
   print(f'Sample set: {count} files in {target}')

@@ -9,6 +9,16 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # as the command sets it (cl
 from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position
 
 
+@pytest.fixture(scope='session', autouse=True)
+def offline_credentials(tmp_path_factory):
+  """Google credentials that never leave this machine (the emulator's static token) for every
+  test: a run that names a gs:// path checks it has credentials (an offline Dataflow job has
+  no emulator), and a developer's own credentials stay out of the tests."""
+  environment = gcs_emulator.credentials_environment(str(tmp_path_factory.mktemp('credentials')))
+  with gcs_emulator.environment_set({'GOOGLE_APPLICATION_CREDENTIALS': environment['GOOGLE_APPLICATION_CREDENTIALS']}):
+    yield
+
+
 @pytest.fixture(scope='module')
 def proxy(tmp_path_factory):
   """The emulator behind a fault proxy; the environment points every client at the proxy."""

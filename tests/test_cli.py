@@ -4,6 +4,7 @@ import gc
 import pytest
 
 from beam_pipeline import cli
+from helpers import photos
 from helpers.commands import run_cli
 from helpers.photos import write_sample_set
 
@@ -48,11 +49,11 @@ def test_called_as_a_function_main_leaves_garbage_collection_as_it_found_it(tmp_
     (['--input=.', '--output'], 'error: argument --output: expected one argument'),
 ])
 def test_bad_invocations_fail_before_any_work_with_one_line(args, message):
-  """Only the error (and Beam's own warning about an unknown flag): nothing from the
-  workers' forkserver, which had started importing TensorFlow meanwhile."""
+  """Only the error: not Beam's warning about an unknown flag, nor anything from the workers'
+  forkserver, which had started importing TensorFlow meanwhile."""
   result = run_cli(*args)
   assert result.returncode == 2
-  lines = [line for line in result.stderr.splitlines() if not line.startswith('WARNING:apache_beam')]
+  lines = result.stderr.splitlines()
   assert len(lines) == 1 and lines[0].startswith(message), result.stderr[-2000:]
 
 
@@ -76,3 +77,15 @@ def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_pat
   assert result.returncode == 2 and 'is not a completed conversion' in result.stderr
   result = run_cli('inspect')
   assert result.returncode == 2 and result.stderr.count('\n') == 1 and result.stderr.startswith('error: ')
+
+
+def test_splits_given_beside_split_folders_are_said_to_apply_to_the_rest_once(tmp_path):
+  files = photos.labelled(('cat', 'dog'), 4, seed=3, size=(40, 30))
+  photos.write_files(tmp_path / 'in', {f'{folder}/{name}': data for folder in ('train', 'val', 'extra')
+                                       for name, data in files.items()})
+  result = run_cli(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--splits=train=0.5,validation=0.5',
+                   '--dedupe')
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert [line for line in result.stderr.splitlines() if not line.startswith('progress: ')] == [
+      "note: the folders train/, val/ of --input set their images' splits; --splits=train=0.5,validation=0.5 "
+      'assigns only the images outside them']

@@ -138,6 +138,25 @@ def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(
   assert run.calls == len(script)
 
 
+def test_a_terminal_without_a_size_gets_the_lines_not_a_bar(monkeypatch):
+  """A terminal that reports 0 columns cannot hold a bar (tqdm drew nothing there)."""
+  step = _ScriptedRun.STEP
+  script = ([progress_counts.Snapshot('checking', 20 * i, 160, 0, 0.0) for i in range(8)] +
+            [progress_counts.Snapshot('committing', 160, 160, 0, 8 * step)])
+  run = _ScriptedRun(script)
+  monkeypatch.setattr(progress, 'time', types.SimpleNamespace(monotonic=run.monotonic))
+  leader, follower = pty.openpty()
+  fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack('HHHH', 0, 0, 0, 0))
+  with os.fdopen(follower, 'w') as stream:
+    assert stream.isatty()
+    with progress.shown(stream, interval=4 * step, counter=run):
+      assert run.finished.wait(TIMEOUT)
+  output = os.read(leader, 1 << 16).decode()
+  os.close(leader)
+  assert output.splitlines() == ['progress: checking 80 of 160 images, 1,024 images/s, 0 rejected, about 0 s left',
+                                 'progress: checking done: 160 images in 0.1 s (1,280 images/s), 0 rejected']
+
+
 def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):
   files = photos.labelled(('ant', 'bee', 'cat'), 40, seed=7, size=(40, 30))
   files['ant/copy.jpg'] = files['ant/ant.0.jpg']
@@ -164,10 +183,11 @@ def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):
   assert text[0].startswith(f'Wrote 121 examples of 122 images, 3 classes, to {tmp_path}/text in ')
   for name, split in info['splits'].items():
     line = next(line for line in text if line.strip().startswith(name + ' '))
-    assert f'{split["num_examples"]} examples in {len(split["shards"])} shards' in line
+    shards = len(split['shards'])
+    assert f'{split["num_examples"]} examples in {shards} shard{"s" if shards > 1 else ""} (' in line
     assert ', '.join(f'{label} {count}' for label, count in split['classes'].items()) in line
-  assert text[-2:] == [f'Rejected 1 inputs: empty 1; see {tmp_path}/text/errors-00000-of-00001.jsonl',
-                       '1 duplicate copies in 1 groups (kept, each group in one split).']
+  assert text[-2:] == [f'Rejected 1 input: empty 1; see {tmp_path}/text/errors-00000-of-00001.jsonl',
+                       '1 duplicate copy in 1 group (kept, each group in one split).']
 
 
 def test_verbose_lets_beams_info_lines_through(tmp_path):

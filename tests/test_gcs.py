@@ -2,6 +2,7 @@
 import hashlib
 import json
 import os
+import subprocess
 
 import google.auth
 import pytest
@@ -14,7 +15,8 @@ from beam_pipeline import cli
 from beam_pipeline.beam import inputs, output_dir
 from beam_pipeline.core import errors_output, settings
 
-from helpers import gcs_emulator
+from helpers import gcs_emulator, photos
+from helpers.commands import TIMEOUT, command, user_environment
 
 LABELS = ('cat', 'dog')
 PER_CLASS = 6
@@ -161,3 +163,24 @@ def test_a_gcs_pattern_is_listed_one_subfolder_per_part_and_lists_what_beam_matc
   expected_parts = {'gs://parts/lib/**': 4, 'gs://parts/lib/**/*.jpg': 4, 'gs://parts/lib/*.jpg': 1,
                     'gs://parts/lib/c*': 1, 'gs://parts/lib/cat/1.jpg': 1, 'gs://parts/li*/**': 3}
   assert len(parts) == expected_parts[pattern]
+
+
+@pytest.mark.parametrize('flag', ['--input', '--output', '--temp_location'])
+def test_a_gs_path_without_credentials_fails_at_once_naming_the_cause_and_the_fix(flag, proxy, tmp_path):
+  """The emulator is there, the credentials are not: Beam's client would retry its credential
+  lookup for minutes and then call the input missing. The command says why, in one line,
+  before any request (the metadata server, which google.auth asks last, is a closed port)."""
+  photos.write_files(tmp_path / 'in', {'cat/1.jpg': photos.jpeg()})
+  paths = {'--input': str(tmp_path / 'in'), '--output': str(tmp_path / 'out')}
+  paths[flag] = 'gs://some-bucket/path'
+  environment = {name: value for name, value in user_environment().items()
+                 if name not in ('GOOGLE_APPLICATION_CREDENTIALS', 'CLOUDSDK_CONFIG')}
+  environment.update(HOME=str(tmp_path), GCE_METADATA_HOST='127.0.0.1:9', GCE_METADATA_IP='127.0.0.1:9')
+  requests = len(proxy.plan.requests())
+  done = subprocess.run(command(*[f'{name}={value}' for name, value in paths.items()]), cwd=tmp_path,
+                        env=environment, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  assert (done.returncode, done.stderr.splitlines()) == (2, [
+      f'error: {flag}=gs://some-bucket/path is on Cloud Storage, and no Google credentials were found: run '
+      '`gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service account key '
+      'file'])
+  assert len(proxy.plan.requests()) == requests

@@ -209,6 +209,19 @@ class _RawReader(io.RawIOBase):
     super().close()
 
 
+def split_folders(spec: InputSpec) -> List[str]:
+  """The top-level folders of a directory input that name a split (train/, val/, ...): one
+  directory read, or one delimiter listing on Cloud Storage."""
+  if spec.kind != DIRECTORY:
+    return []
+  root = spec.path[:-len('/**')]
+  if local_files.is_local(root):
+    names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+  else:
+    names = [folder.rstrip('/').rsplit('/', 1)[-1] for folder in object_listing.subfolders(root + '/')]
+  return [name for name in names if name.lower() in _SPLIT_FOLDERS]
+
+
 def _split_folder(root: str, path: str) -> Optional[str]:
   """The split a top-level folder names (root/train/cat/1.jpg), if any."""
   parts = path[len(root):].split('/') if path.startswith(root) else []

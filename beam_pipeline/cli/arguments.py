@@ -58,7 +58,7 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
                      'output of this tool. Required. E.g. --output=gs://my-bucket/tfrecords/pets')
   group.add_argument('--schema', default='default', help='Example keys: default (image/encoded, '
                      'image/class/label, ...) or simple (image_raw, label, id). Default: %(default)s')
-  group.add_argument('--target_shard_mb', default='150', help='Target size of a shard, in MB. Default: '
+  group.add_argument('--target_shard_mb', default='150', help='Target size of a shard, in MiB. Default: '
                      '%(default)s. E.g. --target_shard_mb=200')
   group.add_argument('--compression', default='none', help='none or gzip. Default: %(default)s')
   group.add_argument('--index_files', **_SWITCH, help='Write beside each shard its index (SHARD.idx: one '
@@ -97,7 +97,8 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
                      'parser) fail on them. Default: %(default)s, every size')
   group.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels, from their '
                      'header (decompression bombs). Default: %(default)s')
-  group.add_argument('--max_file_mb', default='100', help='Reject larger files, unread. Default: %(default)s')
+  group.add_argument('--max_file_mb', default='100', help='Reject larger files (MiB), unread. Default: '
+                     '%(default)s')
   group.add_argument('--read_threads', default='32', help='Cloud Storage reads in flight per worker. '
                      'Default: %(default)s')
   group = parser.add_argument_group('embeddings', "A pretrained network's features beside (or instead of) "

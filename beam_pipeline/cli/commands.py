@@ -14,6 +14,7 @@ from beam_pipeline.cli import arguments, progress
 from beam_pipeline.core import progress_counts, quiet_import
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.user_errors import UsageError
+from beam_pipeline.core.quantities import counted
 
 
 def quiet_libraries() -> None:
@@ -57,7 +58,7 @@ def inspect(namespace, info: RunRecord) -> int:
   print('\n'.join(overview.glance(info, output)))
   if namespace.errors:
     print('\n'.join(overview.errors(info, output)))
-  title = f'{output}: {info.num_examples:,} examples, {info.num_classes} classes'
+  title = f'{output}: {counted(info.num_examples, "example")}, {counted(info.num_classes, "class", "classes")}'
   if namespace.contact_sheet and info.embedding and not info.embedding.images_stored:
     print(f'error: {output} stores embeddings instead of images (--embedding_only): there are no images to draw; '
           'leave out --contact_sheet', file=sys.stderr)
@@ -95,7 +96,8 @@ def verify(namespace, info: RunRecord) -> int:
     if len(report.problems) > len(shown):
       print(f'  ... and {len(report.problems) - len(shown)} more', file=sys.stderr)
   else:
-    print(f'Verified {report.records:,} records in {report.shards} shards of {namespace.output}: all intact.')
+    print(f'Verified {counted(report.records, "record")} in {counted(report.shards, "shard")} of {namespace.output}: '
+          'all intact.')
   if report.decoder_warnings:
     print(f'The image decoders printed {len(report.decoder_warnings):,} warning(s), the first: '
           f'"{report.decoder_warnings[0]}". An image that warns but decodes to its recorded size is intact; '

@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from beam_pipeline.beam import graph, local_runner, model_files, output_dir
+from beam_pipeline.beam import graph, inputs, local_runner, model_files, output_dir
 from beam_pipeline.cli import failures, options as options_lib, progress
 from beam_pipeline.core import progress_counts, steps
 from beam_pipeline.core.run_record import RunRecord
@@ -48,6 +48,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
     conversion = options_lib.parse(argv)
     options, settings = conversion.options, conversion.settings
     in_process = local_runner.runs_in_process(options)
+    _say_which_splits_win(options, settings)
     if settings.embedding:
       settings = _check_model(settings, in_process, held)
     if not _translates_only(options):  # a dry run or a template leaves the output as it is
@@ -100,6 +101,16 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
 def _progress_shown(interval: float) -> Iterator[progress_counts.Counter]:
   with progress.console() as console, progress.shown(console, interval) as counts:
     yield counts
+
+
+def _say_which_splits_win(options: PipelineOptions, settings: Settings) -> None:
+  """One line when --splits meets an input whose top-level folders name splits: those folders'
+  images keep their folder's split, and --splits assigns only the rest."""
+  given = options.view_as(options_lib.ConversionOptions).splits
+  folders = inputs.split_folders(settings.input) if given else []
+  if folders:
+    print(f'note: the folders {", ".join(folder + "/" for folder in folders)} of --input set their images\' '
+          f'splits; --splits={given} assigns only the images outside them', file=sys.stderr)
 
 
 def _check_model(settings: Settings, in_process: bool, held: contextlib.ExitStack) -> Settings:

@@ -7,11 +7,14 @@ flag is parsed once, and every standard Beam flag (--runner, --project, --labels
 ``choices=``, so that every mistake, including an unknown flag that Beam would
 only warn about, ends the launch with one line that says what to do.
 """
+import contextlib
 import difflib
+import logging
+import os
 import sys
-from typing import List, NamedTuple, Optional
+from typing import Iterator, List, NamedTuple, Optional
 
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.beam import inputs
@@ -49,6 +52,8 @@ def parse(argv: List[str]) -> Conversion:
           if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
   options = PipelineOptions(beam_flags, **ours)
   _check_flags(options)
+  _check_setup_file(options.view_as(SetupOptions).setup_file)
+  _check_credentials(options)
   settings = validate(options)
   if 'dataflow' in (options.view_as(StandardOptions).runner or '').lower():
     _check_dataflow(options, settings)
@@ -57,7 +62,9 @@ def parse(argv: List[str]) -> Conversion:
 
 def _check_flags(options: PipelineOptions) -> None:
   """No flag Beam does not know either, and no label mode in Beam's own --labels (job labels)."""
-  known = options.get_all_options()
+  # Beam would log 'Discarding unparseable args: [...]' ahead of the one line that names the flag.
+  with _warnings_off('apache_beam.options.pipeline_options'):
+    known = options.get_all_options()
   unknown = sorted(set(options.get_all_options(retain_unknown_options=True)) - set(known))
   if unknown:
     flag = '--' + unknown[0]
@@ -68,6 +75,50 @@ def _check_flags(options: PipelineOptions) -> None:
     if labels.is_label_mode(label):
       raise UsageError(f'--labels={label} sets a Dataflow job label; to take labels from {label}, '
                        f'use --label_source={label}')
+
+
+def _check_credentials(options: PipelineOptions) -> None:
+  """Google credentials, if any path is on Cloud Storage. Without them Beam's storage client
+  retries its credential lookup for minutes, and then says the input does not exist."""
+  ours, cloud = options.view_as(ConversionOptions), options.view_as(GoogleCloudOptions)
+  flags = (('--input', ours.input), ('--output', ours.output), ('--embedding_model', ours.embedding_model),
+           ('--temp_location', cloud.temp_location), ('--staging_location', cloud.staging_location))
+  remote = [(flag, value) for flag, value in flags if value and value.startswith('gs://')]
+  if not remote:
+    return
+  import google.auth  # pylint: disable=import-outside-toplevel  # only gs:// paths need Google's auth library
+  from google.auth import exceptions  # pylint: disable=import-outside-toplevel
+  try:
+    with _warnings_off('google.auth._default'):  # of a project it cannot tell: not this check's business
+      google.auth.default()
+  except exceptions.DefaultCredentialsError:
+    flag, value = remote[0]
+    raise UsageError(f'{flag}={value} is on Cloud Storage, and no Google credentials were found: run '
+                     '`gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a '
+                     'service account key file') from None
+
+
+@contextlib.contextmanager
+def _warnings_off(logger_name: str) -> Iterator[None]:
+  """A library logger's warnings kept off the console while the block runs."""
+  logger = logging.getLogger(logger_name)
+  level = logger.level
+  logger.setLevel(logging.ERROR)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
+
+
+def _check_setup_file(setup_file: Optional[str]) -> None:
+  """Beam builds the package of --setup_file with ``python -m build`` run in its folder, where a
+  folder named build/ (what setuptools and many Makefiles leave behind) would be imported instead."""
+  if not setup_file:
+    return
+  build = os.path.join(os.path.dirname(os.path.abspath(setup_file)), 'build')
+  if os.path.isdir(build) and not os.path.exists(os.path.join(build, '__main__.py')):
+    raise UsageError(f'--setup_file={setup_file}: the folder build/ beside it would be run in place of the '
+                     "'build' package Beam packages the code with; remove or rename that folder")
 
 
 def _check_dataflow(options: PipelineOptions, settings: Settings) -> None:

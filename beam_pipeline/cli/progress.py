@@ -53,7 +53,7 @@ def shown(stream: IO[str] = sys.stderr, interval: float = 10.0, counter: Optiona
   if counter is None:
     counter = progress_counts.fresh()
   stop = threading.Event()
-  show = _bar if stream.isatty() else _lines
+  show = _bar if _sized_terminal(stream) else _lines
   thread = threading.Thread(target=show, args=(counter, stream, interval, stop), name='progress', daemon=True)
   thread.start()
   try:
@@ -61,6 +61,15 @@ def shown(stream: IO[str] = sys.stderr, interval: float = 10.0, counter: Optiona
   finally:
     stop.set()
     thread.join()
+
+
+def _sized_terminal(stream: IO[str]) -> bool:
+  """Whether ``stream`` is a terminal that says how wide it is: one that reports no size
+  (0 columns: some CI runners' and containers' ttys) cannot hold a bar, and gets lines."""
+  try:
+    return stream.isatty() and os.get_terminal_size(stream.fileno()).columns > 0
+  except (AttributeError, OSError, ValueError):
+    return False
 
 
 def _bar(counts_: Counter, stream: IO[str], _interval: float, stop: threading.Event) -> None:

@@ -5,6 +5,7 @@ Plain functions of one row, free of Beam: the Beam side (beam/inputs.py) reads t
 manifest, in parts, and hands each row here behind the isolation boundary.
 """
 import json
+import re
 from typing import Any, Dict, List, Optional
 
 from beam_pipeline.core import isolation, rejections, uris
@@ -13,6 +14,8 @@ from beam_pipeline.core.rejections import Rejected
 
 # AutoML Vision's ML_USE values; UNASSIGNED leaves the choice to the split rules.
 _MANIFEST_SPLITS = {'TRAIN': 'train', 'VALIDATION': 'validation', 'TEST': 'test', 'UNASSIGNED': None}
+# What a set value looks like: a word, without the dots and slashes of a path.
+_SET_VALUE = re.compile(r'[A-Za-z_]+')
 _URI_COLUMNS = ('uri', 'image_uri', 'gcs_file_path', 'path', 'image_path', 'image', 'filename', 'file')
 _LABEL_COLUMNS = ('label', 'class', 'category')
 _SPLIT_COLUMNS = ('split', 'set', 'ml_use')
@@ -35,6 +38,10 @@ def _automl_item(manifest: str, row) -> InputItem:
   if len(cells) >= 2 and cells[0].strip().upper() in _MANIFEST_SPLITS:
     split = _MANIFEST_SPLITS[cells[0].strip().upper()]
     cells = cells[1:]
+  elif len(cells) >= 3 and _SET_VALUE.fullmatch(cells[0].strip()):
+    # A bare word before a path is a set value mistyped, not an image named FOO with two labels.
+    raise Rejected(rejections.BAD_MANIFEST_ROW,
+                   f'set value {cells[0].strip()!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
   labels = [cell.strip() for cell in cells[1:] if cell.strip()]
   if not cells[0]:
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'row has no image uri')

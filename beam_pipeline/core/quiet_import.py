@@ -10,7 +10,7 @@ processes' forkserver does. A Python error still raises, and is printed after.
 SavedModels (the end of tensorflow/__init__.py; it passes on an ImportError),
 Keras imports matplotlib's pyplot for its plotting helpers, and TensorFlow's GCE
 cluster resolver imports the Google API client (both pass on an ImportError
-too): well over a third of the import (README, Performance), in the workers'
+too): well over a third of the import (benchmarks/README.md), in the workers'
 forkserver on the way to the first image, and in inspect and verify. Nothing here
 uses them but the embedding model, which imports Keras itself (Keras then
 registers what it registers), so they stay hidden while TensorFlow is imported,

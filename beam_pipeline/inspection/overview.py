@@ -6,6 +6,7 @@ from typing import Dict, List, Mapping
 from beam_pipeline.core import uris
 from beam_pipeline.core.run_record import RunRecord, Split
 from beam_pipeline.inspection import files, summary
+from beam_pipeline.core.quantities import counted
 
 # Rows of the class table, and examples shown per rejection reason.
 LISTED_CLASSES = 30
@@ -18,7 +19,7 @@ def glance(info: RunRecord, output: str) -> List[str]:
   splits = info.splits
   for name, split in splits.items():
     for shard in split.shards:
-      lines.append(f'  {shard.file}: {shard.num_examples:,} examples, {shard.num_bytes:,} bytes')
+      lines.append(f'  {shard.file}: {counted(shard.num_examples, "example")}, {counted(shard.num_bytes, "byte")}')
   lines += _class_table(info.labels, splits)
   for field, unit, title in (('longer_side_px', 'px', 'longer side'), ('kib', 'KiB', 'stored size')):
     lines.append(f'Images by {title}:')

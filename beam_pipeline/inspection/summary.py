@@ -4,6 +4,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from beam_pipeline.core import uris
+from beam_pipeline.core.quantities import binary_size, counted, noun
 from beam_pipeline.core.run_record import RunRecord
 
 # Classes listed by name in a split's line; more are summarized by their smallest and largest counts.
@@ -46,19 +47,19 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
   speed = ''
   if 'wall_seconds' in summary:
     speed = f' in {summary["wall_seconds"]:.1f} s ({summary["images_per_second"]:,.0f} images/s)'
-  result = [f'Wrote {summary["num_examples"]:,} examples of {summary["num_inputs"]:,} images, '
-            f'{summary["num_classes"]} classes, to {summary["output"]}{speed}']
+  result = [f'Wrote {counted(summary["num_examples"], "example")} of {counted(summary["num_inputs"], "image")}, '
+            f'{counted(summary["num_classes"], "class", "classes")}, to {summary["output"]}{speed}']
   width = max((len(name) for name in summary['splits']), default=0)
   for name, split in summary['splits'].items():
     shards = split['num_shards']
-    sizes = sorted({_mb(shard['num_bytes']) for shard in split['shards']}, key=lambda text: float(text.split()[0]))
+    sizes = list(dict.fromkeys(binary_size(size) for size in sorted(shard['num_bytes'] for shard in split['shards'])))
     size = sizes[0] + (' each' if shards > 1 else '') if len(sizes) == 1 else f'{sizes[0]} to {sizes[-1]} each'
-    result.append(f'  {name:<{width}}  {split["num_examples"]:>9,} examples in {shards} shard'
-                  f'{"s" if shards != 1 else ""} ({size}){_classes(split["classes"])}')
+    result.append(f'  {name:<{width}}  {split["num_examples"]:>9,} {noun(split["num_examples"], "example")} in '
+                  f'{counted(shards, "shard")} ({size}){_classes(split["classes"])}')
   if summary['num_errors']:
     reasons = ', '.join(f'{reason} {count:,}' for reason, count in
                         sorted(summary['errors_by_reason'].items(), key=lambda item: (-item[1], item[0])))
-    result.append(f'Rejected {summary["num_errors"]:,} inputs: {reasons}; see {summary["errors_file"]}')
+    result.append(f'Rejected {counted(summary["num_errors"], "input")}: {reasons}; see {summary["errors_file"]}')
   else:
     result.append('Rejected no inputs.')
   if 'embedding' in summary:
@@ -73,13 +74,9 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
   duplicates = summary['duplicates']
   if duplicates['num_groups']:
     what = 'removed' if duplicates['removed'] else 'kept, each group in one split'
-    result.append(f'{duplicates["num_extra_copies"]:,} duplicate copies in {duplicates["num_groups"]:,} groups '
-                  f'({what}).')
+    result.append(f'{counted(duplicates["num_extra_copies"], "duplicate copy", "duplicate copies")} in '
+                  f'{counted(duplicates["num_groups"], "group")} ({what}).')
   return result
-
-
-def _mb(num_bytes: int) -> str:
-  return f'{num_bytes / 2**20:.1f} MB' if num_bytes >= 2**20 else f'{num_bytes / 1024:.0f} KB'
 
 
 def _classes(classes: Mapping[str, int]) -> str:

@@ -16,6 +16,7 @@ decodes) is caught, and reported once, not shown line by line.
 import concurrent.futures
 import hashlib
 import os
+import re
 from typing import Dict, List, NamedTuple, Optional
 
 import tensorflow as tf
@@ -25,9 +26,14 @@ from beam_pipeline.core.run_record import Embedding, RunRecord, Shard
 from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
 from beam_pipeline.core.progress_counts import Tally
+from beam_pipeline.core.quantities import counted
 
 # Problems listed per shard before its check gives up on it.
 MAX_PROBLEMS_PER_SHARD = 10
+# What TensorFlow puts ahead of a reader's error ({{function_node __wrapped__IteratorGetNext...}}),
+# and its words for a damaged file.
+_GRAPH_NODE = re.compile(r'\{\{function_node [^}]*\}\}\s*')
+_RECORD_AT = re.compile(r'(corrupted|truncated) record at (\d+)')
 
 
 class Problem(NamedTuple):
@@ -96,7 +102,7 @@ def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str
       if tally:
         tally.add(1, 1)
   if index != shard.num_examples and len(problems) < MAX_PROBLEMS_PER_SHARD:
-    problems.append(Problem(name, None, f'{index} records read, beam_pipeline.json says {shard.num_examples}'))
+    problems.append(Problem(name, None, f'{counted(index, "record")} read, beam_pipeline.json says {shard.num_examples}'))
   if shard.index_file and not problems:
     problems += _index_problems(path, shard)
   return problems, index
@@ -173,4 +179,11 @@ def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str],
 
 
 def _message(error: tf.errors.OpError) -> str:
-  return (error.message or type(error).__name__).splitlines()[0].split('[Op:')[0].strip()[:300]
+  """TensorFlow's error in our words: without the graph node it names, and its record
+  offsets as bytes of the file."""
+  text = _GRAPH_NODE.sub('', error.message or type(error).__name__).splitlines()[0].split('[Op:')[0].strip()
+  known = _RECORD_AT.fullmatch(text)
+  if known:
+    what = 'a record fails its checksum' if known[1] == 'corrupted' else 'the file ends inside a record'
+    return f'{what} (at byte {int(known[2]):,})'
+  return text[:300]

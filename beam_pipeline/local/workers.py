@@ -151,7 +151,7 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
 
   On a core of its own, a worker's TensorFlow threads (sized to the cores it
   sees) no longer contend with the other workers': validation is faster and
-  takes less CPU (README, Performance).
+  takes less CPU (benchmarks/README.md).
 
   A killed launcher closes no pipe a worker would notice: every worker holds the
   write end of its own task queue, and the forkserver lives while any worker

@@ -76,3 +76,16 @@ def test_help_lists_our_options(capsys):
   text = capsys.readouterr().out
   for flag in ('--input', '--output', '--label_source', '--target_shard_mb', '--schema', '--compression'):
     assert flag in text
+
+
+def test_a_build_folder_beside_the_setup_file_is_refused_before_beam_runs_into_it(images, tmp_path):
+  """Beam packages --setup_file's code with `python -m build`, run in the setup file's folder,
+  where a build/ folder is imported instead ('No module named build.__main__')."""
+  project = tmp_path / 'project'
+  (project / 'build').mkdir(parents=True)
+  (project / 'setup.py').write_text('')
+  argv = [f'--input={images}', f'--output={tmp_path}/out', f'--setup_file={project}/setup.py']
+  with pytest.raises(UsageError, match=rf'^--setup_file={project}/setup.py: the folder build/ beside it would be run'):
+    options.parse(argv)
+  (project / 'build').rmdir()
+  assert options.parse(argv).settings.output == f'{tmp_path}/out'

@@ -102,26 +102,34 @@ def running_emulator(timeout_secs: float = 60.0) -> Iterator[str]:
       process.stdout.close()
 
 
-def emulator_environment(url: str, directory: str) -> Dict[str, str]:
-  """Variables that point google-cloud-storage, and so Beam's FileSystems, at the emulator.
-
-  Writes the static-token credentials file into ``directory``.
-  """
+def credentials_environment(directory: str) -> Dict[str, str]:
+  """Variables that make google.auth.default() find the static-token credentials, which it
+  writes into ``directory``: found at once, offline, and never sent beyond this machine."""
   credentials_file = os.path.join(directory, 'emulator-credentials.json')
   with open(credentials_file, 'w', encoding='utf-8') as f:
     json.dump(_STATIC_TOKEN_CREDENTIALS, f)
   return {
-      'STORAGE_EMULATOR_HOST': url,
       'GOOGLE_APPLICATION_CREDENTIALS': credentials_file,
       'GOOGLE_CLOUD_PROJECT': 'test',  # spares google.auth a "no project ID" warning
   }
+
+
+def emulator_environment(url: str, directory: str) -> Dict[str, str]:
+  """Variables that point google-cloud-storage, and so Beam's FileSystems, at the emulator."""
+  return {'STORAGE_EMULATOR_HOST': url, **credentials_environment(directory)}
 
 
 @contextlib.contextmanager
 def pointed_at(url: str, directory: str) -> Iterator[None]:
   """This process's environment, and so its children's, pointed at the emulator (or a proxy
   in front of it) at ``url`` while the block runs."""
-  environment = emulator_environment(url, directory)
+  with environment_set(emulator_environment(url, directory)):
+    yield
+
+
+@contextlib.contextmanager
+def environment_set(environment: Mapping[str, str]) -> Iterator[None]:
+  """This process's environment, and so its children's, with ``environment`` while the block runs."""
   saved = {name: os.environ.get(name) for name in environment}
   os.environ.update(environment)
   try:
