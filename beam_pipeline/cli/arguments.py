@@ -65,8 +65,7 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
                      '"offset length" line per record), which NVIDIA DALI and the PyTorch tfrecord package read; '
                      'uncompressed shards only. Default: false')
   group.add_argument('--image_size', default=str(settings.IMAGE_SIZE),
-                     help='Side of the square images the tf.Transform '
-                     'graph resizes to. Default: %(default)s')
+                     help='Side of the square images the tf.Transform graph resizes to. Default: %(default)s')
   group.add_argument('--skip_transform', **_SWITCH, help='Write no tf.Transform graph. Default: false')
   group.add_argument('--max_error_fraction', default='0.05', help='Fail the run, committing nothing (an '
                      'earlier output stays as it was; the errors file is left in its temporary directory), if a '
@@ -78,13 +77,11 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
                      'tf.io.decode_image, checked during the run, and with Pillow (README: What is validated). '
                      'Default: %(default)s')
   group.add_argument('--jpeg_quality', default=str(settings.JPEG_QUALITY),
-                     help='Quality of the JPEGs --image_format=jpeg or '
-                     '--max_side encode. Default: %(default)s')
+                     help='Quality of the JPEGs --image_format=jpeg or --max_side encode. Default: %(default)s')
   group.add_argument('--exif_orientation', default=settings.EXIF_ORIENTATION,
-                     help='apply: store every image upright, its Exif '
-                     'orientation applied and the tag removed (re-encoded; a JPEG at --jpeg_quality), so TensorFlow, '
-                     'DALI and Pillow see one picture of the recorded size; ignore: keep the bytes as they are. '
-                     'Default: %(default)s')
+                     help='apply: store every image upright, its Exif orientation applied and the tag removed '
+                     '(re-encoded; a JPEG at --jpeg_quality), so TensorFlow, DALI and Pillow see one picture of the '
+                     'recorded size; ignore: keep the bytes as they are. Default: %(default)s')
   group.add_argument('--max_side', default=None, help='Downscale images whose longer side is longer than this '
                      '(aspect ratio kept, never enlarged), storing the source size as image/original_height '
                      'and image/original_width. Default: keep every size. E.g. --max_side=512')
@@ -92,9 +89,9 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
                      '(damaged data: a scan cut short, extraneous bytes), as damaged_jpeg; stricter decoders '
                      '(NVIDIA DALI, nvJPEG) refuse them. Without it they are stored and counted. Default: false')
   group.add_argument('--min_side', default=str(settings.MIN_SIDE),
-                     help='Reject images whose shorter side (as stored, after '
-                     '--max_side) is shorter, as too_small: readers that crop (Model Garden\'s classification '
-                     'parser) fail on them. Default: %(default)s, every size')
+                     help='Reject images whose shorter side (as stored, after --max_side) is shorter, as '
+                     'too_small: readers that crop (Model Garden\'s classification parser) fail on them. '
+                     'Default: %(default)s, every size')
   group.add_argument('--max_pixels', default='100000000', help='Reject images with more pixels, from their '
                      'header (decompression bombs). Default: %(default)s')
   group.add_argument('--max_file_mb', default='100', help='Reject larger files (MiB), unread. Default: '

@@ -101,7 +101,7 @@ def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Ma
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
-  written, so they match the files. ``duplicates`` is how transforms.DuplicateGroups sums
+  written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
   up the groups of identical files: num_groups, num_extra_copies, and the first
   MAX_LISTED_DUPLICATE_GROUPS groups.
   """
