@@ -200,7 +200,7 @@ def test_missing_object_is_rejected_once(manifest_kind, photos, plan, tmp_path, 
   out = f'out-missing-{manifest_kind}'
   code = _run([f'--input={manifest}', f'--output=gs://{BUCKET}/{out}', '--max_error_fraction=0.5'])
   assert code == 0, capsys.readouterr().err
-  assert 'Rejected 1 inputs: unreadable 1' in capsys.readouterr().out
+  assert 'Rejected 1 input: unreadable 1' in capsys.readouterr().out
   # Read once (one metadata GET answered 404, never retried by either layer) and never downloaded.
   assert [e.status for e in _metadata_gets(plan, MISSING)] == [404]
   assert _downloads(plan, MISSING) == []
