@@ -91,6 +91,21 @@ def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
   assert checking < 2.0 or any(m.group(1) == 'checking' for m in periodic), (checking, lines)
 
 
+def test_beams_multi_process_mode_prints_the_workers_progress_and_no_library_chatter(tmp_path):
+  _tree(tmp_path / 'in', count=300)
+  done = run_cli(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2',
+                 '--direct_num_workers=2', '--direct_running_mode=multi_processing')
+  assert done.returncode == 0, done.stderr[-3000:]
+  lines = done.stderr.splitlines()
+  assert not chatter(done.stderr), done.stderr[-3000:]
+  assert [line for line in lines if not line.startswith('progress: ')] == []
+  ended = [line for line in lines if ' done: ' in line]
+  assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
+  assert re.match(r'progress: checking done: 304 images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$', ended[1])
+  assert re.match(r'progress: writing done: 302 images in ', ended[2])
+  assert done.stdout.startswith('Wrote 302 examples of 304 images, 2 classes, to ')
+
+
 class _ScriptedRun:
   """A Counter whose snapshots follow a script, one per call, each call moving a fake clock on
   by STEP; once the script is used up, the clock stops and ``finished`` is set."""

@@ -28,8 +28,12 @@ def is_direct(options: PipelineOptions) -> bool:
 def runs_in_process(options: PipelineOptions) -> bool:
   """Whether the DoFns run in this process (the DirectRunner's default mode), where the
   worker pool can serve them."""
-  return (is_direct(options) and options.view_as(DirectOptions).direct_running_mode != 'multi_processing'
-          and workers.available())
+  return is_direct(options) and not runs_in_sdk_workers(options) and workers.available()
+
+
+def runs_in_sdk_workers(options: PipelineOptions) -> bool:
+  """Whether the DoFns run in SDK worker processes this process starts (Beam's multi-process mode)."""
+  return is_direct(options) and options.view_as(DirectOptions).direct_running_mode == 'multi_processing'
 
 
 def runner_for(options: PipelineOptions) -> Optional[PipelineRunner]:

@@ -70,7 +70,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
   elif not local_runner.is_direct(options):
     _show_job_submission()
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
-  shown = _progress_shown(conversion.progress_interval) if in_process else contextlib.nullcontext()
+  shown = _progress_shown(options, in_process, conversion.progress_interval)
   log = None if conversion.verbose else failures.RunLog()
   try:
     with _long_lived_objects():
@@ -98,9 +98,20 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
 
 
 @contextlib.contextmanager
-def _progress_shown(interval: float) -> Iterator[progress_counts.Counter]:
-  with progress.console() as console, progress.shown(console, interval) as counts:
-    yield counts
+def _progress_shown(options: PipelineOptions, in_process: bool, interval: float) -> Iterator[None]:
+  """Shows a local run's progress while the block runs: counted in this process, or summed
+  from Beam's SDK worker processes; a Dataflow run shows none."""
+  with contextlib.ExitStack() as stack:
+    if in_process:
+      counter = None
+    elif local_runner.runs_in_sdk_workers(options):
+      counter = stack.enter_context(progress_counts.gathered())
+    else:
+      yield
+      return
+    console = stack.enter_context(progress.console())
+    stack.enter_context(progress.shown(console, interval, counter))
+    yield
 
 
 def _say_which_splits_win(options: PipelineOptions, settings: Settings) -> None:

@@ -3,15 +3,25 @@ this process, and verify's records checked.
 
 On the in-process runner every DoFn runs in the launching process, so plain
 counters, updated once per batch (not per image), are the cheapest source; Beam's
-metrics are only committed at the end there. Runs whose DoFns live elsewhere
-(Dataflow, multi-process mode) count nothing here. The console shows them
-(cli/progress.py).
+metrics are only committed at the end there. In Beam's multi-process mode the
+DoFns live in SDK worker processes the runner starts: the launcher names a folder
+in their environment (``gathered``), each worker keeps its counts in a file of its
+own there, and the launcher sums the files. A Dataflow run counts nothing here.
+The console shows the counts (cli/progress.py).
 """
+import contextlib
+import glob
+import json
+import os
+import tempfile
 import threading
 import time
-from typing import NamedTuple, Optional, Protocol
+from typing import Iterator, NamedTuple, Optional, Protocol
 
 LISTING, CHECKING, WRITING, COMMITTING = 'listing', 'checking', 'writing', 'committing'
+
+# The environment variable naming the folder worker processes keep their counts in.
+SHARED_FOLDER = 'BEAM_PIPELINE_PROGRESS_FOLDER'
 
 
 class Snapshot(NamedTuple):
@@ -48,58 +58,140 @@ class Tally:
       return Snapshot(self._phase, self._done, self._total, self._failures, self._started, self._unit, self._failed)
 
 
+class Tallies(NamedTuple):
+  """What a run's DoFns counted, in one process or summed over several."""
+  listed: int = 0
+  checked: int = 0
+  rejected: int = 0
+  written: int = 0
+  parts: Optional[int] = None  # the parts the input is listed in, once all are known
+  parts_listed: int = 0
+
+  def plus(self, other: 'Tallies') -> 'Tallies':
+    parts = other.parts if self.parts is None else self.parts
+    return Tallies(self.listed + other.listed, self.checked + other.checked, self.rejected + other.rejected,
+                   self.written + other.written, parts, self.parts_listed + other.parts_listed)
+
+
+class _Phases:
+  """Turns tallies into snapshots, remembering when the current phase began."""
+
+  def __init__(self):
+    self._phase, self._started = LISTING, time.monotonic()
+
+  def snapshot(self, tallies: Tallies) -> Snapshot:
+    if tallies.parts is None or tallies.parts_listed < tallies.parts:
+      phase, done, total = LISTING, tallies.listed, None
+    elif tallies.checked < tallies.listed:
+      phase, done, total = CHECKING, tallies.checked, tallies.listed
+    elif tallies.written < tallies.listed - tallies.rejected:
+      phase, done, total = WRITING, tallies.written, tallies.listed - tallies.rejected
+    else:
+      phase, done, total = COMMITTING, tallies.written, tallies.written
+    if phase != self._phase:
+      self._phase, self._started = phase, time.monotonic()
+    return Snapshot(phase, done, total, tallies.rejected, self._started)
+
+
 class Counts:
   """Thread-safe counters of a run, in the order its phases happen."""
 
   def __init__(self):
     self._lock = threading.Lock()
-    self._listed = self._checked = self._rejected = self._written = 0
-    self._parts: Optional[int] = None  # the parts the input is listed in, once all are known
-    self._parts_listed = 0
-    self._phase, self._phase_started = LISTING, time.monotonic()
+    self._tallies = Tallies()
+    self._phases = _Phases()
 
   def listed(self, count: int) -> None:
-    with self._lock:
-      self._listed += count
+    self._add(listed=count)
 
   def parts_planned(self, count: int) -> None:
     with self._lock:
-      self._parts = count
+      self._tallies = self._tallies._replace(parts=count)
+      self._changed(self._tallies)
 
   def part_listed(self) -> None:
-    with self._lock:
-      self._parts_listed += 1
+    self._add(parts_listed=1)
 
   def checked(self, count: int, rejected: int) -> None:
-    with self._lock:
-      self._checked += count
-      self._rejected += rejected
+    self._add(checked=count, rejected=rejected)
 
   def rejected(self, count: int) -> None:
     """Inputs rejected outside validation: bad manifest rows, dropped copies, files changed since."""
-    with self._lock:
-      self._rejected += count
+    self._add(rejected=count)
 
   def written(self, count: int) -> None:
-    with self._lock:
-      self._written += count
+    self._add(written=count)
 
   def snapshot(self) -> Snapshot:
     with self._lock:
-      if self._parts is None or self._parts_listed < self._parts:
-        phase, done, total = LISTING, self._listed, None
-      elif self._checked < self._listed:
-        phase, done, total = CHECKING, self._checked, self._listed
-      elif self._written < self._listed - self._rejected:
-        phase, done, total = WRITING, self._written, self._listed - self._rejected
+      return self._phases.snapshot(self._tallies)
+
+  def _add(self, **counts: int) -> None:
+    with self._lock:
+      self._tallies = self._tallies.plus(Tallies(**counts))
+      self._changed(self._tallies)
+
+  def _changed(self, tallies: Tallies) -> None:
+    """Called, under the lock, with the tallies after every change."""
+
+
+class Published(Counts):
+  """The counts of a worker process, kept in a file of its own in ``folder`` for the
+  launcher to sum (Gathered). Rewritten whole on every change, which comes once per
+  batch, and replaced in one step so that a reader never sees half a file."""
+
+  def __init__(self, folder: str, name: Optional[str] = None):
+    super().__init__()
+    self._path = os.path.join(folder, f'{name or os.getpid()}.json')
+
+  def _changed(self, tallies: Tallies) -> None:
+    partial = f'{self._path}.partial'
+    with open(partial, 'w', encoding='utf-8') as f:
+      json.dump(tallies._asdict(), f)
+    os.replace(partial, self._path)
+
+
+class Gathered:
+  """The counts of every worker process that keeps them in ``folder``, summed."""
+
+  def __init__(self, folder: str):
+    self._folder = folder
+    self._phases = _Phases()
+
+  def snapshot(self) -> Snapshot:
+    total = Tallies()
+    for path in glob.glob(os.path.join(self._folder, '*.json')):
+      try:
+        with open(path, encoding='utf-8') as f:
+          total = total.plus(Tallies(**json.load(f)))
+      except FileNotFoundError:  # only while a worker process is being replaced
+        continue
+    return self._phases.snapshot(total)
+
+
+@contextlib.contextmanager
+def gathered() -> Iterator[Gathered]:
+  """The summed counts of the worker processes this process starts while the block runs:
+  they find the folder to count in in their environment."""
+  before = os.environ.get(SHARED_FOLDER)
+  with tempfile.TemporaryDirectory(prefix='beam_pipeline-progress-') as folder:
+    os.environ[SHARED_FOLDER] = folder
+    try:
+      yield Gathered(folder)
+    finally:
+      if before is None:
+        del os.environ[SHARED_FOLDER]
       else:
-        phase, done, total = COMMITTING, self._written, self._written
-      if phase != self._phase:
-        self._phase, self._phase_started = phase, time.monotonic()
-      return Snapshot(phase, done, total, self._rejected, self._phase_started)
+        os.environ[SHARED_FOLDER] = before
 
 
-_counts = Counts()
+def _for_this_process() -> Counts:
+  """Published counts in a worker process of a launcher that gathers them; else plain ones."""
+  folder = os.environ.get(SHARED_FOLDER)
+  return Published(folder) if folder else Counts()
+
+
+_counts = _for_this_process()
 
 
 def counts() -> Counts:

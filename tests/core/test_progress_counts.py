@@ -1,0 +1,52 @@
+"""Counts kept by worker processes in files of their own, and summed by the launcher."""
+import os
+
+from beam_pipeline.core import progress_counts
+from beam_pipeline.core.progress_counts import CHECKING, COMMITTING, LISTING, WRITING
+
+
+def test_the_launcher_sums_what_each_worker_counted_and_follows_the_phases():
+  with progress_counts.gathered() as gathered:
+    folder = os.environ[progress_counts.SHARED_FOLDER]
+    first, second = progress_counts.Published(folder, 'a'), progress_counts.Published(folder, 'b')
+    assert gathered.snapshot()[:4] == (LISTING, 0, None, 0)
+    first.parts_planned(2)
+    first.part_listed()
+    first.listed(30)
+    assert gathered.snapshot()[:4] == (LISTING, 30, None, 0)  # one part of two listed
+    second.part_listed()
+    second.listed(20)
+    assert gathered.snapshot()[:4] == (CHECKING, 0, 50, 0)
+    first.checked(30, rejected=2)
+    second.checked(15, rejected=1)
+    assert gathered.snapshot()[:4] == (CHECKING, 45, 50, 3)
+    second.checked(5, rejected=0)
+    second.rejected(1)  # a dropped copy
+    assert gathered.snapshot()[:4] == (WRITING, 0, 46, 4)
+    first.written(26)
+    second.written(20)
+    assert gathered.snapshot()[:4] == (COMMITTING, 46, 46, 4)
+  assert progress_counts.SHARED_FOLDER not in os.environ
+  assert not os.path.exists(folder)
+
+
+def test_a_phase_starts_when_the_summed_counts_enter_it():
+  with progress_counts.gathered() as gathered:
+    worker = progress_counts.Published(os.environ[progress_counts.SHARED_FOLDER], 'a')
+    listing = gathered.snapshot()
+    worker.parts_planned(1)
+    worker.part_listed()
+    worker.listed(3)
+    checking = gathered.snapshot()
+    assert checking.phase == CHECKING and checking.started >= listing.started
+    assert gathered.snapshot().started == checking.started
+
+
+def test_a_process_counts_in_the_folder_its_environment_names(monkeypatch, tmp_path):
+  monkeypatch.setenv(progress_counts.SHARED_FOLDER, str(tmp_path))
+  counts = progress_counts._for_this_process()
+  counts.listed(7)
+  assert os.listdir(tmp_path) == [f'{os.getpid()}.json']
+  assert progress_counts.Gathered(str(tmp_path)).snapshot().done == 7
+  monkeypatch.delenv(progress_counts.SHARED_FOLDER)
+  assert type(progress_counts._for_this_process()) is progress_counts.Counts
