@@ -1,0 +1,151 @@
+"""Every shell and Python block of the README that can run offline runs, as written, in a
+temporary folder: the blocks are read from the file, so the README cannot drift from
+what the command and the readers do. Each block that does not run says why."""
+import ast
+import builtins
+import os
+import re
+import subprocess
+import symtable
+import sys
+import textwrap
+from pathlib import Path
+from typing import List, NamedTuple, Optional
+
+import pytest
+
+from benchmarks import sample_set
+from helpers.commands import ROOT, TIMEOUT, user_environment
+
+MODELS_PYTHON = ROOT / '.venv-models' / 'bin' / 'python'
+
+# What a block may use without defining it, as a reader of the README would have it: the
+# model being trained, the class names, TensorFlow.
+GIVEN = {
+    'model': textwrap.dedent('''\
+        import keras
+        model = keras.Sequential([keras.Input((224, 224, 3)), keras.layers.GlobalAveragePooling2D(),
+                                  keras.layers.Dense(2)])
+        model.compile('adam', keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        '''),
+    'labels': "labels = open('out/labels.txt').read().split()\n",
+    'tf': 'import tensorflow as tf\n',
+}
+# A tf.data pipeline does nothing until read: every dataset a block leaves yields its first element.
+READ_DATASETS = textwrap.dedent('''
+    import sys as _sys
+    if 'tensorflow' in _sys.modules:
+        for _value in list(globals().values()):
+            if isinstance(_value, _sys.modules['tensorflow'].data.Dataset):
+                next(iter(_value))
+    ''')
+# Offline, pretrained weights cannot be downloaded: the same network, initialised at random.
+OFFLINE = {"weights='imagenet'": 'weights=None'}
+
+
+class Block(NamedTuple):
+  line: int  # of the opening fence
+  language: str
+  text: str
+
+
+def readme_blocks() -> List[Block]:
+  """The README's fenced blocks of shell or Python, list-indented ones too, in order."""
+  readme = (ROOT / 'README.md').read_text()
+  found = []
+  for match in re.finditer(r'^( *)```(\w*)\n(.*?)^\1```$', readme, re.S | re.M):
+    if match.group(2) in ('sh', 'python'):
+      found.append(Block(readme.count('\n', 0, match.start()) + 1, match.group(2), textwrap.dedent(match.group(3))))
+  return found
+
+
+def why_not_offline(block: Block) -> Optional[str]:
+  """Why ``block`` cannot run on this offline machine; None if it can."""
+  text = block.text
+  if re.search(r'gs://|\$BUCKET|\$PROJECT', text):
+    return 'needs a Google Cloud project (tests/cli/test_gcs.py and the Dataflow tests run it against the emulator)'
+  if re.search(r'^(docker|gcloud) ', text, re.M):
+    return 'needs Docker or gcloud'
+  if re.search(r'^airflow ', text, re.M):
+    return 'needs an Airflow deployment (tests/test_airflow.py loads and runs the DAGs)'
+  if re.search(r'^make ', text, re.M):
+    return "make's own targets: CI runs make test, and make run's conversion is the Usage block"
+  if re.search(r'pip install', text):
+    return 'installs from the package registry, as make install does'
+  if 'import torch' in text:
+    return 'needs PyTorch, which make test does not install (tests/test_readers.py reads with the tfrecord package)'
+  if 'device_id=0' in text:
+    return "needs a GPU (tests/test_readers.py reads with DALI's CPU decoder)"
+  return None
+
+
+def free_names(source: str) -> List[str]:
+  """The names ``source`` uses but neither defines nor imports, nor Python provides."""
+  module = symtable.symtable(source, '<block>', 'exec')
+  defined = {symbol.get_name() for symbol in module.get_symbols() if symbol.is_assigned() or symbol.is_imported()}
+  used, tables = set(), [module]
+  while tables:
+    table = tables.pop()
+    used |= {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced() and symbol.is_global()}
+    tables.extend(table.get_children())
+  return sorted(used - defined - set(dir(builtins)))
+
+
+def python_of(source: str) -> str:
+  """The interpreter a block runs in: Model Garden's blocks in its environment (it pins TensorFlow 2.20)."""
+  imported = {alias.name.split('.')[0] for node in ast.walk(ast.parse(source))
+              if isinstance(node, (ast.Import, ast.ImportFrom))
+              for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or '')])}
+  return str(MODELS_PYTHON) if 'official' in imported else sys.executable
+
+
+@pytest.fixture(scope='module')
+def workspace(tmp_path_factory) -> Path:
+  """A folder holding what the README's blocks start from: the sample set make run converts
+  (work/sample-images, also as PetImages), and its conversion with splits (out)."""
+  folder = tmp_path_factory.mktemp('readme')
+  sample_set.write_sample_set(str(folder / 'work' / 'sample-images'))
+  (folder / 'PetImages').symlink_to(folder / 'work' / 'sample-images')
+  _run(['python', '-m', 'beam_pipeline', '--input=PetImages', '--output=out', '--splits=train=0.8,validation=0.2'],
+       folder)
+  return folder
+
+
+def _run(argv: List[str], cwd: Path) -> subprocess.CompletedProcess:
+  environment = user_environment()
+  environment['PATH'] = f'{Path(sys.executable).parent}{os.pathsep}{environment["PATH"]}'  # `python` is this one
+  done = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  assert done.returncode == 0, f'{argv[-1][:2000]}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}'
+  return done
+
+
+def test_every_block_runs_or_says_why_it_cannot():
+  blocks = readme_blocks()
+  assert len(blocks) >= 20
+  run = [block for block in blocks if why_not_offline(block) is None]
+  assert [(block.language, block.line) for block in run if block.language == 'sh'], 'no shell block runs'
+  assert len(run) >= 8, [block.line for block in run]
+  for block in run:
+    if block.language == 'python':
+      assert set(free_names(block.text)) <= set(GIVEN), (block.line, free_names(block.text))
+
+
+def test_free_names_are_what_a_block_uses_without_defining():
+  assert free_names('import io\nx = io.BytesIO()\ndef f(a):\n  return a + y + len(x)\nmodel.fit(z)\n') == \
+      ['model', 'y', 'z']
+
+
+@pytest.mark.parametrize('block', [block for block in readme_blocks() if why_not_offline(block) is None],
+                         ids=lambda block: f'README.md:{block.line}')
+def test_the_readme_block_runs(block, workspace):
+  if block.language == 'sh':
+    _run(['bash', '-euo', 'pipefail', '-c', block.text], workspace)
+    return
+  source = block.text
+  for online, offline in OFFLINE.items():
+    source = source.replace(online, offline)
+  source = ''.join(GIVEN[name] for name in free_names(source)) + source + READ_DATASETS
+  python = python_of(source)
+  if python == str(MODELS_PYTHON) and not MODELS_PYTHON.exists():
+    pytest.skip('.venv-models is built by make test (make models)')
+  _run([python, '-c', source], workspace)
