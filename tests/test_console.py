@@ -66,16 +66,24 @@ def test_a_run_in_a_terminal_shows_a_progress_bar_and_no_library_chatter(tmp_pat
   assert summary.startswith('Wrote 402 examples of 404 images, 2 classes, to ')
 
 
-def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
-  _tree(tmp_path / 'in', count=1200)
-  done = run_cli(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2')
+def _progress_lines(done, checked: str):
+  """The standard error of a run of _tree's files that ended well, as lines: only progress, and
+  a line at the end of each phase, checking's saying it checked ``checked`` images; and those."""
   assert done.returncode == 0, done.stderr[-3000:]
   lines = done.stderr.splitlines()
   assert not chatter(done.stderr), done.stderr[-3000:]
   assert [line for line in lines if not line.startswith('progress: ')] == []
   ended = [line for line in lines if ' done: ' in line]
   assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
-  assert re.match(r'progress: checking done: 1,204 images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$', ended[1])
+  assert re.match(rf'progress: checking done: {checked} images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$',
+                  ended[1])
+  return lines, ended
+
+
+def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
+  _tree(tmp_path / 'in', count=1200)
+  done = run_cli(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2')
+  lines, ended = _progress_lines(done, '1,204')
   # How many periodic lines there are depends on when the progress thread woke (a loaded
   # machine wakes it late): their number is checked against a scripted clock below. Here:
   # every line is one of a phase in progress or done, in phase order, counts never going back.
@@ -95,13 +103,7 @@ def test_beams_multi_process_mode_prints_the_workers_progress_and_no_library_cha
   _tree(tmp_path / 'in', count=300)
   done = run_cli(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2',
                  '--direct_num_workers=2', '--direct_running_mode=multi_processing')
-  assert done.returncode == 0, done.stderr[-3000:]
-  lines = done.stderr.splitlines()
-  assert not chatter(done.stderr), done.stderr[-3000:]
-  assert [line for line in lines if not line.startswith('progress: ')] == []
-  ended = [line for line in lines if ' done: ' in line]
-  assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
-  assert re.match(r'progress: checking done: 304 images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$', ended[1])
+  _, ended = _progress_lines(done, '304')
   assert re.match(r'progress: writing done: 302 images in ', ended[2])
   assert done.stdout.startswith('Wrote 302 examples of 304 images, 2 classes, to ')
 
