@@ -1,14 +1,17 @@
-"""Manifest rows made into input items: AutoML Vision's CSV layout ([set,]uri[,label]), CSV
+"""Manifest rows made into input items: AutoML Vision's CSV layouts ([set,]uri[,label], and
+its object detection's [set,]uri[,label,x_min,y_min,,,x_max,y_max,,], one box a row), CSV
 with a header, and JSON Lines; a row that names no usable input is Rejected with the reason.
 
 Plain functions of one row, free of Beam: the Beam side (beam/inputs.py) reads the
 manifest, in parts, and hands each row here behind the isolation boundary.
 """
 import json
+import math
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from beam_pipeline.core import isolation, rejections, uris
+from beam_pipeline.core import boxes, isolation, rejections, uris
+from beam_pipeline.core.annotations import AnnotatedObject
 from beam_pipeline.core.records import InputItem
 from beam_pipeline.core.rejections import Rejected
 
@@ -21,18 +24,27 @@ _LABEL_COLUMNS = ('label', 'class', 'category')
 _SPLIT_COLUMNS = ('split', 'set', 'ml_use')
 
 
-def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str]) -> InputItem:
+def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str], where: str = '') -> InputItem:
+  """The item of one CSV row; ``where`` names the row, for the errors of its box."""
   isolation.fault_point(isolation.LIST)
   _check_text(''.join(row))
-  return _csv_item(manifest, header, row) if header else _automl_item(manifest, row)
+  return _csv_item(manifest, header, row) if header else _automl_item(manifest, row, where)
+
+
+def is_detection_row(row: List[str]) -> bool:
+  """Whether a header-less row is in AutoML Vision's object-detection layout: more cells than
+  [set,]uri,label, the vertices of a box."""
+  cells = row[1:] if row and row[0].strip().upper() in _MANIFEST_SPLITS else row
+  return len(cells) > 3
 
 
 def is_header(row) -> bool:
   return any(cell.strip().lower() in _URI_COLUMNS for cell in row)
 
 
-def _automl_item(manifest: str, row) -> InputItem:
-  """AutoML Vision layout without a header: [set,]uri[,label]. The uri is kept as written."""
+def _automl_item(manifest: str, row, where: str = '') -> InputItem:
+  """AutoML Vision layout without a header: [set,]uri[,label], or [set,]uri,label and a box's
+  vertices (object detection; a row with none is a negative). The uri is kept as written."""
   cells = list(row)
   split = None
   if len(cells) >= 2 and cells[0].strip().upper() in _MANIFEST_SPLITS:
@@ -42,13 +54,38 @@ def _automl_item(manifest: str, row) -> InputItem:
     # A bare word before a path is a set value mistyped, not an image named FOO with two labels.
     raise Rejected(rejections.BAD_MANIFEST_ROW,
                    f'set value {cells[0].strip()!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
-  labels = [cell.strip() for cell in cells[1:] if cell.strip()]
   if not cells[0]:
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'row has no image uri')
+  if len(cells) > 3:
+    return InputItem(_resolve_uri(manifest, cells[0]), None, split, objects=_automl_box(cells[1:], where),
+                     annotated_size=boxes.NORMALIZED)
+  labels = [cell.strip() for cell in cells[1:] if cell.strip()]
   if len(labels) > 1:
     raise Rejected(rejections.BAD_MANIFEST_ROW,
                    f'row has {len(labels)} labels {labels}; one label per image is supported')
   return InputItem(_resolve_uri(manifest, cells[0]), labels[0] if labels else None, split)
+
+
+def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
+  """The one box of a detection row, label then up to 4 vertices (x, y), normalized: AutoML
+  gives two (x_min,y_min,,,x_max,y_max,,) or all four; none makes the image a negative."""
+  label, values = cells[0].strip(), [cell.strip() for cell in cells[1:9]]
+  if not label and not any(values):
+    return ()
+  try:
+    points = [(float(values[i]), float(values[i + 1])) for i in range(0, len(values) - 1, 2)
+              if values[i] or values[i + 1]]
+  except ValueError:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'box vertices {values} are not all numbers') from None
+  if not label or len(points) < 2:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, 'a box needs a label and at least two vertices (x_min,y_min and '
+                                                'x_max,y_max)')
+  xs, ys = [x for x, _ in points], [y for _, y in points]
+  if len(points) == 2 and (xs[1] < xs[0] or ys[1] < ys[0]):
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'box {values} is inverted: x_max,y_max comes before x_min,y_min')
+  if not all(math.isfinite(v) for v in xs + ys) or max(xs) <= min(xs) or max(ys) <= min(ys):
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'box {values} is empty: it has no width or no height')
+  return (AnnotatedObject(label, min(xs), min(ys), max(xs), max(ys), where=where),)
 
 
 def _csv_item(manifest: str, header, row) -> InputItem:

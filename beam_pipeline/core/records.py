@@ -16,6 +16,8 @@ class InputItem(NamedTuple):
   label: Optional[str] = None  # from a manifest
   split: Optional[str] = None  # from a manifest or a split folder
   extras: Tuple[Tuple[str, Any], ...] = ()  # manifest fields passed through as features
+  objects: Tuple[Any, ...] = ()  # with --annotations: its annotations.AnnotatedObject
+  annotated_size: Optional[Tuple[int, int]] = None  # (width, height) the annotations were made on, if they say
 
 
 class ImageRecord(NamedTuple):
@@ -34,6 +36,7 @@ class ImageRecord(NamedTuple):
   reencoded: bool
   order_key: str  # place in its split's shards, independent of the split (sharding.order_key)
   damaged: bool = False  # a JPEG that libjpeg decodes only with warnings (image_info.ImageInfo.damage)
+  objects: Tuple[Any, ...] = ()  # with --annotations: its boxes.StoredObject, on the stored image
 
 
 class Rejection(NamedTuple):
@@ -57,6 +60,9 @@ class Validated(NamedTuple):
   records: List[ImageRecord]
   rejections: List[Rejection]
   source_formats: Dict[str, int]  # by Pillow's format name
+  # Annotations of written images that could not be used (a box outside its image): errors
+  # of the annotation file, not of an input.
+  annotation_problems: Optional[List[Rejection]] = None
 
 
 class ContentGroup(NamedTuple):
@@ -69,7 +75,9 @@ class ContentGroup(NamedTuple):
 
   @property
   def stratum(self) -> str:
-    return self.records[0].label or ''
+    """What splits are stratified by: the label, or else the class of the first annotated object."""
+    first = self.records[0]
+    return first.label or (first.objects[0].label if first.objects else '')
 
 
 class OutputUnit:

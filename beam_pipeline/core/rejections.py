@@ -19,6 +19,8 @@ NO_LABEL = 'no_label'
 BAD_MANIFEST_ROW = 'bad_manifest_row'
 CHANGED_DURING_RUN = 'changed_during_run'
 DUPLICATE = 'duplicate'  # dropped by --dedupe: listed with the rejections, but not an error
+UNANNOTATED = 'unannotated'  # dropped by --drop_unannotated: an error, but not one of the error budget
+BAD_ANNOTATION = 'bad_annotation'  # an annotation that cannot be used; its uri is the annotation file
 DAMAGED_JPEG = 'damaged_jpeg'
 INTERNAL_ERROR = 'internal_error'  # an unexpected exception in a step, for this input alone (isolation.py)
 

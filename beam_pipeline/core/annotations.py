@@ -1,0 +1,208 @@
+"""Object-detection annotations read from COCO JSON and Pascal VOC XML files.
+
+An annotation that cannot be used becomes a Problem in plain words and is left out, so one
+bad box costs that box and not the whole dataset; only a file that is not of its format at
+all raises. Boxes stay in the pixels of the image they were made on: boxes.py moves them.
+"""
+import json
+import math
+import xml.etree.ElementTree as ElementTree
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+
+class AnnotatedObject(NamedTuple):
+  label: str
+  xmin: float  # pixels of the image the annotation was made on (ImageAnnotation.width, height)
+  ymin: float
+  xmax: float
+  ymax: float
+  area: float = 0.0  # pixels squared: COCO's 'area' when given, else the box's
+  is_crowd: int = 0
+  difficult: int = 0
+  truncated: int = 0
+  where: str = ''  # 'annotation id 17' (COCO) or 'object 2' (VOC, 1-based)
+  segmentation: Any = None  # COCO's: polygons [[x, y, ...], ...] or RLE {'size', 'counts'}, in the same pixels
+
+
+class ImageAnnotation(NamedTuple):
+  name: str  # the image's path as the file gives it, relative to the images' root
+  width: Optional[int]  # the size the annotations were made on, when the file says
+  height: Optional[int]
+  objects: Tuple[AnnotatedObject, ...]
+  where: str = ''  # 'image id 3' (COCO) or the VOC file's name
+
+
+class Problem(NamedTuple):
+  where: str
+  detail: str  # one line in plain words
+
+
+COCO, VOC = 'coco', 'voc'
+
+
+def format_of(path: str, head: bytes) -> str:
+  """COCO for a JSON object, VOC for a folder (a trailing '/') or an .xml file: the choice
+  is made once per input, so that a wrong input fails in one line before any image is read."""
+  if path.endswith(('/', '\\')):
+    return VOC
+  if head.lstrip(b'\xef\xbb\xbf \t\r\n').startswith(b'{'):
+    return COCO
+  if path.lower().endswith('.xml'):
+    return VOC
+  raise ValueError(f'{path} is neither a COCO JSON file (an object, starting with "{{") '
+                   'nor a Pascal VOC .xml file or folder of them')
+
+
+def _number(value: Any) -> Optional[float]:
+  """A finite number as a float; None for anything else (bool, text, NaN)."""
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    return None
+  return float(value)
+
+
+def _size(value: Any) -> Optional[int]:
+  number = _number(value)
+  return int(number) if number is not None and number > 0 and number == int(number) else None
+
+
+def _shape_problem(width: float, height: float) -> Optional[str]:
+  """Why a box of this width and height holds nothing, or None."""
+  for side, length in (('width', width), ('height', height)):
+    if length <= 0:
+      return f'has {"zero" if length == 0 else "negative"} {side}'
+  return None
+
+
+def _list(document: Dict[str, Any], key: str, required: bool) -> List[Any]:
+  value = document.get(key, None if required else [])
+  if not isinstance(value, list):
+    raise ValueError(f'not a COCO instances file: {key!r} is {"missing" if value is None else "not a list"}')
+  return value
+
+
+def parse_coco(data: bytes) -> Iterator[Union[ImageAnnotation, Problem]]:
+  """Every image, sorted by file_name (those without annotations too: they are negatives),
+  its objects in annotation-id order; a Problem for each entry left out."""
+  try:
+    document = json.loads(data)
+  except ValueError as e:  # UnicodeDecodeError too
+    raise ValueError(f'not a COCO JSON file: {str(e).splitlines()[0]}') from None
+  if not isinstance(document, dict):
+    raise ValueError('not a COCO instances file: the JSON is not an object')
+  images, annotations = _list(document, 'images', True), _list(document, 'annotations', False)
+  categories: Dict[Any, Optional[str]] = {}  # None: listed without a usable name
+  for category in _list(document, 'categories', False):
+    category = category if isinstance(category, dict) else {}
+    name, where = category.get('name'), f'category id {category.get("id")}'
+    if category.get('id') in categories:
+      yield Problem(where, f'appears again (as {name!r}); the first entry is kept')
+      continue
+    categories[category.get('id')] = name if isinstance(name, str) and name else None
+    if categories[category.get('id')] is None:
+      yield Problem(where, 'has no name' if name in (None, '') else f'name {name!r} is not text')
+  entries: Dict[Any, Optional[Tuple[str, Optional[int], Optional[int]]]] = {}  # None: without a file_name
+  for image in images:
+    image = image if isinstance(image, dict) else {}
+    name, where = image.get('file_name'), f'image id {image.get("id")}'
+    if image.get('id') in entries:
+      yield Problem(where, f'appears again (file_name {name!r}); the first entry is kept')
+      continue
+    entries[image.get('id')] = (name, _size(image.get('width')), _size(image.get('height'))) if (
+        isinstance(name, str) and name) else None
+    if entries[image.get('id')] is None:
+      yield Problem(where, 'has no file_name; it and its annotations are left out')
+  objects: Dict[Any, List[AnnotatedObject]] = {key: [] for key in entries}
+  dicts = (annotation if isinstance(annotation, dict) else {} for annotation in annotations)
+  for annotation in sorted(dicts, key=lambda annotation: _id_order(annotation.get('id'))):
+    found = _coco_object(annotation, entries, categories)
+    if isinstance(found, AnnotatedObject):
+      objects[annotation['image_id']].append(found)
+    elif entries.get(annotation.get('image_id'), ()) is not None:  # not one of an image left out already
+      yield found
+  usable = ((key, entry) for key, entry in entries.items() if entry is not None)
+  for key, (name, width, height) in sorted(usable, key=lambda item: item[1][0]):
+    yield ImageAnnotation(name, width, height, tuple(objects[key]), f'image id {key}')
+
+
+def _id_order(value: Any) -> Tuple[bool, Any]:
+  """Numeric ids in numeric order; any others (not COCO, but seen) after them, as text."""
+  return (False, value) if _number(value) is not None else (True, str(value))
+
+
+def _coco_object(annotation: Dict[str, Any], images: Dict[Any, Any],
+                 categories: Dict[Any, Optional[str]]) -> Union[AnnotatedObject, Problem]:
+  where = f'annotation id {annotation.get("id")}'
+  if images.get(annotation.get('image_id')) is None:
+    return Problem(where, f'refers to image id {annotation.get("image_id")}, which the file does not list')
+  if categories.get(annotation.get('category_id')) is None:
+    listed = 'has no name' if annotation.get('category_id') in categories else 'the file does not list'
+    return Problem(where, f'refers to category id {annotation.get("category_id")}, which {listed}')
+  bbox = annotation.get('bbox')
+  numbers = [_number(value) for value in bbox] if isinstance(bbox, list) else []
+  if len(numbers) != 4 or None in numbers:
+    return Problem(where, f'bbox {json.dumps(bbox)} is not 4 finite numbers [x, y, width, height]')
+  x, y, width, height = numbers
+  shape = _shape_problem(width, height)
+  if shape:
+    return Problem(where, f'box {json.dumps(bbox)} {shape}')
+  area = _number(annotation.get('area')) or 0.0
+  return AnnotatedObject(categories[annotation['category_id']], x, y, x + width, y + height,
+                         area if area > 0 else width * height, int(annotation.get('iscrowd') in (1, True)),
+                         where=where, segmentation=annotation.get('segmentation') or None)
+
+
+def parse_voc(data: bytes, name: str) -> Tuple[Optional[ImageAnnotation], List[Problem]]:
+  """One VOC file's image (None if the file is unusable) and the problems of the file or of
+  objects left out. Coordinates are stored as given: VOC's 1-based inclusive pixels are not
+  shifted, as tools disagree on them and a pixel's difference is within any labeller's aim."""
+  try:
+    root = ElementTree.fromstring(data)
+  except ElementTree.ParseError as e:
+    return None, [Problem(name, f'is not well-formed XML ({e})')]
+  filename = (root.findtext('filename') or '').strip()
+  if root.tag != 'annotation' or not filename:
+    detail = 'has no <filename>' if root.tag == 'annotation' else f'is not a VOC annotation (its root is <{root.tag}>)'
+    return None, [Problem(name, detail)]
+  problems, sizes = [], []
+  for side in ('width', 'height'):
+    text = root.findtext(f'size/{side}')
+    sizes.append(_size(_voc_number(text)) if text is not None else None)
+    if text is not None and sizes[-1] is None:
+      problems.append(Problem(name, f'<size><{side}> {text.strip()!r} is not a positive whole number; ignored'))
+  objects = []
+  for index, element in enumerate(root.findall('object'), 1):
+    found = _voc_object(element, f'object {index}')
+    if isinstance(found, str):
+      problems.append(Problem(f'{name} object {index}', found))
+    else:
+      objects.append(found)
+  return ImageAnnotation(filename, sizes[0], sizes[1], tuple(objects), name), problems
+
+
+def _voc_number(text: Optional[str]) -> Optional[float]:
+  try:
+    return _number(float((text or '').strip()))
+  except ValueError:
+    return None
+
+
+def _voc_object(element: ElementTree.Element, where: str) -> Union[AnnotatedObject, str]:
+  """The object, or why it is left out."""
+  label = (element.findtext('name') or '').strip()
+  if not label:
+    return 'has no <name>'
+  coordinates = []
+  for key in ('xmin', 'ymin', 'xmax', 'ymax'):
+    text = element.findtext(f'bndbox/{key}')
+    if text is None:
+      return f'has no <bndbox><{key}>'
+    coordinates.append(_voc_number(text))
+    if coordinates[-1] is None:
+      return f'<{key}> {text.strip()!r} is not a number'
+  xmin, ymin, xmax, ymax = coordinates
+  shape = _shape_problem(xmax - xmin, ymax - ymin)
+  if shape:
+    box = ', '.join(f'{value:g}' for value in coordinates)
+    return f'box [{box}] (xmin, ymin, xmax, ymax) {shape}'
+  flags = [int(bool(_voc_number(element.findtext(key)))) for key in ('difficult', 'truncated')]
+  return AnnotatedObject(label, xmin, ymin, xmax, ymax, (xmax - xmin) * (ymax - ymin), 0, *flags, where)
