@@ -31,6 +31,9 @@ SAMPLES = {
     'label_source': (['parent_dir', 'none', 'regex:^([a-z]+)\\.'], ['folder', 'regex:', 'labels']),
     'splits': (['train=0.8,validation=0.2', 'train=1'], ['train', 'train=0.8;test=0.2', 'Train=1']),
     'dedupe': (['true', 'false'], ['yes please', 'True!', '']),
+    'annotations': (['gs://b/coco/instances_train.json', 'gs://b/voc/Annotations'], ['/local/coco.json', 'gs://b', '']),
+    'drop_unannotated': (['true', 'false'], ['yes please', '']),
+    'include_masks': (['true', 'false'], ['masks', '']),
     'schema': (['default', 'simple'], ['tfds', '']),
     'target_shard_mb': (['150', '0.5', '1.5', '.5'], ['0', '-1', 'abc', '']),
     'compression': (['none', 'gzip'], ['zstd', '']),
@@ -82,8 +85,11 @@ def test_the_regexes_accept_what_the_command_accepts_and_refuse_the_rest(name, t
   (tmp_path / 'in' / 'cat' / '1.jpg').write_bytes(b'x')
   good, bad = SAMPLES[name]
   # gs:// paths are checked against the emulator in the job tests; the model is loaded by the launcher.
-  paths = ('input', 'output', 'embedding_model')
+  paths = ('input', 'output', 'embedding_model', 'annotations')
   given = [f'--input={tmp_path}/in', f'--output={tmp_path}/out']
+  if name in ('drop_unannotated', 'include_masks'):
+    (tmp_path / 'coco.json').write_text('{"images": [], "annotations": [], "categories": []}')
+    given.append(f'--annotations={tmp_path}/coco.json')
   if name.startswith('embedding_') and name not in paths:
     given.append('--embedding_model=gs://b/models/m.keras')
   for value in good:

@@ -19,8 +19,10 @@ from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, Out
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _SHARD, _GRAPH = 0, 1  # OutputUnitCoder's tags
-# What a record's fields other than its uri take, pickled: hashes, order key, size, shape, label.
+# What a record's fields other than its uri and objects take, pickled: hashes, order key, size,
+# shape, label; and what an annotated object takes.
 _RECORD_BYTES = 200
+_OBJECT_BYTES = 120
 
 
 class _FieldsCoder(beam_internals.StreamCoder):
@@ -49,7 +51,7 @@ class _FieldsCoder(beam_internals.StreamCoder):
 
 
 def _record_bytes(record: ImageRecord) -> int:
-  return _RECORD_BYTES + len(record.uri)
+  return _RECORD_BYTES + len(record.uri) + _OBJECT_BYTES * len(record.objects)
 
 
 def _records_bytes(records: Iterable[ImageRecord]) -> int:

@@ -91,11 +91,19 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
   num_errors_files = errors['num_files']
   shards = [name for split in written['splits'].values() for shard in split['shards']
             for name in (shard['file'], shard.get('index_file')) if name]
+  # The budget is of images: those --drop_unannotated asked to leave out are no failure of the
+  # run, and an annotation that cannot be used is no image.
+  budgeted = {reason: count for reason, count in errors_by_reason.items()
+              if reason not in (rejections.UNANNOTATED, rejections.BAD_ANNOTATION)}
   dataset_info.check_error_budget(sum(split['num_examples'] for split in written['splits'].values()),
-                                  errors_by_reason, removed,
+                                  budgeted, removed + errors_by_reason.get(rejections.UNANNOTATED, 0),
                                   settings.max_error_fraction,
                                   output_dir.temp_path(settings.output, errors_output.pattern(num_errors_files)))
   output_dir.stage_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
+  label_files = [output_dir.LABELS_TXT]
+  if settings.annotations:
+    output_dir.stage_text(settings.output, output_dir.LABEL_MAP, labels.label_map_pbtxt(labels_list))
+    label_files.append(output_dir.LABEL_MAP)
   info = dataset_info.build(written=written, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
@@ -104,7 +112,7 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
   for name, text in tfds_files.items():
     output_dir.stage_text(settings.output, name, text)
   last = [name for name in tfds_files if name == tfds_metadata.DATASET_INFO]
-  files = (shards + [output_dir.LABELS_TXT] + errors_output.file_names(num_errors_files) +
+  files = (shards + label_files + errors_output.file_names(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]
   output_dir.commit(settings.output, files, written_dirs, info.to_json(), last)

@@ -4,7 +4,7 @@ from typing import List, NamedTuple, Tuple
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
-from beam_pipeline.beam import coders
+from beam_pipeline.beam import annotation_inputs, coders
 from beam_pipeline.beam.commit import WriteErrors, WrittenTotals, commit
 from beam_pipeline.beam.inputs import batches_counted, parts_counted
 from beam_pipeline.beam.planning import AssignSplits, DuplicateGroups, GroupCopies, PlanShards, bucket_by_content
@@ -30,6 +30,10 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
             | 'List' >> beam.FlatMap(batches_counted, settings.output).with_output_types(List[InputItem]).with_outputs(
                 REJECTED, main='batches'))
   batches = listed.batches | 'Distribute' >> beam.Reshuffle()
+  annotation_rejections = []
+  if settings.annotations:  # each image meets its annotation by uri
+    batches, rejected = annotation_inputs.annotated(pipeline, batches, settings)
+    annotation_rejections.append(rejected)
   num_listed = listed.batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
@@ -48,7 +52,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
   totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(WrittenTotals())
-  errors = ((listed[REJECTED], checked[REJECTED], planned.rejected, written[REJECTED])
+  errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], planned.rejected, written[REJECTED])
             | 'AllRejections' >> beam.Flatten()
             | 'WriteErrors' >> WriteErrors(settings.output))
 

@@ -250,6 +250,18 @@ def _csv_header(path: str) -> Optional[Tuple[str, ...]]:
   return tuple(cell.strip().lower() for cell in row) if manifest_rows.is_header(row) else None
 
 
+def is_detection_csv(spec: InputSpec) -> bool:
+  """Whether a CSV manifest is in AutoML Vision's object-detection layout, as its first row is."""
+  if spec.kind != CSV or _csv_header(spec.path):
+    return False
+  with _open_text(spec.path) as text:
+    try:
+      first = next((row for row in csv.reader(text, skipinitialspace=True) if any(cell.strip() for cell in row)), [])
+    except (csv.Error, UnicodeError):  # the reader rejects that row
+      return False
+  return manifest_rows.is_detection_row(first)
+
+
 def _read_csv_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:
   first_row = part.rows.first_row if part.rows else 1
   with _open_text(path, part.rows) as text:
@@ -268,7 +280,7 @@ def _read_csv_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, 
         continue
       if not any(cell.strip() for cell in row):
         continue
-      yield _listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row)
+      yield _listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where)
 
 
 def _read_jsonl_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:

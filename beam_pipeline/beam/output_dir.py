@@ -32,6 +32,7 @@ from beam_pipeline.core.user_errors import UsageError
 
 DATASET_INFO = run_record.FILE_NAME
 LABELS_TXT = 'labels.txt'
+LABEL_MAP = 'label_map.pbtxt'  # with --annotations
 TEMP_DIR = '.beam_pipeline-tmp'
 _COPY_BUFFER_BYTES = 8 * 2**20
 
@@ -40,7 +41,7 @@ _COPY_BUFFER_BYTES = 8 * 2**20
 _OWN_NAME = re.compile(
     rf'^(?:{shard_name.PATTERN}'
     r'|errors-\d{5}-of-\d{5}\.jsonl'
-    rf'|{re.escape(LABELS_TXT)}|{re.escape(DATASET_INFO)}|{re.escape(run_record.OLD_FILE_NAME)}'
+    rf'|{re.escape(LABELS_TXT)}|{re.escape(LABEL_MAP)}|{re.escape(DATASET_INFO)}|{re.escape(run_record.OLD_FILE_NAME)}'
     rf'|{re.escape(tfds_metadata.DATASET_INFO)}|{re.escape(tfds_metadata.FEATURES)}'
     rf'|{"|".join(re.escape(tfds_metadata.label_names_file(schema)) for schema in schemas.SCHEMAS)}'
     r'|transform_fn/(?:saved_model\.pb|fingerprint\.pb|assets/class_labels\.txt'

@@ -147,7 +147,9 @@ def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
   records = list(splitting.assign_splits(bucket[0], bucket[1], spec, _PerKey(placed)))
   digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
   yield from sharding.order_buckets(records, digits).items()
-  for text in sorted({record.label for record in records if record.label is not None}):
+  texts = {record.label for record in records if record.label is not None}
+  texts.update(obj.label for record in records for obj in record.objects)
+  for text in sorted(texts):
     yield beam.pvalue.TaggedOutput(tags.LABELS, text)
 
 

@@ -129,7 +129,7 @@ class ValidateImages(_PooledDoFn):
 
   def _emit(self, result: Validated) -> Iterator[Any]:
     progress_counts.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))
-    for rejection in result.rejections:
+    for rejection in result.rejections + (result.annotation_problems or []):
       yield tags.rejected(rejection)
     if result.records:
       yield result.records

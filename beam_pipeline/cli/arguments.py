@@ -42,10 +42,13 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
                      'manifest (.csv in AutoML layout [set,]uri,label, or .jsonl with uri, label, split and '
                      'extra fields). Required. E.g. --input=gs://my-bucket/PetImages or '
                      "--input='photos/**/*.jpg'")
+  group.add_argument('--annotations', default=None, help='Object-detection boxes for the images of --input (a '
+                     'directory): a COCO instances .json, or a folder of Pascal VOC .xml files; image names are '
+                     'relative to --input. E.g. --annotations=coco/annotations/instances_train2017.json')
   group = parser.add_argument_group('labels and splits')
   group.add_argument('--label_source', default=None, help='Where labels come from: parent_dir '
                      '(PetImages/Cat/1.jpg -> Cat), none, regex:<pattern with one group> on the file name, or '
-                     'manifest. Default: manifest for manifests, else parent_dir. E.g. '
+                     'manifest. Default: manifest for manifests, none with --annotations, else parent_dir. E.g. '
                      "--label_source='regex:^([a-z]+)\\.' gives cat.12.jpg -> cat")
   group.add_argument('--splits', default=None, help='Split fractions, stratified per class by content hash; '
                      'a manifest split column or top-level train/validation/test folders take precedence. '
@@ -53,6 +56,11 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
   group.add_argument('--dedupe', **_SWITCH, help='Keep one copy of identical files (the others are listed in '
                      'the errors file as duplicate, no error); without it copies are kept, always in one split. '
                      'Default: false')
+  group.add_argument('--drop_unannotated', **_SWITCH, help='With --annotations: reject images no annotation '
+                     'gives a box (reason unannotated) instead of keeping them as negatives. Default: false')
+  group.add_argument('--include_masks', **_SWITCH, help='With a COCO --annotations: write each object\'s '
+                     'segmentation as a PNG mask of the stored image (image/object/mask); an object without one '
+                     'is an error. Default: false')
   group = parser.add_argument_group('output')
   group.add_argument('--output', help='Directory for the dataset (local or gs://): empty, new or an earlier '
                      'output of this tool. Required. E.g. --output=gs://my-bucket/tfrecords/pets')

@@ -14,13 +14,14 @@ import os
 import sys
 from typing import Iterator, List, NamedTuple, Optional
 
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions
 
 from beam_pipeline.cli import arguments
-from beam_pipeline.beam import inputs
-from beam_pipeline.core import labels, schemas, splitting, uris
-from beam_pipeline.core.settings import (COMPRESSIONS, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec, Settings,
-                                         StoredImages)
+from beam_pipeline.beam import annotation_inputs, inputs
+from beam_pipeline.core import annotations as annotations_format, labels, schemas, splitting, uris
+from beam_pipeline.core.settings import (COMPRESSIONS, DIRECTORY, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec,
+                                         InputSpec, LabelSource, Settings, StoredImages)
 from beam_pipeline.core.user_errors import UsageError
 
 
@@ -172,10 +173,11 @@ def validate(options: PipelineOptions) -> Settings:
   read_threads = _number('--read_threads', opts.read_threads)
   max_error_fraction = _number('--max_error_fraction', opts.max_error_fraction, fraction=True)
   spec = inputs.resolve_input(opts.input or '')
+  annotations = _annotations(opts, spec)
   return Settings(
       input=spec,
       output=opts.output.rstrip('/') or '/',
-      label_source=labels.parse_label_source(opts.label_source, spec.is_manifest),
+      label_source=_label_source(opts, spec, annotations),
       schema=opts.schema,
       target_shard_bytes=max(1, int(target_mb * 2**20)),
       compression=opts.compression,
@@ -192,7 +194,55 @@ def validate(options: PipelineOptions) -> Settings:
       strict_jpeg=bool(opts.strict_jpeg),
       min_side=min_side,
       index_files=bool(opts.index_files),
+      annotations=annotations,
+      drop_unannotated=bool(opts.drop_unannotated),
+      include_masks=bool(opts.include_masks),
   )
+
+
+def _label_source(opts: ConversionOptions, spec: InputSpec, annotations: Optional[str]) -> LabelSource:
+  """--label_source; with --annotations images have no label of their own unless it says so:
+  their objects are labelled, and a folder's name would be one more class."""
+  if annotations and opts.label_source is None:
+    return LabelSource(labels.NONE)
+  return labels.parse_label_source(opts.label_source, spec.is_manifest)
+
+
+def _check_detection_schema(opts: ConversionOptions) -> None:
+  if opts.schema != 'default':
+    raise UsageError('boxes are written in the Object Detection API\'s keys, which only --schema=default has')
+
+
+def _annotations(opts: ConversionOptions, spec: InputSpec) -> Optional[str]:
+  """Where the boxes come from: --annotations, checked (it exists, is COCO or VOC, and --input is
+  the folder its names are relative to), or an AutoML object-detection CSV as --input."""
+  if inputs.is_detection_csv(spec):
+    if opts.include_masks:
+      raise UsageError('--include_masks draws COCO segmentations; an AutoML detection CSV has none')
+    if opts.annotations:
+      raise UsageError(f'--input={spec.path} is an AutoML object-detection CSV, which holds the boxes itself; '
+                       f'leave out --annotations')
+    _check_detection_schema(opts)
+    return spec.path
+  if not opts.annotations:
+    for flag, value in (('--drop_unannotated', opts.drop_unannotated), ('--include_masks', opts.include_masks)):
+      if value:
+        raise UsageError(f'{flag} needs --annotations, the COCO or Pascal VOC file(s) that give the images\' objects')
+    return None
+  path = opts.annotations.rstrip('/') or '/'
+  if spec.kind != DIRECTORY:
+    raise UsageError(f'--annotations names images relative to a folder: give that folder as --input (not a '
+                     f'{spec.kind})')
+  _check_detection_schema(opts)
+  if not (FileSystems.exists(path) or FileSystems.match([path + '/*'], limits=[1])[0].metadata_list):
+    raise UsageError(f'--annotations={path} does not exist; give a COCO .json file or a folder of VOC .xml files')
+  try:
+    kind = annotation_inputs.annotation_format(path)
+  except ValueError as e:
+    raise UsageError(f'--annotations={path}: {e}') from None
+  if opts.include_masks and kind != annotations_format.COCO:
+    raise UsageError(f'--include_masks draws COCO segmentations; --annotations={path} is Pascal VOC, which has none')
+  return path
 
 
 def _embedding(opts: ConversionOptions) -> Optional[EmbeddingSpec]:

@@ -85,6 +85,8 @@ def _add_split(split: Dict[str, Any], more: Mapping[str, Any], shards: List[Mapp
   split['shards'].extend(shards)
   for field in _HISTOGRAMS:
     _add_counts(split[field], more[field])
+  if 'objects' in more:  # with --annotations
+    _add_counts(split.setdefault('objects', {}), more['objects'])
 
 
 def _split_totals(totals: Dict[str, Any], name: str) -> Dict[str, Any]:
@@ -112,7 +114,9 @@ def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Ma
                          shards=[Shard(**shard) for shard in sorted(split['shards'], key=lambda shard: shard['file'])],
                          classes=dict(sorted(split['classes'].items(), key=lambda item: order[item[0]])),
                          **{field: dict(sorted(split[field].items(), key=lambda item: int(item[0])))
-                            for field in ('longer_side_px', 'kib')})
+                            for field in ('longer_side_px', 'kib')},
+                         objects=(dict(sorted(split['objects'].items(), key=lambda item: order[item[0]]))
+                                  if 'objects' in split else None))
   return RunRecord(
       version=__version__,
       created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),

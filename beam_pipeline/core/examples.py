@@ -1,16 +1,16 @@
 """Encode one image record as a serialized tf.train.Example (keys: see schemas)."""
 import json
-from typing import Any, Mapping
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tensorflow.core.example import example_pb2, feature_pb2
 
-from beam_pipeline.core import schemas
+from beam_pipeline.core import masks, schemas
 
 
 def encode_example(fields: Mapping[str, Any], extras: Mapping[str, Any], schema: str) -> bytes:
-  """``fields`` maps schemas' field names to values: bytes, an int, a tuple of ints or a
-  float32 array. The schema picks which are written, under which keys. Serializes
+  """``fields`` maps schemas' field names to values: bytes, an int, a tuple of ints, a list
+  of bytes or a float32 array. The schema picks which are written, under which keys. Serializes
   deterministically (sorted map keys), so reruns give identical bytes."""
   example = example_pb2.Example()
   feature = example.features.feature
@@ -24,6 +24,8 @@ def encode_example(fields: Mapping[str, Any], extras: Mapping[str, Any], schema:
       feature[key].bytes_list.value.append(value)
     elif isinstance(value, tuple):
       feature[key].int64_list.value.extend(value)
+    elif isinstance(value, list):
+      feature[key].bytes_list.value.extend(value)
     else:
       _set_floats(feature[key], value)
   for key, value in extras.items():
@@ -51,6 +53,25 @@ def _set_floats(feature: feature_pb2.Feature, values: np.ndarray) -> None:
     if not size:
       break
   feature.float_list.MergeFromString(_PACKED_VALUES_TAG + bytes(length) + data)
+
+
+def object_fields(objects: Sequence[Any], class_ids: Mapping[str, int],
+                  stored_size: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
+  """The fields of a record's boxes.StoredObject, one value per object in each; class ids
+  1-based, as label maps number them (0 is the background). With ``stored_size`` (width,
+  height; --include_masks), each object's mask too."""
+  def floats(name: str) -> np.ndarray:
+    return np.array([getattr(obj, name) for obj in objects], np.float32)
+
+  return {schemas.OBJECT_XMIN: floats('xmin'), schemas.OBJECT_YMIN: floats('ymin'),
+          schemas.OBJECT_XMAX: floats('xmax'), schemas.OBJECT_YMAX: floats('ymax'),
+          schemas.OBJECT_LABEL: tuple(class_ids[obj.label] + 1 for obj in objects),
+          schemas.OBJECT_TEXT: [obj.label.encode('utf-8') for obj in objects],
+          schemas.OBJECT_AREA: floats('area'),
+          schemas.OBJECT_IS_CROWD: tuple(obj.is_crowd for obj in objects),
+          schemas.OBJECT_DIFFICULT: tuple(obj.difficult for obj in objects),
+          schemas.OBJECT_TRUNCATED: tuple(obj.truncated for obj in objects),
+          **({schemas.OBJECT_MASK: [masks.encoded(obj.mask, stored_size) for obj in objects]} if stored_size else {})}
 
 
 def source_id(order_key: str) -> bytes:

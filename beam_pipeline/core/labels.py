@@ -1,5 +1,6 @@
 """Where a record's label comes from, and how labels become class ids."""
 import functools
+import json
 import re
 from typing import Iterable, List, Optional
 
@@ -87,6 +88,14 @@ def sorted_labels(labels: Iterable[str]) -> List[str]:
 def labels_txt(labels: List[str]) -> str:
   """One label per line; the line number (from 0) is the class id."""
   return ''.join(label + '\n' for label in labels)
+
+
+def label_map_pbtxt(labels: List[str]) -> str:
+  """The Object Detection API's label map of labels.txt: ids 1-based (0 is the background).
+  Written as text here: its proto (StringIntLabelMap) ships only with the Object Detection
+  API, which this package does not depend on; json.dumps quotes names as text format reads them."""
+  return ''.join(f'item {{\n  id: {number}\n  name: {json.dumps(label, ensure_ascii=False)}\n}}\n'
+                 for number, label in enumerate(labels, start=1))
 
 
 def _is_utf8(text: str) -> bool:

@@ -66,6 +66,8 @@ class Split(_Json):
   classes: Dict[str, int]  # examples per label, in the order of labels
   longer_side_px: Dict[str, int]  # images per power-of-two bin of their longer side (dataset_info.size_bin)
   kib: Dict[str, int]  # images per power-of-two bin of their stored size in KiB
+  # With --annotations: objects per class, in the order of labels.
+  objects: Optional[Dict[str, int]] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'Split':

@@ -25,6 +25,14 @@ SHA256 = 'sha256'  # bytes: hex digest of the stored image
 SOURCE_ID = 'source_id'  # bytes: a decimal number, stable and distinct per record (Model Garden parses it)
 EMBEDDING = 'embedding'  # float list: --embedding_model's output, flattened
 EMBEDDING_SHAPE = 'embedding_shape'  # int64 list: its shape
+# With --annotations, one value per object, in the Object Detection API's keys (default schema only).
+OBJECT_XMIN, OBJECT_YMIN = 'object_xmin', 'object_ymin'  # float list: normalized to the stored image
+OBJECT_XMAX, OBJECT_YMAX = 'object_xmax', 'object_ymax'
+OBJECT_LABEL = 'object_label'  # int64 list: 1-based (label_map.pbtxt's ids: labels.txt's line + 1; 0 is background)
+OBJECT_TEXT = 'object_text'  # bytes list: the class names
+OBJECT_AREA = 'object_area'  # float list: pixels of the stored image
+OBJECT_IS_CROWD, OBJECT_DIFFICULT, OBJECT_TRUNCATED = 'object_is_crowd', 'object_difficult', 'object_truncated'
+OBJECT_MASK = 'object_mask'  # bytes list: with --include_masks, a PNG of 0s and 1s the stored image's size
 
 KEYS = {
     'default': {IMAGE: 'image/encoded', FORMAT: 'image/format', HEIGHT: 'image/height', WIDTH: 'image/width',
@@ -38,6 +46,15 @@ EMBEDDING_KEYS = {
     'default': {EMBEDDING: 'image/embedding', EMBEDDING_SHAPE: 'image/embedding/shape'},
     'simple': {EMBEDDING: 'embedding', EMBEDDING_SHAPE: 'embedding_shape'},
 }
+# Written with --annotations, by every record of the run (empty lists for a negative).
+OBJECT_KEYS = {
+    'default': {OBJECT_XMIN: 'image/object/bbox/xmin', OBJECT_YMIN: 'image/object/bbox/ymin',
+                OBJECT_XMAX: 'image/object/bbox/xmax', OBJECT_YMAX: 'image/object/bbox/ymax',
+                OBJECT_LABEL: 'image/object/class/label', OBJECT_TEXT: 'image/object/class/text',
+                OBJECT_AREA: 'image/object/area', OBJECT_IS_CROWD: 'image/object/is_crowd',
+                OBJECT_DIFFICULT: 'image/object/difficult', OBJECT_TRUNCATED: 'image/object/truncated',
+                OBJECT_MASK: 'image/object/mask'},
+}
 SCHEMAS = tuple(KEYS)
 # Fields a manifest column of the same key replaces: a dataset's own image ids (COCO's) win.
 FROM_MANIFEST = (SOURCE_ID,)
@@ -45,8 +62,8 @@ UNLABELED = -1
 
 
 def keys(schema: str) -> Mapping[str, str]:
-  """Field -> feature key, for the fields ``schema`` writes, embeddings included."""
-  return {**KEYS[schema], **EMBEDDING_KEYS[schema]}
+  """Field -> feature key, for the fields ``schema`` writes, embeddings and objects included."""
+  return {**KEYS[schema], **EMBEDDING_KEYS[schema], **OBJECT_KEYS.get(schema, {})}
 
 
 def check_extras(extras: Mapping[str, Any], schema: str) -> None:

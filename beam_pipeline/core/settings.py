@@ -97,6 +97,9 @@ class Settings(NamedTuple):
   strict_jpeg: bool = False  # reject JPEGs that libjpeg decodes only with warnings
   min_side: int = MIN_SIDE  # reject stored images with a shorter side
   index_files: bool = False  # write SHARD.idx beside each shard (record_index)
+  annotations: Optional[str] = None  # --annotations: a COCO .json or a folder of VOC .xml files
+  drop_unannotated: bool = False
+  include_masks: bool = False  # --include_masks: image/object/mask from COCO segmentations
 
   def as_dict(self) -> dict:
     """The options as recorded in beam_pipeline.json."""
@@ -115,4 +118,7 @@ class Settings(NamedTuple):
         'embedding_image_size': self.embedding and self.embedding.image_size,
         'embedding_only': bool(self.embedding and self.embedding.only),
         'embedding_batch_size': self.embedding and self.embedding.batch_size,
+        # Only when given: the records of runs without them stay as they were.
+        **({'annotations': self.annotations, 'drop_unannotated': self.drop_unannotated,
+            'include_masks': self.include_masks} if self.annotations else {}),
     }

@@ -5,6 +5,7 @@ a local run. It writes a local file with TensorFlow's TFRecordWriter, under the
 temporary name it is given; the Beam side moves or uploads it into place, so a
 worker never touches a final name, and every shard is framed by the same writer.
 """
+import collections
 import functools
 import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -39,6 +40,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected: List[Rejection] = []
   labels, longer_sides, stored_bytes, lengths = [], [], [], []
+  objects = collections.Counter()
   reencoded = resized = rotated = damaged = 0
   batch_size = settings.embedding.batch_size if embed else 1
   read = functools.partial(_read, settings=settings, open_remote=remote and remote.open)
@@ -62,6 +64,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
           raise OutputError(f'{file_path}: {rejections.first_line(e)}') from e
         lengths.append(len(example))
         labels.append(record.label)
+        objects.update(obj.label for obj in record.objects)
         longer_sides.append(max(record.height, record.width))
         stored_bytes.append(len(image))
         reencoded += record.reencoded
@@ -71,6 +74,8 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   shard = {'split': plan.split, 'file': shard_name.file_name(plan, settings.compression), 'num_examples': len(labels),
            'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized, 'num_rotated': rotated,
            'num_damaged_jpeg': damaged, **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
+  if settings.annotations:
+    shard['objects'] = dict(objects)
   if settings.index_files:
     _write_index(file_path + record_index.SUFFIX, lengths)
     shard['index_file'] = shard['file'] + record_index.SUFFIX
@@ -143,6 +148,9 @@ def _example(record: ImageRecord, image: bytes, original_size: Tuple[int, int], 
     fields.update(embedding)
     if settings.embedding.only:
       del fields[schemas.IMAGE]
+  if settings.annotations:
+    fields.update(examples.object_fields(record.objects, class_ids,
+                                         (record.width, record.height) if settings.include_masks else None))
   return examples.encode_example(fields, dict(record.extras), settings.schema)
 
 

@@ -6,9 +6,9 @@ isolation boundary: an image that trips any of them is rejected alone.
 """
 import collections
 import functools
-from typing import List, NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from beam_pipeline.core import image_info, isolation, labels, preparation, reading, rejections, schemas, sharding
+from beam_pipeline.core import boxes, image_info, isolation, labels, preparation, reading, rejections, schemas, sharding
 from beam_pipeline.core.records import ImageRecord, InputItem, Rejection, Validated
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import Settings
@@ -32,7 +32,7 @@ def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optio
   Raises TransientReadError when storage keeps failing: the whole batch is then
   retried, and no image is rejected for it.
   """
-  result = Validated([], [], collections.Counter())
+  result = Validated([], [], collections.Counter(), [])
   load = functools.partial(_load, settings=settings, open_remote=remote and remote.open)
   chunk: List[_Loaded] = []
   size = 0
@@ -69,6 +69,7 @@ def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None
       continue
     result.source_formats[image.info.source_format] += 1
     result.records.append(image.record)
+    result.annotation_problems.extend(image.problems)
 
 
 def _prepared(chunk: Sequence[_Loaded], settings: Settings) -> List:
@@ -78,6 +79,7 @@ def _prepared(chunk: Sequence[_Loaded], settings: Settings) -> List:
 class _Checked(NamedTuple):
   info: image_info.ImageInfo
   record: ImageRecord
+  problems: List[Rejection]  # of its annotations: boxes that lie outside it
 
 
 def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Settings) -> _Checked:
@@ -88,10 +90,27 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
                                          f'a side is shorter than --min_side={settings.min_side}')
   if info.damage and settings.strict_jpeg:
     raise Rejected(rejections.DAMAGED_JPEG, f'libjpeg warns while decoding it (--strict_jpeg): {info.damage}')
+  objects, problems = _stored_objects(loaded.item, info, settings)
   return _Checked(info, ImageRecord(
       uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
       source_sha256=loaded.sha256,
       sha256=image_info.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
       num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
       channels=info.channels, reencoded=info.reencoded,
-      order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage)))
+      order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage),
+      objects=objects), problems)
+
+
+def _stored_objects(item: InputItem, info: image_info.ImageInfo, settings: Settings
+                    ) -> Tuple[Tuple[boxes.StoredObject, ...], List[Rejection]]:
+  """The item's annotated objects on its stored image, which may be turned upright and
+  downscaled; each that cannot be placed is an error of the annotation file."""
+  if not item.objects:
+    return (), []
+  turned = info.orientation if info.reencoded else 1
+  upright = (info.original_width, info.original_height)
+  source_size = upright if turned < 5 else upright[::-1]
+  objects, problems = boxes.stored_objects(item.objects, item.annotated_size, source_size, turned,
+                                           (info.width, info.height), settings.include_masks)
+  return objects, [Rejection(settings.annotations, rejections.BAD_ANNOTATION,
+                             f'{problem.where} of {item.uri}: {problem.detail}') for problem in problems]

@@ -3,7 +3,7 @@ run and by ``inspect``."""
 import math
 from typing import Any, Dict, List, Mapping, Optional
 
-from beam_pipeline.core import uris
+from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.quantities import binary_size, counted, noun
 from beam_pipeline.core.run_record import RunRecord
 
@@ -14,7 +14,9 @@ LISTED_CLASSES = 8
 def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Dict[str, Any]:
   """The summary of ``info`` (beam_pipeline.json) as plain values, for --json and for its lines."""
   # Copies --dedupe dropped are inputs too (earlier versions counted them as errors).
-  inputs = info.num_examples + info.num_errors + info.duplicates.num_removed
+  # An annotation that could not be used (--annotations) is an error, but no input image.
+  bad_annotations = info.errors_by_reason.get(rejections.BAD_ANNOTATION, 0)
+  inputs = info.num_examples + info.num_errors - bad_annotations + info.duplicates.num_removed
   duplicates = info.duplicates
   summary = {
       'output': output,
@@ -23,10 +25,13 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
       'num_classes': info.num_classes,
       'splits': {name: {'num_examples': split.num_examples, 'num_bytes': split.num_bytes,
                         'num_shards': len(split.shards), 'classes': split.classes,
+                        **({'objects': split.objects} if split.objects is not None else {}),
                         'shards': [shard.as_dict() for shard in split.shards]}
                  for name, split in info.splits.items()},
-      'num_errors': info.num_errors,
-      'errors_by_reason': info.errors_by_reason,
+      'num_errors': info.num_errors - bad_annotations,
+      'errors_by_reason': {reason: count for reason, count in info.errors_by_reason.items()
+                           if reason != rejections.BAD_ANNOTATION},
+      **({'num_bad_annotations': bad_annotations} if bad_annotations else {}),
       'errors_file': uris.join(output, info.errors_file),
       'duplicates': {'num_groups': duplicates.num_groups, 'num_extra_copies': duplicates.num_extra_copies,
                      'removed': duplicates.removed},
@@ -56,12 +61,18 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
     size = sizes[0] + (' each' if shards > 1 else '') if len(sizes) == 1 else f'{sizes[0]} to {sizes[-1]} each'
     result.append(f'  {name:<{width}}  {split["num_examples"]:>9,} {noun(split["num_examples"], "example")} in '
                   f'{counted(shards, "shard")} ({size}){_classes(split["classes"])}')
+    if 'objects' in split:
+      result.append(f'  {"":<{width}}  {sum(split["objects"].values()):>9,} {noun(sum(split["objects"].values()), "object")}'
+                    f'{_classes(split["objects"], "objects")}')
   if summary['num_errors']:
     reasons = ', '.join(f'{reason} {count:,}' for reason, count in
                         sorted(summary['errors_by_reason'].items(), key=lambda item: (-item[1], item[0])))
     result.append(f'Rejected {counted(summary["num_errors"], "input")}: {reasons}; see {summary["errors_file"]}')
   else:
     result.append('Rejected no inputs.')
+  if summary.get('num_bad_annotations'):
+    result.append(f'{counted(summary["num_bad_annotations"], "annotation")} could not be used (bad_annotation); '
+                  f'see {summary["errors_file"]}')
   if 'embedding' in summary:
     embedding = summary['embedding']
     stored = 'beside each image' if embedding['images_stored'] else 'instead of the images (--embedding_only)'
@@ -79,9 +90,9 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
   return result
 
 
-def _classes(classes: Mapping[str, int]) -> str:
+def _classes(classes: Mapping[str, int], what: str = 'examples') -> str:
   if not classes:
     return ''
   if len(classes) <= LISTED_CLASSES:
     return ': ' + ', '.join(f'{label} {count:,}' for label, count in classes.items())
-  return f': {len(classes)} classes, {min(classes.values()):,}-{max(classes.values()):,} examples each'
+  return f': {len(classes)} classes, {min(classes.values()):,}-{max(classes.values()):,} {what} each'
