@@ -1,5 +1,5 @@
-"""Read a finished output as a ``tf.data.Dataset`` of ``(images, labels)`` or
-``(embeddings, labels)`` for ``model.fit``.
+"""Read a finished output as a ``tf.data.Dataset`` of ``(images, labels)``,
+``(embeddings, labels)`` or ``(images, boxes)`` for ``model.fit``.
 
 The file list and compression come from beam_pipeline.json, the commit marker, so
 a directory without it (an interrupted or running conversion) is refused rather
@@ -20,18 +20,27 @@ def dataset_info(output_dir: str) -> RunRecord:
   return RunRecord.read(output_dir, tf.io.gfile.exists, tf.io.gfile.GFile)
 
 
-FEATURES = ('image', 'embedding')
+FEATURES = ('image', 'embedding', 'detection')
+# What pads a batch's box lists (features='detection'), as Keras' detection models expect.
+PADDING = -1
 
 
 def load(output_dir: str, split: str = 'train', *, features: str = 'image', image_size: int = IMAGE_SIZE,
-         batch_size: int = 32, shuffle_buffer: int = 0, seed: Optional[int] = None) -> tf.data.Dataset:
-  """Batches of (features, labels) for ``model.fit``.
+         batch_size: int = 32, shuffle_buffer: int = 0, seed: Optional[int] = None,
+         max_boxes: Optional[int] = None) -> tf.data.Dataset:
+  """Batches for ``model.fit``.
 
-  ``features='image'``: float32 images in [0, 1], resized to image_size x image_size.
-  ``features='embedding'``: the float32 embeddings of --embedding_model, each shaped
-  by its image/embedding/shape. Labels are the class ids of labels.txt (-1 for
-  unlabeled images). With shuffle_buffer > 0, shard order and records are shuffled
-  (use it for training).
+  ``features='image'``: (images, labels), float32 images in [0, 1], resized to
+  image_size x image_size. ``features='embedding'``: (embeddings, labels), the float32
+  embeddings of --embedding_model, each shaped by its image/embedding/shape. Labels
+  are the class ids of labels.txt (-1 for unlabeled images).
+  ``features='detection'`` (an output converted with --annotations): (images, boxes),
+  images as for 'image' and boxes a dict of 'boxes' [batch, max_boxes, 4], float32
+  ymin, xmin, ymax, xmax normalized (Keras' bounding_box_format='rel_yxyx', which the
+  resize keeps), and 'classes' [batch, max_boxes], the labels.txt ids; both padded
+  with -1. ``max_boxes`` None pads to the batch's most; a number pads to it, and a
+  record with more boxes fails the read rather than lose them.
+  With shuffle_buffer > 0, shard order and records are shuffled (use it for training).
   """
   info = dataset_info(output_dir)
   if split not in info.splits:
@@ -39,13 +48,15 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   if features not in FEATURES:
     raise ValueError(f'features={features!r} is not one of {", ".join(map(repr, FEATURES))}')
   files = [uris.join(output_dir, shard.file) for shard in info.splits[split].shards]
-  label_key = schemas.keys(info.schema)[schemas.LABEL]
-  spec, parse_features = (_image_features if features == 'image' else _embedding_features)(info, image_size)
-  spec[label_key] = tf.io.FixedLenFeature([], tf.int64)
+  if features == 'detection':
+    spec, parse = _detection_features(info, image_size, max_boxes)
+  else:
+    label_key = schemas.keys(info.schema)[schemas.LABEL]
+    spec, parse_features = (_image_features if features == 'image' else _embedding_features)(info, image_size)
+    spec[label_key] = tf.io.FixedLenFeature([], tf.int64)
 
-  def decode(serialized: tf.Tensor):
-    parsed = tf.io.parse_single_example(serialized, spec)
-    return parse_features(parsed), parsed[label_key]
+    def parse(parsed: Dict[str, tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
+      return parse_features(parsed), parsed[label_key]
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if shuffle_buffer:
@@ -55,9 +66,15 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle_buffer)
   if shuffle_buffer:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-  return (dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-          .batch(batch_size)
-          .prefetch(tf.data.AUTOTUNE))
+  dataset = dataset.map(lambda serialized: parse(tf.io.parse_single_example(serialized, spec)),
+                        num_parallel_calls=tf.data.AUTOTUNE)
+  if features == 'detection':
+    dataset = dataset.padded_batch(batch_size, padded_shapes=([image_size, image_size, 3], {
+        'boxes': [max_boxes, 4], 'classes': [max_boxes]}), padding_values=(0.0, {
+            'boxes': float(PADDING), 'classes': tf.constant(PADDING, tf.int64)}))
+  else:
+    dataset = dataset.batch(batch_size)
+  return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def _image_features(info: RunRecord, image_size: int) -> Tuple[Dict[str, Any], Callable]:
@@ -85,3 +102,26 @@ def _embedding_features(info: RunRecord, _) -> Tuple[Dict[str, Any], Callable]:
 
   return {key: tf.io.FixedLenFeature([embedding.num_values], tf.float32),
           shape_key: tf.io.FixedLenFeature([len(shape)], tf.int64)}, shaped
+
+
+def _detection_features(info: RunRecord, image_size: int, max_boxes: Optional[int]) -> Tuple[Dict[str, Any], Callable]:
+  """The spec of the image and its objects, and (image, {'boxes', 'classes'}) from the parsed record."""
+  if 'annotations' not in info.options:
+    raise ValueError("this output holds no boxes; convert with --annotations to store them")
+  spec, image = _image_features(info, image_size)
+  keys = schemas.keys(info.schema)
+  corners = [keys[field] for field in (schemas.OBJECT_YMIN, schemas.OBJECT_XMIN, schemas.OBJECT_YMAX,
+                                       schemas.OBJECT_XMAX)]
+  spec.update({key: tf.io.VarLenFeature(tf.float32) for key in corners})
+  spec[keys[schemas.OBJECT_LABEL]] = tf.io.VarLenFeature(tf.int64)
+
+  def parse(parsed: Dict[str, tf.Tensor]) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    boxes = tf.stack([tf.sparse.to_dense(parsed[key]) for key in corners], axis=-1)
+    classes = tf.sparse.to_dense(parsed[keys[schemas.OBJECT_LABEL]]) - 1  # label maps count from 1
+    if max_boxes is not None:
+      with tf.control_dependencies([tf.debugging.assert_less_equal(
+          tf.shape(classes)[0], max_boxes, message=f'a record has more boxes than max_boxes={max_boxes}')]):
+        classes = tf.identity(classes)
+    return image(parsed), {'boxes': boxes, 'classes': classes}
+
+  return spec, parse

@@ -4,7 +4,6 @@ The command line is parsed once, by arguments.py. This module imports no Beam: a
 conversion's own module (launch.py) does, once the command line asks for one;
 inspect and verify never do.
 """
-import collections
 import os
 import sys
 import time
@@ -67,11 +66,7 @@ def inspect(namespace, info: RunRecord) -> int:
     quiet_import.tensorflow()
     from beam_pipeline.inspection import contact_sheet  # pylint: disable=import-outside-toplevel
     found = contact_sheet.samples(info, output, namespace.samples)
-    counts = collections.Counter()
-    for split in info.splits.values():
-      counts.update(split.classes)
-    counts['(unlabeled)'] = info.num_examples - sum(counts.values())
-    contact_sheet.draw(found, title, namespace.samples, counts).save(namespace.contact_sheet)
+    contact_sheet.draw(found, title, namespace.samples, contact_sheet.captions(info)).save(namespace.contact_sheet)
     print(f'Contact sheet: {namespace.contact_sheet}')
   if namespace.plots:
     from beam_pipeline.inspection import plots  # pylint: disable=import-outside-toplevel

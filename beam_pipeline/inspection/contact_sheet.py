@@ -2,15 +2,20 @@
 
 Samples are the first records of each class in shard order (a shard's order is a
 salted hash, so they are a fair pick), read with TensorFlow's TFRecord reader and
-drawn with Pillow.
+drawn with Pillow. With --annotations each sample shows its objects' boxes (and with
+--include_masks their masks, tinted in the box's colour), and an image
+without a class of its own (a detection set's usual case) fills the row of one of its
+objects' classes; negatives are shown only when no image has an object.
 """
+import collections
 import io
-from typing import Dict, List, Mapping, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.quantities import counted
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.settings import COMPRESSIONS
 
@@ -18,35 +23,85 @@ CELL = 128  # thumbnail side, pixels
 CAPTION = 18  # caption height under a thumbnail
 LABEL_WIDTH = 170  # the column of class names
 MAX_CLASSES = 40
+UNLABELED = '(unlabeled)'
 BACKGROUND, INK, MUTED = (255, 255, 255), (20, 20, 20), (110, 110, 110)
+# Box outlines by class id: saturated colours that stand out from photos and from each other (no grey).
+PALETTE = ((31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
+           (227, 119, 194), (188, 189, 34), (23, 190, 207))
+OUTLINE = 2  # pixels
+MASK_OPACITY = 110  # of 255: a mask's tint, which leaves the picture beneath it visible
+_BOX_FIELDS = (schemas.OBJECT_XMIN, schemas.OBJECT_YMIN, schemas.OBJECT_XMAX, schemas.OBJECT_YMAX)
 
 
-def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Tuple[bytes, str]]]:
-  """Up to ``per_class`` (image bytes, split) for each of the first MAX_CLASSES classes."""
+class Box(NamedTuple):
+  label: int  # the class id, 1-based as label_map.pbtxt's
+  text: str
+  corners: Tuple[float, float, float, float]  # xmin, ymin, xmax, ymax: fractions of the image
+  mask: Optional[bytes] = None  # its PNG of 0s and 1s, with --include_masks
+
+
+class Sample(NamedTuple):
+  image: bytes
+  split: str
+  boxes: List[Box]  # empty without --annotations
+
+
+def colour(label: int) -> Tuple[int, int, int]:
+  """The outline colour of class id ``label`` (1-based)."""
+  return PALETTE[(label - 1) % len(PALETTE)]
+
+
+def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Sample]]:
+  """Up to ``per_class`` samples for each of the first MAX_CLASSES classes."""
   keys = schemas.keys(info.schema)
-  labels = info.labels[:MAX_CLASSES] or ['(unlabeled)']
-  wanted = {label: [] for label in labels}
+  annotated = bool(info.options.get('annotations'))
+  wanted: Dict[str, List[Sample]] = {label: [] for label in info.labels[:MAX_CLASSES] or [UNLABELED]}
+  negatives: List[Sample] = []
   spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string),
           keys[schemas.LABEL]: tf.io.FixedLenFeature([], tf.int64)}
+  if annotated:
+    spec.update({keys[field]: tf.io.VarLenFeature(tf.float32) for field in _BOX_FIELDS})
+    spec.update({keys[schemas.OBJECT_LABEL]: tf.io.VarLenFeature(tf.int64),
+                 keys[schemas.OBJECT_TEXT]: tf.io.VarLenFeature(tf.string)})
+  if info.options.get('include_masks'):
+    spec[keys[schemas.OBJECT_MASK]] = tf.io.VarLenFeature(tf.string)
   compression = COMPRESSIONS[info.compression]
   for split, entry in info.splits.items():
     for shard in entry.shards:
       for serialized in tf.data.TFRecordDataset(uris.join(output, shard.file), compression_type=compression):
         record = tf.io.parse_single_example(serialized, spec)
-        class_id = int(record[keys[schemas.LABEL]])
-        label = info.labels[class_id] if 0 <= class_id < len(info.labels) else '(unlabeled)'
-        if label in wanted and len(wanted[label]) < per_class:
-          wanted[label].append((record[keys[schemas.IMAGE]].numpy(), split))
+        sample = Sample(record[keys[schemas.IMAGE]].numpy(), split, _boxes(record, keys) if annotated else [])
+        row = _row(info.labels, int(record[keys[schemas.LABEL]]), sample.boxes, wanted, per_class)
+        if row:
+          wanted[row].append(sample)
+        elif not sample.boxes and len(negatives) < per_class:
+          negatives.append(sample)
         if all(len(found) == per_class for found in wanted.values()):
           return wanted
+  if annotated and negatives and not any(wanted.values()):
+    return {UNLABELED: negatives}
   return wanted
 
 
-def draw(samples_: Mapping[str, List[Tuple[bytes, str]]], title: str, per_class: int,
-         counts: Mapping[str, int]) -> Image.Image:
-  """The sheet: a title, then a row per class (its name and examples in all splits) of
-  thumbnails with their split beneath."""
-  font, small = ImageFont.load_default(size=15), ImageFont.load_default(size=12)
+def captions(info: RunRecord) -> Dict[str, str]:
+  """What each row counts: examples of its class, or, for a detection set whose images have
+  no class of their own, objects of it."""
+  examples: Dict[str, int] = collections.Counter()
+  objects: Dict[str, int] = collections.Counter()
+  for split in info.splits.values():
+    examples.update(split.classes)
+    objects.update(split.objects or {})
+  unlabeled = info.num_examples - sum(examples.values())
+  by_objects = bool(info.options.get('annotations')) and not any(examples.values())
+  rows = {label: counted(objects[label], 'object') if by_objects else counted(examples[label], 'example')
+          for label in info.labels}
+  return {**rows, UNLABELED: counted(unlabeled, 'example')}
+
+
+def draw(samples_: Mapping[str, List[Sample]], title: str, per_class: int, captions_: Mapping[str, str]) -> Image.Image:
+  """The sheet: a title, then a row per class (its name and what it counts in all splits) of
+  thumbnails, their boxes drawn, with their split beneath."""
+  font, small, tiny = ImageFont.load_default(size=15), ImageFont.load_default(size=12), ImageFont.load_default(size=10)
   row = CELL + CAPTION + 8
   sheet = Image.new('RGB', (LABEL_WIDTH + per_class * (CELL + 6) + 6, 40 + row * len(samples_)), BACKGROUND)
   pen = ImageDraw.Draw(sheet)
@@ -54,25 +109,80 @@ def draw(samples_: Mapping[str, List[Tuple[bytes, str]]], title: str, per_class:
   for index, (label, found) in enumerate(samples_.items()):
     top = 40 + index * row
     pen.text((8, top + CELL // 2 - 16), _short(label), fill=INK, font=font)
-    pen.text((8, top + CELL // 2 + 4), f'{counts.get(label, 0):,} examples', fill=MUTED, font=small)
-    for column, (data, split) in enumerate(found):
+    pen.text((8, top + CELL // 2 + 4), captions_.get(label, ''), fill=MUTED, font=small)
+    for column, sample in enumerate(found):
       left = LABEL_WIDTH + column * (CELL + 6)
-      sheet.paste(_thumbnail(data), (left, top))
-      pen.text((left + 2, top + CELL + 2), split, fill=MUTED, font=small)
+      sheet.paste(_thumbnail(sample, tiny), (left, top))
+      pen.text((left + 2, top + CELL + 2), sample.split, fill=MUTED, font=small)
   return sheet
 
 
-def _thumbnail(data: bytes) -> Image.Image:
+def _boxes(record: Mapping[str, tf.Tensor], keys: Mapping[str, str]) -> List[Box]:
+  sides = [record[keys[field]].values.numpy().tolist() for field in _BOX_FIELDS]
+  labels = record[keys[schemas.OBJECT_LABEL]].values.numpy().tolist()
+  texts = [text.decode('utf-8', 'replace') for text in record[keys[schemas.OBJECT_TEXT]].values.numpy().tolist()]
+  masks = (record[keys[schemas.OBJECT_MASK]].values.numpy().tolist() if keys[schemas.OBJECT_MASK] in record
+           else [None] * len(labels))
+  return [Box(*fields) for fields in zip(labels, texts, zip(*sides), masks)]
+
+
+def _row(labels: List[str], class_id: int, boxes: List[Box], wanted: Mapping[str, List[Sample]],
+         per_class: int) -> Optional[str]:
+  """The row a record fills, if one has room: its class's; for an image without a class, the
+  first of its objects' classes whose row has room, so that rarer classes get samples too."""
+  if 0 <= class_id < len(labels):
+    candidates = [labels[class_id]]
+  else:
+    candidates = [labels[box.label - 1] for box in boxes if 1 <= box.label <= len(labels)] or [UNLABELED]
+  return next((label for label in candidates if label in wanted and len(wanted[label]) < per_class), None)
+
+
+def _thumbnail(sample: Sample, font: ImageFont.ImageFont) -> Image.Image:
   cell = Image.new('RGB', (CELL, CELL), (235, 235, 235))
   try:
-    with Image.open(io.BytesIO(data)) as image:
+    with Image.open(io.BytesIO(sample.image)) as image:
       image.seek(0)
       picture = ImageOps.contain(image.convert('RGB'), (CELL, CELL))
   except Exception:  # pylint: disable=broad-except  # verify says why; the sheet only shows it is unreadable
     ImageDraw.Draw(cell).text((CELL // 2 - 4, CELL // 2 - 8), '?', fill=INK)
     return cell
-  cell.paste(picture, ((CELL - picture.width) // 2, (CELL - picture.height) // 2))
+  offset = ((CELL - picture.width) // 2, (CELL - picture.height) // 2)
+  cell.paste(picture, offset)
+  for box in sample.boxes:
+    if box.mask is not None:
+      _tint(cell, box, offset, picture.size)
+  _draw_boxes(ImageDraw.Draw(cell), sample.boxes, offset, picture.size, font)
   return cell
+
+
+def _tint(cell: Image.Image, box: Box, offset: Tuple[int, int], size: Tuple[int, int]) -> None:
+  """The box's mask, scaled to the thumbnail by nearest neighbour, tinted in its colour."""
+  try:
+    with Image.open(io.BytesIO(box.mask)) as mask:
+      shape = mask.convert('L').resize(size, Image.Resampling.NEAREST).point(lambda v: MASK_OPACITY if v else 0)
+  except Exception:  # pylint: disable=broad-except  # verify says why; the sheet draws the box alone
+    return
+  cell.paste(Image.new('RGB', size, colour(box.label)), offset, shape)
+
+
+def _draw_boxes(pen: ImageDraw.ImageDraw, boxes: List[Box], offset: Tuple[int, int], size: Tuple[int, int],
+                font: ImageFont.ImageFont) -> None:
+  """Each box's outline, then its class's name on a tag of its colour above it (inside it when
+  the box touches the top), so that no outline hides a name."""
+  placed = []
+  for box in boxes:
+    xmin, ymin, xmax, ymax = box.corners
+    left, top = offset[0] + round(xmin * size[0]), offset[1] + round(ymin * size[1])
+    right = max(offset[0] + round(xmax * size[0]) - 1, left)
+    bottom = max(offset[1] + round(ymax * size[1]) - 1, top)
+    pen.rectangle([left, top, right, bottom], outline=colour(box.label), width=OUTLINE)
+    placed.append((box, left, top))
+  for box, left, top in placed:
+    x0, y0, x1, y1 = pen.textbbox((0, 0), _short(box.text, 12), font=font)
+    height = y1 - y0 + 2
+    y = top - height if top - height >= 0 else top + OUTLINE
+    pen.rectangle([left, y, left + x1 - x0 + 3, y + height - 1], fill=colour(box.label))
+    pen.text((left + 2 - x0, y + 1 - y0), _short(box.text, 12), fill=BACKGROUND, font=font)
 
 
 def _short(text: str, limit: int = 20) -> str:

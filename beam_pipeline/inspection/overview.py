@@ -1,10 +1,10 @@
 """``inspect``'s text: a completed output at a glance, and its rejected files by reason."""
 import collections
 import json
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Tuple
 
 from beam_pipeline.core import uris
-from beam_pipeline.core.run_record import RunRecord, Split
+from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.inspection import files, summary
 from beam_pipeline.core.quantities import counted
 
@@ -20,7 +20,14 @@ def glance(info: RunRecord, output: str) -> List[str]:
   for name, split in splits.items():
     for shard in split.shards:
       lines.append(f'  {shard.file}: {counted(shard.num_examples, "example")}, {counted(shard.num_bytes, "byte")}')
-  lines += _class_table(info.labels, splits)
+  # A detection set's images rarely have a class of their own: its objects' table replaces one of zeros.
+  objects = {name: split.objects for name, split in splits.items() if split.objects is not None}
+  if not objects or any(any(split.classes.values()) for split in splits.values()):
+    lines += _class_table(info.labels, {name: (split.classes, split.num_examples) for name, split in splits.items()},
+                          'examples')
+  if objects:
+    lines += _class_table(info.labels, {name: (counts, sum(counts.values())) for name, counts in objects.items()},
+                          'objects')
   for field, unit, title in (('longer_side_px', 'px', 'longer side'), ('kib', 'KiB', 'stored size')):
     lines.append(f'Images by {title}:')
     for name, split in splits.items():
@@ -55,17 +62,20 @@ def errors(info: RunRecord, output: str) -> List[str]:
   return lines
 
 
-def _class_table(labels: List[str], splits: Mapping[str, Split]) -> List[str]:
+def _class_table(labels: List[str], splits: Mapping[str, Tuple[Mapping[str, int], int]], what: str) -> List[str]:
+  """A row per class: its ``what`` (examples, or objects with --annotations) in each split,
+  ``splits`` giving each split's counts by class and their total."""
   if not labels:
     return ['Classes: none (unlabeled)']
   width = max(len(label) for label in labels[:LISTED_CLASSES])
   header = ''.join(f'{name:>22}' for name in splits)
-  lines = [f'Classes ({len(labels)}), examples and share of each split:', f'  {"":<{width}}{header}']
+  share = 'each split\'s objects' if what == 'objects' else 'each split'
+  lines = [f'Classes ({len(labels)}), {what} and share of {share}:', f'  {"":<{width}}{header}']
   for label in labels[:LISTED_CLASSES]:
     cells = ''
-    for split in splits.values():
-      count = split.classes.get(label, 0)
-      cells += f'{count:>14,} ({count / max(split.num_examples, 1):5.1%})'
+    for counts, total in splits.values():
+      count = counts.get(label, 0)
+      cells += f'{count:>14,} ({count / max(total, 1):5.1%})'
     lines.append(f'  {label:<{width}}{cells}')
   if len(labels) > LISTED_CLASSES:
     lines.append(f'  ... and {len(labels) - LISTED_CLASSES} more classes')

@@ -7,17 +7,22 @@ and data CRCs); every record parses, decodes with
 and width, and its image bytes match ``image/key/sha256``; with --index_files, its index
 file gives every record's offset and length; with --embedding_model, its
 embedding has the recorded shape and finite values (under --embedding_only, which
-stores no image, that is what is checked). A file named like a shard
+stores no image, that is what is checked); with --annotations, its object lists are as long
+as each other, its boxes lie within the image the right way round, and its class labels and
+texts name classes of labels.txt, and with --include_masks each object has a mask that
+decodes to the image's size. A file named like a shard
 that beam_pipeline.json does not list is a problem too. Shards are checked side by
 side, and TensorFlow decodes each one's records on every core. What the image
 decoders print themselves (libjpeg's "Corrupt JPEG data: ..." for a JPEG that still
 decodes) is caught, and reported once, not shown line by line.
 """
+import collections
 import concurrent.futures
 import hashlib
+import math
 import os
 import re
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
 
@@ -34,6 +39,12 @@ MAX_PROBLEMS_PER_SHARD = 10
 # and its words for a damaged file.
 _GRAPH_NODE = re.compile(r'\{\{function_node [^}]*\}\}\s*')
 _RECORD_AT = re.compile(r'(corrupted|truncated) record at (\d+)')
+# A record's objects (--annotations): every list holds one value per object.
+OBJECT_FIELDS = (schemas.OBJECT_XMIN, schemas.OBJECT_YMIN, schemas.OBJECT_XMAX, schemas.OBJECT_YMAX,
+                 schemas.OBJECT_LABEL, schemas.OBJECT_TEXT, schemas.OBJECT_AREA, schemas.OBJECT_IS_CROWD,
+                 schemas.OBJECT_DIFFICULT, schemas.OBJECT_TRUNCATED)
+_OBJECT_TYPES = {schemas.OBJECT_LABEL: tf.int64, schemas.OBJECT_TEXT: tf.string, schemas.OBJECT_IS_CROWD: tf.int64,
+                 schemas.OBJECT_DIFFICULT: tf.int64, schemas.OBJECT_TRUNCATED: tf.int64}
 
 
 class Problem(NamedTuple):
@@ -62,10 +73,12 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None) -> Repor
   keys = schemas.keys(info.schema)
   compression = COMPRESSIONS[info.compression]
   checked = sorted(set(listed) & present)
+  classes = info.labels if info.options.get('annotations') else None
+  masks = bool(info.options.get('include_masks'))
   with native_output.captured() as decoders, concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
     mark = decoders.mark()
     results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression,
-                                                      info.embedding, tally), checked))
+                                                      info.embedding, classes, tally, masks), checked))
     said = decoders.since(mark)
   for shard_problems, _ in results:
     problems += shard_problems
@@ -73,9 +86,10 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None) -> Repor
                 sum(records for _, records in results), said.splitlines())
 
 
-def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str,
-                 embedding: Optional[Embedding], tally: Optional[Tally]) -> tuple:
-  """(problems, records read) of one shard."""
+def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str, embedding: Optional[Embedding],
+                 classes: Optional[List[str]], tally: Optional[Tally], masks: bool = False) -> tuple:
+  """(problems, records read) of one shard; ``classes``, labels.txt's names, when its records hold
+  objects; ``masks``, whether each object has a mask too."""
   name = shard.file
   problems = []
   size = files.size(path)
@@ -83,10 +97,10 @@ def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str
     problems.append(Problem(name, None, f'{size} bytes, beam_pipeline.json says {shard.num_bytes}'))
   index = 0
   while len(problems) < MAX_PROBLEMS_PER_SHARD:
-    records = _decoded(path, keys, compression, index, embedding)
+    records = _decoded(path, keys, compression, index, embedding, classes, masks)
     try:
       for record in records:
-        problem = _record_problem(record, keys, embedding)
+        problem = _record_problem(record, keys, embedding, classes, masks)
         if problem:
           problems.append(Problem(name, index, problem))
         index += 1
@@ -128,10 +142,11 @@ def _index_problems(path: str, shard: Shard) -> List[Problem]:
   return []
 
 
-def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,
-             embedding: Optional[Embedding]) -> tf.data.Dataset:
+def _decoded(path: str, keys: Dict[str, str], compression: str, start: int, embedding: Optional[Embedding],
+             classes: Optional[List[str]], masks: bool = False) -> tf.data.Dataset:
   """The shard's records from index ``start`` on: the fields the check needs, the decoded
-  image's shape, and whether the embedding's values are all finite."""
+  image's shape, whether the embedding's values are all finite, and whether the objects are
+  sound (so that a sound record costs Python one flag, not a walk over its objects)."""
   images = not embedding or embedding.images_stored
   spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string)} if images else {}
   for field, dtype in ((schemas.HEIGHT, tf.int64), (schemas.WIDTH, tf.int64), (schemas.SHA256, tf.string)):
@@ -140,6 +155,11 @@ def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,
   if embedding:
     spec[keys[schemas.EMBEDDING]] = tf.io.FixedLenFeature([embedding.num_values], tf.float32)
     spec[keys[schemas.EMBEDDING_SHAPE]] = tf.io.FixedLenFeature([len(embedding.output_shape)], tf.int64)
+  if classes is not None:
+    for field in OBJECT_FIELDS:
+      spec[keys[field]] = tf.io.VarLenFeature(_OBJECT_TYPES.get(field, tf.float32))
+  if masks:
+    spec[keys[schemas.OBJECT_MASK]] = tf.io.VarLenFeature(tf.string)
 
   def decode(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
     record = tf.io.parse_single_example(serialized, spec)
@@ -148,6 +168,14 @@ def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,
                                                     expand_animations=False))
     if embedding:
       record['finite'] = tf.reduce_all(tf.math.is_finite(record[keys[schemas.EMBEDDING]]))
+    if classes is not None:
+      for field in OBJECT_FIELDS:
+        record[keys[field]] = record[keys[field]].values
+      record['objects_sound'] = _objects_sound(record, keys, classes)
+    if masks:
+      record[keys[schemas.OBJECT_MASK]] = record[keys[schemas.OBJECT_MASK]].values
+      record['mask_shapes'] = tf.map_fn(lambda png: tf.shape(tf.io.decode_png(png, channels=1))[:2],
+                                        record[keys[schemas.OBJECT_MASK]], fn_output_signature=tf.int32)
     return record
 
   return (tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 * 2**20)
@@ -156,16 +184,57 @@ def _decoded(path: str, keys: Dict[str, str], compression: str, start: int,
           .prefetch(tf.data.AUTOTUNE))
 
 
-def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str],
-                    embedding: Optional[Embedding]) -> Optional[str]:
+def _objects_sound(record: Dict[str, tf.Tensor], keys: Dict[str, str], classes: Sequence[str]) -> tf.Tensor:
+  """Whether every object list is as long as the others, and every object's box and class are
+  sound (see _object_problem), as one flag of the graph. A comparison with NaN is false, so a
+  box within [0, 1] is finite too."""
+  sizes = tf.stack([tf.size(record[keys[field]]) for field in OBJECT_FIELDS])
+
+  def each_object_sound() -> tf.Tensor:
+    xmin, ymin, xmax, ymax = (record[keys[field]] for field in OBJECT_FIELDS[:4])
+    labels, texts = record[keys[schemas.OBJECT_LABEL]], record[keys[schemas.OBJECT_TEXT]]
+    known = (labels >= 1) & (labels <= len(classes))
+    names = tf.gather(tf.constant(list(classes) or [''], tf.string),
+                      tf.clip_by_value(labels, 1, max(len(classes), 1)) - 1)
+    return tf.reduce_all((xmin >= 0) & (ymin >= 0) & (xmax <= 1) & (ymax <= 1) & (xmin < xmax) & (ymin < ymax)
+                         & known & tf.equal(names, texts))
+
+  return tf.cond(tf.reduce_all(tf.equal(sizes, sizes[0])), each_object_sound, lambda: tf.constant(False))
+
+
+def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str], embedding: Optional[Embedding],
+                    classes: Optional[List[str]], masks: bool = False) -> Optional[str]:
+  """The first thing wrong with a decoded record, in words; None for a sound one."""
   if embedding:
     shape = [int(side) for side in record[keys[schemas.EMBEDDING_SHAPE]]]
     if shape != embedding.output_shape:
       return f'its embedding is shaped {shape}, beam_pipeline.json says {embedding.output_shape}'
     if not bool(record['finite']):
       return 'its embedding holds values that are not finite (NaN or infinity)'
-    if not embedding.images_stored:
-      return None
+  if not embedding or embedding.images_stored:
+    problem = _image_problem(record, keys)
+    if problem:
+      return problem
+  if classes is not None and not bool(record['objects_sound']):
+    return _object_problem(record, keys, classes)
+  if masks:
+    return _mask_problem(record, keys)
+  return None
+
+
+def _mask_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str]) -> Optional[str]:
+  """Whether each object has one mask of the image's size (--include_masks)."""
+  objects, shapes = len(record[keys[schemas.OBJECT_XMIN]]), record['mask_shapes'].numpy().tolist()
+  if len(shapes) != objects:
+    return f'it has {counted(len(shapes), "mask")} for {counted(objects, "object")}'
+  size = [int(record[keys[schemas.HEIGHT]]), int(record[keys[schemas.WIDTH]])]
+  for number, shape in enumerate(shapes):
+    if shape != size:
+      return f'object {number}\'s mask is {shape[1]}x{shape[0]}, the image {size[1]}x{size[0]}'
+  return None
+
+
+def _image_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str]) -> Optional[str]:
   height, width = (int(v) for v in record['shape'][:2])
   if schemas.HEIGHT in keys:
     recorded = int(record[keys[schemas.HEIGHT]]), int(record[keys[schemas.WIDTH]])
@@ -176,6 +245,33 @@ def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str],
     if digest != record[keys[schemas.SHA256]].numpy().decode('ascii', 'replace'):
       return 'its image bytes do not match image/key/sha256'
   return None
+
+
+def _object_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str], classes: Sequence[str]) -> str:
+  """Why _objects_sound said no, for the first object it is true of (objects counted from 0,
+  as records are)."""
+  lists = {keys[field]: record[keys[field]].numpy().tolist() for field in OBJECT_FIELDS}
+  sizes = collections.Counter(len(values) for values in lists.values())
+  usual = sizes.most_common(1)[0][0]
+  odd = [f'{key} has {counted(len(values), "value")}' for key, values in lists.items() if len(values) != usual]
+  if odd:
+    return f'its object lists differ in length: {", ".join(odd)}, the others {usual}'
+  boxes = zip(*(lists[keys[field]] for field in OBJECT_FIELDS[:4]))
+  texts = lists[keys[schemas.OBJECT_TEXT]]
+  for number, ((xmin, ymin, xmax, ymax), label) in enumerate(zip(boxes, lists[keys[schemas.OBJECT_LABEL]])):
+    box = f'object {number}\'s box (xmin {xmin:g}, ymin {ymin:g}, xmax {xmax:g}, ymax {ymax:g})'
+    if not all(math.isfinite(side) for side in (xmin, ymin, xmax, ymax)):
+      return f'{box} holds values that are not finite (NaN or infinity)'
+    if not all(0 <= side <= 1 for side in (xmin, ymin, xmax, ymax)):
+      return f'{box} is not within [0, 1] (a box is fractions of the image\'s width and height)'
+    if not (xmin < xmax and ymin < ymax):
+      return f'{box} is empty or inverted: its xmin must be below its xmax and its ymin below its ymax'
+    if not 1 <= label <= len(classes):
+      return f'object {number}\'s class label {label} is not an id of labels.txt\'s classes (1 to {len(classes)})'
+    text = texts[number].decode('utf-8', 'replace')
+    if text != classes[label - 1]:
+      return f'object {number}\'s class text is "{text}", but labels.txt names class {label} "{classes[label - 1]}"'
+  return 'its objects fail the check, for no reason found again in Python'
 
 
 def _message(error: tf.errors.OpError) -> str:
