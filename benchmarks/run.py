@@ -9,6 +9,8 @@
      (--direct_running_mode=multi_processing), the DoFns calling the core inline
   g  the floor: every core only decodes each file as validation does (TensorFlow, a
      JPEG at 1/8 scale) and frames it with TensorFlow's TFRecordWriter
+  h  the converter with object-detection boxes: --annotations=a COCO file of 1-3 boxes
+     per file (benchmarks/box_annotations.py)
 
 Machines are noisy, so the verdicts are ratios of measurements taken side by side:
 c/a (our overhead over pure decoding) and b/c (our speed-up over the hand-written loop).
@@ -20,7 +22,7 @@ and memory cover every process of the run, the converter's workers included
 (benchmarks.measure): memory is the peak of the processes' summed PSS (shared pages
 split between them), with the largest single process and the plain RSS sum beside it.
 
-Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e,f,g] [--repeat N] [--keep-output] [--costs 2000,20000]
+Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e,f,g,h] [--repeat N] [--keep-output] [--costs 2000,20000]
        python -m benchmarks.run --memory-scaling
 """
 import argparse
@@ -34,16 +36,17 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from benchmarks import baselines, embedding_model, photo_set
+from benchmarks import baselines, box_annotations, embedding_model, photo_set
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / 'work' / 'bench-results'
 SCRATCH = REPO / 'work' / 'bench-out'
 NAMES = {'a': f'decode limit ({os.cpu_count()} procs)', 'b': "seeds' TF loop (1 proc)", 'c': 'converter (DirectRunner)',
          'd': 'converter, JPEG at 512 px', 'e': 'converter + EfficientNetB0', 'f': 'converter, Dataflow-style',
-         'g': f'floor: TF decode + framing ({os.cpu_count()} procs)'}
+         'g': f'floor: TF decode + framing ({os.cpu_count()} procs)', 'h': 'converter + COCO boxes'}
 CONVERTERS = {'c': [], 'd': ['--image_format=jpeg', '--max_side=512'], 'e': ['--embedding_model={model}'],
-              'f': ['--direct_running_mode=multi_processing', f'--direct_num_workers={os.cpu_count()}']}
+              'f': ['--direct_running_mode=multi_processing', f'--direct_num_workers={os.cpu_count()}'],
+              'h': ['--annotations={annotations}']}
 # ratio: (target, stretch, True if higher is better)
 TARGETS = {'c/a': (1.3, 1.0, False), 'b/c': (2.0, 2.5, True)}
 # The Dataflow-style path's CPU per image, at most this many times the local path's; and what
@@ -74,8 +77,9 @@ def measure(which: str, images: Path, n: int, scratch: Path, keep_output: bool) 
   if converter:
     shutil.rmtree(output, ignore_errors=True)  # the converter wants a new or empty output
     model = embedding_model.ensure() if which == 'e' else None
+    annotations = box_annotations.ensure(images) if which == 'h' else None
     argv = [sys.executable, '-m', 'beam_pipeline', f'--input={images}', f'--output={output}', '--runner=DirectRunner',
-            *(arg.format(model=model) for arg in CONVERTERS[which])]
+            *(arg.format(model=model, annotations=annotations) for arg in CONVERTERS[which])]
   else:
     shutil.rmtree(output, ignore_errors=True)
     argv = {'a': [sys.executable, '-m', 'benchmarks.baselines', str(images)],
@@ -190,6 +194,11 @@ def print_report(report: Dict[str, Any]) -> None:
     print(f'e/c: {e["images_per_s"]:.1f} against {c["images_per_s"]:.1f} images/s with and without embeddings '
           f'({e["images_per_s"] / c["images_per_s"]:.2f}x); e: {e["cpu_s"] / e["num_examples"] * 1000:.1f} ms of CPU '
           f'per image, {e["output_mb"]} MB written')
+  if {'c', 'h'} <= ok.keys():
+    h = ok['h']
+    print(f'h/c: {h["images_per_s"]:.1f} against {c["images_per_s"]:.1f} images/s with and without boxes '
+          f'({h["images_per_s"] / c["images_per_s"]:.2f}x), {h["cpu_s"] / c["cpu_s"]:.2f}x the CPU, '
+          f'{h["peak_pss_mb"] / c["peak_pss_mb"]:.2f}x the memory')
   if report.get('output'):
     print(f'converter output kept in {report["output"]}')
 
@@ -282,8 +291,8 @@ def print_costs(model: Dict[str, Any]) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=2000, help='size of the photo set (default 2000)')
-  parser.add_argument('--only', default='a,b,c,d,e', help='comma-separated subset of a,b,c,d,e,f,g '
-                      '(default a,b,c,d,e; f and g run with --costs)')
+  parser.add_argument('--only', default='a,b,c,d,e,h', help='comma-separated subset of a,b,c,d,e,f,g,h '
+                      '(default a,b,c,d,e,h; f and g run with --costs)')
   parser.add_argument('--repeat', type=int, default=1, help='runs per measurement; the best counts (default 1)')
   parser.add_argument('--keep-output', action='store_true', help="keep the converter's output directory")
   parser.add_argument('--costs', default='2000,20000', help='two sizes to set c and f apart into fixed and '
@@ -294,7 +303,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = parser.parse_args(argv)
   only = [w.strip() for w in args.only.split(',') if w.strip()]
   if not only or set(only) - set(NAMES) or args.repeat < 1 or args.images < 1:
-    parser.error('--only takes a comma-separated subset of a,b,c,d,e,f,g; --repeat and --images must be positive')
+    parser.error('--only takes a comma-separated subset of a,b,c,d,e,f,g,h; --repeat and --images must be positive')
   cost_sizes = [] if args.costs == 'none' else [int(n) for n in args.costs.split(',')]
   if cost_sizes and (len(cost_sizes) != 2 or not 0 < cost_sizes[0] < cost_sizes[1]):
     parser.error("--costs takes two sizes, the smaller first (2000,20000), or 'none'")

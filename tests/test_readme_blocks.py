@@ -3,8 +3,10 @@ temporary folder: the blocks are read from the file, so the README cannot drift 
 what the command and the readers do. Each block that does not run says why."""
 import ast
 import builtins
+import json
 import os
 import re
+import shutil
 import subprocess
 import symtable
 import sys
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import List, NamedTuple, Optional
 
 import pytest
+from PIL import Image
 
 from benchmarks import sample_set
 from helpers.commands import ROOT, TIMEOUT, user_environment
@@ -102,13 +105,39 @@ def python_of(source: str) -> str:
 @pytest.fixture(scope='module')
 def workspace(tmp_path_factory) -> Path:
   """A folder holding what the README's blocks start from: the sample set make run converts
-  (work/sample-images, also as PetImages), and its conversion with splits (out)."""
+  (work/sample-images, also as PetImages), its conversion with splits (out), and a few of
+  its photos with boxes, laid out as COCO and Pascal VOC lay out theirs."""
   folder = tmp_path_factory.mktemp('readme')
   sample_set.write_sample_set(str(folder / 'work' / 'sample-images'))
   (folder / 'PetImages').symlink_to(folder / 'work' / 'sample-images')
   _run(['python', '-m', 'beam_pipeline', '--input=PetImages', '--output=out', '--splits=train=0.8,validation=0.2'],
        folder)
+  _detection_sets(folder)
   return folder
+
+
+def _detection_sets(folder: Path) -> None:
+  """A few sample photos as COCO's and VOC's folders lay them out, each with one box."""
+  photos = sorted((folder / 'work' / 'sample-images').glob('*/*.jpg'))[:6]
+  coco, voc = folder / 'coco', folder / 'VOC2012'
+  for directory in (coco / 'train2017', coco / 'annotations', voc / 'JPEGImages', voc / 'Annotations'):
+    directory.mkdir(parents=True)
+  images, annotations = [], []
+  for number, photo in enumerate(photos, start=1):
+    name, label = f'{number:06d}.jpg', photo.parent.name
+    with Image.open(photo) as image:
+      width, height = image.size
+    for target in (coco / 'train2017' / name, voc / 'JPEGImages' / name):
+      shutil.copyfile(photo, target)
+    images.append({'id': number, 'file_name': name, 'width': width, 'height': height})
+    annotations.append({'id': number, 'image_id': number, 'category_id': 1 + (label == 'dog'), 'iscrowd': 0,
+                        'bbox': [width / 4, height / 4, width / 2, height / 2], 'area': width * height / 4})
+    (voc / 'Annotations' / f'{number:06d}.xml').write_text(
+        f'<annotation><filename>{name}</filename><size><width>{width}</width><height>{height}</height></size>'
+        f'<object><name>{label}</name><bndbox><xmin>{width // 4}</xmin><ymin>{height // 4}</ymin>'
+        f'<xmax>{3 * width // 4}</xmax><ymax>{3 * height // 4}</ymax></bndbox></object></annotation>')
+  (coco / 'annotations' / 'instances_train2017.json').write_text(json.dumps(
+      {'images': images, 'annotations': annotations, 'categories': [{'id': 1, 'name': 'cat'}, {'id': 2, 'name': 'dog'}]}))
 
 
 def _run(argv: List[str], cwd: Path) -> subprocess.CompletedProcess:
