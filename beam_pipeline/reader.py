@@ -33,7 +33,9 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   ``features='image'``: (images, labels), float32 images in [0, 1], resized to
   image_size x image_size. ``features='embedding'``: (embeddings, labels), the float32
   embeddings of --embedding_model, each shaped by its image/embedding/shape. Labels
-  are the class ids of labels.txt (-1 for unlabeled images).
+  are the class ids of labels.txt (-1 for unlabeled images); of an output converted with
+  --multi_label, float32 multi-hot vectors [batch, len(labels.txt)], 1.0 for each class the
+  image has (for a sigmoid output and binary cross-entropy).
   ``features='detection'`` (an output converted with --annotations): (images, boxes),
   images as for 'image' and boxes a dict of 'boxes' [batch, max_boxes, 4], float32
   ymin, xmin, ymax, xmax normalized (Keras' bounding_box_format='rel_yxyx', which the
@@ -53,9 +55,13 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   else:
     label_key = schemas.keys(info.schema)[schemas.LABEL]
     spec, parse_features = (_image_features if features == 'image' else _embedding_features)(info, image_size)
-    spec[label_key] = tf.io.FixedLenFeature([], tf.int64)
+    multi_label = bool(info.options.get('multi_label'))
+    spec[label_key] = tf.io.VarLenFeature(tf.int64) if multi_label else tf.io.FixedLenFeature([], tf.int64)
+    num_classes = len(info.labels)
 
     def parse(parsed: Dict[str, tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
+      if multi_label:
+        return parse_features(parsed), multi_hot(parsed[label_key].values, num_classes)
       return parse_features(parsed), parsed[label_key]
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
@@ -75,6 +81,11 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   else:
     dataset = dataset.batch(batch_size)
   return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def multi_hot(class_ids: tf.Tensor, num_classes: int) -> tf.Tensor:
+  """The float32 [num_classes] vector with 1.0 at each of a record's distinct ``class_ids``."""
+  return tf.reduce_sum(tf.one_hot(class_ids, num_classes, dtype=tf.float32), axis=0)
 
 
 def _image_features(info: RunRecord, image_size: int) -> Tuple[Dict[str, Any], Callable]:

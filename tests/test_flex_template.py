@@ -32,6 +32,7 @@ SAMPLES = {
     'splits': (['train=0.8,validation=0.2', 'train=1'], ['train', 'train=0.8;test=0.2', 'Train=1']),
     'dedupe': (['true', 'false'], ['yes please', 'True!', '']),
     'annotations': (['gs://b/coco/instances_train.json', 'gs://b/voc/Annotations'], ['/local/coco.json', 'gs://b', '']),
+    'multi_label': (['true', 'false'], ['yes please', '']),
     'drop_unannotated': (['true', 'false'], ['yes please', '']),
     'include_masks': (['true', 'false'], ['masks', '']),
     'schema': (['default', 'simple'], ['tfds', '']),
@@ -90,6 +91,9 @@ def test_the_regexes_accept_what_the_command_accepts_and_refuse_the_rest(name, t
   if name in ('drop_unannotated', 'include_masks'):
     (tmp_path / 'coco.json').write_text('{"images": [], "annotations": [], "categories": []}')
     given.append(f'--annotations={tmp_path}/coco.json')
+  if name == 'multi_label':  # reads a manifest's rows
+    (tmp_path / 'in' / 'labels.jsonl').write_text('{"uri": "cat/1.jpg", "labels": ["cat", "pet"]}\n')
+    given[0] = f'--input={tmp_path}/in/labels.jsonl'
   if name.startswith('embedding_') and name not in paths:
     given.append('--embedding_model=gs://b/models/m.keras')
   for value in good:

@@ -151,10 +151,10 @@ def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[I
     paths = (local_files.match_local_glob(spec.path, skip) if local_files.is_local(spec.path)
              else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
   elif spec.kind == CSV:
-    yield from _read_csv_manifest(spec.path, part)
+    yield from _read_csv_manifest(spec.path, part, spec.multi_label)
     return
   else:
-    yield from _read_jsonl_manifest(spec.path, part)
+    yield from _read_jsonl_manifest(spec.path, part, spec.multi_label)
     return
   for path in filter(outside, paths):
     yield (_listed(path, path, _path_item, path, root + '/') if root
@@ -251,8 +251,9 @@ def _csv_header(path: str) -> Optional[Tuple[str, ...]]:
 
 
 def is_detection_csv(spec: InputSpec) -> bool:
-  """Whether a CSV manifest is in AutoML Vision's object-detection layout, as its first row is."""
-  if spec.kind != CSV or _csv_header(spec.path):
+  """Whether a CSV manifest is in AutoML Vision's object-detection layout, as its first row is;
+  under --multi_label its rows' extra cells are labels instead."""
+  if spec.kind != CSV or spec.multi_label or _csv_header(spec.path):
     return False
   with _open_text(spec.path) as text:
     try:
@@ -262,7 +263,7 @@ def is_detection_csv(spec: InputSpec) -> bool:
   return manifest_rows.is_detection_row(first)
 
 
-def _read_csv_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:
+def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
   first_row = part.rows.first_row if part.rows else 1
   with _open_text(path, part.rows) as text:
     # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
@@ -280,14 +281,15 @@ def _read_csv_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, 
         continue
       if not any(cell.strip() for cell in row):
         continue
-      yield _listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where)
+      yield _listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where,
+                    multi_label)
 
 
-def _read_jsonl_manifest(path: str, part: InputPart) -> Iterator[Union[InputItem, Rejection]]:
+def _read_jsonl_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
   with _open_text(path, part.rows) as text:
     for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
       if line.strip():
-        yield _listed(f'{path}:line {line_number}', line, manifest_rows.jsonl_line_item, path, line)
+        yield _listed(f'{path}:line {line_number}', line, manifest_rows.jsonl_line_item, path, line, multi_label)
 
 
 def parts_counted(spec: InputSpec) -> Iterator[InputPart]:

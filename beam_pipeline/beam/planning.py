@@ -148,6 +148,7 @@ def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
   digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
   yield from sharding.order_buckets(records, digits).items()
   texts = {record.label for record in records if record.label is not None}
+  texts.update(label for record in records for label in record.labels)
   texts.update(obj.label for record in records for obj in record.objects)
   for text in sorted(texts):
     yield beam.pvalue.TaggedOutput(tags.LABELS, text)

@@ -117,7 +117,7 @@ def transform_graph(settings: Settings) -> List[TransformGraph]:
     return []
   spec = settings.embedding
   return [TransformGraph(settings.image_size, settings.schema, spec.output_shape if spec else (),
-                         not (spec and spec.only))]
+                         not (spec and spec.only), settings.multi_label)]
 
 
 class ValidateImages(_PooledDoFn):

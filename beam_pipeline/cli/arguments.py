@@ -56,6 +56,9 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
   group.add_argument('--dedupe', **_SWITCH, help='Keep one copy of identical files (the others are listed in '
                      'the errors file as duplicate, no error); without it copies are kept, always in one split. '
                      'Default: false')
+  group.add_argument('--multi_label', **_SWITCH, help='Multi-label classification: a manifest row may name '
+                     'several labels (CSV: [set,]uri,label1,label2,...; JSONL: a list as "label" or "labels"); '
+                     'records hold every class id and text, and splits are stratified by the first. Default: false')
   group.add_argument('--drop_unannotated', **_SWITCH, help='With --annotations: reject images no annotation '
                      'gives a box (reason unannotated) instead of keeping them as negatives. Default: false')
   group.add_argument('--include_masks', **_SWITCH, help='With a COCO --annotations: write each object\'s '

@@ -172,7 +172,7 @@ def validate(options: PipelineOptions) -> Settings:
   splits = splitting.parse_splits(opts.splits)
   read_threads = _number('--read_threads', opts.read_threads)
   max_error_fraction = _number('--max_error_fraction', opts.max_error_fraction, fraction=True)
-  spec = inputs.resolve_input(opts.input or '')
+  spec = _multi_label(opts, inputs.resolve_input(opts.input or ''))
   annotations = _annotations(opts, spec)
   return Settings(
       input=spec,
@@ -198,6 +198,18 @@ def validate(options: PipelineOptions) -> Settings:
       drop_unannotated=bool(opts.drop_unannotated),
       include_masks=bool(opts.include_masks),
   )
+
+
+def _multi_label(opts: ConversionOptions, spec: InputSpec) -> InputSpec:
+  """The input, reading several labels a row under --multi_label, which only a manifest's rows
+  give, in the default schema (its label text is a list beside the ids)."""
+  if not opts.multi_label:
+    return spec
+  if not spec.is_manifest:
+    raise UsageError('--multi_label reads several labels per row of a CSV or JSONL manifest; give one as --input')
+  if opts.schema != 'default':
+    raise UsageError('--multi_label writes its labels in --schema=default\'s keys (image/class/label and /text)')
+  return spec._replace(multi_label=True)
 
 
 def _label_source(opts: ConversionOptions, spec: InputSpec, annotations: Optional[str]) -> LabelSource:

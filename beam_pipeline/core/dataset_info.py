@@ -4,7 +4,7 @@ built into its run_record.RunRecord, and the error budget the run is held to.
 import collections
 import dataclasses
 import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from beam_pipeline import __version__
 from beam_pipeline.core import errors_output, rejections, schemas
@@ -17,11 +17,13 @@ def size_bin(value: int) -> str:
   return str(1 << (value.bit_length() - 1) if value > 0 else 0)
 
 
-def image_statistics(labels: Iterable[Optional[str]], longer_sides: Iterable[int],
+def image_statistics(labels: Iterable[Union[None, str, Tuple[str, ...]]], longer_sides: Iterable[int],
                      stored_bytes: Iterable[int]) -> Dict[str, Dict[str, int]]:
   """A shard's counts per class and histograms of its images' longer side (pixels) and stored
-  size (KiB, in power-of-two bins): what beam_pipeline.json holds per split."""
-  return {'classes': dict(collections.Counter(label for label in labels if label is not None)),
+  size (KiB, in power-of-two bins): what beam_pipeline.json holds per split. An image's label
+  may be a tuple (--multi_label), each of whose classes it counts once."""
+  texts = (text for label in labels for text in ((label,) if isinstance(label, str) else label or ()))
+  return {'classes': dict(collections.Counter(texts)),
           'longer_side_px': dict(collections.Counter(map(size_bin, longer_sides))),
           'kib': dict(collections.Counter(size_bin(size // 1024) for size in stored_bytes))}
 

@@ -55,6 +55,13 @@ def _set_floats(feature: feature_pb2.Feature, values: np.ndarray) -> None:
   feature.float_list.MergeFromString(_PACKED_VALUES_TAG + bytes(length) + data)
 
 
+def multi_label_fields(labels: Sequence[str], class_ids: Mapping[str, int]) -> Dict[str, Any]:
+  """A --multi_label record's classes: every id, sorted, and the texts in the ids' order, so
+  text N names id N; an image without labels holds empty lists (a multi-hot of zeros)."""
+  ids = sorted((class_ids[label], label) for label in labels)
+  return {schemas.LABEL: tuple(index for index, _ in ids), schemas.TEXT: [label.encode('utf-8') for _, label in ids]}
+
+
 def object_fields(objects: Sequence[Any], class_ids: Mapping[str, int],
                   stored_size: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
   """The fields of a record's boxes.StoredObject, one value per object in each; class ids

@@ -2,7 +2,7 @@
 import functools
 import json
 import re
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Tuple
 
 from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.rejections import Rejected
@@ -68,6 +68,14 @@ def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> O
   if label and not _is_utf8(label):
     raise Rejected(rejections.NO_LABEL, f'label {label!r} is not valid UTF-8 text (a folder name\'s raw bytes)')
   return label
+
+
+def labels_for(uri: str, manifest_labels: Tuple[str, ...], source: LabelSource) -> Tuple[str, ...]:
+  """Every label text of one --multi_label input, each checked as label_for checks one; none
+  unless they come from the manifest."""
+  if source.kind != MANIFEST:
+    return ()
+  return tuple(label_for(uri, label, source) for label in manifest_labels)
 
 
 @functools.lru_cache(maxsize=4096)

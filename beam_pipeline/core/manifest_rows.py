@@ -1,6 +1,9 @@
 """Manifest rows made into input items: AutoML Vision's CSV layouts ([set,]uri[,label], and
 its object detection's [set,]uri[,label,x_min,y_min,,,x_max,y_max,,], one box a row), CSV
 with a header, and JSON Lines; a row that names no usable input is Rejected with the reason.
+With --multi_label (``multi_label``), a header-less AutoML row may name several labels
+([set,]uri,label1,label2,...) and a JSON line a list of them ("label" or "labels"): each
+counts once, in the row's order (InputItem.labels).
 
 Plain functions of one row, free of Beam: the Beam side (beam/inputs.py) reads the
 manifest, in parts, and hands each row here behind the isolation boundary.
@@ -24,11 +27,14 @@ _LABEL_COLUMNS = ('label', 'class', 'category')
 _SPLIT_COLUMNS = ('split', 'set', 'ml_use')
 
 
-def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str], where: str = '') -> InputItem:
+def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str], where: str = '',
+                 multi_label: bool = False) -> InputItem:
   """The item of one CSV row; ``where`` names the row, for the errors of its box."""
   isolation.fault_point(isolation.LIST)
   _check_text(''.join(row))
-  return _csv_item(manifest, header, row) if header else _automl_item(manifest, row, where)
+  if header:
+    return _csv_item(manifest, header, row, multi_label)
+  return _automl_item(manifest, row, where, multi_label)
 
 
 def is_detection_row(row: List[str]) -> bool:
@@ -42,9 +48,10 @@ def is_header(row) -> bool:
   return any(cell.strip().lower() in _URI_COLUMNS for cell in row)
 
 
-def _automl_item(manifest: str, row, where: str = '') -> InputItem:
+def _automl_item(manifest: str, row, where: str = '', multi_label: bool = False) -> InputItem:
   """AutoML Vision layout without a header: [set,]uri[,label], or [set,]uri,label and a box's
-  vertices (object detection; a row with none is a negative). The uri is kept as written."""
+  vertices (object detection; a row with none is a negative), or with ``multi_label``
+  [set,]uri,label1,label2,... The uri is kept as written."""
   cells = list(row)
   split = None
   if len(cells) >= 2 and cells[0].strip().upper() in _MANIFEST_SPLITS:
@@ -56,14 +63,34 @@ def _automl_item(manifest: str, row, where: str = '') -> InputItem:
                    f'set value {cells[0].strip()!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
   if not cells[0]:
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'row has no image uri')
+  if multi_label:
+    return _multi_label_item(_resolve_uri(manifest, cells[0]), cells[1:], split)
   if len(cells) > 3:
     return InputItem(_resolve_uri(manifest, cells[0]), None, split, objects=_automl_box(cells[1:], where),
                      annotated_size=boxes.NORMALIZED)
-  labels = [cell.strip() for cell in cells[1:] if cell.strip()]
+  return InputItem(_resolve_uri(manifest, cells[0]), _one_label(cells[1:]), split)
+
+
+def _one_label(values: List[str]) -> Optional[str]:
+  """The one label of a row without --multi_label, which refuses a row of several."""
+  labels = _unique_labels(values)
   if len(labels) > 1:
-    raise Rejected(rejections.BAD_MANIFEST_ROW,
-                   f'row has {len(labels)} labels {labels}; one label per image is supported')
-  return InputItem(_resolve_uri(manifest, cells[0]), labels[0] if labels else None, split)
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has {len(labels)} labels {labels}; one label per image is '
+                                                f'supported: use --multi_label')
+  return labels[0] if labels else None
+
+
+def _multi_label_item(uri: str, values: List[str], split: Optional[str],
+                      extras: Tuple[Tuple[str, Any], ...] = ()) -> InputItem:
+  labels = tuple(_unique_labels(values))
+  return InputItem(uri, labels[0] if labels else None, split, extras, labels=labels)
+
+
+def _unique_labels(values: List[Any]) -> List[str]:
+  """The label texts of a row, stripped, empty ones left out and repeats counted once, in order."""
+  if not all(isinstance(value, str) for value in values):
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'labels {values} are not all strings')
+  return list(dict.fromkeys(value.strip() for value in values if value.strip()))
 
 
 def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
@@ -76,7 +103,8 @@ def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
     points = [(float(values[i]), float(values[i + 1])) for i in range(0, len(values) - 1, 2)
               if values[i] or values[i + 1]]
   except ValueError:
-    raise Rejected(rejections.BAD_MANIFEST_ROW, f'box vertices {values} are not all numbers') from None
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'box vertices {values} are not all numbers (several labels in a '
+                                                f'row need --multi_label)') from None
   if not label or len(points) < 2:
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'a box needs a label and at least two vertices (x_min,y_min and '
                                                 'x_max,y_max)')
@@ -88,13 +116,13 @@ def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
   return (AnnotatedObject(label, min(xs), min(ys), max(xs), max(ys), where=where),)
 
 
-def _csv_item(manifest: str, header, row) -> InputItem:
+def _csv_item(manifest: str, header, row, multi_label: bool = False) -> InputItem:
   if len(row) != len(header):
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has {len(row)} fields, the header has {len(header)}')
-  return _item_from_fields(manifest, dict(zip(header, row)))
+  return _item_from_fields(manifest, dict(zip(header, row)), multi_label)
 
 
-def jsonl_line_item(manifest: str, line: str) -> InputItem:
+def jsonl_line_item(manifest: str, line: str, multi_label: bool = False) -> InputItem:
   isolation.fault_point(isolation.LIST)
   _check_text(line)
   try:
@@ -103,16 +131,19 @@ def jsonl_line_item(manifest: str, line: str) -> InputItem:
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'invalid JSON: {e}') from None
   if not isinstance(fields, dict):
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'line is not a JSON object')
-  return _item_from_fields(manifest, fields)
+  return _item_from_fields(manifest, fields, multi_label)
 
 
-def _item_from_fields(manifest: str, fields: Dict[str, Any]) -> InputItem:
-  """A manifest row with named fields: uri, optional label and split, the rest extras."""
+def _item_from_fields(manifest: str, fields: Dict[str, Any], multi_label: bool = False) -> InputItem:
+  """A manifest row with named fields: uri, optional label and split, the rest extras. A list
+  of labels ("label" or "labels", as JSON gives it) needs ``multi_label``."""
   fields = dict(fields)
   uri = _pop_first(fields, _URI_COLUMNS)
   if not isinstance(uri, str) or not uri:
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has no image uri (one of {", ".join(_URI_COLUMNS)})')
   label = _pop_first(fields, _LABEL_COLUMNS)
+  if label is None and (multi_label or isinstance(fields.get('labels'), list)):
+    label = fields.pop('labels', None)
   label = label.strip() if isinstance(label, str) else label
   split_value = _pop_first(fields, _SPLIT_COLUMNS)
   split_value = str(split_value).strip() if split_value is not None else ''
@@ -123,7 +154,12 @@ def _item_from_fields(manifest: str, fields: Dict[str, Any]) -> InputItem:
                      f'split {split_value!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
     split = _MANIFEST_SPLITS[split_value.upper()]
   extras = tuple(sorted((key, value) for key, value in fields.items() if value not in (None, '')))
-  return InputItem(_resolve_uri(manifest, uri), None if label in (None, '') else str(label), split, extras)
+  uri = _resolve_uri(manifest, uri)
+  if multi_label:
+    return _multi_label_item(uri, label if isinstance(label, list) else [] if label in (None, '') else [str(label)], split, extras)
+  if isinstance(label, list):
+    label = _one_label(label)
+  return InputItem(uri, None if label in (None, '') else str(label), split, extras)
 
 
 def _pop_first(fields: Dict[str, Any], names) -> Any:

@@ -18,6 +18,9 @@ class InputItem(NamedTuple):
   extras: Tuple[Tuple[str, Any], ...] = ()  # manifest fields passed through as features
   objects: Tuple[Any, ...] = ()  # with --annotations: its annotations.AnnotatedObject
   annotated_size: Optional[Tuple[int, int]] = None  # (width, height) the annotations were made on, if they say
+  # With --multi_label: every label of its manifest row, once each, in the row's order; ``label``
+  # is then the first of them.
+  labels: Tuple[str, ...] = ()
 
 
 class ImageRecord(NamedTuple):
@@ -37,6 +40,7 @@ class ImageRecord(NamedTuple):
   order_key: str  # place in its split's shards, independent of the split (sharding.order_key)
   damaged: bool = False  # a JPEG that libjpeg decodes only with warnings (image_info.ImageInfo.damage)
   objects: Tuple[Any, ...] = ()  # with --annotations: its boxes.StoredObject, on the stored image
+  labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
 
 
 class Rejection(NamedTuple):
@@ -75,7 +79,8 @@ class ContentGroup(NamedTuple):
 
   @property
   def stratum(self) -> str:
-    """What splits are stratified by: the label, or else the class of the first annotated object."""
+    """What splits are stratified by: the label (under --multi_label the first one), or else the
+    class of the first annotated object."""
     first = self.records[0]
     return first.label or (first.objects[0].label if first.objects else '')
 
@@ -102,6 +107,7 @@ class TransformGraph(OutputUnit):
   schema: str
   embedding_shape: Tuple[int, ...] = ()  # with --embedding_model
   images: bool = True  # False under --embedding_only
+  multi_label: bool = False  # 'label' is a multi-hot vector of image/class/label's ids
 
 
 class ShardWritten(NamedTuple):

@@ -15,6 +15,7 @@ JSONL = 'jsonl'
 class InputSpec(NamedTuple):
   kind: str
   path: str  # the file pattern for globs and directories, the file for manifests
+  multi_label: bool = False  # --multi_label: a manifest row may name several labels
 
   @property
   def is_manifest(self) -> bool:
@@ -101,6 +102,12 @@ class Settings(NamedTuple):
   drop_unannotated: bool = False
   include_masks: bool = False  # --include_masks: image/object/mask from COCO segmentations
 
+  @property
+  def multi_label(self) -> bool:
+    """--multi_label: records hold every label of their manifest row. Kept on the input, whose
+    rows it changes how to read, so the listing sees it."""
+    return self.input.multi_label
+
   def as_dict(self) -> dict:
     """The options as recorded in beam_pipeline.json."""
     return {
@@ -121,4 +128,5 @@ class Settings(NamedTuple):
         # Only when given: the records of runs without them stay as they were.
         **({'annotations': self.annotations, 'drop_unannotated': self.drop_unannotated,
             'include_masks': self.include_masks} if self.annotations else {}),
+        **({'multi_label': True} if self.multi_label else {}),
     }

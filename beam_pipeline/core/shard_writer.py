@@ -63,7 +63,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
         except Exception as e:  # pylint: disable=broad-except
           raise OutputError(f'{file_path}: {rejections.first_line(e)}') from e
         lengths.append(len(example))
-        labels.append(record.label)
+        labels.append(record.labels if settings.multi_label else record.label)
         objects.update(obj.label for obj in record.objects)
         longer_sides.append(max(record.height, record.width))
         stored_bytes.append(len(image))
@@ -144,6 +144,8 @@ def _example(record: ImageRecord, image: bytes, original_size: Tuple[int, int], 
       schemas.LABEL: class_ids.get(record.label, schemas.UNLABELED),
       schemas.TEXT: (record.label or '').encode('utf-8'), schemas.URI: examples.uri_bytes(record.uri),
       schemas.SHA256: record.sha256.encode('ascii'), schemas.SOURCE_ID: examples.source_id(record.order_key)}
+  if settings.multi_label:
+    fields.update(examples.multi_label_fields(record.labels, class_ids))
   if embedding is not None:
     fields.update(embedding)
     if settings.embedding.only:

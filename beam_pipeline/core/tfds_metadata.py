@@ -1,7 +1,8 @@
 """TensorFlow Datasets' metadata for an output, so ``tfds.builder_from_directory(OUTPUT)``
 reads it: ``dataset_info.json`` (the splits, their shards' lengths and our file names as a
 template), ``features.json`` (what each Example key holds) and the class names of the
-label's ClassLabel.
+label's ClassLabel (of a --multi_label output, a Sequence of ClassLabel, and its texts a
+Sequence of Text).
 
 Written as JSON here rather than with ``tfds.folder_dataset.write_metadata``, which would
 make TensorFlow Datasets a dependency of every worker; tests/test_readers.py loads the
@@ -55,6 +56,7 @@ def _features(info: run_record.RunRecord) -> Tuple[Dict[str, Any], Optional[Tupl
   embedding = info.embedding
   flat: Dict[str, Dict[str, Any]] = {}
   label_names = None
+  multi_label = bool(info.options.get('multi_label'))
   for field, key in keys.items():
     if field == schemas.IMAGE and (not embedding or embedding.images_stored):
       flat[key] = _IMAGE
@@ -65,6 +67,10 @@ def _features(info: run_record.RunRecord) -> Tuple[Dict[str, Any], Optional[Tupl
         label_names = (label_names_file(info.schema), list(info.labels))
       else:
         flat[key] = _INT64
+      if multi_label:
+        flat[key] = _sequence(flat[key])
+    elif field == schemas.TEXT and multi_label:
+      flat[key] = _sequence(_TEXT)
     elif field == schemas.EMBEDDING and embedding:
       flat[key] = {'pythonClassName': _CLASSES + 'tensor_feature.Tensor',
                    'tensor': {'dtype': 'float32', 'encoding': 'none',
@@ -72,6 +78,11 @@ def _features(info: run_record.RunRecord) -> Tuple[Dict[str, Any], Optional[Tupl
     elif field in _TYPES:
       flat[key] = _TYPES[field]
   return _nested(flat), label_names
+
+
+def _sequence(feature: Dict[str, Any]) -> Dict[str, Any]:
+  """A list of ``feature`` values, of any length: a --multi_label record's ids or texts."""
+  return {'pythonClassName': _CLASSES + 'sequence_feature.Sequence', 'sequence': {'feature': feature, 'length': '-1'}}
 
 
 def label_names_file(schema: str) -> str:

@@ -5,7 +5,8 @@ into ``image`` (decoded, resized to --image_size, scaled to [0, 1]; not under
 --embedding_only), ``embedding`` (with --embedding_model, in the model's output
 shape) and ``label``: with the default schema, the class id of
 ``image/class/text`` in labels.txt; with the simple one, the stored ``label`` as
-it is.
+it is; with --multi_label, a float32 multi-hot vector of ``image/class/label``'s ids,
+as long as labels.txt.
 
 The graph's one data-dependent part is its vocabulary, and that is labels.txt
 itself, known once the records are labelled. So nothing is analyzed: the graph is
@@ -18,7 +19,7 @@ has.
 import math
 import os
 import shutil
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Union
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -35,24 +36,31 @@ VOCABULARY_FILE = 'class_labels.txt'
 _NO_CLASSES = b'\x00\n'
 
 
-def raw_feature_spec(graph: TransformGraph) -> Dict[str, tf.io.FixedLenFeature]:
+_Feature = Union[tf.io.FixedLenFeature, tf.io.VarLenFeature]
+
+
+def raw_feature_spec(graph: TransformGraph) -> Dict[str, _Feature]:
   """The features the graph reads: the image (unless --embedding_only), the embedding (with
-  --embedding_model), and the label's text (default schema) or id (simple)."""
+  --embedding_model), and the label's text (default schema), id (simple) or ids (--multi_label)."""
   keys = schemas.keys(graph.schema)
   spec = {}
   if graph.images:
     spec[keys[schemas.IMAGE]] = tf.io.FixedLenFeature([], tf.string)
   if graph.embedding_shape:
     spec[keys[schemas.EMBEDDING]] = tf.io.FixedLenFeature([math.prod(graph.embedding_shape)], tf.float32)
-  if schemas.TEXT in schemas.KEYS[graph.schema]:
+  if graph.multi_label:
+    spec[keys[schemas.LABEL]] = tf.io.VarLenFeature(tf.int64)
+  elif schemas.TEXT in schemas.KEYS[graph.schema]:
     spec[keys[schemas.TEXT]] = tf.io.FixedLenFeature([], tf.string)
   else:
     spec[keys[schemas.LABEL]] = tf.io.FixedLenFeature([], tf.int64)
   return spec
 
 
-def preprocessing_fn_for(graph: TransformGraph,
-                         vocabulary_file: str) -> Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]:
+def preprocessing_fn_for(graph: TransformGraph, vocabulary_file: str,
+                         num_classes: int = 0) -> Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]:
+  """The graph's function; ``num_classes`` (labels.txt's length) is the length of a --multi_label
+  output's multi-hot label."""
   keys, image_size = schemas.keys(graph.schema), graph.image_size
 
   def decode(encoded: tf.Tensor) -> tf.Tensor:
@@ -65,7 +73,9 @@ def preprocessing_fn_for(graph: TransformGraph,
                                    fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32))
     if graph.embedding_shape:
       outputs['embedding'] = tf.reshape(inputs[keys[schemas.EMBEDDING]], [-1, *graph.embedding_shape])
-    if schemas.TEXT in schemas.KEYS[graph.schema]:
+    if graph.multi_label:
+      outputs['label'] = tf.cast(tf.sparse.to_indicator(inputs[keys[schemas.LABEL]], num_classes), tf.float32)
+    elif schemas.TEXT in schemas.KEYS[graph.schema]:
       outputs['label'] = tft.apply_vocabulary(inputs[keys[schemas.TEXT]], vocabulary_file, default_value=-1)
     else:
       outputs['label'] = inputs[keys[schemas.LABEL]]
@@ -85,9 +95,9 @@ def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -
     f.write(labels.labels_txt(class_names).encode('utf-8') or _NO_CLASSES)
   spec = raw_feature_spec(graph)
   transform_fn = os.path.join(directory, tft.TFTransformOutput.TRANSFORM_FN_DIR)
-  metadata = tft_internals.trace_and_write(transform_fn, preprocessing_fn_for(graph, vocabulary_file),
-                              {key: tf.TensorSpec([None, *feature.shape], feature.dtype)
-                               for key, feature in spec.items()},
+  function = preprocessing_fn_for(graph, vocabulary_file, len(class_names))
+  metadata = tft_internals.trace_and_write(transform_fn, function,
+                              {key: _input_spec(feature) for key, feature in spec.items()},
                               os.path.join(directory, 'tmp'))
   # The schema of the transformed features (the label's range included) comes with the SavedModel.
   os.rename(metadata, os.path.join(directory, tft.TFTransformOutput.TRANSFORMED_METADATA_DIR))
@@ -96,3 +106,9 @@ def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -
   shutil.rmtree(os.path.join(directory, 'tmp'), ignore_errors=True)
   os.remove(vocabulary_file)
 
+
+def _input_spec(feature: _Feature) -> Union[tf.TensorSpec, tf.SparseTensorSpec]:
+  """A batch of ``feature`` as the traced function takes it: a VarLenFeature parses as sparse."""
+  if isinstance(feature, tf.io.VarLenFeature):
+    return tf.SparseTensorSpec([None, None], feature.dtype)
+  return tf.TensorSpec([None, *feature.shape], feature.dtype)

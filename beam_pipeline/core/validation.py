@@ -52,6 +52,8 @@ def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optio
 
 def _load(item: InputItem, settings: Settings, open_remote) -> _Loaded:
   label = labels.label_for(item.uri, item.label, settings.label_source)
+  if item.labels:
+    item = item._replace(labels=labels.labels_for(item.uri, item.labels, settings.label_source))
   schemas.check_extras(dict(item.extras), settings.schema)
   data = reading.read_file(item.uri, settings.max_file_bytes, open_remote)
   return _Loaded(item, label, data, image_info.sha256_hex(data))
@@ -98,7 +100,7 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
       num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
       channels=info.channels, reencoded=info.reencoded,
       order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage),
-      objects=objects), problems)
+      objects=objects, labels=loaded.item.labels if loaded.label is not None else ()), problems)
 
 
 def _stored_objects(item: InputItem, info: image_info.ImageInfo, settings: Settings

@@ -9,7 +9,7 @@ objects' classes; negatives are shown only when no image has an object.
 """
 import collections
 import io
-from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont, ImageOps
@@ -51,14 +51,24 @@ def colour(label: int) -> Tuple[int, int, int]:
   return PALETTE[(label - 1) % len(PALETTE)]
 
 
+def _class_id(label: Any, multi_label: bool) -> int:
+  """The record's class id; of a --multi_label record, its first, or -1 when it has none."""
+  if not multi_label:
+    return int(label)
+  ids = label.values.numpy().tolist()
+  return ids[0] if ids else -1
+
+
 def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Sample]]:
   """Up to ``per_class`` samples for each of the first MAX_CLASSES classes."""
   keys = schemas.keys(info.schema)
   annotated = bool(info.options.get('annotations'))
   wanted: Dict[str, List[Sample]] = {label: [] for label in info.labels[:MAX_CLASSES] or [UNLABELED]}
   negatives: List[Sample] = []
+  # A --multi_label record holds a list of ids: it is shown in the row of its first (lowest).
+  multi_label = bool(info.options.get('multi_label'))
   spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string),
-          keys[schemas.LABEL]: tf.io.FixedLenFeature([], tf.int64)}
+          keys[schemas.LABEL]: tf.io.VarLenFeature(tf.int64) if multi_label else tf.io.FixedLenFeature([], tf.int64)}
   if annotated:
     spec.update({keys[field]: tf.io.VarLenFeature(tf.float32) for field in _BOX_FIELDS})
     spec.update({keys[schemas.OBJECT_LABEL]: tf.io.VarLenFeature(tf.int64),
@@ -71,7 +81,8 @@ def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Samp
       for serialized in tf.data.TFRecordDataset(uris.join(output, shard.file), compression_type=compression):
         record = tf.io.parse_single_example(serialized, spec)
         sample = Sample(record[keys[schemas.IMAGE]].numpy(), split, _boxes(record, keys) if annotated else [])
-        row = _row(info.labels, int(record[keys[schemas.LABEL]]), sample.boxes, wanted, per_class)
+        row = _row(info.labels, _class_id(record[keys[schemas.LABEL]], multi_label), sample.boxes, wanted,
+                   per_class)
         if row:
           wanted[row].append(sample)
         elif not sample.boxes and len(negatives) < per_class:

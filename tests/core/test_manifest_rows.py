@@ -19,7 +19,8 @@ def test_automl_rows_with_and_without_a_set_value():
 @pytest.mark.parametrize('cells, message', [
     (('FOO', 'imgs/a.jpg', 'apple'), "set value 'FOO' is not one of TRAIN, VALIDATION, TEST, UNASSIGNED"),
     (('Training', 'imgs/a.jpg', ''), "set value 'Training' is not one of TRAIN, VALIDATION, TEST, UNASSIGNED"),
-    (('imgs/a.jpg', 'apple', 'pear'), "row has 2 labels ['apple', 'pear']; one label per image is supported"),
+    (('imgs/a.jpg', 'apple', 'pear'), "row has 2 labels ['apple', 'pear']; one label per image is supported: "
+                                      "use --multi_label"),
     (('TRAIN', '', 'apple'), 'row has no image uri'),
 ])
 def test_a_row_that_names_no_usable_input_says_why(cells, message):
@@ -51,3 +52,50 @@ def test_automl_detection_rows_give_one_normalized_box_or_none():
 def test_automl_detection_rows_with_a_box_that_cannot_be_used_are_refused(cells, message):
   with pytest.raises(Rejected, match=message):
     _item(*cells)
+
+
+def _multi(*cells: str) -> InputItem:
+  return manifest_rows.csv_row_item('gs://b/m.csv', None, list(cells), 'm.csv:row 1', multi_label=True)
+
+
+def test_multi_label_automl_rows_keep_every_label_once_in_the_rows_order():
+  assert _multi('TRAIN', 'a.jpg', 'pear', ' apple', 'pear', '') == InputItem(
+      'gs://b/a.jpg', 'pear', 'train', labels=('pear', 'apple'))
+  # Four cells and more are labels, not a detection row's vertices.
+  many = _multi('a.jpg', 'd', 'c', 'b', 'a')
+  assert (many.label, many.labels, many.objects) == ('d', ('d', 'c', 'b', 'a'), ())
+  assert _multi('a.jpg', 'cat') == InputItem('gs://b/a.jpg', 'cat', None, labels=('cat',))
+  assert _multi('VALIDATION', 'a.jpg') == InputItem('gs://b/a.jpg', None, 'validation')
+
+
+def test_multi_label_json_lines_take_a_list_as_label_or_labels():
+  def item(line: str, multi_label: bool = True) -> InputItem:
+    return manifest_rows.jsonl_line_item('gs://b/m.jsonl', line, multi_label)
+
+  assert item('{"uri": "a.jpg", "label": ["dog", "cat", "dog"], "split": "test", "k": 1}') == InputItem(
+      'gs://b/a.jpg', 'dog', 'test', (('k', 1),), labels=('dog', 'cat'))
+  assert item('{"uri": "a.jpg", "labels": ["cat"]}').labels == ('cat',)
+  assert item('{"uri": "a.jpg", "label": "cat"}').labels == ('cat',)
+  assert item('{"uri": "a.jpg", "labels": []}') == InputItem('gs://b/a.jpg')
+  # Without --multi_label a list of one label is that label, and "labels" an ordinary field.
+  assert item('{"uri": "a.jpg", "label": ["cat"]}', False) == InputItem('gs://b/a.jpg', 'cat')
+  assert item('{"uri": "a.jpg", "labels": "x"}', False).extras == (('labels', 'x'),)
+
+
+@pytest.mark.parametrize('line, multi_label, message', [
+    ('{"uri": "a.jpg", "label": ["cat", "dog"]}', False,
+     "row has 2 labels ['cat', 'dog']; one label per image is supported: use --multi_label"),
+    ('{"uri": "a.jpg", "labels": ["cat", "dog"]}', False,
+     "row has 2 labels ['cat', 'dog']; one label per image is supported: use --multi_label"),
+    ('{"uri": "a.jpg", "labels": ["cat", 3]}', True, "labels ['cat', 3] are not all strings"),
+])
+def test_json_lines_with_labels_that_cannot_be_used_say_why(line, multi_label, message):
+  with pytest.raises(Rejected) as raised:
+    manifest_rows.jsonl_line_item('gs://b/m.jsonl', line, multi_label)
+  assert raised.value.detail == message
+
+
+def test_a_row_of_several_labels_read_as_a_box_points_to_multi_label():
+  with pytest.raises(Rejected) as raised:
+    _item('a.jpg', 'cat', 'dog', 'eel')
+  assert raised.value.detail.endswith('(several labels in a row need --multi_label)')
