@@ -66,7 +66,7 @@ def why_not_offline(block: Block) -> Optional[str]:
   """Why ``block`` cannot run on this offline machine; None if it can."""
   text = block.text
   if re.search(r'gs://|\$BUCKET|\$PROJECT', text):
-    return 'needs a Google Cloud project (tests/cli/test_gcs.py and the Dataflow tests run it against the emulator)'
+    return 'needs a Google Cloud project (tests/test_gcs.py and the Dataflow tests run it against the emulator)'
   if re.search(r'^(docker|gcloud) ', text, re.M):
     return 'needs Docker or gcloud'
   if re.search(r'^airflow ', text, re.M):
