@@ -541,3 +541,41 @@ def test_verify_checks_there_is_a_mask_of_the_images_size_for_every_object(tmp_p
   assert problems == [f'{shard["file"]}, record 1: object 0\'s mask is 7x5, the image '
                       f'{_values(examples[1], "image/width")[0]}x{_values(examples[1], "image/height")[0]}',
                       f'{shard["file"]}, record 2: it has 0 masks for 1 object'], problems
+
+
+# The Object Detection API's TfExampleDecoder parses these keys, with these types (its
+# keys_to_features, PNG masks), before any of its handlers run.
+_OBJECT_DETECTION_API_SPEC = {
+    **{key: tf.io.FixedLenFeature((), tf.string, default_value='') for key in (
+        'image/encoded', 'image/filename', 'image/key/sha256', 'image/source_id')},
+    'image/format': tf.io.FixedLenFeature((), tf.string, default_value='jpeg'),
+    'image/height': tf.io.FixedLenFeature((), tf.int64, default_value=1),
+    'image/width': tf.io.FixedLenFeature((), tf.int64, default_value=1),
+    **{key: tf.io.VarLenFeature(tf.int64) for key in (
+        'image/class/label', 'image/neg_category_ids', 'image/not_exhaustive_category_ids', 'image/object/class/label',
+        'image/object/is_crowd', 'image/object/difficult', 'image/object/group_of')},
+    **{key: tf.io.VarLenFeature(tf.float32) for key in (
+        'image/class/confidence', 'image/object/bbox/xmin', 'image/object/bbox/xmax', 'image/object/bbox/ymin',
+        'image/object/bbox/ymax', 'image/object/area', 'image/object/weight', 'image/object/mask/weight')},
+    **{key: tf.io.VarLenFeature(tf.string) for key in ('image/class/text', 'image/object/class/text',
+                                                        'image/object/mask')},
+}
+
+
+def test_the_object_detection_apis_key_spec_parses_every_record_to_its_boxes(tmp_path):
+  _mask_set(tmp_path)
+  out = tmp_path / 'out'
+  assert convert(f'--input={tmp_path}/images', f'--output={out}', f'--annotations={tmp_path}/masks.json',
+                 '--include_masks', '--skip_transform') == 0
+  for name, example in _records(out).items():
+    parsed = tf.io.parse_single_example(example.SerializeToString(), _OBJECT_DETECTION_API_SPEC)
+    dense = {key: tf.sparse.to_dense(value).numpy().tolist() for key, value in parsed.items()
+             if isinstance(value, tf.sparse.SparseTensor)}
+    for side in ('xmin', 'ymin', 'xmax', 'ymax'):
+      assert dense[f'image/object/bbox/{side}'] == _values(example, f'image/object/bbox/{side}'), name
+    assert dense['image/object/class/label'] == _values(example, 'image/object/class/label') == [1]
+    assert dense['image/object/mask'] == _values(example, 'image/object/mask')
+    assert dense['image/object/is_crowd'] == [int(name == 'ring.jpg')]
+    assert parsed['image/source_id'].numpy() == _values(example, 'image/source_id')[0]
+    assert (int(parsed['image/height']), int(parsed['image/width'])) == (
+        _values(example, 'image/height')[0], _values(example, 'image/width')[0])
