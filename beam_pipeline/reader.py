@@ -61,7 +61,7 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
 
     def parse(parsed: Dict[str, tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
       if multi_label:
-        return parse_features(parsed), multi_hot(parsed[label_key].values, num_classes)
+        return parse_features(parsed), model_input.multi_hot(parsed[label_key], num_classes)
       return parse_features(parsed), parsed[label_key]
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
@@ -81,11 +81,6 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   else:
     dataset = dataset.batch(batch_size)
   return dataset.prefetch(tf.data.AUTOTUNE)
-
-
-def multi_hot(class_ids: tf.Tensor, num_classes: int) -> tf.Tensor:
-  """The float32 [num_classes] vector with 1.0 at each of a record's distinct ``class_ids``."""
-  return tf.reduce_sum(tf.one_hot(class_ids, num_classes, dtype=tf.float32), axis=0)
 
 
 def _image_features(info: RunRecord, image_size: int) -> Tuple[Dict[str, Any], Callable]:

@@ -74,7 +74,7 @@ def preprocessing_fn_for(graph: TransformGraph, vocabulary_file: str,
     if graph.embedding_shape:
       outputs['embedding'] = tf.reshape(inputs[keys[schemas.EMBEDDING]], [-1, *graph.embedding_shape])
     if graph.multi_label:
-      outputs['label'] = tf.cast(tf.sparse.to_indicator(inputs[keys[schemas.LABEL]], num_classes), tf.float32)
+      outputs['label'] = model_input.multi_hot(inputs[keys[schemas.LABEL]], num_classes)
     elif schemas.TEXT in schemas.KEYS[graph.schema]:
       outputs['label'] = tft.apply_vocabulary(inputs[keys[schemas.TEXT]], vocabulary_file, default_value=-1)
     else:
