@@ -30,7 +30,7 @@ def annotated(pipeline: beam.Pipeline, batches: beam.PCollection, settings: Sett
   detection CSV's rows of one image (one box each) merged."""
   if settings.annotations == settings.input.path:
     merged = (batches
-              | 'RowsByUri' >> beam.FlatMap(lambda batch: ((item.uri, item) for item in batch))
+              | 'RowsByUri' >> beam.FlatMap(_keyed_by_uri)
               | 'GroupRows' >> beam.GroupByKey()
               | 'MergeRows' >> beam.FlatMap(_merged, settings.drop_unannotated).with_outputs(REJECTED, main='items'))
     return Annotated(_rebatched(merged.items), merged[REJECTED])
@@ -41,13 +41,17 @@ def annotated(pipeline: beam.Pipeline, batches: beam.PCollection, settings: Sett
           | 'SpreadAnnotationParts' >> beam.Reshuffle()
           | 'ReadAnnotations' >> beam.FlatMap(read_part, root, settings.annotations).with_outputs(
               REJECTED, main='images'))
-  items = batches | 'ItemsByUri' >> beam.FlatMap(lambda batch: ((item.uri, item) for item in batch))
+  items = batches | 'ItemsByUri' >> beam.FlatMap(_keyed_by_uri)
   joined = ({'items': items, 'annotations': read.images}
             | 'JoinAnnotations' >> beam.CoGroupByKey()
             | 'Annotate' >> beam.FlatMap(_joined, settings.annotations, settings.drop_unannotated).with_outputs(
                 REJECTED, main='items'))
   rejected = (read[REJECTED], joined[REJECTED]) | 'AnnotationRejections' >> beam.Flatten()
   return Annotated(_rebatched(joined.items), rejected)
+
+
+def _keyed_by_uri(batch: List[InputItem]) -> Iterator[Tuple[str, InputItem]]:
+  return ((item.uri, item) for item in batch)
 
 
 def _rebatched(items: beam.PCollection) -> beam.PCollection:
@@ -106,12 +110,7 @@ def _parsed(kind: str, what: Any) -> Iterator[Any]:
 def _joined(keyed: Tuple[str, dict], source: str, drop_unannotated: bool) -> Iterator[Union[InputItem, Any]]:
   uri, grouped = keyed
   for value in annotated_items.joined(uri, grouped['items'], grouped['annotations'], source, drop_unannotated):
-    if isinstance(value, Rejection):
-      if value.reason == rejections.UNANNOTATED:  # a listed image, done with
-        progress_counts.counts().checked(1, rejected=1)
-      yield tags.rejected(value)
-    else:
-      yield value
+    yield _emitted(value)
 
 
 def _merged(keyed: Tuple[str, Iterable[InputItem]], drop_unannotated: bool) -> Iterator[Any]:
@@ -120,9 +119,14 @@ def _merged(keyed: Tuple[str, Iterable[InputItem]], drop_unannotated: bool) -> I
   rows = list(rows)
   if len(rows) > 1:
     progress_counts.counts().listed(1 - len(rows))
-  value = annotated_items.merged(rows, drop_unannotated)
-  if isinstance(value, Rejection):
+  yield _emitted(annotated_items.merged(rows, drop_unannotated))
+
+
+def _emitted(value: Union[InputItem, Rejection]) -> Any:
+  """An item as it is, a rejection tagged; an image --drop_unannotated left out is one the
+  progress line counts as done."""
+  if not isinstance(value, Rejection):
+    return value
+  if value.reason == rejections.UNANNOTATED:
     progress_counts.counts().checked(1, rejected=1)
-    yield tags.rejected(value)
-  else:
-    yield value
+  return tags.rejected(value)
