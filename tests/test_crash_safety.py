@@ -25,7 +25,7 @@ from beam_pipeline import cli, reader
 from helpers.commands import ROOT, command, error_line, run_cli, started
 from helpers.photos import jpegs, write_files
 TEMP_DIR = '.beam_pipeline-tmp'
-SIGKILL_AT = ROOT / 'tests' / 'helpers' / 'sigkill_at.py'
+AT_POINT = ROOT / 'tests' / 'helpers' / 'at_point.py'
 MARKER = 'beam_pipeline.json'
 # Small shards, so shard writing spans many files and can be hit while it happens.
 RUN_ARGS = ('--runner=DirectRunner', '--skip_transform', '--target_shard_mb=0.25')
@@ -171,11 +171,9 @@ def changes(paths: Callable[[], Iterable[Path]]) -> Callable[[int], bool]:
 
 
 def temp_files(out: Path) -> Callable[[], List[Path]]:
+  """The files in the runs' staging folders (.beam_pipeline-tmp/RUN/)."""
   def listed() -> List[Path]:
-    try:
-      return [out / TEMP_DIR / name for name in os.listdir(out / TEMP_DIR)]
-    except FileNotFoundError:
-      return []
+    return list((out / TEMP_DIR).glob('*/*'))
   return listed
 
 
@@ -259,7 +257,7 @@ def test_a_run_killed_at_any_moment_keeps_the_earlier_output_until_it_commits_an
   The directory starts as a complete result of an earlier run (marker included)
   plus the 500 shards of an even older run with tiny shards; each step kills a
   run of the same command at one moment, a point of its work (the run kills itself
-  there: sigkill_at.py), not a time, so a slow machine hits the same moments.
+  there: at_point.py), not a time, so a slow machine hits the same moments.
   Expected: every kill ends the process
   with -SIGKILL and leaves no process behind (the worker pool's end within
   WORKER_GRACE_SECONDS); a kill before the commit leaves the earlier output
@@ -272,6 +270,10 @@ def test_a_run_killed_at_any_moment_keeps_the_earlier_output_until_it_commits_an
   stale = [f'train-{i:05d}-of-{NUM_STALE_SHARDS:05d}.tfrecord' for i in range(NUM_STALE_SHARDS)]
   for name in stale:
     (out / name).touch()
+  # The earlier record lists them: a shard no record of ours lists is a user's, never deleted.
+  earlier = json.loads((out / MARKER).read_text())
+  earlier['splits']['train']['shards'] += [{'file': name, 'num_examples': 0, 'num_bytes': 0} for name in stale]
+  (out / MARKER).write_text(json.dumps(earlier, indent=2) + '\n')
   command = convert_command(photos, out)
   earlier_marker = (out / MARKER).read_bytes()
   history = []
@@ -292,7 +294,7 @@ def test_a_run_killed_at_any_moment_keeps_the_earlier_output_until_it_commits_an
   assert any(temp_files(out)())
 
   def kill_at(step: str, point: str) -> Ended:
-    return kill(step, None, [sys.executable, str(SIGKILL_AT), point, *command[3:]])
+    return kill(step, None, [sys.executable, str(AT_POINT), 'kill', point, *command[3:]])
 
   # 2. Before any output: the first inputs listed; the first images validated.
   for step, point in (('listing', 'listed:1'), ('validating', 'checked:1')):
@@ -317,7 +319,7 @@ def test_a_run_killed_at_any_moment_keeps_the_earlier_output_until_it_commits_an
   ended = kill_at('before the marker is renamed into place', MARKER)
   assert outlived(ended.family, out) == []
   assert_not_committed(out, 'before the marker is renamed into place')
-  assert (out / TEMP_DIR / MARKER).exists()
+  assert list((out / TEMP_DIR).glob(f'*/{MARKER}'))
 
   # The same command, to completion, repairs everything.
   ended = run_command(command, tmp_path / 'final.log')
@@ -515,12 +517,12 @@ def test_a_run_killed_while_the_tf_transform_graph_is_moved_into_place_can_be_re
   """
   out, fresh = tmp_path / 'out', tmp_path / 'fresh'
   args = [f'--input={small_photos}', f'--output={out}', '--runner=DirectRunner', '--max_error_fraction=0.1']
-  ended = run_command([sys.executable, str(SIGKILL_AT), 'metadata', *args],
+  ended = run_command([sys.executable, str(AT_POINT), 'kill', 'metadata', *args],
                       tmp_path / 'killed.log')
   assert ended.returncode == -signal.SIGKILL, ended.log[-3000:]
   assert_not_committed(out, 'publishing the tf.Transform graph')
   assert (out / 'transform_fn' / 'saved_model.pb').exists() and not (out / 'metadata').exists()
-  assert (out / TEMP_DIR / 'metadata' / 'schema.pbtxt').exists()
+  assert list((out / TEMP_DIR).glob('*/metadata/schema.pbtxt'))
 
   ended = run_command(command(*args), tmp_path / 'rerun.log')
   assert ended.returncode == 0, ended.log[-3000:]
@@ -537,7 +539,7 @@ def test_a_rerun_writes_anew_the_tf_transform_graph_a_killed_run_left_staged(sma
   """A run killed between staging the graph and publishing it leaves the staged
   directories behind, in whatever state; the rerun stages the graph from scratch."""
   out = tmp_path / 'out'
-  staged = out / TEMP_DIR / 'transform'
+  staged = out / TEMP_DIR / '20260101T000000Z-0dead0' / 'transform'  # a killed run's staging folder
   for name in ('transform_fn/saved_model.pb', 'transformed_metadata/schema.pbtxt', 'metadata/schema.pbtxt',
                'class_labels.txt'):
     (staged / name).parent.mkdir(parents=True, exist_ok=True)

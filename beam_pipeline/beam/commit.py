@@ -18,9 +18,10 @@ class WriteErrors(beam.PTransform):
   holds them all: they are counted first, then gathered file by file, and every file is
   written, even one the hash left empty."""
 
-  def __init__(self, output: str, per_file: int = errors_output.REJECTIONS_PER_FILE):
+  def __init__(self, output: str, run: str, per_file: int = errors_output.REJECTIONS_PER_FILE):
     super().__init__()
     self._output = output
+    self._run = run
     self._per_file = per_file
 
   def expand(self, rejected):
@@ -34,7 +35,7 @@ class WriteErrors(beam.PTransform):
     return ((every_file, by_file)
             | 'Flatten' >> beam.Flatten()
             | 'GroupByFile' >> beam.GroupByKey()
-            | 'Write' >> beam.Map(write_errors_file, beam.pvalue.AsSingleton(num_files), self._output)
+            | 'Write' >> beam.Map(write_errors_file, beam.pvalue.AsSingleton(num_files), self._output, self._run)
             | 'Sum' >> beam.CombineGlobally(_sum_errors_written))
 
 
@@ -47,12 +48,13 @@ def _errors_file_of(rejection: Rejection, num_files: int) -> Tuple[int, List[Rej
   return errors_output.file_index(rejection.uri, num_files), [rejection]
 
 
-def write_errors_file(item: Tuple[int, Iterable[List[Rejection]]], num_files: int, output: str) -> Dict[str, Any]:
+def write_errors_file(item: Tuple[int, Iterable[List[Rejection]]], num_files: int, output: str,
+                      run: str) -> Dict[str, Any]:
   """One errors file, staged for the commit: what it holds, by reason."""
   index, batches = item
   rejected = list(itertools.chain.from_iterable(batches))
   tags.records_per_key('GroupByFile').update(len(rejected))
-  output_dir.stage_text(output, errors_output.file_name(index, num_files), errors_output.file_text(rejected))
+  output_dir.stage_text(output, run, errors_output.file_name(index, num_files), errors_output.file_text(rejected))
   return {'num_files': 1, 'by_reason': errors_output.by_reason(rejected)}
 
 
@@ -98,11 +100,12 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
   dataset_info.check_error_budget(sum(split['num_examples'] for split in written['splits'].values()),
                                   budgeted, removed + errors_by_reason.get(rejections.UNANNOTATED, 0),
                                   settings.max_error_fraction,
-                                  output_dir.temp_path(settings.output, errors_output.pattern(num_errors_files)))
-  output_dir.stage_text(settings.output, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
+                                  output_dir.temp_path(settings.output, settings.run_id,
+                                                      errors_output.pattern(num_errors_files)))
+  output_dir.stage_text(settings.output, settings.run_id, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
   label_files = [output_dir.LABELS_TXT]
   if settings.annotations:
-    output_dir.stage_text(settings.output, output_dir.LABEL_MAP, labels.label_map_pbtxt(labels_list))
+    output_dir.stage_text(settings.output, settings.run_id, output_dir.LABEL_MAP, labels.label_map_pbtxt(labels_list))
     label_files.append(output_dir.LABEL_MAP)
   info = dataset_info.build(written=written, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
@@ -110,9 +113,9 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
                             embedding=dataset_info.embedding_info(settings.embedding, settings.schema))
   tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
   for name, text in tfds_files.items():
-    output_dir.stage_text(settings.output, name, text)
+    output_dir.stage_text(settings.output, settings.run_id, name, text)
   last = [name for name in tfds_files if name == tfds_metadata.DATASET_INFO]
   files = (shards + label_files + errors_output.file_names(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]
-  output_dir.commit(settings.output, files, written_dirs, info.to_json(), last)
+  output_dir.commit(settings.output, settings.run_id, files, written_dirs, info.to_json(), last)

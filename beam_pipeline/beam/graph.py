@@ -54,7 +54,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(WrittenTotals())
   errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], planned.rejected, written[REJECTED])
             | 'AllRejections' >> beam.Flatten()
-            | 'WriteErrors' >> WriteErrors(settings.output))
+            | 'WriteErrors' >> WriteErrors(settings.output, settings.run_id))
 
   # Side inputs make the commit wait for every shard and errors file.
   _ = (pipeline

@@ -1,47 +1,62 @@
 """The output directory: which files are ours, the new dataset staged beside the old one, and the commit.
 
 ``beam_pipeline.json`` is the commit marker: a directory that has it holds a
-complete dataset, one that lacks it is not to be read. A run writes everything
-(shards, the tf.Transform graph, labels.txt, the errors file) under the output's
-temporary directory first, so an earlier complete output stays readable, marker
-and all, while the run works, and after it fails. Only the commit, once all is
-written and the error budget holds, replaces it: the earlier marker goes, the new
-files move into place, what this run did not write goes, and the new marker comes
-last. A run killed within the commit leaves no marker; rerunning repairs it.
-TensorFlow Datasets' own marker, dataset_info.json, goes with ours: removed first,
-moved in last but for ours.
+complete dataset, one that lacks it is not to be read. A folder is ours only if it
+holds our marker, our staging folder or our lock: anything else that is not empty
+is refused, whatever its files are named, and within our folders a shard or errors
+file that no record of ours lists is a user's, and refused too.
+
+One run at a time holds the output's lock (output_lock.py). Each run writes
+everything (shards, the tf.Transform graph, labels.txt, the errors files) under a
+staging folder of its own, ``.beam_pipeline-tmp/RUN/``, so an earlier complete
+output stays readable, marker and all, while the run works, and after it fails, and
+no run can commit another's files. Only the commit, once all is written, the error
+budget holds and the lock is still this run's, replaces it: the earlier marker moves
+into the run's staging folder, where it lists what the output held until the commit
+ends; the new files move into place; what the earlier records list and this run did
+not write goes; the new marker comes last. A run killed within the commit leaves no
+marker; rerunning repairs it, reading which files are ours from the records left in
+the staging folders. TensorFlow Datasets' own marker, dataset_info.json, goes with
+ours: removed first, moved in last but for ours.
 
 Every file goes through Beam's FileSystems, local and gs:// alike, but for the
 files the core writes (shards, the tf.Transform graph): those are written to local
-disk, by TensorFlow, under the temporary directory of a local output, or uploaded
+disk, by TensorFlow, under the run's staging folder of a local output, or uploaded
 there from a local scratch directory for a remote one.
 """
+import json
 import os
 import re
 import shutil
-from typing import Iterable, List
+import threading
+from typing import Iterable, List, Set
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import local_files
+from beam_pipeline.beam import local_files, output_lock
 from beam_pipeline.core import rejections, run_record, schemas, shard_name, tfds_metadata, uris
 from beam_pipeline.core.records import TransformGraph
 from beam_pipeline.core.rejections import OutputError
+from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.user_errors import UsageError
 
 DATASET_INFO = run_record.FILE_NAME
 LABELS_TXT = 'labels.txt'
 LABEL_MAP = 'label_map.pbtxt'  # with --annotations
 TEMP_DIR = '.beam_pipeline-tmp'
+LOCK = output_lock.NAME
+# In a run's staging folder during its commit: the record of the dataset the commit replaces.
+EARLIER_RECORD = 'earlier-' + DATASET_INFO
 _COPY_BUFFER_BYTES = 8 * 2**20
 
+# Files only a run's records can make ours: the same name may be a user's own shard.
+_LISTED_NAME = re.compile(rf'^(?:{shard_name.PATTERN}|errors-\d{{5}}-of-\d{{5}}\.jsonl)$')
 # Only the exact files tf.Transform writes are ours: a user's file in a directory
 # named metadata/ must stop the run, not be deleted with it.
-_OWN_NAME = re.compile(
-    rf'^(?:{shard_name.PATTERN}'
-    r'|errors-\d{5}-of-\d{5}\.jsonl'
-    rf'|{re.escape(LABELS_TXT)}|{re.escape(LABEL_MAP)}|{re.escape(DATASET_INFO)}|{re.escape(run_record.OLD_FILE_NAME)}'
+_FIXED_NAME = re.compile(
+    rf'^(?:{re.escape(LABELS_TXT)}|{re.escape(LABEL_MAP)}|{re.escape(DATASET_INFO)}'
+    rf'|{re.escape(run_record.OLD_FILE_NAME)}|{re.escape(LOCK)}'
     rf'|{re.escape(tfds_metadata.DATASET_INFO)}|{re.escape(tfds_metadata.FEATURES)}'
     rf'|{"|".join(re.escape(tfds_metadata.label_names_file(schema)) for schema in schemas.SCHEMAS)}'
     r'|transform_fn/(?:saved_model\.pb|fingerprint\.pb|assets/class_labels\.txt'
@@ -58,8 +73,13 @@ def path(output: str, name: str) -> str:
   return FileSystems.join(output, name)
 
 
-def temp_path(output: str, name: str) -> str:
-  return FileSystems.join(output, TEMP_DIR, name)
+def run_dir(output: str, run: str) -> str:
+  """The staging folder of ``run``: only it writes there, only its commit moves files out."""
+  return FileSystems.join(output, TEMP_DIR, run)
+
+
+def temp_path(output: str, run: str, name: str) -> str:
+  return FileSystems.join(run_dir(output, run), name)
 
 
 def _relative_names(output: str) -> List[str]:
@@ -71,6 +91,8 @@ def _relative_names(output: str) -> List[str]:
   prefix = output.rstrip('/') + '/'
   try:
     if FileSystems.get_scheme(output) is None:  # local: a name like 'out [1]' is no pattern
+      if os.path.exists(output) and not os.path.isdir(output):
+        raise NotADirectoryError(f'{output} is a file')
       paths = list(local_files.walk_local_files(output)) if local_files.is_local_dir(output) else []
     else:  # a prefix with no objects is an empty list, not an error
       paths = [m.path for m in FileSystems.match([FileSystems.join(output, '**')])[0].metadata_list]
@@ -88,45 +110,118 @@ def _cause(error: BaseException) -> str:
   return f'{type(error).__name__}: {rejections.first_line(error, 300)}'
 
 
-def prepare(output: str) -> None:
-  """Before any work: refuse a directory holding foreign files, or one that cannot be listed.
+def _is_record_of_ours(output: str, name: str) -> bool:
+  """Whether ``name`` (TensorFlow Datasets' file name, which 0.1 used for ours) holds our record."""
+  try:
+    with FileSystems.open(path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      return json.loads(f.read().decode('utf-8', 'replace')).get('tool') == run_record.TOOL
+  except (OSError, ValueError, AttributeError):
+    return False
 
-  Only files this tool writes may be replaced; anything else there might be a
-  user's data, so the run stops instead of mixing into or wiping it. An earlier
-  complete output stays as it is until this run commits.
+
+def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
+  """The run records ``output`` holds: its marker, and those in staging folders (a commit's
+  journal: the record it replaces, the record it commits); UsageError if one cannot be read."""
+  found = []
+  for name in names:
+    parts = name.split('/')
+    journal = parts[0] == TEMP_DIR and len(parts) <= 3 and parts[-1] in (DATASET_INFO, EARLIER_RECORD)
+    marker = name == DATASET_INFO or (name == run_record.OLD_FILE_NAME and _is_record_of_ours(output, name))
+    if not (journal or marker):
+      continue
+    try:
+      with FileSystems.open(path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        found.append(RunRecord.from_json(f.read().decode('utf-8', 'backslashreplace')))
+    except Exception as e:  # pylint: disable=broad-except  # a damaged record: ours, but what it listed is lost
+      raise UsageError(f'--output={output} holds a record of this tool that cannot be read ({name}: {_cause(e)}), '
+                       'so its files cannot be told from others; use a new directory, or remove this one') from None
+  return found
+
+
+def listed_files(record: RunRecord) -> Set[str]:
+  """The shard, index and errors files a run record names."""
+  names = {name for split in record.splits.values() for shard in split.shards
+           for name in (shard.file, shard.index_file) if name}
+  return names | set(record.errors_files)
+
+
+def check_ours(output: str) -> None:
+  """Before any work: UsageError unless ``output`` is new, empty, or ours with nothing else in it.
+
+  Only files this tool wrote may be replaced; anything else might be a user's data, so the
+  run stops instead of mixing into or wiping it. An earlier complete output stays as it is
+  until this run commits.
   """
   try:
     names = _relative_names(output)
   except OutputError as e:
     raise UsageError(str(e)) from None
-  foreign = sorted(name for name in names if not _OWN_NAME.match(name))
+  if not names:
+    return
+  ours = (DATASET_INFO in names or LOCK in names or any(name.startswith(TEMP_DIR + '/') for name in names)
+          or (run_record.OLD_FILE_NAME in names and _is_record_of_ours(output, run_record.OLD_FILE_NAME)))
+  if not ours:
+    raise UsageError(f'--output={output} is not empty and holds no output of this tool ({len(names)} file(s), first: '
+                     f'{sorted(names)[0]}); use an empty or new directory: nothing is written over files this tool '
+                     'did not write')
+  listed = set().union(*(listed_files(record) for record in _records(output, names)))
+  foreign = sorted(name for name in names
+                   if not (_FIXED_NAME.match(name) or (_LISTED_NAME.match(name) and name in listed)))
   if foreign:
     raise UsageError(f'--output={output} holds {len(foreign)} file(s) this tool did not write '
                      f'(first: {foreign[0]}); use an empty or new directory')
 
 
-def staging(output: str, name: str, scratch: str) -> str:
-  """The local path a worker writes ``name`` to: under the output's temporary directory for a
-  local output, under the local ``scratch`` directory for a remote one (stage then uploads it)."""
-  return os.path.join(scratch, name) if uris.is_remote(output) else temp_path(output, name)
+def claim(output: str, run: str, held_by: str) -> output_lock.Held:
+  """Makes ``output`` this run's, before any work: checks it is ours (check_ours), takes its lock,
+  checks again under the lock, and clears what dead runs staged (all but their records, which
+  say which files are ours after a killed commit). UsageError if any of it fails."""
+  check_ours(output)
+  held = output_lock.acquire(output, run, held_by)
+  try:
+    check_ours(output)  # another run may have changed it before we held the lock
+    _clear_dead_runs(output, run)
+  except UsageError:
+    held.release()
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    held.release()
+    raise UsageError(f'--output={output} cannot be prepared: {_cause(e)}') from None
+  return held
 
 
-def stage(output: str, name: str, staged: str) -> None:
-  """Puts the complete local file or directory ``staged`` (from staging) under the output's
-  temporary directory as ``name``, for the commit to move into place: a remote output's is
-  uploaded, a local one's renamed there (if it is not there already)."""
+def _clear_dead_runs(output: str, run: str) -> None:
+  names = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
+  own = f'{TEMP_DIR}/{run}/'
+  dead = [name for name in names if not name.startswith(own) and name.split('/')[-1] not in (DATASET_INFO,
+                                                                                            EARLIER_RECORD)]
+  if dead:
+    _remove([path(output, name) for name in dead])
+
+
+def staging(output: str, run: str, name: str, scratch: str) -> str:
+  """The local path a worker writes ``name`` to: under the run's staging folder for a local
+  output, under the local ``scratch`` directory for a remote one (stage then uploads it)."""
+  return os.path.join(scratch, name) if uris.is_remote(output) else temp_path(output, run, name)
+
+
+def stage(output: str, run: str, name: str, staged: str) -> None:
+  """Puts the complete local file or directory ``staged`` (from staging) under the run's staging
+  folder as ``name``, for the commit to move into place: a remote output's is uploaded, a local
+  one's renamed there (if it is not there already)."""
   if not uris.is_remote(output):
-    destination = temp_path(output, name)
+    destination = temp_path(output, run, name)
     if staged != destination:
       if os.path.isdir(destination):
-        shutil.rmtree(destination)  # a killed run's
+        shutil.rmtree(destination)  # a retried task's
+      os.makedirs(os.path.dirname(destination), exist_ok=True)
       os.rename(staged, destination)
     return
   local_files = ([staged] if os.path.isfile(staged) else
                  [os.path.join(directory, file_name) for directory, _, names in os.walk(staged) for file_name in names])
   for local in local_files:
     relative = os.path.relpath(local, staged).split(os.sep) if local != staged else []
-    _upload(local, FileSystems.join(temp_path(output, name), *relative))
+    _upload(local, FileSystems.join(temp_path(output, run, name), *relative))
   if os.path.isdir(staged):
     shutil.rmtree(staged)
   else:
@@ -141,57 +236,106 @@ def _upload(local: str, remote: str) -> None:
     raise OutputError(f'cannot upload {remote}: {_cause(e)}') from e
 
 
-def stage_text(output: str, name: str, text: str) -> None:
-  """Writes a small file whole under the output's temporary directory, for the commit to move."""
+def stage_text(output: str, run: str, name: str, text: str) -> None:
+  """Writes a small file whole under the run's staging folder, for the commit to move."""
   try:
-    with FileSystems.create(temp_path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with FileSystems.create(temp_path(output, run, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
       # A file name that is not UTF-8 reaches our JSON files as lone surrogates;
       # backslashreplace turns them into valid JSON \\uXXXX escapes.
       f.write(text.encode('utf-8', 'backslashreplace'))
   except Exception as e:  # pylint: disable=broad-except
-    raise OutputError(f'cannot write {temp_path(output, name)}: {_cause(e)}') from e
+    raise OutputError(f'cannot write {temp_path(output, run, name)}: {_cause(e)}') from e
 
 
-def commit(output: str, written: Iterable[str], written_dirs: Iterable[str], run_record_json: str,
+class CommitGate:
+  """Lets an interrupt (Ctrl-C) stop this process's run before its commit begins, never while it
+  runs: cli/interrupts.py asks it, the commit passes through it."""
+
+  def __init__(self) -> None:
+    self._lock = threading.RLock()  # re-entrant: the interrupt's handler may run in the committing thread
+    self._committing = False
+    self._stopped = False
+
+  def reset(self) -> None:
+    with self._lock:
+      self._committing = self._stopped = False
+
+  def interrupt(self) -> bool:
+    """Whether the interrupt may stop the run: yes, unless a commit is under way (then it is let
+    finish); a commit not yet begun will not begin."""
+    with self._lock:
+      self._stopped = not self._committing
+      return self._stopped
+
+  def enter(self) -> None:
+    with self._lock:
+      if self._stopped:
+        raise OutputError('the run was interrupted before its commit')
+      self._committing = True
+
+  def leave(self) -> None:
+    with self._lock:
+      self._committing = False
+
+
+COMMIT_GATE = CommitGate()
+
+
+def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable[str], run_record_json: str,
            last: Iterable[str] = ()) -> None:
-  """Replaces the output with what this run staged: the earlier markers go, the staged files and
-  directories move into place, what this run did not write goes, the staged files ``last``
-  (another reader's marker) follow, and the new marker comes last. OutputError if the
-  storage fails it: a rerun completes it."""
+  """Replaces the output with what ``run`` staged, if it still holds the lock: the earlier marker
+  moves into the run's staging folder, the staged files and directories move into place, what
+  the records list and this run did not write goes, the staged files ``last`` (another reader's
+  marker) follow, the new marker comes last, and the lock is given up. OutputError if the lock
+  is another run's, or the storage fails it: a rerun completes it."""
+  output_lock.check_held(output, run)
+  COMMIT_GATE.enter()
   try:
-    _commit(output, list(written), list(written_dirs), run_record_json, list(last))
+    _commit(output, run, list(written), list(written_dirs), run_record_json, list(last))
   except OutputError:
     raise
   except Exception as e:  # pylint: disable=broad-except  # Beam's BeamIOError, the storage client's errors
     raise OutputError(f'committing --output={output} failed: {_cause(e)}') from e
+  finally:
+    COMMIT_GATE.leave()
+  output_lock.give_up(output, run)
 
 
-def _commit(output: str, written: List[str], written_dirs: List[str], run_record_json: str,
+def _commit(output: str, run: str, written: List[str], written_dirs: List[str], run_record_json: str,
             last: List[str]) -> None:
-  stage_text(output, DATASET_INFO, run_record_json)
-  # TFDS's marker, or this tool's own of an output before 0.2: both name a complete output.
-  markers = [path(output, name) for name in (DATASET_INFO, run_record.OLD_FILE_NAME)]
-  _remove([marker for marker in markers if FileSystems.exists(marker)])
+  stage_text(output, run, DATASET_INFO, run_record_json)
+  # The earlier marker (ours, of this layout or 0.1's) becomes the journal of what the output held.
+  names = _relative_names(output)
+  for marker in (DATASET_INFO, run_record.OLD_FILE_NAME):
+    if marker in names and (marker == DATASET_INFO or _is_record_of_ours(output, marker)):
+      FileSystems.rename([path(output, marker)], [temp_path(output, run, EARLIER_RECORD)])
+      break
+  if tfds_metadata.DATASET_INFO in _relative_names(output):  # TFDS's marker: what it describes is going
+    _remove([path(output, tfds_metadata.DATASET_INFO)])
   if written:
-    FileSystems.rename([temp_path(output, name) for name in written], [path(output, name) for name in written])
+    FileSystems.rename([temp_path(output, run, name) for name in written], [path(output, name) for name in written])
   for directory in written_dirs:
-    _move_tree(output, directory)
+    _move_tree(output, run, directory)
   keep = set(written) | set(last) | {DATASET_INFO}
   kept_dirs = tuple(directory + '/' for directory in written_dirs)
-  stale = [name for name in _relative_names(output)
-           if _OWN_NAME.match(name) and name not in keep and not name.startswith(TEMP_DIR + '/')
-           and (not name.startswith(kept_dirs) or _TF_TEMP_NAME.search(name))]
+  names = _relative_names(output)
+  listed = set().union(*(listed_files(record) for record in _records(output, names)))
+  stale = [name for name in names
+           if name not in keep and not name.startswith(TEMP_DIR + '/') and name != LOCK
+           and ((_LISTED_NAME.match(name) and name in listed) or
+                (_FIXED_NAME.match(name) and (not name.startswith(kept_dirs) or _TF_TEMP_NAME.search(name))))]
   _delete(output, stale, [d for d in TransformGraph.DIRECTORIES if d + '/' not in kept_dirs])
   if last:
-    FileSystems.rename([temp_path(output, name) for name in last], [path(output, name) for name in last])
-  FileSystems.rename([temp_path(output, DATASET_INFO)], [path(output, DATASET_INFO)])
+    FileSystems.rename([temp_path(output, run, name) for name in last], [path(output, name) for name in last])
+  FileSystems.rename([temp_path(output, run, DATASET_INFO)], [path(output, DATASET_INFO)])
+  # Every staging folder, this run's and dead runs' (the lock says no other is alive).
   leftovers = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
   _delete(output, leftovers, [TEMP_DIR])
 
 
-def _move_tree(output: str, directory: str) -> None:
+def _move_tree(output: str, run: str, directory: str) -> None:
   """Moves the staged directory ``directory`` into place, replacing an earlier run's."""
-  staged, destination = temp_path(output, directory), path(output, directory)
+  staged, destination = temp_path(output, run, directory), path(output, directory)
   if not uris.is_remote(output):
     if os.path.isdir(destination):
       shutil.rmtree(destination)

@@ -14,7 +14,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_pipeline.beam import inputs, model_files, output_dir, tags
+from beam_pipeline.beam import inputs, model_files, output_dir, output_lock, tags
 from beam_pipeline.core import progress_counts, reading, record_index, shard_name, steps, uris
 from beam_pipeline.core.records import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
 from beam_pipeline.core.settings import Settings
@@ -65,6 +65,7 @@ class _PooledDoFn(beam.DoFn):
     self._in_flight: Optional[Deque[_Task]] = None
 
   def setup(self) -> None:
+    output_lock.keep_alive(self._settings.output, self._settings.run_id)  # a job's workers keep its lease
     threads = self._settings.read_threads
     pool = ThreadPoolExecutor(threads, thread_name_prefix=type(self).__name__)
     self._remote = reading.Remote(inputs.open_image, pool, threads)
@@ -169,11 +170,11 @@ class WriteOutputs(_PooledDoFn):
     settings = self._settings
     if isinstance(unit, ShardPlan):
       name = shard_name.file_name(unit, settings.compression)
-      staged = output_dir.staging(settings.output, name, self._scratch)
+      staged = output_dir.staging(settings.output, settings.run_id, name, self._scratch)
       yield from self._run(steps.write_shard, (unit, staged, settings, class_names, self._model_path),
                            functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
     else:
-      staged = output_dir.staging(settings.output, TRANSFORM_STAGING, self._scratch)
+      staged = output_dir.staging(settings.output, settings.run_id, TRANSFORM_STAGING, self._scratch)
       yield from self._run(steps.write_graph, (staged, unit, class_names),
                            functools.partial(self._graph_written, staged))
 
@@ -181,14 +182,15 @@ class WriteOutputs(_PooledDoFn):
     progress_counts.counts().rejected(len(result.rejections))
     for rejection in result.rejections:
       yield tags.rejected(rejection)
-    output_dir.stage(self._settings.output, result.shard['file'], staged)
+    output, run = self._settings.output, self._settings.run_id
+    output_dir.stage(output, run, result.shard['file'], staged)
     if 'index_file' in result.shard:
-      output_dir.stage(self._settings.output, result.shard['index_file'], staged + record_index.SUFFIX)
+      output_dir.stage(output, run, result.shard['index_file'], staged + record_index.SUFFIX)
     progress_counts.counts().written(result.shard['num_examples'])
     Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard['num_examples'])
     yield result.shard
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
     for name in TransformGraph.DIRECTORIES:
-      output_dir.stage(self._settings.output, name, os.path.join(staged, name))
+      output_dir.stage(self._settings.output, self._settings.run_id, name, os.path.join(staged, name))
     yield beam.pvalue.TaggedOutput(tags.TRANSFORM_WRITTEN, list(TransformGraph.DIRECTORIES))

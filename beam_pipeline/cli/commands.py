@@ -27,6 +27,14 @@ def quiet_libraries() -> None:
 def main(argv: Optional[List[str]] = None, started: Optional[float] = None) -> int:
   """Runs the command ``argv`` asks for; ``started`` (time.monotonic(), default now) is when it
   started, for the wall time a conversion's summary reports."""
+  try:
+    return _main(argv, started)
+  except KeyboardInterrupt:  # Ctrl-C where the conversion does not handle it (its start, inspect, verify)
+    print('error: interrupted (Ctrl-C); nothing was written', file=sys.stderr)
+    return 130
+
+
+def _main(argv: Optional[List[str]], started: Optional[float]) -> int:
   started = time.monotonic() if started is None else started
   argv = sys.argv[1:] if argv is None else list(argv)
   quiet_libraries()

@@ -19,15 +19,19 @@ from typing import Iterator, List, Optional
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beam_pipeline.beam import output_dir
+from beam_pipeline.cli import interrupts
 from beam_pipeline.core import rejections
 from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.core.reading import TransientReadError
-from beam_pipeline.core.rejections import OutputError
+from beam_pipeline.core.rejections import LockLost, OutputError
 
 LOG_NAME = 'failed-run.log'
 _STEP = re.compile(r"\[while running '([^']+)'\]")
+# How a full disk or a spent quota reads, from Python (OSError), TensorFlow or Cloud Storage.
+_FULL = re.compile(r'No space left on device|Disk quota exceeded')
 
 
 class RunLog(logging.Handler):
@@ -59,7 +63,7 @@ def kept(log: RunLog, logger: str = 'apache_beam') -> Iterator[RunLog]:
     beam_logger.propagate = propagate
 
 
-def report(error: BaseException, output: str, log: Optional[RunLog]) -> int:
+def report(error: BaseException, output: str, run: str, log: Optional[RunLog]) -> int:
   """Says why the run failed, in a few lines on standard error, with the traceback and ``log``
   written to a log file whose path it gives; returns the exit code."""
   text = str(error)
@@ -68,15 +72,32 @@ def report(error: BaseException, output: str, log: Optional[RunLog]) -> int:
     print(f'error: {_STEP.sub("", budget.group(0)).strip()}', file=sys.stderr)
     print(f'  {_output_state(output)}', file=sys.stderr)
     return 1
+  full = _FULL.search(text)
+  if full:  # the user's to fix, as a bad option is: exit code 2
+    print(f'error: the storage of --output={output} is full ({full.group(0)}): free space there or choose another '
+          'output, then rerun', file=sys.stderr)
+    print(f'  {_output_state(output)}', file=sys.stderr)
+    return 2
   cause, advice = _cause(error, output)
   step = _STEP.search(text)
   lines = [f'error: {cause}' + (f' (in step {step.group(1)})' if step else ''), f'  {_output_state(output)}',
            f'  {advice}']
-  written = _write_log(error, output, log)
+  written = _write_log(error, output, run, log)
   lines.append(f'  Details (the traceback and the log of the run): {written}' if written else
                '  Details could not be written to a log file; rerun with --verbose to see them.')
   print('\n'.join(lines), file=sys.stderr)
   return 1
+
+
+def interrupted(output: str, options: PipelineOptions) -> int:
+  """Says that Ctrl-C stopped the run before its commit, and what became of the output; the exit code."""
+  print('error: interrupted (Ctrl-C) before the commit', file=sys.stderr)
+  print(f'  {_output_state(output)}', file=sys.stderr)
+  runner = options.view_as(StandardOptions).runner or ''
+  if 'dataflow' in runner.lower():
+    print('  A submitted Dataflow job goes on without this command: cancel it in the Dataflow console if it should '
+          'stop.', file=sys.stderr)
+  return interrupts.EXIT_CODE
 
 
 def _cause(error: BaseException, output: str):
@@ -90,6 +111,8 @@ def _cause(error: BaseException, output: str):
   if isinstance(error, TransientReadError) or TransientReadError.__name__ in text:
     return (f'storage kept failing, so the run stopped (no image was rejected for it): {first}',
             'Rerun when it recovers.')
+  if isinstance(error, LockLost) or LockLost.__name__ in text:
+    return (first, 'The other run\'s output stands; rerun once it has ended if this run\'s is the one you want.')
   if isinstance(error, OutputError) or OutputError.__name__ in text:
     return (f'the output could not be written: {first}',
             f'Check that --output={output} is writable and has room, then rerun.')
@@ -108,14 +131,14 @@ def _output_state(output: str) -> str:
   return f'Nothing was committed: --output={output} holds no complete dataset.'
 
 
-def _write_log(error: BaseException, output: str, log: Optional[RunLog]) -> Optional[str]:
+def _write_log(error: BaseException, output: str, run: str, log: Optional[RunLog]) -> Optional[str]:
   """Writes the traceback and ``log`` to the output's temporary directory, or the system's;
   returns the path, or None if neither could be written."""
   lines: List[str] = traceback.format_exception(error)
   if log is not None and log.lines:
     lines += ['\nThe log of the run (its last records):\n'] + [line + '\n' for line in log.lines]
   data = ''.join(lines).encode('utf-8', 'backslashreplace')
-  path = output_dir.temp_path(output, LOG_NAME)
+  path = output_dir.temp_path(output, run, LOG_NAME)
   try:
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
       f.write(data)

@@ -21,8 +21,8 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline.beam import graph, inputs, local_runner, model_files, output_dir
-from beam_pipeline.cli import failures, options as options_lib, progress
-from beam_pipeline.core import progress_counts, steps
+from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
+from beam_pipeline.core import progress_counts, run_lock, steps
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
@@ -39,20 +39,28 @@ _SUBMISSION_LINES = ('Created job with id:', 'Submitted job:', 'To access the Da
 def convert(argv: List[str], started: float) -> int:
   """Runs the conversion the command line asks for; returns the exit code (2: a bad option).
   ``started`` (time.monotonic()) is when the command started, for the summary's wall time."""
-  with contextlib.ExitStack() as held:  # a local copy of a remote --embedding_model, for the run
-    return _convert(argv, started, held)
+  # ``held``: the output's lock, a local copy of a remote --embedding_model, for the run.
+  with interrupts.handled(output_dir.COMMIT_GATE) as ctrl_c, contextlib.ExitStack() as held:
+    try:
+      return _convert(argv, started, held, ctrl_c)
+    except KeyboardInterrupt:
+      workers.shutdown()
+      workers.stop_forkserver()
+      print('error: interrupted (Ctrl-C) before the run started; nothing was written', file=sys.stderr)
+      return interrupts.EXIT_CODE
 
 
-def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int:
+def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c: interrupts.Interrupts) -> int:
   try:
     conversion = options_lib.parse(argv)
     options, settings = conversion.options, conversion.settings
     in_process = local_runner.runs_in_process(options)
     _say_which_splits_win(options, settings)
+    if not _translates_only(options):  # a dry run or a template leaves the output as it is
+      lock = held.enter_context(output_dir.claim(
+          settings.output, settings.run_id, run_lock.LAUNCHER if local_runner.is_direct(options) else run_lock.JOB))
     if settings.embedding:
       settings = _check_model(settings, in_process, held)
-    if not _translates_only(options):  # a dry run or a template leaves the output as it is
-      output_dir.prepare(settings.output)
   except UsageError as e:
     workers.shutdown()
     workers.stop_forkserver()  # a bad option: no run, no workers
@@ -80,11 +88,17 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
       result = pipeline.run()
       done = _submitted(result, options)
       if done is not None:
+        if not _translates_only(options):  # submitted without waiting: the job holds the lock now
+          lock.hand_over(getattr(result, 'job_id', lambda: None)())
         print(done)
         return 0
       state = result.wait_until_finish()
-  except Exception as e:  # pylint: disable=broad-except  # runners wrap worker errors: said in a few lines
-    return failures.report(e, settings.output, log)
+  except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except  # runners wrap worker errors
+    if ctrl_c.seen:  # however the runner wrapped it
+      return failures.interrupted(settings.output, options)
+    if isinstance(e, KeyboardInterrupt):
+      raise
+    return failures.report(e, settings.output, settings.run_id, log)
   finally:
     gc.unfreeze()
     workers.shutdown()
@@ -94,6 +108,10 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack) -> int
   info = RunRecord.read(settings.output, FileSystems.exists, FileSystems.open)
   wrote = summary.of(info, settings.output, time.monotonic() - started)
   print(json.dumps(wrote, indent=2) if conversion.json else '\n'.join(summary.lines(wrote)))
+  if ctrl_c.during_commit:
+    print(f'error: interrupted (Ctrl-C) during the commit, which was let finish: --output={settings.output} holds '
+          'the new complete dataset', file=sys.stderr)
+    return interrupts.EXIT_CODE
   return 0
 
 

@@ -12,6 +12,7 @@ import difflib
 import logging
 import os
 import sys
+import time
 from typing import Iterator, List, NamedTuple, Optional
 
 from apache_beam.io.filesystems import FileSystems
@@ -19,7 +20,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.beam import annotation_inputs, inputs
-from beam_pipeline.core import annotations as annotations_format, labels, schemas, splitting, uris
+from beam_pipeline.core import annotations as annotations_format, labels, run_lock, schemas, splitting, uris
 from beam_pipeline.core.settings import (COMPRESSIONS, DIRECTORY, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec,
                                          InputSpec, LabelSource, Settings, StoredImages)
 from beam_pipeline.core.user_errors import UsageError
@@ -197,6 +198,7 @@ def validate(options: PipelineOptions) -> Settings:
       annotations=annotations,
       drop_unannotated=bool(opts.drop_unannotated),
       include_masks=bool(opts.include_masks),
+      run_id=run_lock.new_run_id(time.time()),
   )
 
 

@@ -49,3 +49,8 @@ class RunFailure(Exception):
 
 class OutputError(RunFailure):
   """The output cannot be listed, written or committed: the run stops, whatever the images."""
+
+
+class LockLost(OutputError):
+  """The run no longer holds its output's lock when it comes to commit: another run's work is
+  there, or soon will be, and this run's must not mix with it."""

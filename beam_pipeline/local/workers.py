@@ -157,6 +157,9 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   write end of its own task queue, and the forkserver lives while any worker
   does. So each worker watches the launcher itself, and exits with it.
   """
+  # Ctrl-C reaches every process of the terminal's group; the launcher alone decides what it
+  # stops (cli/interrupts.py), and a worker it interrupted would report a failed task.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
   stderr_fd = stderr.detach()  # the launcher's standard error (PassedFd)
   os.dup2(stderr_fd, 2)
   os.close(stderr_fd)

@@ -50,11 +50,11 @@ def test_metrics_count_validated_written_and_rejected_images(tmp_path):
   photos.write_files(tmp_path / 'in', files)
   beam_options, settings, *_ = options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out',
                                               '--max_error_fraction=1'])
-  output_dir.prepare(settings.output)
-  p = beam.Pipeline(runner=local_runner.runner_for(beam_options), options=beam_options)
-  graph.build(p, settings, 'DirectRunner')
-  result = p.run()
-  result.wait_until_finish()
+  with output_dir.claim(settings.output, settings.run_id, 'launcher'):
+    p = beam.Pipeline(runner=local_runner.runner_for(beam_options), options=beam_options)
+    graph.build(p, settings, 'DirectRunner')
+    result = p.run()
+    result.wait_until_finish()
   counters = {c.key.metric.name: c.committed for c in result.metrics().query(MetricsFilter())['counters']}
   assert counters['validated'] == counters['written'] == 301
   assert (counters['source_format_JPEG'], counters['source_format_PNG']) == (300, 1)

@@ -19,8 +19,11 @@ def run_pipeline(build) -> None:
   pipeline.run().wait_until_finish()
 
 
+RUN = 'a-run'
+
+
 def staged_errors(out):
-  staged = out / output_dir.TEMP_DIR
+  staged = out / output_dir.TEMP_DIR / RUN
   return {path.name: path.read_text() for path in sorted(staged.glob('errors-*.jsonl'))}
 
 
@@ -31,7 +34,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
   random.Random(1).shuffle(rejected)
   out = tmp_path / 'out'
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(rejected).with_output_types(Rejection) | commit.WriteErrors(str(out), per_file=10),
+      p | beam.Create(rejected).with_output_types(Rejection) | commit.WriteErrors(str(out), RUN, per_file=10),
       equal_to([{'num_files': 4, 'by_reason': {'empty': 18, 'truncated': 17}}])))
   files = staged_errors(out)
   assert sorted(files) == errors_output.file_names(4)
@@ -45,7 +48,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
   out = tmp_path / 'skewed'
   run_pipeline(lambda p: assert_that(
       p | beam.Create([Rejection(uri, 'empty', '') for uri in first_only]).with_output_types(Rejection)
-      | commit.WriteErrors(str(out), per_file=10),
+      | commit.WriteErrors(str(out), RUN, per_file=10),
       equal_to([{'num_files': 2, 'by_reason': {'empty': 11}}])))
   files = staged_errors(out)
   assert len(files['errors-00000-of-00002.jsonl'].splitlines()) == 11 and files['errors-00001-of-00002.jsonl'] == ''
@@ -54,7 +57,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
 def test_no_rejection_still_writes_the_one_empty_file(tmp_path):
   out = tmp_path / 'out'
   run_pipeline(lambda p: assert_that(
-      p | beam.Create([]).with_output_types(Rejection) | commit.WriteErrors(str(out)),
+      p | beam.Create([]).with_output_types(Rejection) | commit.WriteErrors(str(out), RUN),
       equal_to([{'num_files': 1, 'by_reason': {}}])))
   assert staged_errors(out) == {'errors-00000-of-00001.jsonl': ''}
 
