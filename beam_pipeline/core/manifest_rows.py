@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from beam_pipeline.core import boxes, isolation, rejections, uris
+from beam_pipeline.core import boxes, class_names, isolation, rejections, uris
 from beam_pipeline.core.annotations import AnnotatedObject
 from beam_pipeline.core.records import InputItem
 from beam_pipeline.core.rejections import Rejected
@@ -108,6 +108,10 @@ def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
   if not label or len(points) < 2:
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'a box needs a label and at least two vertices (x_min,y_min and '
                                                 'x_max,y_max)')
+  try:
+    label = class_names.class_name(label)
+  except class_names.BadClassName as e:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'box label {label!r} {e}') from None
   xs, ys = [x for x, _ in points], [y for _, y in points]
   if len(points) == 2 and (xs[1] < xs[0] or ys[1] < ys[0]):
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'box {values} is inverted: x_max,y_max comes before x_min,y_min')

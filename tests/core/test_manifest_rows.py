@@ -1,4 +1,6 @@
 """Manifest rows made into input items, and the reasons a row is refused."""
+import re
+
 import pytest
 
 from beam_pipeline.core import boxes, manifest_rows
@@ -99,3 +101,15 @@ def test_a_row_of_several_labels_read_as_a_box_points_to_multi_label():
   with pytest.raises(Rejected) as raised:
     _item('a.jpg', 'cat', 'dog', 'eel')
   assert raised.value.detail.endswith('(several labels in a row need --multi_label)')
+
+
+@pytest.mark.parametrize('label, why', [('li\nne', 'holds a line break'), ('a\x00b', 'control character U+0000'),
+                                        (' \x0b ', 'needs a label')])
+def test_an_automl_box_label_that_is_not_one_line_is_a_bad_row(label, why):
+  with pytest.raises(Rejected, match=re.escape(why)) as raised:
+    _item('a.jpg', label, '0.1', '0.2', '', '', '0.5', '0.6', '', '')
+  assert raised.value.reason == 'bad_manifest_row'
+
+
+def test_an_automl_box_label_is_stripped():
+  assert _item('a.jpg', ' cat ', '0.1', '0.2', '', '', '0.5', '0.6', '', '').objects[0].label == 'cat'
