@@ -129,3 +129,79 @@ def test_detection_class_names_with_a_line_break_are_rejected_and_names_stripped
   assert any(error['reason'] in ('bad_annotation', 'bad_manifest_row') and 'line break' in error['detail']
              for error in errors), errors
   _assert_one_class_a_line(tmp_path / 'out')
+
+
+# Cases 3, 5 and 15 in a JSONL manifest: (label, extra fields), and what becomes of the row.
+JSONL_ROWS = [
+    ('a.jpg', 'dog', {}, 'written'),
+    ('b.jpg', ' dog', {}, 'written'),  # 15: the class 'dog'
+    ('c.jpg', 'li\nne', {}, 'no_label'),
+    ('d.jpg', 'x\u2028y', {}, 'no_label'),  # 3: a line separator, which splitlines() breaks on
+    ('e.jpg', 'x\ty', {}, 'no_label'),  # 3: a control character
+    ('f.jpg', None, {}, 'no_label'),  # 5: "label": null
+    ('g.jpg', '', {}, 'no_label'),  # 5: an empty label
+    ('h.jpg', {'a': 1}, {}, 'bad_manifest_row'),  # 5: not text
+    ('i.jpg', True, {}, 'bad_manifest_row'),  # 5: not text
+    ('j.jpg', 3, {}, 'written'),  # a whole number is its digits, the class '3', as before
+]
+
+
+@pytest.fixture(scope='module')
+def jsonl_run(tmp_path_factory) -> Path:
+  root = tmp_path_factory.mktemp('jsonl')
+  _images(root / 'imgs', sorted({name for name, *_ in JSONL_ROWS}))
+  lines = [json.dumps({'uri': f'imgs/{name}', 'label': label, **extra}) for name, label, extra, _ in JSONL_ROWS]
+  (root / 'manifest.jsonl').write_text('\n'.join(lines) + '\n')
+  assert _convert(root / 'manifest.jsonl', root / 'out') == 0
+  return root
+
+
+def test_jsonl_labels_empty_null_or_not_text_are_rejected_never_minus_one(jsonl_run):
+  """Cases 3, 5, 15. Expected: null, empty and line-breaking labels rejected as `no_label`, a
+  dict or a bool as `bad_manifest_row` naming its type; ' dog' is 'dog'; 3 is the class '3';
+  every record has a class of labels.txt, whose lines are the classes, one a line; the
+  classes' counts sum to the examples."""
+  written, errors = _outcome(jsonl_run / 'out')
+  images = str(jsonl_run / 'imgs')
+  for name, _, _, outcome in JSONL_ROWS[:10]:
+    uri = f'{images}/{name}'
+    if outcome == 'written':
+      assert uri in written, name
+    elif outcome == 'bad_manifest_row':
+      line = JSONL_ROWS.index(next(row for row in JSONL_ROWS if row[0] == name)) + 1
+      assert errors[f'{jsonl_run}/manifest.jsonl:line {line}']['reason'] == outcome, name
+    else:
+      assert errors[uri]['reason'] == outcome, name
+  assert 'an object, not text' in errors[f'{jsonl_run}/manifest.jsonl:line 8']['detail']
+  assert 'true or false, not text' in errors[f'{jsonl_run}/manifest.jsonl:line 9']['detail']
+  assert 'line break' in errors[f'{images}/d.jpg']['detail']
+  assert 'control character U+0009' in errors[f'{images}/e.jpg']['detail']
+  assert 'empty label' in errors[f'{images}/f.jpg']['detail']
+  assert _labels_txt(jsonl_run / 'out') == ['3', 'dog']
+  assert written[f'{images}/b.jpg']['image/class/text'] == b'dog'
+  assert written[f'{images}/j.jpg']['image/class/text'] == b'3'
+  _assert_one_class_a_line(jsonl_run / 'out')
+  info = json.loads((jsonl_run / 'out' / 'beam_pipeline.json').read_text())
+  assert sum(info['splits']['train']['classes'].values()) == info['num_examples'] == len(written)
+
+
+@pytest.fixture(scope='module')
+def csv_run(tmp_path_factory) -> Path:
+  """An AutoML-layout CSV: an empty label cell, a label with a vertical tab."""
+  root = tmp_path_factory.mktemp('csv')
+  _images(root / 'imgs', ['1.jpg', '2.jpg', '3.jpg', '4.jpg'], seed=1)
+  with open(root / 'manifest.csv', 'w', newline='', encoding='utf-8') as f:
+    csv.writer(f).writerows([['imgs/1.jpg', 'cat'], ['imgs/2.jpg', ''], ['imgs/3.jpg', 'x\x0by'], ['imgs/4.jpg', 'dog']])
+  assert _convert(root / 'manifest.csv', root / 'out') == 0
+  return root
+
+
+def test_an_empty_label_cell_of_a_csv_manifest_is_rejected(csv_run):
+  """Cases 3 and 5 in CSV. Expected: `imgs/2.jpg,` rejected as `no_label`; a label holding a
+  vertical tab (a line break to splitlines()) as `no_label`; two records, labels.txt cat and dog."""
+  written, errors = _outcome(csv_run / 'out')
+  assert sorted(written) == [f'{csv_run}/imgs/1.jpg', f'{csv_run}/imgs/4.jpg']
+  assert errors[f'{csv_run}/imgs/2.jpg']['reason'] == 'no_label'
+  assert errors[f'{csv_run}/imgs/3.jpg']['reason'] == 'no_label'
+  assert _labels_txt(csv_run / 'out') == ['cat', 'dog']
+  _assert_one_class_a_line(csv_run / 'out')

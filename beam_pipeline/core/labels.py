@@ -45,11 +45,15 @@ def parse_label_source(value: Optional[str], from_manifest: bool) -> LabelSource
 
 def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> Optional[str]:
   """The class name of one input (class_names.class_name: stripped, one line of text), or None
-  for an unlabeled dataset."""
+  for an unlabeled dataset. A manifest's empty label ('') is no label: an image of a labelled
+  manifest without a class would be written with none."""
   if source.kind == NONE:
     return None
   if source.kind == MANIFEST:
-    label = manifest_label or None
+    if manifest_label == '':
+      raise Rejected(rejections.NO_LABEL, 'its manifest row gives an empty label (for an unlabelled dataset, use '
+                                          '--label_source=none)')
+    label = manifest_label
   else:
     directory, _, name = uri.rpartition('/')
     if not directory:  # 'x.jpg', '/x.jpg': the file system knows what the parent is

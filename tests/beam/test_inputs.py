@@ -93,9 +93,9 @@ def test_automl_csv_without_header(tmp_path):
   assert items[:5] == [
       InputItem('gs://b/a.jpg', 'cat', 'train'),
       InputItem('gs://b/b.jpg', 'dog', 'validation'),
-      InputItem('gs://b/c.jpg', None, None),
+      InputItem('gs://b/c.jpg', '', None),  # an empty label cell: no label (labels.label_for rejects it)
       InputItem('gs://b/d.jpg', 'cat', None),
-      InputItem(str(tmp_path / 'rel/e.jpg'), None, None),
+      InputItem(str(tmp_path / 'rel/e.jpg'), None, None),  # no label cell: an unlabelled row
   ]
   assert isinstance(items[5], Rejection) and items[5].reason == 'bad_manifest_row'
   assert items[5].uri == f'{manifest}:row 7'

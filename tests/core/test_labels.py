@@ -79,6 +79,7 @@ def test_labels_of_every_source_are_stripped(uri, source):
 
 
 @pytest.mark.parametrize('uri, manifest_label, source, why', [
+    ('/d/x/1.jpg', '', LabelSource('manifest'), 'its manifest row gives an empty label'),
     ('/d/x/1.jpg', 'li\nne', LabelSource('manifest'), 'holds a line break'),
     ('/d/x/1.jpg', 'a\tb', LabelSource('manifest'), 'control character U+0009'),
     ('/d/a\x1eb/1.jpg', None, LabelSource('parent_dir'), 'holds a line break'),
@@ -89,3 +90,8 @@ def test_a_label_that_names_no_class_is_no_label(uri, manifest_label, source, wh
   with pytest.raises(Rejected, match=re.escape(why)) as raised:
     labels.label_for(uri, manifest_label, source)
   assert raised.value.reason == 'no_label'
+
+
+def test_an_empty_manifest_label_is_nothing_without_label_source_manifest():
+  assert labels.label_for('/d/cat/1.jpg', '', LabelSource('parent_dir')) == 'cat'
+  assert labels.label_for('/d/cat/1.jpg', '', LabelSource('none')) is None
