@@ -131,7 +131,7 @@ def test_detection_class_names_with_a_line_break_are_rejected_and_names_stripped
   _assert_one_class_a_line(tmp_path / 'out')
 
 
-# Cases 3, 5 and 15 in a JSONL manifest: (label, extra fields), and what becomes of the row.
+# Cases 3, 5, 9 and 15 in a JSONL manifest: (label, extra fields), and what becomes of the row.
 JSONL_ROWS = [
     ('a.jpg', 'dog', {}, 'written'),
     ('b.jpg', ' dog', {}, 'written'),  # 15: the class 'dog'
@@ -143,6 +143,11 @@ JSONL_ROWS = [
     ('h.jpg', {'a': 1}, {}, 'bad_manifest_row'),  # 5: not text
     ('i.jpg', True, {}, 'bad_manifest_row'),  # 5: not text
     ('j.jpg', 3, {}, 'written'),  # a whole number is its digits, the class '3', as before
+    ('a.jpg', 'cat', {}, 'duplicate_row'),  # 9: line 1 again
+    ('k.jpg', 'cat', {'image/source_id': 'abc'}, 'bad_manifest_row'),  # 9: not a decimal
+    ('l.jpg', 'cat', {'image/source_id': 17}, 'written'),
+    ('m.jpg', 'cat', {'image/source_id': '0017'}, 'bad_manifest_row'),  # 9: line 13's id again
+    ('n.jpg', 'cat', {'image/source_id': '18'}, 'written'),
 ]
 
 
@@ -177,7 +182,7 @@ def test_jsonl_labels_empty_null_or_not_text_are_rejected_never_minus_one(jsonl_
   assert 'line break' in errors[f'{images}/d.jpg']['detail']
   assert 'control character U+0009' in errors[f'{images}/e.jpg']['detail']
   assert 'empty label' in errors[f'{images}/f.jpg']['detail']
-  assert _labels_txt(jsonl_run / 'out') == ['3', 'dog']
+  assert _labels_txt(jsonl_run / 'out') == ['3', 'cat', 'dog']
   assert written[f'{images}/b.jpg']['image/class/text'] == b'dog'
   assert written[f'{images}/j.jpg']['image/class/text'] == b'3'
   _assert_one_class_a_line(jsonl_run / 'out')
@@ -185,23 +190,51 @@ def test_jsonl_labels_empty_null_or_not_text_are_rejected_never_minus_one(jsonl_
   assert sum(info['splits']['train']['classes'].values()) == info['num_examples'] == len(written)
 
 
+def test_a_repeated_uri_and_given_source_ids_keep_every_source_id_unique_and_decimal(jsonl_run):
+  """Case 9. Expected: line 11, naming line 1's image again, rejected as `duplicate_row` naming
+  both lines and both labels; a given image/source_id that is no decimal, or is an earlier
+  line's, rejected as `bad_manifest_row`; a given one stored as its decimal text; every
+  record's image/source_id a distinct decimal int64."""
+  written, errors = _outcome(jsonl_run / 'out')
+  manifest = f'{jsonl_run}/manifest.jsonl'
+  repeated = errors[f'{manifest}:line 11']
+  assert repeated['reason'] == 'duplicate_row'
+  assert f'{manifest}:line 1 names it first' in repeated['detail'] and "'cat'" in repeated['detail']
+  assert written[f'{jsonl_run}/imgs/a.jpg']['image/class/text'] == b'dog'
+  assert errors[f'{jsonl_run}/imgs/k.jpg']['reason'] == 'bad_manifest_row'
+  assert 'is not a decimal number' in errors[f'{jsonl_run}/imgs/k.jpg']['detail']
+  again = errors[f'{manifest}:line 14']
+  assert again['reason'] == 'bad_manifest_row' and f'{manifest}:line 13' in again['detail']
+  assert written[f'{jsonl_run}/imgs/l.jpg']['image/source_id'] == b'17'
+  assert written[f'{jsonl_run}/imgs/n.jpg']['image/source_id'] == b'18'
+  source_ids = [record['image/source_id'] for record in written.values()]
+  assert len(set(source_ids)) == len(source_ids)
+  assert all(source_id.isdigit() and int(source_id) < 2**63 for source_id in source_ids)
+  info = json.loads((jsonl_run / 'out' / 'beam_pipeline.json').read_text())
+  assert info['num_examples'] + info['num_errors'] == len(JSONL_ROWS)
+
+
 @pytest.fixture(scope='module')
 def csv_run(tmp_path_factory) -> Path:
-  """An AutoML-layout CSV: an empty label cell, a label with a vertical tab."""
+  """An AutoML-layout CSV: an empty label cell, a label with a vertical tab, one image twice."""
   root = tmp_path_factory.mktemp('csv')
   _images(root / 'imgs', ['1.jpg', '2.jpg', '3.jpg', '4.jpg'], seed=1)
   with open(root / 'manifest.csv', 'w', newline='', encoding='utf-8') as f:
-    csv.writer(f).writerows([['imgs/1.jpg', 'cat'], ['imgs/2.jpg', ''], ['imgs/3.jpg', 'x\x0by'], ['imgs/4.jpg', 'dog']])
+    csv.writer(f).writerows([['imgs/1.jpg', 'cat'], ['imgs/2.jpg', ''], ['imgs/3.jpg', 'x\x0by'], ['imgs/4.jpg', 'dog'],
+                             ['imgs/1.jpg', 'cat']])
   assert _convert(root / 'manifest.csv', root / 'out') == 0
   return root
 
 
-def test_an_empty_label_cell_of_a_csv_manifest_is_rejected(csv_run):
-  """Cases 3 and 5 in CSV. Expected: `imgs/2.jpg,` rejected as `no_label`; a label holding a
-  vertical tab (a line break to splitlines()) as `no_label`; two records, labels.txt cat and dog."""
+def test_an_empty_label_cell_and_a_repeated_row_of_a_csv_manifest_are_rejected(csv_run):
+  """Cases 3, 5, 9 in CSV. Expected: `imgs/2.jpg,` rejected as `no_label`; a label holding a
+  vertical tab (a line break to splitlines()) as `no_label`; row 5, row 1 again, as
+  `duplicate_row` naming both rows; two records, labels.txt cat and dog."""
   written, errors = _outcome(csv_run / 'out')
   assert sorted(written) == [f'{csv_run}/imgs/1.jpg', f'{csv_run}/imgs/4.jpg']
   assert errors[f'{csv_run}/imgs/2.jpg']['reason'] == 'no_label'
   assert errors[f'{csv_run}/imgs/3.jpg']['reason'] == 'no_label'
+  repeated = errors[f'{csv_run}/manifest.csv:row 5']
+  assert repeated['reason'] == 'duplicate_row' and f'{csv_run}/manifest.csv:row 1 names it first' in repeated['detail']
   assert _labels_txt(csv_run / 'out') == ['cat', 'dog']
   _assert_one_class_a_line(csv_run / 'out')

@@ -269,7 +269,7 @@ def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterato
     # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
     rows = csv.reader(text, skipinitialspace=True)
     for row_number in itertools.count(first_row):
-      where = f'{path}:row {row_number}'
+      where = manifest_rows.row_name(path, True, row_number)
       try:
         row = next(rows)
       except StopIteration:
@@ -281,15 +281,21 @@ def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterato
         continue
       if not any(cell.strip() for cell in row):
         continue
-      yield _listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where,
-                    multi_label)
+      yield _numbered(_listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where,
+                              multi_label), row_number)
 
 
 def _read_jsonl_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
   with _open_text(path, part.rows) as text:
     for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
       if line.strip():
-        yield _listed(f'{path}:line {line_number}', line, manifest_rows.jsonl_line_item, path, line, multi_label)
+        yield _numbered(_listed(manifest_rows.row_name(path, False, line_number), line, manifest_rows.jsonl_line_item,
+                                path, line, multi_label), line_number)
+
+
+def _numbered(item: Union[InputItem, Rejection], row: int) -> Union[InputItem, Rejection]:
+  """An item with the number of the manifest row that lists it."""
+  return item._replace(row=row) if isinstance(item, InputItem) else item
 
 
 def parts_counted(spec: InputSpec) -> Iterator[InputPart]:

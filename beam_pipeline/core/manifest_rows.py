@@ -8,15 +8,17 @@ counts once, in the row's order (InputItem.labels).
 Plain functions of one row, free of Beam: the Beam side (beam/inputs.py) reads the
 manifest, in parts, and hands each row here behind the isolation boundary.
 """
+import functools
 import json
 import math
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from beam_pipeline.core import boxes, class_names, isolation, rejections, uris
 from beam_pipeline.core.annotations import AnnotatedObject
 from beam_pipeline.core.records import InputItem
 from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import CSV, InputSpec
 
 # AutoML Vision's ML_USE values; UNASSIGNED leaves the choice to the split rules.
 _MANIFEST_SPLITS = {'TRAIN': 'train', 'VALIDATION': 'validation', 'TEST': 'test', 'UNASSIGNED': None}
@@ -35,6 +37,16 @@ def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str], whe
   if header:
     return _csv_item(manifest, header, row, multi_label)
   return _automl_item(manifest, row, where, multi_label)
+
+
+def row_name(manifest: str, csv: bool, number: int) -> str:
+  """How the errors file names a manifest's row: 'm.csv:row 3' (a CSV row may span lines), 'm.jsonl:line 3'."""
+  return f'{manifest}:{"row" if csv else "line"} {number}'
+
+
+def row_names(spec: InputSpec) -> Optional[Callable[[int], str]]:
+  """row_name for the rows of the manifest ``spec`` names; None for an input that is no manifest."""
+  return functools.partial(row_name, spec.path, spec.kind == CSV) if spec.is_manifest else None
 
 
 def is_detection_row(row: List[str]) -> bool:

@@ -17,6 +17,7 @@ UNSUPPORTED_PIXELS = 'unsupported_pixels'
 UNREADABLE = 'unreadable'
 NO_LABEL = 'no_label'
 BAD_MANIFEST_ROW = 'bad_manifest_row'
+DUPLICATE_ROW = 'duplicate_row'  # a manifest row naming an image an earlier row names: the image is written once
 CHANGED_DURING_RUN = 'changed_during_run'
 DUPLICATE = 'duplicate'  # dropped by --dedupe: listed with the rejections, but not an error
 UNANNOTATED = 'unannotated'  # dropped by --drop_unannotated: an error, but not one of the error budget
