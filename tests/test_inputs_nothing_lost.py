@@ -8,14 +8,20 @@ one conversion can show several cases, the tests share it (module fixtures).
 """
 import csv
 import json
+import shutil
+import zlib
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 
+from beam_pipeline.cli import failures
+from beam_pipeline.core.rejections import InputFileError
 from helpers import photos
-from helpers.commands import convert
-from helpers.dataset_reader import read_errors, read_output
+from helpers.commands import convert, error_line
+from helpers.dataset_reader import local_files, read_errors, read_output
+
+REPORT_IT = 'report it'
 
 
 def _convert(source: Path, out: Path, *extra: str) -> int:
@@ -238,3 +244,107 @@ def test_an_empty_label_cell_and_a_repeated_row_of_a_csv_manifest_are_rejected(c
   assert repeated['reason'] == 'duplicate_row' and f'{csv_run}/manifest.csv:row 1 names it first' in repeated['detail']
   assert _labels_txt(csv_run / 'out') == ['cat', 'dog']
   _assert_one_class_a_line(csv_run / 'out')
+
+
+@pytest.fixture(scope='module')
+def earlier(tmp_path_factory) -> Path:
+  """A complete output of an earlier run."""
+  root = tmp_path_factory.mktemp('earlier')
+  _images(root / 'in', ['cat/1.jpg', 'dog/2.jpg'], seed=4)
+  assert _convert(root / 'in', root / 'out') == 0
+  return root / 'out'
+
+
+def _dataset(out: Path) -> Dict[str, bytes]:
+  """An output's files but its hidden ones (a run's staging)."""
+  return {name: data for name, data in local_files(out).items() if not name.startswith('.')}
+
+
+def _gzipped(rows: List[str], cut_after: int) -> Tuple[bytes, int]:
+  """The rows gzipped, with a full flush after the first ``cut_after`` rows: (the data, the offset
+  of that flush point), where a cut leaves a stream that decompresses cleanly up to it."""
+  compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+  data = compressor.compress(''.join(rows[:cut_after]).encode()) + compressor.flush(zlib.Z_FULL_FLUSH)
+  flush_point = len(data)
+  return data + compressor.compress(''.join(rows[cut_after:]).encode()) + compressor.flush(), flush_point
+
+
+def _large_manifest(root: Path, kind: str) -> List[str]:
+  """300 rows over 6 images, each long enough that the cut lies far past what the launch reads."""
+  _images(root / 'imgs', [f'{i}.jpg' for i in range(6)], seed=5)
+  note = 'n' * 200
+  if kind == 'csv':
+    return ['uri,label,note\n'] + [f'imgs/{i % 6}.jpg,c{i % 2},{note}{i}\n' for i in range(300)]
+  return [json.dumps({'uri': f'imgs/{i % 6}.jpg', 'label': f'c{i % 2}', 'note': f'{note}{i}'}) + '\n'
+          for i in range(300)]
+
+
+def _truncated_large(root: Path, kind: str) -> Path:
+  data, flush_point = _gzipped(_large_manifest(root, kind), 150)
+  path = root / f'manifest.{kind}.gz'
+  path.write_bytes(data[:flush_point])
+  return path
+
+
+def _damaged_large(root: Path, kind: str) -> Path:
+  data, flush_point = _gzipped(_large_manifest(root, kind), 150)
+  damaged = bytearray(data)
+  for offset in range(flush_point + 10, flush_point + 40):
+    damaged[offset] ^= 0x55
+  path = root / f'manifest.{kind}.gz'
+  path.write_bytes(bytes(damaged))
+  return path
+
+
+def _truncated_small(root: Path, kind: str) -> Path:
+  _images(root / 'imgs', ['0.jpg'], seed=5)
+  rows = [json.dumps({'uri': 'imgs/0.jpg', 'label': 'cat'}) + '\n'] * 20 if kind == 'jsonl' else ['imgs/0.jpg,cat\n'] * 20
+  data, flush_point = _gzipped(rows, 10)
+  path = root / f'manifest.{kind}.gz'
+  path.write_bytes(data[:flush_point])
+  return path
+
+
+def _not_gzip(root: Path, kind: str) -> Path:
+  _images(root / 'imgs', ['0.jpg'], seed=5)
+  path = root / f'manifest.{kind}.gz'
+  path.write_text('imgs/0.jpg,cat\n' if kind == 'csv' else '{"uri": "imgs/0.jpg"}\n')
+  return path
+
+
+@pytest.mark.parametrize('make, kind, says', [
+    (_truncated_large, 'csv', 'is cut short'),  # found by the worker that lists it, before the commit
+    (_damaged_large, 'jsonl', 'is damaged'),
+    (_damaged_large, 'csv', 'is damaged'),
+    (_truncated_small, 'jsonl', 'is cut short'),  # found at launch, from its first rows
+    (_not_gzip, 'csv', 'is not gzip data'),
+], ids=['csv-cut-in-run', 'jsonl-damaged-in-run', 'csv-damaged-in-run', 'jsonl-cut-at-launch', 'csv-not-gzip'])
+def test_a_compressed_manifest_cut_short_or_damaged_fails_the_run_and_keeps_the_earlier_dataset(
+    earlier, tmp_path, capsys, make, kind, says):
+  """Cases 4 and 12. A .csv.gz or .jsonl.gz cut at a flush point (zcat: "unexpected end of
+  file"), damaged, or not gzip at all. Expected: exit code 2, one `error:` line naming the
+  file, the cause and what to do, never "report it"; the earlier dataset as it was."""
+  manifest = make(tmp_path, kind)
+  out = tmp_path / 'out'
+  shutil.copytree(earlier, out)
+  before = _dataset(out)
+  capsys.readouterr()
+  returncode = _convert(manifest, out)
+  stderr = capsys.readouterr().err
+  assert returncode == 2, stderr
+  line = error_line(stderr)
+  assert line.startswith(f'error: --input={manifest} {says}') and 'then rerun' in line, line
+  assert REPORT_IT not in stderr
+  assert _dataset(out) == before
+
+
+def test_a_worker_error_of_an_input_file_wrapped_by_a_runner_is_the_users_exit_2(tmp_path, capsys):
+  """Dataflow hands a worker's exception back as text, the traceback around it. Expected: its
+  InputFileError's message on one `error:` line, without the step, and exit code 2."""
+  message = '--input=gs://b/m.csv.gz is cut short: its gzip data ends; copy it again, then rerun'
+  wrapped = RuntimeError(f"Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                         f"beam_pipeline.core.rejections.{InputFileError.__name__}: {message} "
+                         f"[while running 'List/FlatMap(batches_counted)']\n")
+  assert failures.report(wrapped, str(tmp_path / 'out'), None) == 2
+  stderr = capsys.readouterr().err
+  assert error_line(stderr) == f'error: {message}' and REPORT_IT not in stderr

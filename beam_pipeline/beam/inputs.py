@@ -18,9 +18,9 @@ from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import local_files, object_listing, tags
-from beam_pipeline.core import isolation, manifest_parts, manifest_rows, progress_counts, rejections
+from beam_pipeline.core import isolation, manifest_parts, manifest_rows, manifest_text, progress_counts, rejections
 from beam_pipeline.core.records import InputItem, Rejection
-from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.rejections import InputFileError, Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
 from beam_pipeline.core.user_errors import UsageError
 
@@ -90,7 +90,7 @@ def input_parts(spec: InputSpec, part_bytes: int = manifest_parts.PART_BYTES) ->
   manifest of a thousand parts never sits in memory."""
   if spec.is_manifest:
     header = _csv_header(spec.path) if spec.kind == CSV else None
-    if spec.path.lower().endswith('.gz'):  # a compressed stream cannot be entered midway
+    if manifest_text.is_compressed(spec.path):  # a compressed stream cannot be entered midway
       yield InputPart(spec, header=header)
       return
     with FileSystems.open(spec.path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
@@ -229,10 +229,13 @@ def _split_folder(root: str, path: str) -> Optional[str]:
 
 
 def _open_text(path: str, rows: Optional[manifest_parts.Part] = None) -> io.TextIOWrapper:
-  """The text of a manifest, or of its byte range ``rows``."""
-  # AUTO decompresses manifest.csv.gz (listed whole); newline='' lets csv handle quoted line breaks.
-  stream = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
-  if rows and rows.start:
+  """The text of a manifest, or of its byte range ``rows``; newline='' lets csv handle quoted
+  line breaks. A .gz one (listed whole) is decompressed by manifest_text, whose errors end
+  the run: Beam's own decompression would end a stream cut short as if it were complete."""
+  stream = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+  if manifest_text.is_compressed(path):
+    stream = manifest_text.Decompressed(stream, path)
+  elif rows and rows.start:
     stream.seek(rows.start)
   limit = rows.end - rows.start if rows and rows.end is not None else None
   # surrogateescape: a row that is not UTF-8 is rejected alone (_check_text), not the whole job.
@@ -252,14 +255,21 @@ def _csv_header(path: str) -> Optional[Tuple[str, ...]]:
 
 def is_detection_csv(spec: InputSpec) -> bool:
   """Whether a CSV manifest is in AutoML Vision's object-detection layout, as its first row is;
-  under --multi_label its rows' extra cells are labels instead."""
-  if spec.kind != CSV or spec.multi_label or _csv_header(spec.path):
+  under --multi_label its rows' extra cells are labels instead. Asked at launch, where a .gz
+  manifest damaged from its start is said in one line (UsageError)."""
+  if spec.kind != CSV or spec.multi_label:
     return False
-  with _open_text(spec.path) as text:
-    try:
-      first = next((row for row in csv.reader(text, skipinitialspace=True) if any(cell.strip() for cell in row)), [])
-    except (csv.Error, UnicodeError):  # the reader rejects that row
+  try:
+    if _csv_header(spec.path):
       return False
+    with _open_text(spec.path) as text:
+      try:
+        first = next((row for row in csv.reader(text, skipinitialspace=True) if any(cell.strip() for cell in row)),
+                     [])
+      except (csv.Error, UnicodeError):  # the reader rejects that row
+        return False
+  except InputFileError as e:
+    raise UsageError(str(e)) from None
   return manifest_rows.is_detection_row(first)
 
 

@@ -50,3 +50,9 @@ class RunFailure(Exception):
 
 class OutputError(RunFailure):
   """The output cannot be listed, written or committed: the run stops, whatever the images."""
+
+
+class InputFileError(RunFailure):
+  """An input file the run cannot read through (a compressed manifest cut short or damaged): the
+  user's to fix, not one input's rejection and no bug, so the run stops before its commit and
+  the command says so in the message's one line, with exit code 2."""
