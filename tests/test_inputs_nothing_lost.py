@@ -7,7 +7,9 @@ naming one image twice or giving image/source_id values Model Garden cannot pars
 one conversion can show several cases, the tests share it (module fixtures).
 """
 import csv
+import gzip
 import json
+import os
 import shutil
 import zlib
 from pathlib import Path
@@ -348,3 +350,28 @@ def test_a_worker_error_of_an_input_file_wrapped_by_a_runner_is_the_users_exit_2
   assert failures.report(wrapped, str(tmp_path / 'out'), None) == 2
   stderr = capsys.readouterr().err
   assert error_line(stderr) == f'error: {message}' and REPORT_IT not in stderr
+
+
+@pytest.mark.parametrize('name, content, says', [
+    ('empty.csv', b'', 'is empty'),
+    ('header.csv', b'uri,label\n', 'holds only a header row'),
+    ('header-and-blanks.csv', b'image_path,label,split\n\n,,\n\n', 'holds only a header row'),
+    ('blank.jsonl', b'\n  \n\t\n\n', 'holds only blank lines'),
+    ('empty.jsonl', b'', 'is empty'),
+    ('empty.csv.gz', gzip.compress(b''), 'is empty'),
+    ('blank.jsonl.gz', gzip.compress(b'\n\n'), 'holds only blank lines'),
+])
+def test_an_empty_manifest_fails_at_launch_and_keeps_the_earlier_dataset(earlier, tmp_path, capsys, name, content,
+                                                                         says):
+  """Case 6. Expected, as for an empty input folder: exit code 2 before any work, one `error:`
+  line naming the manifest and what it holds; the earlier dataset as it was, no staging."""
+  manifest = tmp_path / name
+  manifest.write_bytes(content)
+  out = tmp_path / 'out'
+  shutil.copytree(earlier, out)
+  before = local_files(out)
+  capsys.readouterr()
+  assert _convert(manifest, out) == 2
+  assert error_line(capsys.readouterr().err) == (
+      f'error: --input={manifest} {says}: it names no image; give a manifest with a row per image')
+  assert local_files(out) == before and sorted(os.listdir(out)) == sorted(os.listdir(earlier))

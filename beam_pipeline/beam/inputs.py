@@ -44,6 +44,7 @@ def resolve_input(value: str) -> InputSpec:
     if lower.endswith(suffix):
       if not FileSystems.exists(value):
         raise UsageError(f'--input={value}: manifest not found')
+      _check_names_images(value, kind)
       return InputSpec(kind, value)
   if any(c in value for c in '*?['):
     if not _has_match(value):
@@ -55,6 +56,18 @@ def resolve_input(value: str) -> InputSpec:
   if not value.endswith('/') and _has_match(value):
     return InputSpec(GLOB, value)  # a single file
   raise UsageError(f'--input={value} does not exist; give a glob, a directory of images or a manifest')
+
+
+def _check_names_images(path: str, kind: str) -> None:
+  """Fails fast, in one line, if the manifest names no image (or its gzip data is damaged
+  from the start), reading only its first rows."""
+  try:
+    with _open_text(path) as text:
+      empty = manifest_text.emptiness(text, kind == CSV)
+  except InputFileError as e:
+    raise UsageError(str(e)) from None
+  if empty:
+    raise UsageError(f'--input={path} {empty}: it names no image; give a manifest with a row per image')
 
 
 def open_image(uri: str) -> BinaryIO:

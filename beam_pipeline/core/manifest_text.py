@@ -1,16 +1,24 @@
-"""A manifest's bytes as text: a .gz one decompressed by the stdlib as it is read.
+"""A manifest's bytes as text: a .gz one decompressed by the stdlib as it is read, and what its
+first rows say before any work.
 
 A gzip stream cut short (an upload or copy that stopped) decompresses cleanly up to the cut,
 and a reader that stops at the first empty read would list the rows before it and lose the
 rest unsaid; damaged data raises zlib's own errors. Either way the manifest is the user's
 to fix, so reading it raises InputFileError, which stops the run before its commit and is
-said in one line (exit 2).
+said in one line (exit 2). A manifest that names no image at all is refused at launch, as an
+empty directory is, from its first rows only.
 """
+import csv
 import gzip
 import zlib
-from typing import BinaryIO
+from typing import BinaryIO, Iterable, Optional
 
+from beam_pipeline.core import manifest_rows
 from beam_pipeline.core.rejections import InputFileError
+
+# At launch, at most this many blank rows are read past for the first row that names an image:
+# a manifest is not read whole before the run, however large.
+MAX_BLANK_ROWS = 10_000
 
 
 def is_compressed(path: str) -> bool:
@@ -50,3 +58,29 @@ class Decompressed:
       self._file.close()
     finally:
       self._stream.close()
+
+
+def emptiness(text: Iterable[str], csv_rows: bool, max_blank_rows: int = MAX_BLANK_ROWS) -> Optional[str]:
+  """Why a manifest names no image, from its ``text`` (its lines): 'is empty', 'holds only a
+  header row' or 'holds only blank lines'; None once a row names anything (a row the reader
+  will reject still counts), or once ``max_blank_rows`` blank rows are read past."""
+  rows = csv.reader(text, skipinitialspace=True) if csv_rows else ([line] for line in text)
+  seen_header = seen_blank = False
+  for number in range(1, max_blank_rows + 2):
+    try:
+      row = next(rows, None)
+    except csv.Error:  # a row the reader rejects: a row all the same
+      return None
+    if row is None:
+      break
+    if number == 1 and csv_rows and manifest_rows.is_header(row):
+      seen_header = True
+    elif any(cell.strip() for cell in row):
+      return None
+    else:
+      seen_blank = True
+  else:
+    return None
+  if seen_header:
+    return 'holds only a header row'
+  return 'holds only blank lines' if seen_blank else 'is empty'

@@ -1,7 +1,8 @@
-"""A manifest's text: gzip cut short or damaged said for the user."""
+"""A manifest's text: gzip cut short or damaged said for the user; an empty one told from its first rows."""
 import gzip
 import io
 import zlib
+from typing import Iterator
 
 import pytest
 
@@ -46,3 +47,36 @@ def test_a_stream_cut_short_or_damaged_raises_one_line_for_the_user(data, says):
   message = str(raised.value)
   assert message.startswith(f'--input=gs://b/m.csv.gz {says}') and message.endswith('then rerun'), message
   assert '\n' not in message and isinstance(raised.value, RunFailure)
+
+
+@pytest.mark.parametrize('text, csv_rows, expected', [
+    ('', True, 'is empty'),
+    ('', False, 'is empty'),
+    ('uri,label\n', True, 'holds only a header row'),
+    ('\ufeffimage_path,label\r\n\r\n,,\n', True, 'holds only a header row'),
+    ('\n \n,\n', True, 'holds only blank lines'),
+    ('\n  \n\t\n', False, 'holds only blank lines'),
+    ('uri,label\na.jpg,cat\n', True, None),
+    ('\n\na.jpg\n', True, None),
+    ('TRAIN,a.jpg,cat\n', True, None),  # no header: the first row names an image
+    ('{"uri": "a.jpg"}\n', False, None),
+    ('not json\n', False, None),  # a row the reader will reject is a row
+    ('uri\n"unterminated\n', True, None),
+])
+def test_emptiness_says_why_a_manifest_names_no_image(text, csv_rows, expected):
+  assert manifest_text.emptiness(io.StringIO(text.lstrip('\ufeff'), newline=''), csv_rows) == expected
+
+
+def test_emptiness_reads_only_the_first_rows():
+  """A manifest of a hundred million rows is not read at launch: the first row that names an
+  image ends the look, and so does a long run of blank rows."""
+  def lines(first: str) -> Iterator[str]:
+    yield 'uri,label\n'
+    yield first
+    for number in range(10**8):
+      if number > manifest_text.MAX_BLANK_ROWS + 2:
+        raise AssertionError('read too far')
+      yield '\n'
+
+  assert manifest_text.emptiness(lines('a.jpg,cat\n'), True) is None
+  assert manifest_text.emptiness(lines('\n'), True) is None
