@@ -352,15 +352,18 @@ def test_a_worker_error_of_an_input_file_wrapped_by_a_runner_is_the_users_exit_2
   assert error_line(stderr) == f'error: {message}' and REPORT_IT not in stderr
 
 
-@pytest.mark.parametrize('name, content, says', [
+EMPTY_MANIFESTS = [
     ('empty.csv', b'', 'is empty'),
     ('header.csv', b'uri,label\n', 'holds only a header row'),
     ('header-and-blanks.csv', b'image_path,label,split\n\n,,\n\n', 'holds only a header row'),
     ('blank.jsonl', b'\n  \n\t\n\n', 'holds only blank lines'),
     ('empty.jsonl', b'', 'is empty'),
-    ('empty.csv.gz', gzip.compress(b''), 'is empty'),
-    ('blank.jsonl.gz', gzip.compress(b'\n\n'), 'holds only blank lines'),
-])
+    ('empty.csv.gz', gzip.compress(b'', mtime=0), 'is empty'),
+    ('blank.jsonl.gz', gzip.compress(b'\n\n', mtime=0), 'holds only blank lines'),
+]
+
+
+@pytest.mark.parametrize('name, content, says', EMPTY_MANIFESTS, ids=[name for name, *_ in EMPTY_MANIFESTS])
 def test_an_empty_manifest_fails_at_launch_and_keeps_the_earlier_dataset(earlier, tmp_path, capsys, name, content,
                                                                          says):
   """Case 6. Expected, as for an empty input folder: exit code 2 before any work, one `error:`
