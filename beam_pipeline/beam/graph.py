@@ -7,10 +7,11 @@ from apache_beam.pvalue import AsList, AsSingleton
 from beam_pipeline.beam import annotation_inputs, coders
 from beam_pipeline.beam.commit import WriteErrors, WrittenTotals, commit
 from beam_pipeline.beam.inputs import batches_counted, parts_counted
-from beam_pipeline.beam.planning import AssignSplits, DuplicateGroups, GroupCopies, PlanShards, bucket_by_content
+from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, PlanShards, UniqueSourceIds,
+                                         bucket_by_content)
 from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
 from beam_pipeline.beam.tags import DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN
-from beam_pipeline.core import hash_order, labels, sharding
+from beam_pipeline.core import hash_order, labels, manifest_rows, schemas, sharding
 from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
@@ -68,7 +69,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
 class Planned(NamedTuple):
   plans: beam.PCollection  # of ShardPlan
   labels: beam.PCollection  # one element: the sorted label texts, labels.txt's lines
-  rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed
+  rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows
   duplicates: beam.PCollection  # one element: the groups of identical files, summed up (DuplicateGroups)
 
 
@@ -81,13 +82,22 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   records (hash_order.prefix_digits); the plans do not depend on the width.
   """
   listed = AsSingleton(num_listed)
+  # A manifest names each image once and gives each an image/source_id of its own: rows that
+  # do not are rejected where their records meet, by a given id here, by content below.
+  row_name = manifest_rows.row_names(settings.input)
+  source_id_key = schemas.source_id_key(settings.schema)
+  rejected = []
+  if row_name and source_id_key:
+    unique = records | 'UniqueSourceIds' >> UniqueSourceIds(source_id_key, row_name)
+    records = unique['records']
+    rejected.append(unique[REJECTED])
   # Keyed by the start of the content hash, so identical files meet in one bucket,
   # form one group and never straddle splits.
   grouped = (records
              | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
                                                  ).with_output_types(Tuple[str, List[ImageRecord]])
              | 'GroupByContent' >> beam.GroupByKey()
-             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe)).with_output_types(
+             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name)).with_output_types(
                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))
   # Splits follow the content hash, class by class; each content bucket places its own
   # records, then hands them on by their shard order key, which is independent of the split.
@@ -98,4 +108,5 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
                   | 'SortLabels' >> beam.Map(labels.sorted_labels))
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings))
   duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())
-  return Planned(plans, class_labels, grouped[REJECTED], duplicates)
+  rejected = (*rejected, grouped[REJECTED]) | 'PlanningRejections' >> beam.Flatten()
+  return Planned(plans, class_labels, rejected, duplicates)

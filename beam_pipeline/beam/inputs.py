@@ -18,9 +18,9 @@ from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import local_files, object_listing, tags
-from beam_pipeline.core import isolation, manifest_parts, manifest_rows, progress_counts, rejections
+from beam_pipeline.core import isolation, manifest_parts, manifest_rows, manifest_text, progress_counts, rejections
 from beam_pipeline.core.records import InputItem, Rejection
-from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.rejections import InputFileError, Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
 from beam_pipeline.core.user_errors import UsageError
 
@@ -44,6 +44,7 @@ def resolve_input(value: str) -> InputSpec:
     if lower.endswith(suffix):
       if not FileSystems.exists(value):
         raise UsageError(f'--input={value}: manifest not found')
+      _check_names_images(value, kind)
       return InputSpec(kind, value)
   if any(c in value for c in '*?['):
     if not _has_match(value):
@@ -55,6 +56,18 @@ def resolve_input(value: str) -> InputSpec:
   if not value.endswith('/') and _has_match(value):
     return InputSpec(GLOB, value)  # a single file
   raise UsageError(f'--input={value} does not exist; give a glob, a directory of images or a manifest')
+
+
+def _check_names_images(path: str, kind: str) -> None:
+  """Fails fast, in one line, if the manifest names no image (or its gzip data is damaged
+  from the start), reading only its first rows."""
+  try:
+    with _open_text(path) as text:
+      empty = manifest_text.emptiness(text, kind == CSV)
+  except InputFileError as e:
+    raise UsageError(str(e)) from None
+  if empty:
+    raise UsageError(f'--input={path} {empty}: it names no image; give a manifest with a row per image')
 
 
 def open_image(uri: str) -> BinaryIO:
@@ -90,7 +103,7 @@ def input_parts(spec: InputSpec, part_bytes: int = manifest_parts.PART_BYTES) ->
   manifest of a thousand parts never sits in memory."""
   if spec.is_manifest:
     header = _csv_header(spec.path) if spec.kind == CSV else None
-    if spec.path.lower().endswith('.gz'):  # a compressed stream cannot be entered midway
+    if manifest_text.is_compressed(spec.path):  # a compressed stream cannot be entered midway
       yield InputPart(spec, header=header)
       return
     with FileSystems.open(spec.path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
@@ -229,10 +242,13 @@ def _split_folder(root: str, path: str) -> Optional[str]:
 
 
 def _open_text(path: str, rows: Optional[manifest_parts.Part] = None) -> io.TextIOWrapper:
-  """The text of a manifest, or of its byte range ``rows``."""
-  # AUTO decompresses manifest.csv.gz (listed whole); newline='' lets csv handle quoted line breaks.
-  stream = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
-  if rows and rows.start:
+  """The text of a manifest, or of its byte range ``rows``; newline='' lets csv handle quoted
+  line breaks. A .gz one (listed whole) is decompressed by manifest_text, whose errors end
+  the run: Beam's own decompression would end a stream cut short as if it were complete."""
+  stream = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+  if manifest_text.is_compressed(path):
+    stream = manifest_text.Decompressed(stream, path)
+  elif rows and rows.start:
     stream.seek(rows.start)
   limit = rows.end - rows.start if rows and rows.end is not None else None
   # surrogateescape: a row that is not UTF-8 is rejected alone (_check_text), not the whole job.
@@ -252,14 +268,21 @@ def _csv_header(path: str) -> Optional[Tuple[str, ...]]:
 
 def is_detection_csv(spec: InputSpec) -> bool:
   """Whether a CSV manifest is in AutoML Vision's object-detection layout, as its first row is;
-  under --multi_label its rows' extra cells are labels instead."""
-  if spec.kind != CSV or spec.multi_label or _csv_header(spec.path):
+  under --multi_label its rows' extra cells are labels instead. Asked at launch, where a .gz
+  manifest damaged from its start is said in one line (UsageError)."""
+  if spec.kind != CSV or spec.multi_label:
     return False
-  with _open_text(spec.path) as text:
-    try:
-      first = next((row for row in csv.reader(text, skipinitialspace=True) if any(cell.strip() for cell in row)), [])
-    except (csv.Error, UnicodeError):  # the reader rejects that row
+  try:
+    if _csv_header(spec.path):
       return False
+    with _open_text(spec.path) as text:
+      try:
+        first = next((row for row in csv.reader(text, skipinitialspace=True) if any(cell.strip() for cell in row)),
+                     [])
+      except (csv.Error, UnicodeError):  # the reader rejects that row
+        return False
+  except InputFileError as e:
+    raise UsageError(str(e)) from None
   return manifest_rows.is_detection_row(first)
 
 
@@ -269,7 +292,7 @@ def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterato
     # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
     rows = csv.reader(text, skipinitialspace=True)
     for row_number in itertools.count(first_row):
-      where = f'{path}:row {row_number}'
+      where = manifest_rows.row_name(path, True, row_number)
       try:
         row = next(rows)
       except StopIteration:
@@ -281,15 +304,21 @@ def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterato
         continue
       if not any(cell.strip() for cell in row):
         continue
-      yield _listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where,
-                    multi_label)
+      yield _numbered(_listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where,
+                              multi_label), row_number)
 
 
 def _read_jsonl_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
   with _open_text(path, part.rows) as text:
     for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
       if line.strip():
-        yield _listed(f'{path}:line {line_number}', line, manifest_rows.jsonl_line_item, path, line, multi_label)
+        yield _numbered(_listed(manifest_rows.row_name(path, False, line_number), line, manifest_rows.jsonl_line_item,
+                                path, line, multi_label), line_number)
+
+
+def _numbered(item: Union[InputItem, Rejection], row: int) -> Union[InputItem, Rejection]:
+  """An item with the number of the manifest row that lists it."""
+  return item._replace(row=row) if isinstance(item, InputItem) else item
 
 
 def parts_counted(spec: InputSpec) -> Iterator[InputPart]:

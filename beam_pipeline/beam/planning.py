@@ -3,16 +3,20 @@ bucket by bucket, with per-key totals as side inputs, so that no worker holds a 
 import collections.abc
 import functools
 import itertools
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_pipeline.beam import tags
-from beam_pipeline.core import dataset_info, hash_order, isolation, progress_counts, sharding, splitting
+from beam_pipeline.beam.tags import REJECTED
+from beam_pipeline.core import dataset_info, hash_order, isolation, progress_counts, repeated_rows, sharding, splitting
 from beam_pipeline.core.records import ContentGroup, ImageRecord, Rejection, ShardPlan
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import SplitSpec
+
+# Batches of records go on in lists of about this many, as validation makes them.
+_BATCH_SIZE = 256
 
 
 def bucket_by_content(records: List[ImageRecord], listed: int, records_per_bucket: int
@@ -24,18 +28,25 @@ def bucket_by_content(records: List[ImageRecord], listed: int, records_per_bucke
 
 
 class GroupCopies(beam.DoFn):
-  """Finds the identical files of one content bucket; reports and maybe drops copies.
+  """Finds the identical files of one content bucket; reports and maybe drops copies. A
+  manifest's rows that name one image again (``row_name``: a manifest's) are rejected here,
+  where the image's records meet.
 
   Emits the bucket's content groups, all classes together, as one (bucket, groups) element."""
 
-  def __init__(self, dedupe: bool):
+  def __init__(self, dedupe: bool, row_name: Optional[repeated_rows.RowName] = None):
     self._dedupe = dedupe
+    self._row_name = row_name
 
   def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
     groups = []
     records = list(itertools.chain.from_iterable(bucket[1]))
     tags.records_per_key('GroupByContent').update(len(records))
     for copies in splitting.same_content(records):
+      if self._row_name and len(copies) > 1:
+        copies, repeated = repeated_rows.first_of_each_uri(copies, self._row_name)
+        progress_counts.counts().rejected(len(repeated))
+        yield from map(tags.rejected, repeated)
       grouped = isolation.run(isolation.GROUP, [record.uri for record in copies], splitting.group_duplicates, copies,
                               self._dedupe)
       if isinstance(grouped, Rejected):
@@ -52,6 +63,54 @@ class GroupCopies(beam.DoFn):
         yield tags.rejected(rejection)
       groups.append(group)
     yield bucket[0], groups
+
+
+class UniqueSourceIds(beam.PTransform):
+  """Lists of records of which no two share the image/source_id a manifest gives them (under
+  ``key``): the records that are given one meet by it, in a GroupByKey of them alone, and all
+  but the first row's are rejected (repeated_rows). Outputs the lists, and the rejections
+  tagged REJECTED."""
+
+  def __init__(self, key: str, row_name: repeated_rows.RowName):
+    super().__init__()
+    self._key = key
+    self._row_name = row_name
+
+  def expand(self, batches):
+    apart = batches | 'GivenApart' >> beam.FlatMap(_given_apart, self._key).with_outputs(_GIVEN, main='batches')
+    first = (apart[_GIVEN]
+             | 'GroupBySourceId' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[ImageRecord]])
+             | 'FirstRow' >> beam.FlatMap(_first_row, self._key, self._row_name).with_outputs(REJECTED, main='records'))
+    rebatched = first.records | 'Rebatch' >> beam.BatchElements(
+        min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE).with_output_types(List[ImageRecord])
+    records = (apart.batches, rebatched) | 'Together' >> beam.Flatten().with_output_types(List[ImageRecord])
+    return {'records': records, REJECTED: first[REJECTED]}
+
+
+_GIVEN = 'given'
+
+
+def _given_apart(batch: List[ImageRecord], key: str) -> Iterator[Any]:
+  """The batch's records without a given source id, as one list; the others keyed by theirs, tagged."""
+  rest = []
+  for record in batch:
+    given = dict(record.extras).get(key)
+    if given is None:
+      rest.append(record)
+    else:
+      yield beam.pvalue.TaggedOutput(_GIVEN, (given, record))
+  if rest:
+    yield rest
+
+
+def _first_row(keyed: Tuple[str, Iterable[ImageRecord]], key: str, row_name: repeated_rows.RowName) -> Iterator[Any]:
+  source_id, records = keyed
+  for value in repeated_rows.first_of_one_source_id(records, source_id, key, row_name):
+    if isinstance(value, Rejection):
+      progress_counts.counts().rejected(1)
+      yield tags.rejected(value)
+    else:
+      yield value
 
 
 class _BucketOffsets(beam.PTransform):

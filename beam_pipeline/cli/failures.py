@@ -26,7 +26,7 @@ from beam_pipeline.cli import interrupts
 from beam_pipeline.core import rejections
 from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.core.reading import TransientReadError
-from beam_pipeline.core.rejections import LockLost, OutputError
+from beam_pipeline.core.rejections import InputFileError, LockLost, OutputError
 
 LOG_NAME = 'failed-run.log'
 _STEP = re.compile(r"\[while running '([^']+)'\]")
@@ -78,6 +78,10 @@ def report(error: BaseException, output: str, run: str, log: Optional[RunLog]) -
           'output, then rerun', file=sys.stderr)
     print(f'  {_output_state(output)}', file=sys.stderr)
     return 2
+  unusable = _input_file_error(error)
+  if unusable:  # the user's input, not a bug: its message names the file, the cause and the fix
+    print(f'error: {unusable}\n  {_output_state(output)}', file=sys.stderr)
+    return 2
   cause, advice = _cause(error, output)
   step = _STEP.search(text)
   lines = [f'error: {cause}' + (f' (in step {step.group(1)})' if step else ''), f'  {_output_state(output)}',
@@ -119,6 +123,14 @@ def _cause(error: BaseException, output: str):
   return (f'the run failed: {type(error).__name__}: {first}',
           'No single image can be blamed (those are rejected, not fatal), so this is likely a bug in '
           'beam_pipeline: rerun, and if it fails again, report it with the details below.')
+
+
+def _input_file_error(error: BaseException) -> Optional[str]:
+  """An InputFileError's message, from the error or the text a runner wrapped it in; else None."""
+  if isinstance(error, InputFileError):
+    return rejections.first_line(_STEP.sub('', str(error)).strip())
+  found = re.search(re.escape(InputFileError.__name__) + r': ([^\n]*)', str(error))
+  return _STEP.sub('', found.group(1)).strip() if found else None
 
 
 def _output_state(output: str) -> str:

@@ -9,6 +9,8 @@ import math
 import xml.etree.ElementTree as ElementTree
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
+from beam_pipeline.core import class_names
+
 
 class AnnotatedObject(NamedTuple):
   label: str
@@ -97,9 +99,9 @@ def parse_coco(data: bytes) -> Iterator[Union[ImageAnnotation, Problem]]:
     if category.get('id') in categories:
       yield Problem(where, f'appears again (as {name!r}); the first entry is kept')
       continue
-    categories[category.get('id')] = name if isinstance(name, str) and name else None
-    if categories[category.get('id')] is None:
-      yield Problem(where, 'has no name' if name in (None, '') else f'name {name!r} is not text')
+    categories[category.get('id')], problem = _category_name(name)
+    if problem:
+      yield Problem(where, problem)
   entries: Dict[Any, Optional[Tuple[str, Optional[int], Optional[int]]]] = {}  # None: without a file_name
   for image in images:
     image = image if isinstance(image, dict) else {}
@@ -122,6 +124,18 @@ def parse_coco(data: bytes) -> Iterator[Union[ImageAnnotation, Problem]]:
   usable = ((key, entry) for key, entry in entries.items() if entry is not None)
   for key, (name, width, height) in sorted(usable, key=lambda item: item[1][0]):
     yield ImageAnnotation(name, width, height, tuple(objects[key]), f'image id {key}')
+
+
+def _category_name(name: Any) -> Tuple[Optional[str], Optional[str]]:
+  """(the class a category's name gives, None if none) and why it gives none."""
+  if name in (None, ''):
+    return None, 'has no name'
+  if not isinstance(name, str):
+    return None, f'name {name!r} is not text'
+  try:
+    return class_names.class_name(name), None
+  except class_names.BadClassName as e:
+    return None, f'name {name!r} {e}'
 
 
 def _id_order(value: Any) -> Tuple[bool, Any]:
@@ -191,6 +205,10 @@ def _voc_object(element: ElementTree.Element, where: str) -> Union[AnnotatedObje
   label = (element.findtext('name') or '').strip()
   if not label:
     return 'has no <name>'
+  try:
+    label = class_names.class_name(label)
+  except class_names.BadClassName as e:
+    return f'<name> {label!r} {e}'
   coordinates = []
   for key in ('xmin', 'ymin', 'xmax', 'ymax'):
     text = element.findtext(f'bndbox/{key}')

@@ -4,7 +4,7 @@ import json
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from beam_pipeline.core import rejections, uris
+from beam_pipeline.core import class_names, rejections, uris
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import LabelSource
 from beam_pipeline.core.user_errors import UsageError
@@ -44,11 +44,16 @@ def parse_label_source(value: Optional[str], from_manifest: bool) -> LabelSource
 
 
 def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> Optional[str]:
-  """The label text of one input, or None for an unlabeled dataset."""
+  """The class name of one input (class_names.class_name: stripped, one line of text), or None
+  for an unlabeled dataset. A manifest's empty label ('') is no label: an image of a labelled
+  manifest without a class would be written with none."""
   if source.kind == NONE:
     return None
   if source.kind == MANIFEST:
-    label = manifest_label or None
+    if manifest_label == '':
+      raise Rejected(rejections.NO_LABEL, 'its manifest row gives an empty label (for an unlabelled dataset, use '
+                                          '--label_source=none)')
+    label = manifest_label
   else:
     directory, _, name = uri.rpartition('/')
     if not directory:  # 'x.jpg', '/x.jpg': the file system knows what the parent is
@@ -63,11 +68,12 @@ def label_for(uri: str, manifest_label: Optional[str], source: LabelSource) -> O
         raise Rejected(rejections.NO_LABEL,
                        f'file name {name!r} does not match --label_source=regex:{source.pattern}')
       label = match.group(1)
-  if label and ('\n' in label or '\r' in label):
-    raise Rejected(rejections.NO_LABEL, f'label {label!r} contains a line break (labels.txt is one per line)')
-  if label and not _is_utf8(label):
-    raise Rejected(rejections.NO_LABEL, f'label {label!r} is not valid UTF-8 text (a folder name\'s raw bytes)')
-  return label
+  if label is None:
+    return None
+  try:
+    return class_names.class_name(label)
+  except class_names.BadClassName as e:
+    raise Rejected(rejections.NO_LABEL, f'label {label!r} {e}') from None
 
 
 def labels_for(uri: str, manifest_labels: Tuple[str, ...], source: LabelSource) -> Tuple[str, ...]:
@@ -104,14 +110,6 @@ def label_map_pbtxt(labels: List[str]) -> str:
   API, which this package does not depend on; json.dumps quotes names as text format reads them."""
   return ''.join(f'item {{\n  id: {number}\n  name: {json.dumps(label, ensure_ascii=False)}\n}}\n'
                  for number, label in enumerate(labels, start=1))
-
-
-def _is_utf8(text: str) -> bool:
-  try:
-    text.encode('utf-8')
-    return True
-  except UnicodeEncodeError:
-    return False
 
 
 def _is_int(text: str) -> bool:

@@ -8,15 +8,17 @@ counts once, in the row's order (InputItem.labels).
 Plain functions of one row, free of Beam: the Beam side (beam/inputs.py) reads the
 manifest, in parts, and hands each row here behind the isolation boundary.
 """
+import functools
 import json
 import math
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from beam_pipeline.core import boxes, isolation, rejections, uris
+from beam_pipeline.core import boxes, class_names, isolation, rejections, uris
 from beam_pipeline.core.annotations import AnnotatedObject
 from beam_pipeline.core.records import InputItem
 from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import CSV, InputSpec
 
 # AutoML Vision's ML_USE values; UNASSIGNED leaves the choice to the split rules.
 _MANIFEST_SPLITS = {'TRAIN': 'train', 'VALIDATION': 'validation', 'TEST': 'test', 'UNASSIGNED': None}
@@ -35,6 +37,16 @@ def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str], whe
   if header:
     return _csv_item(manifest, header, row, multi_label)
   return _automl_item(manifest, row, where, multi_label)
+
+
+def row_name(manifest: str, csv: bool, number: int) -> str:
+  """How the errors file names a manifest's row: 'm.csv:row 3' (a CSV row may span lines), 'm.jsonl:line 3'."""
+  return f'{manifest}:{"row" if csv else "line"} {number}'
+
+
+def row_names(spec: InputSpec) -> Optional[Callable[[int], str]]:
+  """row_name for the rows of the manifest ``spec`` names; None for an input that is no manifest."""
+  return functools.partial(row_name, spec.path, spec.kind == CSV) if spec.is_manifest else None
 
 
 def is_detection_row(row: List[str]) -> bool:
@@ -68,16 +80,32 @@ def _automl_item(manifest: str, row, where: str = '', multi_label: bool = False)
   if len(cells) > 3:
     return InputItem(_resolve_uri(manifest, cells[0]), None, split, objects=_automl_box(cells[1:], where),
                      annotated_size=boxes.NORMALIZED)
-  return InputItem(_resolve_uri(manifest, cells[0]), _one_label(cells[1:]), split)
+  return InputItem(_resolve_uri(manifest, cells[0]), _one_label(cells[1:]) if len(cells) > 1 else None, split)
 
 
-def _one_label(values: List[str]) -> Optional[str]:
-  """The one label of a row without --multi_label, which refuses a row of several."""
+def _one_label(values: List[str]) -> str:
+  """The one label of a row without --multi_label, which refuses a row of several; '' if its
+  label cells are empty (labels.label_for: no label)."""
   labels = _unique_labels(values)
   if len(labels) > 1:
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has {len(labels)} labels {labels}; one label per image is '
                                                 f'supported: use --multi_label')
-  return labels[0] if labels else None
+  return labels[0] if labels else ''
+
+
+def _label_text(value: Any) -> str:
+  """A label value as text: a string stripped ('' for none), a whole number as its digits
+  ("label": 3 is class "3"), null as ''. Anything else rejects the row, naming its type: an
+  object's repr or 'True' names no class anyone meant."""
+  if value is None:
+    return ''
+  if isinstance(value, str):
+    return value.strip()
+  if isinstance(value, int) and not isinstance(value, bool):
+    return str(value)
+  kind = {bool: 'true or false', float: 'a number with a fraction', dict: 'an object'}.get(type(value),
+                                                                                          type(value).__name__)
+  raise Rejected(rejections.BAD_MANIFEST_ROW, f'label {json.dumps(value)} is {kind}, not text or a whole number')
 
 
 def _multi_label_item(uri: str, values: List[str], split: Optional[str],
@@ -108,6 +136,10 @@ def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
   if not label or len(points) < 2:
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'a box needs a label and at least two vertices (x_min,y_min and '
                                                 'x_max,y_max)')
+  try:
+    label = class_names.class_name(label)
+  except class_names.BadClassName as e:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'box label {label!r} {e}') from None
   xs, ys = [x for x, _ in points], [y for _, y in points]
   if len(points) == 2 and (xs[1] < xs[0] or ys[1] < ys[0]):
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'box {values} is inverted: x_max,y_max comes before x_min,y_min')
@@ -141,10 +173,12 @@ def _item_from_fields(manifest: str, fields: Dict[str, Any], multi_label: bool =
   uri = _pop_first(fields, _URI_COLUMNS)
   if not isinstance(uri, str) or not uri:
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has no image uri (one of {", ".join(_URI_COLUMNS)})')
+  # A label column that is empty or null is a missing label (no_label); a row without one is unlabelled.
+  labelled = any(name in fields for name in _LABEL_COLUMNS)
   label = _pop_first(fields, _LABEL_COLUMNS)
   if label is None and (multi_label or isinstance(fields.get('labels'), list)):
+    labelled = labelled or 'labels' in fields
     label = fields.pop('labels', None)
-  label = label.strip() if isinstance(label, str) else label
   split_value = _pop_first(fields, _SPLIT_COLUMNS)
   split_value = str(split_value).strip() if split_value is not None else ''
   split = None
@@ -155,11 +189,14 @@ def _item_from_fields(manifest: str, fields: Dict[str, Any], multi_label: bool =
     split = _MANIFEST_SPLITS[split_value.upper()]
   extras = tuple(sorted((key, value) for key, value in fields.items() if value not in (None, '')))
   uri = _resolve_uri(manifest, uri)
-  if multi_label:
-    return _multi_label_item(uri, label if isinstance(label, list) else [] if label in (None, '') else [str(label)], split, extras)
   if isinstance(label, list):
-    label = _one_label(label)
-  return InputItem(uri, None if label in (None, '') else str(label), split, extras)
+    if multi_label:
+      return _multi_label_item(uri, label, split, extras)
+    return InputItem(uri, _one_label(label), split, extras)
+  label = _label_text(label) if labelled else None
+  if multi_label:
+    return _multi_label_item(uri, [label] if label else [], split, extras)
+  return InputItem(uri, label, split, extras)
 
 
 def _pop_first(fields: Dict[str, Any], names) -> Any:

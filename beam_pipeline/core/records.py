@@ -21,6 +21,7 @@ class InputItem(NamedTuple):
   # With --multi_label: every label of its manifest row, once each, in the row's order; ``label``
   # is then the first of them.
   labels: Tuple[str, ...] = ()
+  row: int = 0  # its manifest row's number (a CSV row's, a JSON line's), 1-based; 0: not from a manifest
 
 
 class ImageRecord(NamedTuple):
@@ -41,6 +42,7 @@ class ImageRecord(NamedTuple):
   damaged: bool = False  # a JPEG that libjpeg decodes only with warnings (image_info.ImageInfo.damage)
   objects: Tuple[Any, ...] = ()  # with --annotations: its boxes.StoredObject, on the stored image
   labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
+  row: int = 0  # InputItem.row: a manifest that names one image twice has its later rows rejected
 
 
 class Rejection(NamedTuple):

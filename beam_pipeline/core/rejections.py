@@ -17,6 +17,7 @@ UNSUPPORTED_PIXELS = 'unsupported_pixels'
 UNREADABLE = 'unreadable'
 NO_LABEL = 'no_label'
 BAD_MANIFEST_ROW = 'bad_manifest_row'
+DUPLICATE_ROW = 'duplicate_row'  # a manifest row naming an image an earlier row names: the image is written once
 CHANGED_DURING_RUN = 'changed_during_run'
 DUPLICATE = 'duplicate'  # dropped by --dedupe: listed with the rejections, but not an error
 UNANNOTATED = 'unannotated'  # dropped by --drop_unannotated: an error, but not one of the error budget
@@ -54,3 +55,9 @@ class OutputError(RunFailure):
 class LockLost(OutputError):
   """The run no longer holds its output's lock when it comes to commit: another run's work is
   there, or soon will be, and this run's must not mix with it."""
+
+
+class InputFileError(RunFailure):
+  """An input file the run cannot read through (a compressed manifest cut short or damaged): the
+  user's to fix, not one input's rejection and no bug, so the run stops before its commit and
+  the command says so in the message's one line, with exit code 2."""

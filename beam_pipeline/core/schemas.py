@@ -5,7 +5,8 @@
 converters our users are replacing, so their readers keep working. The encoder,
 the reader and the tf.Transform graph look keys up here by field.
 """
-from typing import Any, Mapping
+import re
+from typing import Any, Mapping, Optional, Tuple
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.rejections import Rejected
@@ -59,6 +60,10 @@ SCHEMAS = tuple(KEYS)
 # Fields a manifest column of the same key replaces: a dataset's own image ids (COCO's) win.
 FROM_MANIFEST = (SOURCE_ID,)
 UNLABELED = -1
+# Model Garden's decoders parse image/source_id into an int64 (-1 meaning none): a decimal number
+# from 0 to 2**63 - 1, digits only.
+_DECIMAL = re.compile(r'[0-9]{1,19}')
+_MAX_SOURCE_ID = 2**63 - 1
 
 
 def keys(schema: str) -> Mapping[str, str]:
@@ -74,3 +79,23 @@ def check_extras(extras: Mapping[str, Any], schema: str) -> None:
   if clashes:
     raise Rejected(rejections.BAD_MANIFEST_ROW,
                    f'manifest field(s) {", ".join(clashes)} clash with the {schema} schema\'s keys')
+
+
+def source_id_key(schema: str) -> Optional[str]:
+  """The key ``schema`` writes image/source_id under, which a manifest may give (FROM_MANIFEST)."""
+  return KEYS[schema].get(SOURCE_ID)
+
+
+def with_given_source_id(extras: Tuple[Tuple[str, Any], ...], schema: str) -> Tuple[Tuple[str, Any], ...]:
+  """A manifest row's fields with the image/source_id it gives, if any, as the decimal text the
+  key promises (JSON's 17 or '0017' as '17'); rejects the row (bad_manifest_row) if that value
+  is not a whole number from 0 to 2**63 - 1, which Model Garden's decoders could not parse."""
+  key = source_id_key(schema)
+  if key is None or key not in dict(extras):
+    return extras
+  value = dict(extras)[key]
+  text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ''
+  if not _DECIMAL.fullmatch(text) or int(text) > _MAX_SOURCE_ID:
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'{key} {value!r} is not a decimal number from 0 to 2**63 - 1, as '
+                                                'Model Garden\'s decoders parse it')
+  return tuple((name, str(int(text)) if name == key else given) for name, given in extras)

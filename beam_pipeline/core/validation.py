@@ -55,6 +55,7 @@ def _load(item: InputItem, settings: Settings, open_remote) -> _Loaded:
   if item.labels:
     item = item._replace(labels=labels.labels_for(item.uri, item.labels, settings.label_source))
   schemas.check_extras(dict(item.extras), settings.schema)
+  item = item._replace(extras=schemas.with_given_source_id(item.extras, settings.schema))
   data = reading.read_file(item.uri, settings.max_file_bytes, open_remote)
   return _Loaded(item, label, data, image_info.sha256_hex(data))
 
@@ -100,7 +101,7 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
       num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
       channels=info.channels, reencoded=info.reencoded,
       order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage),
-      objects=objects, labels=loaded.item.labels if loaded.label is not None else ()), problems)
+      objects=objects, labels=loaded.item.labels if loaded.label is not None else (), row=loaded.item.row), problems)
 
 
 def _stored_objects(item: InputItem, info: image_info.ImageInfo, settings: Settings

@@ -91,11 +91,11 @@ def test_automl_csv_without_header(tmp_path):
                       'TEST,gs://b/f.jpg,cat,dog\n')
   items = _read(manifest)
   assert items[:5] == [
-      InputItem('gs://b/a.jpg', 'cat', 'train'),
-      InputItem('gs://b/b.jpg', 'dog', 'validation'),
-      InputItem('gs://b/c.jpg', None, None),
-      InputItem('gs://b/d.jpg', 'cat', None),
-      InputItem(str(tmp_path / 'rel/e.jpg'), None, None),
+      InputItem('gs://b/a.jpg', 'cat', 'train', row=1),
+      InputItem('gs://b/b.jpg', 'dog', 'validation', row=2),
+      InputItem('gs://b/c.jpg', '', None, row=3),  # an empty label cell: no label (labels.label_for rejects it)
+      InputItem('gs://b/d.jpg', 'cat', None, row=4),
+      InputItem(str(tmp_path / 'rel/e.jpg'), None, None, row=5),  # no label cell: an unlabelled row
   ]
   assert isinstance(items[5], Rejection) and items[5].reason == 'bad_manifest_row'
   assert items[5].uri == f'{manifest}:row 7'
@@ -108,7 +108,7 @@ def test_csv_with_header_passes_extra_columns_and_quoted_names(tmp_path):
                       'TRAIN,b.jpg,dog\n'
                       'BOGUS,c.jpg,dog,web\n', encoding='utf-8')
   first, short, bogus = _read(manifest)
-  assert first == InputItem(str(tmp_path / 'a, "quoted"\nname.jpg'), 'cat', 'train', (('source', 'web'),))
+  assert first == InputItem(str(tmp_path / 'a, "quoted"\nname.jpg'), 'cat', 'train', (('source', 'web'),), row=2)
   assert short.reason == 'bad_manifest_row' and '3 fields' in short.detail
   assert bogus.reason == 'bad_manifest_row' and 'BOGUS' in bogus.detail
 
@@ -119,7 +119,7 @@ def test_jsonl_with_extras_and_bad_lines(tmp_path):
            '{not json', json.dumps(['a list']), json.dumps({'label': 'cat'}), '']
   manifest.write_text('\n'.join(lines) + '\n', encoding='utf-8')
   item, bad_json, not_object, no_uri = _read(manifest)
-  assert item == InputItem('gs://b/é.jpg', '3', 'test', (('tags', ['x', 'y']), ('weight', 0.5)))
+  assert item == InputItem('gs://b/é.jpg', '3', 'test', (('tags', ['x', 'y']), ('weight', 0.5)), row=1)
   assert [r.reason for r in (bad_json, not_object, no_uri)] == ['bad_manifest_row'] * 3
   assert bad_json.uri == f'{manifest}:line 2'
 
@@ -127,7 +127,7 @@ def test_jsonl_with_extras_and_bad_lines(tmp_path):
 def test_gzipped_manifest(tmp_path):
   manifest = tmp_path / 'data.jsonl.gz'
   manifest.write_bytes(gzip.compress(b'{"uri": "gs://b/a.jpg", "label": "cat"}\n'))
-  assert _read(manifest) == [InputItem('gs://b/a.jpg', 'cat', None)]
+  assert _read(manifest) == [InputItem('gs://b/a.jpg', 'cat', None, row=1)]
 
 
 def test_batches_hold_items_only_and_unusable_rows_come_out_alone(tmp_path):
@@ -151,10 +151,10 @@ def test_a_row_the_csv_reader_refuses_is_rejected_alone(tmp_path):
   with open(manifest, 'a', encoding='utf-8') as f:
     f.write('TRAIN,gs://b/c.jpg,dog\n')
   items = _read(manifest)
-  assert items[0] == InputItem('gs://b/a.jpg', 'cat', 'train')
+  assert items[0] == InputItem('gs://b/a.jpg', 'cat', 'train', row=1)
   assert isinstance(items[1], Rejection) and items[1].reason == 'bad_manifest_row'
   assert items[1].uri == f'{manifest}:row 2' and 'not valid CSV' in items[1].detail
-  assert items[-1] == InputItem('gs://b/c.jpg', 'dog', 'train')
+  assert items[-1] == InputItem('gs://b/c.jpg', 'dog', 'train', row=3)
 
 
 def test_the_output_is_left_out_of_an_input_it_lies_in(tmp_path):

@@ -144,3 +144,23 @@ def test_format_of(path, head, expected):
 def test_format_of_anything_else_is_one_line(path, head):
   with pytest.raises(ValueError, match=f'^{path} is neither a COCO JSON file .* or folder of them$'):
     format_of(path, head)
+
+
+def test_coco_category_names_are_stripped_and_one_that_is_not_one_line_is_a_problem():
+  """labels.txt is one class a line: a category named 'li\\nne' (JSON's escape, or &#10; in VOC)
+  would be two. Its annotations are left out, each a problem; ' cat ' is the class 'cat'."""
+  parsed = _parsed(_coco(categories=[{'id': 1, 'name': ' cat '}, {'id': 2, 'name': 'li\nne'}]))
+  assert [item for item in parsed if isinstance(item, Problem)] == [
+      Problem('category id 2', "name 'li\\nne' holds a line break (labels.txt is one class a line)"),
+      Problem('annotation id 12', 'refers to category id 2, which has no name')]
+  assert {obj.label for item in parsed if isinstance(item, ImageAnnotation) for obj in item.objects} == {'cat'}
+
+
+def test_voc_names_are_stripped_and_one_that_is_not_one_line_is_a_problem():
+  data = (b'<annotation><filename>x.png</filename>'
+          b'<object><name> li&#10;ne </name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox>'
+          b'</object><object><name>\tcat </name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax>'
+          b'</bndbox></object></annotation>')
+  annotation, problems = parse_voc(data, 'x.xml')
+  assert [obj.label for obj in annotation.objects] == ['cat']
+  assert problems == [Problem('x.xml object 1', "<name> 'li\\nne' holds a line break (labels.txt is one class a line)")]

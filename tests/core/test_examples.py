@@ -84,3 +84,24 @@ def test_source_ids_are_int64_decimals_that_differ_for_copies_under_other_names(
   parsed = tf.strings.to_number(tf.constant(ids), tf.int64).numpy()
   assert [str(number).encode() for number in parsed] == ids and all(0 <= number < 2**63 for number in parsed)
   assert examples.source_id('f' * 32) == str(2**60 - 1).encode()
+
+
+@pytest.mark.parametrize('given, stored', [('397133', '397133'), (' 0017', '17'), (17, '17'), ('0', '0'),
+                                           (str(2**63 - 1), str(2**63 - 1))])
+def test_a_given_source_id_is_stored_as_the_decimal_text_the_key_promises(given, stored):
+  """A JSON number too: stored as bytes, as Model Garden's decoders read the key, not as int64."""
+  extras = schemas.with_given_source_id((('a', 1), ('image/source_id', given)), 'default')
+  assert extras == (('a', 1), ('image/source_id', stored))
+  feature = tf.train.Example.FromString(examples.encode_example(FIELDS, dict(extras), 'default')).features.feature
+  assert feature['image/source_id'].bytes_list.value == [stored.encode()]
+
+
+@pytest.mark.parametrize('given', ['abc', '-1', '1e3', '1.0', '0x11', '', str(2**63), 2**63, -1, True, 1.0, ['1']])
+def test_a_given_source_id_that_is_no_int64_decimal_rejects_the_row(given):
+  with pytest.raises(Rejected) as raised:
+    schemas.with_given_source_id((('image/source_id', given),), 'default')
+  assert raised.value.reason == 'bad_manifest_row' and 'is not a decimal number' in raised.value.detail
+
+
+def test_the_simple_schema_has_no_source_id_to_check():
+  assert schemas.with_given_source_id((('image/source_id', 'abc'),), 'simple') == (('image/source_id', 'abc'),)

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
@@ -66,3 +68,30 @@ def test_class_order_is_numeric_for_integer_labels():
   assert labels.sorted_labels(['dog', 'cat', 'dog']) == ['cat', 'dog']
   assert labels.sorted_labels(['10', '2', '1']) == ['1', '2', '10']
   assert labels.labels_txt(['cat', 'dog']) == 'cat\ndog\n'
+
+
+@pytest.mark.parametrize('uri, source', [('/d/ dog /1.jpg', LabelSource('parent_dir')),
+                                         ('/d/x/ dog.1.jpg', LabelSource('regex', r'^(.*)\.1')),
+                                         ('/d/x/1.jpg', LabelSource('manifest'))])
+def test_labels_of_every_source_are_stripped(uri, source):
+  """TensorFlow Datasets strips class names: ' dog' and 'dog' are one class here too."""
+  assert labels.label_for(uri, ' dog ' if source.kind == 'manifest' else None, source) == 'dog'
+
+
+@pytest.mark.parametrize('uri, manifest_label, source, why', [
+    ('/d/x/1.jpg', '', LabelSource('manifest'), 'its manifest row gives an empty label'),
+    ('/d/x/1.jpg', 'li\nne', LabelSource('manifest'), 'holds a line break'),
+    ('/d/x/1.jpg', 'a\tb', LabelSource('manifest'), 'control character U+0009'),
+    ('/d/a\x1eb/1.jpg', None, LabelSource('parent_dir'), 'holds a line break'),
+    ('/d/ /1.jpg', None, LabelSource('parent_dir'), 'is blank'),
+    ('/d/x/a\x07b.1.jpg', None, LabelSource('regex', r'^(.*)\.1'), 'control character U+0007'),
+])
+def test_a_label_that_names_no_class_is_no_label(uri, manifest_label, source, why):
+  with pytest.raises(Rejected, match=re.escape(why)) as raised:
+    labels.label_for(uri, manifest_label, source)
+  assert raised.value.reason == 'no_label'
+
+
+def test_an_empty_manifest_label_is_nothing_without_label_source_manifest():
+  assert labels.label_for('/d/cat/1.jpg', '', LabelSource('parent_dir')) == 'cat'
+  assert labels.label_for('/d/cat/1.jpg', '', LabelSource('none')) is None

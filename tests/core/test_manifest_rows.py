@@ -1,4 +1,6 @@
 """Manifest rows made into input items, and the reasons a row is refused."""
+import re
+
 import pytest
 
 from beam_pipeline.core import boxes, manifest_rows
@@ -99,3 +101,53 @@ def test_a_row_of_several_labels_read_as_a_box_points_to_multi_label():
   with pytest.raises(Rejected) as raised:
     _item('a.jpg', 'cat', 'dog', 'eel')
   assert raised.value.detail.endswith('(several labels in a row need --multi_label)')
+
+
+@pytest.mark.parametrize('row, label', [
+    (('imgs/a.jpg',), None),  # no label column: an unlabelled row
+    (('imgs/a.jpg', ''), ''),  # an empty label cell: no label (labels.label_for rejects it)
+    (('imgs/a.jpg', ' '), ''),
+    (('TRAIN', 'imgs/a.jpg', ''), ''),
+    (('imgs/a.jpg', ' dog '), 'dog'),
+])
+def test_an_empty_label_cell_is_told_from_no_label_column(row, label):
+  assert _item(*row).label == label
+  header = ['uri', 'label'][:len(row)] if row[0] != 'TRAIN' else ['set', 'uri', 'label']
+  assert manifest_rows.csv_row_item('gs://b/m.csv', header, list(row)).label == label
+
+
+@pytest.mark.parametrize('line, label', [
+    ('{"uri": "a.jpg"}', None),
+    ('{"uri": "a.jpg", "label": null}', ''),
+    ('{"uri": "a.jpg", "label": ""}', ''),
+    ('{"uri": "a.jpg", "label": []}', ''),
+    ('{"uri": "a.jpg", "label": " dog "}', 'dog'),
+    ('{"uri": "a.jpg", "label": 3}', '3'),  # a whole number is its digits, as before
+    ('{"uri": "a.jpg", "class": -2}', '-2'),
+])
+def test_json_labels_are_text_or_whole_numbers(line, label):
+  assert manifest_rows.jsonl_line_item('gs://b/m.jsonl', line).label == label
+
+
+@pytest.mark.parametrize('value, kind', [
+    ('{"a": 1}', 'an object'), ('true', 'true or false'), ('false', 'true or false'),
+    ('1.5', 'a number with a fraction'), ('3.0', 'a number with a fraction'), ('NaN', 'a number with a fraction'),
+])
+def test_a_json_label_that_is_not_text_is_a_bad_row_naming_its_type(value, kind):
+  for multi_label in (False, True):
+    with pytest.raises(Rejected) as raised:
+      manifest_rows.jsonl_line_item('gs://b/m.jsonl', f'{{"uri": "a.jpg", "label": {value}}}', multi_label)
+    assert (raised.value.reason, raised.value.detail) == (
+        'bad_manifest_row', f'label {value} is {kind}, not text or a whole number')
+
+
+@pytest.mark.parametrize('label, why', [('li\nne', 'holds a line break'), ('a\x00b', 'control character U+0000'),
+                                        (' \x0b ', 'needs a label')])
+def test_an_automl_box_label_that_is_not_one_line_is_a_bad_row(label, why):
+  with pytest.raises(Rejected, match=re.escape(why)) as raised:
+    _item('a.jpg', label, '0.1', '0.2', '', '', '0.5', '0.6', '', '')
+  assert raised.value.reason == 'bad_manifest_row'
+
+
+def test_an_automl_box_label_is_stripped():
+  assert _item('a.jpg', ' cat ', '0.1', '0.2', '', '', '0.5', '0.6', '', '').objects[0].label == 'cat'
