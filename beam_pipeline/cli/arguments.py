@@ -156,8 +156,8 @@ def parser() -> argparse.ArgumentParser:
   console = convert.add_argument_group('console')
   console.add_argument('--verbose', action='store_true', help="Show Beam's INFO log lines.")
   console.add_argument('--json', action='store_true', help='Print the summary as JSON on standard output.')
-  console.add_argument('--progress_interval', type=float, default=10.0, help='Seconds between progress '
-                       'lines when standard error is not a terminal (Airflow and CI logs). Default: %(default)s')
+  console.add_argument('--progress_interval', default='10', help='Seconds between progress lines when standard '
+                       'error is not a terminal (Airflow and CI logs); a positive number. Default: %(default)s')
 
   inspect = commands.add_parser('inspect', prog='python -m beam_pipeline inspect', allow_abbrev=False,
                                 description='The dataset a completed conversion wrote, at a glance.')

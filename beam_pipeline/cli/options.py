@@ -50,6 +50,7 @@ def parse(argv: List[str]) -> Conversion:
   printing the help for -h/--help.
   """
   namespace, beam_flags = arguments.parse(argv)
+  progress_interval = _number('--progress_interval', namespace.progress_interval)
   ours = {name: value for name, value in vars(namespace).items()
           if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
   options = PipelineOptions(beam_flags, **ours)
@@ -59,7 +60,7 @@ def parse(argv: List[str]) -> Conversion:
   settings = validate(options)
   if 'dataflow' in (options.view_as(StandardOptions).runner or '').lower():
     _check_dataflow(options, settings)
-  return Conversion(options, settings, namespace.verbose, namespace.json, namespace.progress_interval)
+  return Conversion(options, settings, namespace.verbose, namespace.json, progress_interval)
 
 
 def _check_flags(options: PipelineOptions) -> None:
@@ -155,7 +156,7 @@ def validate(options: PipelineOptions) -> Settings:
     raise UsageError(f'--index_files needs --compression=none: DALI and the tfrecord package index only '
                      f'uncompressed shards')
   target_mb = _number('--target_shard_mb', opts.target_shard_mb)
-  max_pixels = int(_number('--max_pixels', opts.max_pixels))
+  max_pixels = _whole_number('--max_pixels', opts.max_pixels)
   max_file_mb = _number('--max_file_mb', opts.max_file_mb)
   image_size = _whole_number('--image_size', opts.image_size)
   if opts.image_format not in IMAGE_FORMATS:
@@ -171,7 +172,7 @@ def validate(options: PipelineOptions) -> Settings:
     raise UsageError(f'--min_side={min_side} is larger than --max_side={max_side}: every image would be rejected')
   embedding = _embedding(opts)
   splits = splitting.parse_splits(opts.splits)
-  read_threads = _number('--read_threads', opts.read_threads)
+  read_threads = _whole_number('--read_threads', opts.read_threads)
   max_error_fraction = _number('--max_error_fraction', opts.max_error_fraction, fraction=True)
   spec = _multi_label(opts, inputs.resolve_input(opts.input or ''))
   annotations = _annotations(opts, spec)
@@ -188,7 +189,7 @@ def validate(options: PipelineOptions) -> Settings:
       dedupe=bool(opts.dedupe),
       image_size=image_size,
       skip_transform=bool(opts.skip_transform),
-      read_threads=max(1, int(read_threads)),
+      read_threads=read_threads,
       max_error_fraction=max_error_fraction,
       stored=StoredImages(opts.image_format, jpeg_quality, max_side, opts.exif_orientation),
       embedding=embedding,
@@ -272,9 +273,12 @@ def _embedding(opts: ConversionOptions) -> Optional[EmbeddingSpec]:
 
 
 def _whole_number(flag: str, value: Optional[str]) -> int:
+  """``value`` as a positive whole number that fits TensorFlow's int64 (a limit and a size reach its ops)."""
   number = _number(flag, value)
   if number != int(number):
     raise UsageError(f'{flag}={value} must be a whole number')
+  if int(number) >= 2**63:
+    raise UsageError(f'{flag}={value} is too large: at most {2**63 - 1}')
   return int(number)
 
 
