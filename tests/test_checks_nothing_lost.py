@@ -3,10 +3,15 @@
 Each test runs the real command (in this process, as helpers.commands.convert does) and
 looks at its exit code, its one error line and what it wrote.
 """
+import json
+import os
+from typing import Dict, List, Tuple
+
 import pytest
 
 from helpers import photos
 from helpers.commands import convert, error_line
+from helpers.dataset_reader import read_errors, read_output
 
 
 @pytest.fixture(scope='module')
@@ -43,3 +48,49 @@ def test_a_numeric_option_out_of_range_stops_before_any_work(one_photo, tmp_path
   assert convert(f'--input={one_photo}', f'--output={tmp_path}/out', flag) == 2
   assert message in error_line(capsys.readouterr().err)
   assert not (tmp_path / 'out').exists()
+
+
+def _listed(record: dict, key: str) -> list:
+  """A list feature of a record as read_output gives it (one value comes alone)."""
+  value = record.get(key, [])
+  return value if isinstance(value, list) else [value]
+
+
+# Case 7: COCO and VOC numbers. An area is finite and within the stored image; a flag is 0 or 1,
+# and anything else costs that object (a bad_annotation line), never the image.
+def test_detection_areas_are_clipped_and_finite_and_flags_that_are_not_0_or_1_are_bad_annotations(tmp_path):
+  photos.write_files(tmp_path / 'in', {'a.jpg': photos.jpeg(1, 60, 40), 'b.jpg': photos.jpeg(2, 60, 40)})
+  coco = {'images': [{'id': 1, 'file_name': 'a.jpg', 'width': 60, 'height': 40},
+                     {'id': 2, 'file_name': 'b.jpg', 'width': 60, 'height': 40}],
+          'annotations': [
+              {'id': 1, 'image_id': 1, 'category_id': 1, 'bbox': [10, 10, 1e9, 4e9]},  # no area: was 4e18
+              {'id': 2, 'image_id': 1, 'category_id': 1, 'bbox': [0, 0, 5, 4], 'area': float('inf'), 'iscrowd': 1},
+              {'id': 3, 'image_id': 1, 'category_id': 1, 'bbox': [1, 1, 5, 5], 'iscrowd': 'yes'},  # was 0
+              {'id': 4, 'image_id': 2, 'category_id': 1, 'bbox': [5, 5, 30, 20], 'area': 400, 'iscrowd': '0'}],
+          'categories': [{'id': 1, 'name': 'dog'}]}
+  (tmp_path / 'coco.json').write_text(json.dumps(coco))  # inf as Infinity, which Python's json reads
+  voc = ('<annotation><filename>a.jpg</filename><size><width>60</width><height>40</height></size>'
+         '<object><name>cat</name><difficult>yes</difficult><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>9</xmax>'
+         '<ymax>9</ymax></bndbox></object>'
+         '<object><name>cat</name><truncated>1</truncated><bndbox><xmin>40</xmin><ymin>20</ymin><xmax>90</xmax>'
+         '<ymax>90</ymax></bndbox></object></annotation>')
+  (tmp_path / 'voc').mkdir()
+  (tmp_path / 'voc' / 'a.xml').write_text(voc)
+
+  def objects(annotations: str, out: str) -> Tuple[Dict[str, list], List[dict]]:
+    assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/{out}', f'--annotations={annotations}',
+                   '--skip_transform') == 0
+    _, records = read_output(str(tmp_path / out))
+    found = {os.path.basename(r['image/filename'].decode()): list(zip(
+        _listed(r, 'image/object/area'), _listed(r, 'image/object/is_crowd'), _listed(r, 'image/object/difficult'),
+        _listed(r, 'image/object/truncated'))) for r in records['train']}
+    return found, read_errors(str(tmp_path / out))
+
+  found, errors = objects(f'{tmp_path}/coco.json', 'coco')
+  assert found == {'a.jpg': [(50 * 30, 0, 0, 0), (20, 1, 0, 0)], 'b.jpg': [(400, 0, 0, 0)]}
+  assert errors == [{'uri': f'{tmp_path}/coco.json', 'reason': 'bad_annotation',
+                     'detail': 'annotation id 3: iscrowd "yes" is not 0 or 1'}]
+  found, errors = objects(f'{tmp_path}/voc', 'voc-out')
+  assert found == {'a.jpg': [(20 * 20, 0, 0, 1)], 'b.jpg': []}
+  assert errors == [{'uri': f'{tmp_path}/voc', 'reason': 'bad_annotation',
+                     'detail': f"{tmp_path}/voc/a.xml object 1: <difficult> 'yes' is not 0 or 1"}]

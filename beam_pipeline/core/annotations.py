@@ -18,7 +18,7 @@ class AnnotatedObject(NamedTuple):
   ymin: float
   xmax: float
   ymax: float
-  area: float = 0.0  # pixels squared: COCO's 'area' when given, else the box's
+  area: float = 0.0  # pixels squared: COCO's 'area' when given and positive, else the box's (boxes.py clips it)
   is_crowd: int = 0
   difficult: int = 0
   truncated: int = 0
@@ -65,6 +65,24 @@ def _number(value: Any) -> Optional[float]:
 def _size(value: Any) -> Optional[int]:
   number = _number(value)
   return int(number) if number is not None and number > 0 and number == int(number) else None
+
+
+def _flag(value: Any) -> Optional[int]:
+  """A 0/1 flag (iscrowd, difficult, truncated) as 0 or 1: None when missing (0), a bool, a
+  number 0 or 1, or such a number as text ('1', '0.0'; 'true' and 'false' too, as XML writes
+  bools); None for anything else ('yes', 2), which must not silently become 0."""
+  if value is None or isinstance(value, bool):
+    return int(bool(value))
+  if isinstance(value, str):
+    text = value.strip().lower()
+    if text in ('true', 'false'):
+      return int(text == 'true')
+    try:
+      value = float(text)
+    except ValueError:
+      return None
+  number = _number(value)
+  return int(number) if number in (0.0, 1.0) else None
 
 
 def _shape_problem(width: float, height: float) -> Optional[str]:
@@ -159,9 +177,12 @@ def _coco_object(annotation: Dict[str, Any], images: Dict[Any, Any],
   shape = _shape_problem(width, height)
   if shape:
     return Problem(where, f'box {json.dumps(bbox)} {shape}')
+  is_crowd = _flag(annotation.get('iscrowd'))
+  if is_crowd is None:
+    return Problem(where, f'iscrowd {json.dumps(annotation.get("iscrowd"))} is not 0 or 1')
   area = _number(annotation.get('area')) or 0.0
   return AnnotatedObject(categories[annotation['category_id']], x, y, x + width, y + height,
-                         area if area > 0 else width * height, int(annotation.get('iscrowd') in (1, True)),
+                         area if area > 0 else width * height, is_crowd,
                          where=where, segmentation=annotation.get('segmentation') or None)
 
 
@@ -222,5 +243,10 @@ def _voc_object(element: ElementTree.Element, where: str) -> Union[AnnotatedObje
   if shape:
     box = ', '.join(f'{value:g}' for value in coordinates)
     return f'box [{box}] (xmin, ymin, xmax, ymax) {shape}'
-  flags = [int(bool(_voc_number(element.findtext(key)))) for key in ('difficult', 'truncated')]
+  flags = []
+  for key in ('difficult', 'truncated'):
+    text = element.findtext(key)
+    flags.append(_flag(text.strip() or None if text is not None else None))
+    if flags[-1] is None:
+      return f'<{key}> {text.strip()!r} is not 0 or 1'
   return AnnotatedObject(label, xmin, ymin, xmax, ymax, (xmax - xmin) * (ymax - ymin), 0, *flags, where)

@@ -31,6 +31,11 @@ NORMALIZED = (0, 0)
 _ASPECT_TOLERANCE = 0.01
 
 
+# How far a given area may exceed its clipped box's (x + w - x is not always w in floating point)
+# and still be taken as the annotation's own.
+_AREA_TOLERANCE = 1e-9
+
+
 # Where each Exif orientation takes a normalized point of the file's frame in the upright one, as
 # Pillow's exif_transpose turns the pixels (core.exif_orientation.TRANSPOSES).
 _TURNS: Dict[int, Callable[[float, float], Tuple[float, float]]] = {
@@ -47,6 +52,12 @@ _TURNS: Dict[int, Callable[[float, float], Tuple[float, float]]] = {
 def _turned(x: float, y: float, orientation: int) -> Tuple[float, float]:
   """A normalized point of the file's frame in the upright frame."""
   return _TURNS[orientation](x, y) if orientation in _TURNS else (x, y)
+
+
+def _clipped_area(obj: AnnotatedObject, width: float, height: float) -> float:
+  """The area of ``obj``'s box within the ``width`` x ``height`` image it was annotated on: no
+  area of the object can be larger."""
+  return max(0.0, min(obj.xmax, width) - max(obj.xmin, 0.0)) * max(0.0, min(obj.ymax, height) - max(obj.ymin, 0.0))
 
 
 def _same_shape(size: Tuple[int, int], other: Tuple[int, int]) -> bool:
@@ -93,9 +104,9 @@ def stored_objects(objects: Sequence[AnnotatedObject], annotated_size: Optional[
       box = ', '.join(f'{value:g}' for value in (obj.xmin, obj.ymin, obj.xmax, obj.ymax))
       problems.append(Problem(obj.where, f'box [{box}] lies outside the {width}x{height} image'))
       continue
-    if obj.area > 0:
+    if 0 < obj.area <= _clipped_area(obj, width, height) * (1 + _AREA_TOLERANCE):
       area = obj.area * stored_pixels / (width * height)
-    else:
+    else:  # none given, or more than the box holds on the image (an unclipped box's w*h, say)
       area = (xmax - xmin) * (ymax - ymin) * stored_pixels
     mask = None
     if with_masks:

@@ -57,6 +57,35 @@ def test_each_unusable_coco_annotation_is_one_problem_and_the_rest_is_kept(chang
   assert images == {'a/one.jpg': ['annotation id 13'], 'b/two.jpg': ['annotation id 11'], 'c/empty.jpg': []}
 
 
+@pytest.mark.parametrize('given, expected', [
+    (None, 0), (0, 0), (1, 1), (True, 1), (False, 0), (1.0, 1), ('1', 1), ('0', 0), (' 1 ', 1)])
+def test_coco_iscrowd_is_0_or_1(given, expected):
+  document = _coco()
+  document['annotations'][0]['iscrowd'] = given
+  objects = [obj for item in _parsed(document) if isinstance(item, ImageAnnotation) for obj in item.objects]
+  assert [obj.is_crowd for obj in objects if obj.where == 'annotation id 12'] == [expected]
+
+
+@pytest.mark.parametrize('given', ['yes', 2, -1, 0.5, '', [], {'crowd': 1}])
+def test_coco_iscrowd_that_is_not_0_or_1_is_a_problem_and_leaves_the_object_out(given):
+  """'yes' used to become 0: a crowd region a detector is then trained to find as one object."""
+  document = _coco()
+  document['annotations'][0]['iscrowd'] = given
+  parsed = _parsed(document)
+  assert [item for item in parsed if isinstance(item, Problem)] == [
+      Problem('annotation id 12', f'iscrowd {json.dumps(given)} is not 0 or 1')]
+  assert [obj.where for item in parsed if isinstance(item, ImageAnnotation) for obj in item.objects] == [
+      'annotation id 13', 'annotation id 11']
+
+
+@pytest.mark.parametrize('area', [None, 'x', -5, 0, float('inf'), float('nan')])
+def test_a_coco_area_missing_or_unusable_is_the_boxs_own(area):
+  document = _coco()
+  document['annotations'][2]['area'] = area
+  first = next(item for item in _parsed(document) if isinstance(item, ImageAnnotation))
+  assert first.objects[0].area == 3 * 4
+
+
 def test_non_finite_coco_box_is_a_problem():
   data = json.dumps(_coco()).replace('[10, 20, 30, 40]', '[10, 20, NaN, 40]').encode()
   assert [item for item in parse_coco(data) if isinstance(item, Problem)] == [
@@ -114,6 +143,30 @@ def test_voc_file_parsed_as_given_and_bad_objects_left_out_with_a_problem_each()
                       Problem('000005.xml object 4', "<xmin> 'a' is not a number"),
                       Problem('000005.xml object 5', 'has no <name>'),
                       Problem('000005.xml object 6', 'has no <bndbox><ymax>')]
+
+
+@pytest.mark.parametrize('difficult, truncated, expected', [
+    ('0', '1', (0, 1)), ('1', '0', (1, 0)), (' 1 ', '0.0', (1, 0)), ('true', 'False', (1, 0)), ('', None, (0, 0)),
+    (None, None, (0, 0))])
+def test_voc_flags_are_0_or_1(difficult, truncated, expected):
+  tags = ''.join(f'<{key}>{value}</{key}>' for key, value in (('difficult', difficult), ('truncated', truncated))
+                 if value is not None)
+  data = (f'<annotation><filename>x.jpg</filename><object><name>dog</name>{tags}<bndbox><xmin>1</xmin>'
+          f'<ymin>2</ymin><xmax>10</xmax><ymax>20</ymax></bndbox></object></annotation>').encode()
+  annotation, problems = parse_voc(data, 'x.xml')
+  assert problems == [] and [(obj.difficult, obj.truncated) for obj in annotation.objects] == [expected]
+
+
+@pytest.mark.parametrize('key, value', [('difficult', 'yes'), ('truncated', '2'), ('difficult', 'Unspecified')])
+def test_a_voc_flag_that_is_not_0_or_1_is_a_problem_and_leaves_the_object_out(key, value):
+  """'yes' used to become 0, '2' 1: neither is what the file says."""
+  data = (f'<annotation><filename>x.jpg</filename><object><name>dog</name><{key}>{value}</{key}><bndbox>'
+          f'<xmin>1</xmin><ymin>2</ymin><xmax>10</xmax><ymax>20</ymax></bndbox></object>'
+          f'<object><name>cat</name><bndbox><xmin>1</xmin><ymin>2</ymin><xmax>10</xmax><ymax>20</ymax></bndbox>'
+          f'</object></annotation>').encode()
+  annotation, problems = parse_voc(data, 'x.xml')
+  assert problems == [Problem('x.xml object 1', f'<{key}> {value!r} is not 0 or 1')]
+  assert [obj.label for obj in annotation.objects] == ['cat']
 
 
 def test_voc_without_size_has_no_width_or_height():

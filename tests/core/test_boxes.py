@@ -36,6 +36,21 @@ def test_a_box_partly_outside_is_clipped_and_one_wholly_outside_is_a_problem():
   assert problems == [Problem('object 1', 'box [40, 0, 55, 10] lies outside the 40x20 image')]
 
 
+@pytest.mark.parametrize('area', [0.0, 4e18, float('inf'), 60 * 40 + 1])
+def test_an_area_larger_than_the_clipped_box_is_the_clipped_boxs_on_the_stored_image(area):
+  """A box past the image's edges whose area was its unclipped w*h (4e18, or inf) gets its clipped
+  box's area in stored pixels: finite, and never more than the image."""
+  objects, problems = stored_objects([_object(10, 10, 10 + 1e9, 10 + 4e9, area=area)], None, (60, 40), 1, (30, 20))
+  assert problems == [] and _box(objects[0]) == pytest.approx((10 / 60, 0.25, 1.0, 1.0))
+  assert objects[0].area == pytest.approx(50 * 30 / 4)
+
+
+def test_a_given_area_within_the_clipped_box_is_scaled_as_given():
+  objects, _ = stored_objects([_object(-10, 5, 50, 30, area=300), _object(0.1, 0.1, 0.3, 0.3, area=0.2 * 0.2)],
+                              None, (40, 20), 1, (20, 10))
+  assert [found.area for found in objects] == [75.0, pytest.approx(0.01)]
+
+
 @pytest.mark.parametrize('orientation', range(1, 9))
 def test_each_orientation_turns_the_box_as_pillow_turns_the_pixels(orientation):
   source = Image.new('L', (40, 30))
