@@ -89,10 +89,30 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
   return reencoding.reencode(image, source_format, stored)
 
 
+# Kinds of file told by their first bytes, for the errors file: which kind, never the bytes.
+_KINDS = ((b'%PDF', 'a PDF document'), (b'PK\x03\x04', 'a ZIP archive'), (b'\x1f\x8b', 'gzip data'),
+          (b'\xd0\xcf\x11\xe0', 'an OLE compound file (Thumbs.db, an Office document)'),
+          (b'\x7fELF', 'an ELF executable'))
+
+
 def _describe(data: bytes) -> str:
+  """What a file that is no image seems to be: its length and a guess at its kind. Never its
+  bytes, which the errors file would then hold: a manifest may name any file the process can
+  read (/etc/passwd, /proc/self/environ), and whoever reads the errors file may not."""
   head = data[:256].lstrip().lower()
   if head.startswith((b'<!doctype html', b'<html')):
     return 'looks like an HTML page'
   if head.startswith((b'<?xml', b'<svg')):
     return 'looks like XML/SVG, which is not decoded'
-  return f'{len(data)} bytes starting {data[:8].hex()}'
+  kind = next((name for magic, name in _KINDS if data.startswith(magic)), None)
+  if kind is None:
+    kind = 'text' if _is_text(data[:4096]) else 'binary data'
+  return f'{len(data)} bytes of {kind}'
+
+
+def _is_text(head: bytes) -> bool:
+  """Whether ``head`` reads as UTF-8 text without control characters other than white space (a
+  file cut inside a character still counts)."""
+  text = head.decode('utf-8', 'ignore')
+  return len(text.encode('utf-8')) >= len(head) - 3 and all(
+      char.isprintable() or char in '\t\n\r\f\v' for char in text)

@@ -41,6 +41,21 @@ def test_rejected_cases_give_their_reason(case):
   assert raised.value.detail
 
 
+@pytest.mark.parametrize('data, detail', [
+    (b'root:x:0:0:root:/root:/bin/bash\n', '32 bytes of text'),
+    (b'HOME=/root\x00PATH=/bin\x00', '21 bytes of binary data'),  # /proc/self/environ's layout
+    (b'%PDF-1.7\n' + bytes(100), '109 bytes of a PDF document'),
+    (b'\x7fELF\x02\x01' + bytes(58), '64 bytes of an ELF executable'),
+    (b'<!DOCTYPE html><html>denied</html>', 'looks like an HTML page'),
+])
+def test_a_file_that_is_no_image_is_described_by_its_length_and_kind_never_its_bytes(data, detail):
+  """The errors file used to quote a file's first 8 bytes in hex: a manifest naming /etc/passwd
+  got 'root:x:0' into it."""
+  with pytest.raises(Rejected) as raised:
+    preparation.prepare_image(data, max_pixels=10**8)
+  assert (raised.value.reason, raised.value.detail) == ('not_image', f'not a recognised image format ({detail})')
+
+
 def test_reencoding_is_lossless_and_deterministic():
   case = CASES['scan.tiff']
   first = preparation.prepare_image(case.data, max_pixels=10**8).stored
