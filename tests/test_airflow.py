@@ -116,9 +116,12 @@ def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sa
   environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_PROJECT='test-project', AIRFLOW_VAR_TFRECORDS_REGION='us-central1',
                      AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
                      AIRFLOW_VAR_TFRECORDS_TEMPLATE='gs://stage/templates/images-to-tfrecords.json',
-                     AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1')
+                     AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1',
+                     AIRFLOW_VAR_TFRECORDS_INPUT_ROOT='gs://data/flex-in')
+  # The Variable's --input_root wins over one a run's options give: whoever triggers cannot widen it.
   run_task(environment, 'images_to_tfrecords_flex',
-           {'input': 'gs://data/flex-in', 'options': {'max_error_fraction': 0.5, 'skip_transform': True}},
+           {'input': 'gs://data/flex-in', 'options': {'max_error_fraction': 0.5, 'skip_transform': True,
+                                                      'input_root': 'gs://data'}},
            tmp_path / 'record.json')
   record = json.loads((tmp_path / 'record.json').read_text())
   launch = record['body']['launchParameter']
@@ -126,8 +129,9 @@ def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sa
   assert launch['jobName'].startswith('images-to-tfrecords-')
   assert launch['containerSpecGcsPath'] == 'gs://stage/templates/images-to-tfrecords.json'
   assert launch['parameters'] == {'max_error_fraction': '0.5', 'skip_transform': 'true', 'input': 'gs://data/flex-in',
-                                  'output': 'gs://data/runs/20261124T000000'}
+                                  'output': 'gs://data/runs/20261124T000000', 'input_root': 'gs://data/flex-in'}
   assert launch['environment'] == {'tempLocation': 'gs://stage/tmp',
                                    'sdkContainerImage': 'us-docker.pkg.dev/p/r/tfrecords:1'}
   files = bucket_files('data', 'runs/20261124T000000')
   assert json.loads(files['beam_pipeline.json'])['num_examples'] == 27 and 'transform_fn/saved_model.pb' not in files
+  assert json.loads(files['beam_pipeline.json'])['options']['input_root'] == 'gs://data/flex-in'

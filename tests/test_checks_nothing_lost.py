@@ -94,3 +94,74 @@ def test_detection_areas_are_clipped_and_finite_and_flags_that_are_not_0_or_1_ar
   assert found == {'a.jpg': [(20 * 20, 0, 0, 1)], 'b.jpg': []}
   assert errors == [{'uri': f'{tmp_path}/voc', 'reason': 'bad_annotation',
                      'detail': f"{tmp_path}/voc/a.xml object 1: <difficult> 'yes' is not 0 or 1"}]
+
+
+# Case 14: a manifest can name any file the process can read. The errors file never holds a
+# byte of one that is no image, and --input_root refuses every file outside a folder.
+@pytest.fixture(scope='module')
+def reaching_manifest(tmp_path_factory):
+  """A folder of images and, outside it, a text and a binary file a manifest in it names:
+  by '../', by absolute path, and through a link in the folder."""
+  top = tmp_path_factory.mktemp('reach')
+  root = top / 'images'
+  photos.write_files(root, {'cat/1.jpg': photos.jpeg(1), 'cat/2.jpg': photos.jpeg(2)})
+  (top / 'secret.txt').write_text('root:x:0:0:root:/root:/bin/bash\n')
+  (top / 'secret.bin').write_bytes(b'\x00SECRET\xff' * 10)
+  (root / 'link.jpg').symlink_to(top / 'secret.txt')
+  (root / 'inner-link.jpg').symlink_to(root / 'cat' / '2.jpg')
+  rows = ['cat/1.jpg', '../secret.txt', str(top / 'secret.bin'), 'link.jpg', 'inner-link.jpg']
+  (root / 'rows.jsonl').write_text(''.join(json.dumps({'uri': uri, 'label': 'cat'}) + '\n' for uri in rows))
+  return top
+
+
+def _outcomes(out) -> Dict[str, str]:
+  """{file name: 'written' or its rejection reason}, and the errors file's details."""
+  _, records = read_output(str(out))
+  found = {os.path.basename(r['image/filename'].decode()): 'written' for r in records['train']}
+  found.update({os.path.basename(e['uri']): e['reason'] for e in read_errors(str(out))})
+  return found
+
+
+def test_files_outside_the_images_are_read_unless_input_root_says_no_and_their_bytes_stay_out_of_errors(
+    reaching_manifest, tmp_path):
+  top = reaching_manifest
+  manifest = f'--input={top}/images/rows.jsonl'
+  assert convert(manifest, f'--output={tmp_path}/open', '--skip_transform', '--max_error_fraction=1') == 0
+  assert _outcomes(tmp_path / 'open') == {'1.jpg': 'written', 'inner-link.jpg': 'written', 'secret.txt': 'not_image',
+                                          'secret.bin': 'not_image', 'link.jpg': 'not_image'}
+  details = {os.path.basename(e['uri']): e['detail'] for e in read_errors(str(tmp_path / 'open'))}
+  assert details == {'secret.txt': 'not a recognised image format (32 bytes of text)',
+                     'secret.bin': 'not a recognised image format (80 bytes of binary data)',
+                     'link.jpg': 'not a recognised image format (32 bytes of text)'}
+  errors_file = (tmp_path / 'open' / 'errors-00000-of-00001.jsonl').read_text()
+  for leaked in ('root:x', b'root:x:0'.hex(), 'SECRET', b'\x00SECRET'.hex()):
+    assert leaked not in errors_file
+
+  assert convert(manifest, f'--output={tmp_path}/kept', f'--input_root={top}/images', '--skip_transform',
+                 '--max_error_fraction=1') == 0
+  assert _outcomes(tmp_path / 'kept') == {'1.jpg': 'written', 'inner-link.jpg': 'written',
+                                          'secret.txt': 'outside_input_root', 'secret.bin': 'outside_input_root',
+                                          'link.jpg': 'outside_input_root'}
+  details = {os.path.basename(e['uri']): e['detail'] for e in read_errors(str(tmp_path / 'kept'))}
+  assert details['link.jpg'] == f'not in --input_root={top}/images (it leads to {top}/secret.txt)'
+  info = json.loads((tmp_path / 'kept' / 'beam_pipeline.json').read_text())
+  assert info['options']['input_root'] == f'{top}/images' and info['errors_by_reason'] == {'outside_input_root': 3}
+
+
+def test_files_outside_input_root_spend_the_error_budget(reaching_manifest, tmp_path, capsys):
+  top = reaching_manifest
+  assert convert(f'--input={top}/images/rows.jsonl', f'--output={tmp_path}/out', f'--input_root={top}/images',
+                 '--skip_transform', '--max_error_fraction=0.5') == 1
+  assert 'outside_input_root 3' in error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize('root, message', [
+    ('missing', '--input_root={top}/missing is not a folder'),
+    ('elsewhere', '--input_root={top}/elsewhere: --input={top}/images is not in it'),
+])
+def test_an_input_root_that_cannot_hold_the_input_stops_before_any_work(reaching_manifest, tmp_path, capsys, root,
+                                                                        message):
+  top = reaching_manifest
+  (top / 'elsewhere').mkdir(exist_ok=True)
+  assert convert(f'--input={top}/images', f'--output={tmp_path}/out', f'--input_root={top}/{root}') == 2
+  assert message.format(top=top) in error_line(capsys.readouterr().err)

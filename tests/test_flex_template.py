@@ -32,6 +32,7 @@ SAMPLES = {
     'splits': (['train=0.8,validation=0.2', 'train=1'], ['train', 'train=0.8;test=0.2', 'Train=1']),
     'dedupe': (['true', 'false'], ['yes please', 'True!', '']),
     'annotations': (['gs://b/coco/instances_train.json', 'gs://b/voc/Annotations'], ['/local/coco.json', 'gs://b', '']),
+    'input_root': (['gs://b', 'gs://b/images', 'gs://b/images/'], ['/local/images', 'images', 'gs://', '']),
     'multi_label': (['true', 'false'], ['yes please', '']),
     'drop_unannotated': (['true', 'false'], ['yes please', '']),
     'include_masks': (['true', 'false'], ['masks', '']),
@@ -86,7 +87,7 @@ def test_the_regexes_accept_what_the_command_accepts_and_refuse_the_rest(name, t
   (tmp_path / 'in' / 'cat' / '1.jpg').write_bytes(b'x')
   good, bad = SAMPLES[name]
   # gs:// paths are checked against the emulator in the job tests; the model is loaded by the launcher.
-  paths = ('input', 'output', 'embedding_model', 'annotations')
+  paths = ('input', 'output', 'embedding_model', 'annotations', 'input_root')
   given = [f'--input={tmp_path}/in', f'--output={tmp_path}/out']
   if name in ('drop_unannotated', 'include_masks'):
     (tmp_path / 'coco.json').write_text('{"images": [], "annotations": [], "categories": []}')

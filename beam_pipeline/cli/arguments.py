@@ -45,6 +45,10 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> Any:
   group.add_argument('--annotations', default=None, help='Object-detection boxes for the images of --input (a '
                      'directory): a COCO instances .json, or a folder of Pascal VOC .xml files; image names are '
                      'relative to --input. E.g. --annotations=coco/annotations/instances_train2017.json')
+  group.add_argument('--input_root', default=None, help='Refuse input files outside this folder (local or '
+                     'gs://), as outside_input_root: a manifest may otherwise name any file the process can read '
+                     "(an absolute path, '../'). Local paths are resolved, links followed, before they are "
+                     'compared. Default: none. E.g. --input_root=gs://my-bucket/images')
   group = parser.add_argument_group('labels and splits')
   group.add_argument('--label_source', default=None, help='Where labels come from: parent_dir '
                      '(PetImages/Cat/1.jpg -> Cat), none, regex:<pattern with one group> on the file name, or '

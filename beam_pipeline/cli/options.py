@@ -11,6 +11,7 @@ import contextlib
 import difflib
 import logging
 import os
+import re
 import sys
 import time
 from typing import Iterator, List, NamedTuple, Optional
@@ -20,7 +21,8 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.beam import annotation_inputs, inputs
-from beam_pipeline.core import annotations as annotations_format, labels, run_lock, schemas, splitting, uris
+from beam_pipeline.core import (annotations as annotations_format, input_root, labels, run_lock, schemas, splitting,
+                                uris)
 from beam_pipeline.core.settings import (COMPRESSIONS, DIRECTORY, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec,
                                          InputSpec, LabelSource, Settings, StoredImages)
 from beam_pipeline.core.user_errors import UsageError
@@ -175,6 +177,7 @@ def validate(options: PipelineOptions) -> Settings:
   read_threads = _whole_number('--read_threads', opts.read_threads)
   max_error_fraction = _number('--max_error_fraction', opts.max_error_fraction, fraction=True)
   spec = _multi_label(opts, inputs.resolve_input(opts.input or ''))
+  root = _input_root(opts.input_root, spec)
   annotations = _annotations(opts, spec)
   return Settings(
       input=spec,
@@ -200,7 +203,34 @@ def validate(options: PipelineOptions) -> Settings:
       drop_unannotated=bool(opts.drop_unannotated),
       include_masks=bool(opts.include_masks),
       run_id=run_lock.new_run_id(time.time()),
+      input_root=root,
   )
+
+
+def _input_root(value: Optional[str], spec: InputSpec) -> Optional[str]:
+  """--input_root, a local folder that exists or a gs:// prefix; a folder or glob --input must lie in
+  it (each file is checked again as it is read, links followed: input_root.check)."""
+  if not value:
+    return None
+  root = value.rstrip('/') or '/'
+  if not uris.is_remote(root) and not os.path.isdir(root):
+    raise UsageError(f'--input_root={value} is not a folder; give the folder every input file must lie in')
+  folder = _listed_folder(spec)
+  if folder is not None and not input_root.contains(root, folder):
+    raise UsageError(f'--input_root={value}: --input={folder} is not in it, so every image would be refused')
+  return root
+
+
+def _listed_folder(spec: InputSpec) -> Optional[str]:
+  """The folder a directory or glob --input lists files under (a glob's part before its first
+  wildcard); None for a manifest, whose rows may name files anywhere."""
+  if spec.is_manifest:
+    return None
+  if spec.kind == DIRECTORY:  # 'Photos [2023]/**' is a folder, brackets and all
+    return spec.path[:-len('/**')] or '/'
+  wildcard = re.search(r'[*?[]', spec.path)
+  folder = spec.path[:spec.path.rfind('/', 0, wildcard.start()) + 1] if wildcard else spec.path
+  return folder.rstrip('/') or ('/' if folder.startswith('/') else '.')
 
 
 def _multi_label(opts: ConversionOptions, spec: InputSpec) -> InputSpec:

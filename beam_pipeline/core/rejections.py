@@ -23,6 +23,7 @@ DUPLICATE = 'duplicate'  # dropped by --dedupe: listed with the rejections, but 
 UNANNOTATED = 'unannotated'  # dropped by --drop_unannotated: an error, but not one of the error budget
 BAD_ANNOTATION = 'bad_annotation'  # an annotation that cannot be used; its uri is the annotation file
 DAMAGED_JPEG = 'damaged_jpeg'
+OUTSIDE_INPUT_ROOT = 'outside_input_root'  # a file outside --input_root (a manifest's row)
 INTERNAL_ERROR = 'internal_error'  # an unexpected exception in a step, for this input alone (isolation.py)
 
 

@@ -103,6 +103,7 @@ class Settings(NamedTuple):
   include_masks: bool = False  # --include_masks: image/object/mask from COCO segmentations
   # This run's name (core/run_lock.py): its staging folder and its lock; not an option, so not in as_dict.
   run_id: str = ''
+  input_root: Optional[str] = None  # --input_root: every input file must lie in this folder (input_root.py)
 
   @property
   def multi_label(self) -> bool:
@@ -131,4 +132,5 @@ class Settings(NamedTuple):
         **({'annotations': self.annotations, 'drop_unannotated': self.drop_unannotated,
             'include_masks': self.include_masks} if self.annotations else {}),
         **({'multi_label': True} if self.multi_label else {}),
+        **({'input_root': self.input_root} if self.input_root else {}),
     }

@@ -8,7 +8,8 @@ import collections
 import functools
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from beam_pipeline.core import boxes, image_info, isolation, labels, preparation, reading, rejections, schemas, sharding
+from beam_pipeline.core import (boxes, image_info, input_root, isolation, labels, preparation, reading, rejections,
+                                schemas, sharding)
 from beam_pipeline.core.records import ImageRecord, InputItem, Rejection, Validated
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import Settings
@@ -51,6 +52,7 @@ def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optio
 
 
 def _load(item: InputItem, settings: Settings, open_remote) -> _Loaded:
+  input_root.check(item.uri, settings.input_root)
   label = labels.label_for(item.uri, item.label, settings.label_source)
   if item.labels:
     item = item._replace(labels=labels.labels_for(item.uri, item.labels, settings.label_source))

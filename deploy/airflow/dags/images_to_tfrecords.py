@@ -12,7 +12,9 @@ the command, as a JSON object ({"splits": "train=0.8,validation=0.2", "dedupe": 
 
 Variables: ``tfrecords_python`` (the interpreter of the environment beam_pipeline is
 installed in: Airflow and TensorFlow cannot share one), ``tfrecords_output_root``,
-and for Dataflow ``tfrecords_project``, ``tfrecords_region``,
+``tfrecords_input_root`` (optional, and recommended: the folder every input file must lie
+in, passed as --input_root, which a run's ``options`` cannot override; a manifest may
+otherwise name any file the worker can read), and for Dataflow ``tfrecords_project``, ``tfrecords_region``,
 ``tfrecords_temp_location`` (gs://...), ``tfrecords_container_image`` (the image of
 deploy/dataflow/Dockerfile, which the workers start from) and, for the Flex
 Template, ``tfrecords_template`` (the template file's gs:// path).
@@ -35,7 +37,8 @@ PARAMS = {
 
 
 def conversion_options(params: Mapping[str, Any], run_after: datetime.datetime, variables: Any) -> Dict[str, Any]:
-  """The command's options for one run: ``options``, then input and output."""
+  """The command's options for one run: ``options``, then input and output, and the Variable
+  tfrecords_input_root, which whoever triggers a run cannot change."""
   if not params['input']:
     raise ValueError('give the param input: the images to convert (a glob, a directory or a manifest)')
   output = params['output']
@@ -44,7 +47,9 @@ def conversion_options(params: Mapping[str, Any], run_after: datetime.datetime, 
     if not root:
       raise ValueError('give the param output, or set the Variable tfrecords_output_root')
     output = f'{root.rstrip("/")}/{run_after:%Y%m%dT%H%M%S}'
-  return {**params['options'], 'input': params['input'], 'output': output}
+  input_root = variables.get('tfrecords_input_root', '')
+  return {**params['options'], 'input': params['input'], 'output': output,
+          **({'input_root': input_root} if input_root else {})}
 
 
 def dataflow_options(params: Mapping[str, Any], variables: Any) -> Dict[str, Any]:
