@@ -9,7 +9,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from helpers import photos
+from helpers import hostile_files, photos
 from helpers.commands import convert, error_line
 from helpers.dataset_reader import read_errors, read_output
 
@@ -165,3 +165,20 @@ def test_an_input_root_that_cannot_hold_the_input_stops_before_any_work(reaching
   (top / 'elsewhere').mkdir(exist_ok=True)
   assert convert(f'--input={top}/images', f'--output={tmp_path}/out', f'--input_root={top}/{root}') == 2
   assert message.format(top=top) in error_line(capsys.readouterr().err)
+
+
+# Case 10: --max_pixels above Pillow's own guard (twice Image.MAX_IMAGE_PIXELS, about 179M) is the
+# limit, in the processes that open images; what is refused is refused in the option's terms.
+def test_max_pixels_above_pillows_own_limit_is_the_limit_and_refusals_quote_it(tmp_path):
+  headers = {'195-megapixels.png': (15000, 13000), '500-megapixels.png': (20000, 25000),
+             '900-megapixels.png': (30000, 30000)}
+  photos.write_files(tmp_path / 'in', {f'x/{name}': hostile_files.png_with_size(*size)
+                                       for name, size in headers.items()})
+  photos.write_files(tmp_path / 'in', {'x/photo.jpg': photos.jpeg(1)})
+  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--max_pixels=400000000',
+                 '--skip_transform', '--max_error_fraction=1') == 0
+  details = {os.path.basename(e['uri']): (e['reason'], e['detail']) for e in read_errors(str(tmp_path / 'out'))}
+  # Past the size check, this header's file (its pixels are those of an 8x8 PNG) fails to decode.
+  assert details['195-megapixels.png'][0] == 'corrupt'
+  assert details['500-megapixels.png'] == ('too_many_pixels', '20000x25000 pixels exceeds --max_pixels=400000000')
+  assert details['900-megapixels.png'] == ('too_many_pixels', '900000000 pixels exceeds --max_pixels=400000000')

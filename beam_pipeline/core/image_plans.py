@@ -8,8 +8,8 @@ from typing import Union
 
 from PIL import Image, UnidentifiedImageError
 
-from beam_pipeline.core import decoder_messages, exif_orientation, isolation, jpeg_segments, png_chunks, reencoding
-from beam_pipeline.core import rejections, stored_images
+from beam_pipeline.core import decoder_messages, exif_orientation, isolation, jpeg_segments, pillow_limit, png_chunks
+from beam_pipeline.core import reencoding, rejections, stored_images
 from beam_pipeline.core.image_info import PendingImage
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
@@ -36,7 +36,7 @@ def plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True)
   except UnidentifiedImageError:
     return Rejected(rejections.NOT_IMAGE, f'not a recognised image format ({_describe(data)})')
   except Image.DecompressionBombError as e:
-    return Rejected(rejections.TOO_MANY_PIXELS, str(e))
+    return Rejected(rejections.TOO_MANY_PIXELS, pillow_limit.refusal(e, max_pixels))
   except Exception as e:  # Pillow's header parsers raise many types on malformed data.
     return Rejected(rejections.CORRUPT, f'unreadable image header: {decoder_messages.first_line(e)}')
   with image:
@@ -48,7 +48,7 @@ def plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True)
       # bytes until the next full garbage collection.
       return e.with_traceback(None)
     except Image.DecompressionBombError as e:
-      return Rejected(rejections.TOO_MANY_PIXELS, str(e))
+      return Rejected(rejections.TOO_MANY_PIXELS, pillow_limit.refusal(e, max_pixels))
     except reencoding.NotDecoded as e:
       message = decoder_messages.first_line(e.error)
       if 'truncated' in message or isinstance(e.error, EOFError):

@@ -23,7 +23,8 @@ from typing import Dict, List, Sequence, Union
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import decoder_messages, exif_orientation, image_plans, native_output, reencoding, rejections
+from beam_pipeline.core import decoder_messages, exif_orientation, image_plans, native_output, pillow_limit, reencoding
+from beam_pipeline.core import rejections
 from beam_pipeline.core import stored_images, tensorflow_decoding
 from beam_pipeline.core.image_info import PendingImage, PreparedImage
 from beam_pipeline.core.rejections import Rejected
@@ -56,6 +57,7 @@ def prepare_images(datas: Sequence[bytes], max_pixels: int,
   that ``stored`` changes (a JPEG to downscale, say) are re-encoded then, and their
   new bytes decoded by TensorFlow in a second call.
   """
+  pillow_limit.set_for(max_pixels)
   # Exclusive: what libjpeg writes while one batch decodes must be that batch's, even
   # with other threads of this process validating (an SDK worker's).
   with native_output.captured(exclusive=True) as decoders:

@@ -22,7 +22,7 @@ from beam_pipeline.core.settings import StoredImages
 # Every process that opens images with Pillow imports this module (validation through
 # planning, the shard writer itself), so Pillow's warnings are set here.
 # Our own --max_pixels check replaces Pillow's warning; its hard error (at twice
-# Image.MAX_IMAGE_PIXELS) stays as a second line of defence.
+# Image.MAX_IMAGE_PIXELS, which pillow_limit sets from --max_pixels) stays as a second line of defence.
 warnings.simplefilter('ignore', Image.DecompressionBombWarning)
 # Pillow also warns, once per worker on the user's console, about damaged metadata
 # of images it still decodes (a TIFF tag or Exif block past the end of the file).

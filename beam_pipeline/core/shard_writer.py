@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from beam_pipeline.core import dataset_info, examples, image_info, isolation, reading, record_index, reencoding
-from beam_pipeline.core import rejections, schemas, shard_name
+from beam_pipeline.core import pillow_limit, rejections, schemas, shard_name
 from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
@@ -36,6 +36,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   checked), or any unexpected error. Writing the file itself is not: an output
   that cannot be written fails the shard, and the run.
   """
+  pillow_limit.set_for(settings.max_pixels)  # it opens what validation opened, re-encoding
   class_ids = {label: index for index, label in enumerate(class_names)}
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected: List[Rejection] = []
