@@ -9,6 +9,8 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from beam_pipeline.beam import annotation_inputs
+
 from helpers import hostile_files, photos
 from helpers.commands import convert, error_line
 from helpers.dataset_reader import read_errors, read_output
@@ -182,3 +184,24 @@ def test_max_pixels_above_pillows_own_limit_is_the_limit_and_refusals_quote_it(t
   assert details['195-megapixels.png'][0] == 'corrupt'
   assert details['500-megapixels.png'] == ('too_many_pixels', '20000x25000 pixels exceeds --max_pixels=400000000')
   assert details['900-megapixels.png'] == ('too_many_pixels', '900000000 pixels exceeds --max_pixels=400000000')
+
+
+# Case 12 (part): a COCO file that is not COCO as a whole is the user's mistake, said in one line
+# with exit 2: at launch where the file is small, else when the worker reads it; never "a bug".
+@pytest.mark.parametrize('document, cause', [
+    ('{"images": [', 'is not valid JSON (Expecting value: line 1 column 13 (char 12)); fix it, or export it again'),
+    ('{"images": 3, "annotations": []}', "is not a COCO instances file: it has a number as its 'images', not a list; "
+                                          'give a COCO instances file: a JSON object with the lists images, '
+                                          'annotations and categories'),
+])
+@pytest.mark.parametrize('checked', ['at_launch', 'by_the_worker'])
+def test_a_coco_file_that_is_not_coco_stops_the_run_in_one_line_naming_it(one_photo, tmp_path, capsys, monkeypatch,
+                                                                         document, cause, checked):
+  if checked == 'by_the_worker':  # as a file too large to read at launch is
+    monkeypatch.setattr(annotation_inputs, 'LAUNCH_CHECK_BYTES', 0)
+  (tmp_path / 'instances.json').write_text(document)
+  assert convert(f'--input={one_photo}', f'--output={tmp_path}/out', f'--annotations={tmp_path}/instances.json',
+                 '--skip_transform') == 2
+  stderr = capsys.readouterr().err
+  assert error_line(stderr) == f'error: --annotations={tmp_path}/instances.json {cause}'
+  assert 'bug' not in stderr and not (tmp_path / 'out' / 'beam_pipeline.json').exists()

@@ -14,10 +14,15 @@ from beam_pipeline.beam.tags import REJECTED
 from beam_pipeline.core import annotated_items, annotations, progress_counts, rejections, uris
 from beam_pipeline.core.annotations import ImageAnnotation
 from beam_pipeline.core.records import InputItem, Rejection
+from beam_pipeline.core.rejections import InputFileError
 from beam_pipeline.core.settings import DIRECTORY, InputSpec, Settings
+from beam_pipeline.core.user_errors import UsageError
 
 # Images go on to validation in lists of about this many, as listing makes them.
 BATCH_SIZE = inputs.LIST_BATCH_SIZE
+# COCO files up to this size are checked at launch (parsed in about half a second); COCO
+# val2017's instances file is 25 MB, train2017's 448 MB.
+LAUNCH_CHECK_BYTES = 32 * 2**20
 
 
 class Annotated(NamedTuple):
@@ -67,6 +72,21 @@ def annotation_format(path: str) -> str:
     return annotations.format_of(path, f.read(64))
 
 
+def check_coco(path: str) -> None:
+  """UsageError, at launch, for a COCO file of at most LAUNCH_CHECK_BYTES that is not COCO as a
+  whole (invalid JSON, 'images' not a list). A larger one is left to the worker that reads it
+  whole anyway, rather than read twice and held by the launcher: the run then stops with the
+  same line (failures.report)."""
+  if FileSystems.match([path], limits=[1])[0].metadata_list[0].size_in_bytes > LAUNCH_CHECK_BYTES:
+    return
+  with FileSystems.open(path) as f:
+    data = f.read()
+  try:
+    annotations.coco_document(data)
+  except InputFileError as e:
+    raise UsageError(f'--annotations={path} {e}') from None
+
+
 def annotation_parts(path: str) -> Iterator[Tuple[str, Any]]:
   """(format, what to read): a COCO or VOC file whole, or each part of a folder of VOC files."""
   if not _is_folder(path):
@@ -94,7 +114,11 @@ def _parsed(kind: str, what: Any) -> Iterator[Any]:
   """The ImageAnnotations and Problems of a COCO file, a VOC file, or a part of a folder of VOC files."""
   if kind == annotations.COCO:
     with FileSystems.open(what) as f:
-      yield from annotations.parse_coco(f.read())
+      data = f.read()
+    try:
+      yield from annotations.parse_coco(data)
+    except InputFileError as e:  # the file's own words, said for the command line
+      raise InputFileError(f'--annotations={what} {e}') from None
     return
   files = [what] if isinstance(what, str) else (
       item.uri for batch in inputs.list_input_batches(what) if not isinstance(batch, Rejection) for item in batch

@@ -287,6 +287,8 @@ def _annotations(opts: ConversionOptions, spec: InputSpec) -> Optional[str]:
     raise UsageError(f'--annotations={path}: {e}') from None
   if opts.include_masks and kind != annotations_format.COCO:
     raise UsageError(f'--include_masks draws COCO segmentations; --annotations={path} is Pascal VOC, which has none')
+  if kind == annotations_format.COCO:
+    annotation_inputs.check_coco(path)
   return path
 
 

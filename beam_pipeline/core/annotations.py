@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ElementTree
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from beam_pipeline.core import class_names
+from beam_pipeline.core.rejections import InputFileError
 
 
 class AnnotatedObject(NamedTuple):
@@ -93,22 +94,41 @@ def _shape_problem(width: float, height: float) -> Optional[str]:
   return None
 
 
+# What a COCO instances file must be as a whole: the fix an InputFileError names.
+_COCO_SHAPE = 'give a COCO instances file: a JSON object with the lists images, annotations and categories'
+_JSON_KINDS = {list: 'an array', str: 'a string', int: 'a number', float: 'a number', bool: 'true or false',
+               type(None): 'null', dict: 'an object'}
+
+
 def _list(document: Dict[str, Any], key: str, required: bool) -> List[Any]:
   value = document.get(key, None if required else [])
   if not isinstance(value, list):
-    raise ValueError(f'not a COCO instances file: {key!r} is {"missing" if value is None else "not a list"}')
+    found = 'no' if key not in document else f'{_JSON_KINDS[type(value)]} as its'
+    raise InputFileError(f'is not a COCO instances file: it has {found} {key!r}, not a list; {_COCO_SHAPE}')
   return value
+
+
+def coco_document(data: bytes) -> Dict[str, Any]:
+  """A COCO file's JSON object, its lists checked. InputFileError, its cause and fix in one
+  line, for a file that is not a COCO instances file as a whole: the user's to fix, as no entry
+  of it can be used; each entry that cannot is a Problem of parse_coco."""
+  try:
+    document = json.loads(data)
+  except ValueError as e:  # UnicodeDecodeError too
+    raise InputFileError(f'is not valid JSON ({str(e).splitlines()[0]}); fix it, or export it again') from None
+  if not isinstance(document, dict):
+    raise InputFileError(f'is not a COCO instances file: its JSON is {_JSON_KINDS[type(document)]}, not an '
+                         f'object; {_COCO_SHAPE}')
+  for key, required in (('images', True), ('annotations', False), ('categories', False)):
+    _list(document, key, required)
+  return document
 
 
 def parse_coco(data: bytes) -> Iterator[Union[ImageAnnotation, Problem]]:
   """Every image, sorted by file_name (those without annotations too: they are negatives),
-  its objects in annotation-id order; a Problem for each entry left out."""
-  try:
-    document = json.loads(data)
-  except ValueError as e:  # UnicodeDecodeError too
-    raise ValueError(f'not a COCO JSON file: {str(e).splitlines()[0]}') from None
-  if not isinstance(document, dict):
-    raise ValueError('not a COCO instances file: the JSON is not an object')
+  its objects in annotation-id order; a Problem for each entry left out. InputFileError
+  (coco_document) before anything is yielded, for a file that is not COCO as a whole."""
+  document = coco_document(data)
   images, annotations = _list(document, 'images', True), _list(document, 'annotations', False)
   categories: Dict[Any, Optional[str]] = {}  # None: listed without a usable name
   for category in _list(document, 'categories', False):

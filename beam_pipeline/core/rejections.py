@@ -59,6 +59,7 @@ class LockLost(OutputError):
 
 
 class InputFileError(RunFailure):
-  """An input file the run cannot read through (a compressed manifest cut short or damaged): the
-  user's to fix, not one input's rejection and no bug, so the run stops before its commit and
-  the command says so in the message's one line, with exit code 2."""
+  """An input file the run cannot read through (a compressed manifest cut short or damaged, an
+  --annotations COCO file that is not COCO as a whole): the user's to fix, not one input's
+  rejection and no bug, so the run stops before its commit and the command says so in the
+  message's one line, with exit code 2."""

@@ -5,6 +5,7 @@ import pytest
 
 from beam_pipeline.core.annotations import (COCO, VOC, AnnotatedObject, ImageAnnotation, Problem, format_of,
                                             parse_coco, parse_voc)
+from beam_pipeline.core.rejections import InputFileError
 
 
 def _coco(**changes) -> dict:
@@ -111,12 +112,25 @@ def test_coco_category_without_a_name_is_a_problem():
       Problem('annotation id 12', 'refers to category id 2, which has no name')]
 
 
-@pytest.mark.parametrize('data', [b'[1, 2]', b'{"annotations": []}', b'{"images": {}}', b'{"images": [',
-                                  b'\xff\xfe{'])
-def test_a_file_that_is_not_coco_raises_one_line(data):
-  with pytest.raises(ValueError) as raised:
+_SHAPE = 'give a COCO instances file: a JSON object with the lists images, annotations and categories'
+
+
+@pytest.mark.parametrize('data, message', [
+    (b'[1, 2]', f'is not a COCO instances file: its JSON is an array, not an object; {_SHAPE}'),
+    (b'{"annotations": []}', f"is not a COCO instances file: it has no 'images', not a list; {_SHAPE}"),
+    (b'{"images": {}}', f"is not a COCO instances file: it has an object as its 'images', not a list; {_SHAPE}"),
+    (b'{"images": [], "annotations": 3}',
+     f"is not a COCO instances file: it has a number as its 'annotations', not a list; {_SHAPE}"),
+    (b'{"images": [], "categories": null}',
+     f"is not a COCO instances file: it has null as its 'categories', not a list; {_SHAPE}"),
+    (b'{"images": [', 'is not valid JSON (Expecting value: line 1 column 13 (char 12)); fix it, or export it again'),
+    (b'\xff\xfe{', 'is not valid JSON ('),
+])
+def test_a_file_that_is_not_coco_raises_its_cause_and_fix_in_one_line(data, message):
+  """The user's to fix: an InputFileError, which the command reports as such (exit 2)."""
+  with pytest.raises(InputFileError) as raised:
     list(parse_coco(data))
-  assert '\n' not in str(raised.value)
+  assert str(raised.value).startswith(message) and '\n' not in str(raised.value)
 
 
 _VOC = b"""<annotation>
