@@ -205,3 +205,40 @@ def test_a_coco_file_that_is_not_coco_stops_the_run_in_one_line_naming_it(one_ph
   stderr = capsys.readouterr().err
   assert error_line(stderr) == f'error: --annotations={tmp_path}/instances.json {cause}'
   assert 'bug' not in stderr and not (tmp_path / 'out' / 'beam_pipeline.json').exists()
+
+
+# Case 8: identical files listed under different labels. --dedupe keeps one of them; the errors
+# line of the other says the labels conflicted, the run record counts such groups (with or
+# without --dedupe), and the summary says so in one line.
+@pytest.fixture(scope='module')
+def conflicting_labels(tmp_path_factory):
+  """a.jpg and b.jpg are one picture, as 'dog' and as 'cat'; d.jpg and e.jpg one picture, both 'dog'."""
+  root = tmp_path_factory.mktemp('conflicts') / 'in'
+  same, other = photos.jpeg(1), photos.jpeg(3)
+  photos.write_files(root, {'a.jpg': same, 'b.jpg': same, 'c.jpg': photos.jpeg(2), 'd.jpg': other, 'e.jpg': other})
+  rows = [('a.jpg', 'dog'), ('b.jpg', 'cat'), ('c.jpg', 'cat'), ('d.jpg', 'dog'), ('e.jpg', 'dog')]
+  (root / 'rows.jsonl').write_text(''.join(json.dumps({'uri': uri, 'label': label}) + '\n' for uri, label in rows))
+  return root
+
+
+@pytest.mark.parametrize('dedupe', [True, False], ids=['dedupe', 'kept'])
+def test_copies_with_conflicting_labels_are_counted_and_said(conflicting_labels, tmp_path, capsys, dedupe):
+  root, out = conflicting_labels, tmp_path / 'out'
+  assert convert(f'--input={root}/rows.jsonl', f'--output={out}', '--skip_transform',
+                 *(['--dedupe'] if dedupe else [])) == 0
+  info, records = read_output(str(out))
+  assert info['duplicates']['num_label_conflicts'] == 1 and info['duplicates']['num_groups'] == 2
+  said = [line for line in capsys.readouterr().out.splitlines() if 'Conflicting labels' in line]
+  if dedupe:
+    assert read_errors(str(out)) == [
+        {'uri': f'{root}/b.jpg', 'reason': 'duplicate',
+         'detail': f"same content as {root}/a.jpg (--dedupe keeps one copy); the labels conflict: 'cat' here, 'dog' on "
+                   f'{root}/a.jpg, which is kept with its label'},
+        {'uri': f'{root}/e.jpg', 'reason': 'duplicate', 'detail': f'same content as {root}/d.jpg (--dedupe keeps one copy)'}]
+    assert said == ['Conflicting labels in 1 group of identical files (--dedupe kept the first copy by uri, with its '
+                    'label; the errors file names both).']
+  else:
+    assert sorted(r['image/class/text'].decode() for r in records['train']) == ['cat', 'cat', 'dog', 'dog', 'dog']
+    assert said == ['Conflicting labels in 1 group of identical files (each copy kept with its own label: training '
+                    'sees one picture as different classes).']
+

@@ -57,7 +57,8 @@ class GroupCopies(beam.DoFn):
       group, dropped = grouped
       if len(copies) > 1:
         Metrics.counter(tags.NAMESPACE, 'duplicate_groups').inc()
-        yield beam.pvalue.TaggedOutput(tags.DUPLICATES, sorted(r.uri for r in copies))
+        yield beam.pvalue.TaggedOutput(tags.DUPLICATES, (sorted(r.uri for r in copies),
+                                                         splitting.labels_conflict(copies)))
       progress_counts.counts().rejected(len(dropped))
       for rejection in dropped:
         yield tags.rejected(rejection)
@@ -266,27 +267,30 @@ def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
 
 class DuplicateGroups(beam.CombineFn):
   """Every group of identical files, summed up as beam_pipeline.json lists them: how many
-  groups and extra copies, and the first MAX_LISTED_DUPLICATE_GROUPS groups (sorted), never
-  more of them at once."""
+  groups and extra copies, how many of the groups have conflicting labels, and the first
+  MAX_LISTED_DUPLICATE_GROUPS groups (sorted), never more of them at once. Each input is a
+  group's sorted uris and whether its labels conflict (splitting.labels_conflict)."""
   _LISTED = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
 
-  def create_accumulator(self) -> Tuple[int, int, List[List[str]]]:
-    return 0, 0, []
+  def create_accumulator(self) -> Tuple[int, int, int, List[List[str]]]:
+    return 0, 0, 0, []
 
-  def add_input(self, accumulator, group: List[str]):
-    num_groups, num_extra, listed = accumulator
-    listed.append(group)
+  def add_input(self, accumulator, group: Tuple[List[str], bool]):
+    num_groups, num_extra, num_conflicts, listed = accumulator
+    uris, conflict = group
+    listed.append(uris)
     if len(listed) > 2 * self._LISTED:
       listed = sorted(listed)[:self._LISTED]
-    return num_groups + 1, num_extra + len(group) - 1, listed
+    return num_groups + 1, num_extra + len(uris) - 1, num_conflicts + bool(conflict), listed
 
   def merge_accumulators(self, accumulators):
-    num_groups, num_extra, listed = self.create_accumulator()
-    for groups, extra, more in accumulators:
-      num_groups, num_extra = num_groups + groups, num_extra + extra
+    num_groups, num_extra, num_conflicts, listed = self.create_accumulator()
+    for groups, extra, conflicts, more in accumulators:
+      num_groups, num_extra, num_conflicts = num_groups + groups, num_extra + extra, num_conflicts + conflicts
       listed = sorted(listed + more)[:self._LISTED]
-    return num_groups, num_extra, listed
+    return num_groups, num_extra, num_conflicts, listed
 
   def extract_output(self, accumulator) -> Dict[str, Any]:
-    num_groups, num_extra, listed = accumulator
-    return {'num_groups': num_groups, 'num_extra_copies': num_extra, 'groups': sorted(listed)[:self._LISTED]}
+    num_groups, num_extra, num_conflicts, listed = accumulator
+    return {'num_groups': num_groups, 'num_extra_copies': num_extra, 'num_label_conflicts': num_conflicts,
+            'groups': sorted(listed)[:self._LISTED]}

@@ -106,8 +106,8 @@ def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Ma
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
   written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
-  up the groups of identical files: num_groups, num_extra_copies, and the first
-  MAX_LISTED_DUPLICATE_GROUPS groups.
+  up the groups of identical files: num_groups, num_extra_copies, num_label_conflicts, and the
+  first MAX_LISTED_DUPLICATE_GROUPS groups.
   """
   order = {label: index for index, label in enumerate(labels)}
   splits = {}
@@ -135,7 +135,9 @@ def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Ma
       errors_file=errors_output.pattern(num_errors_files),
       errors_files=errors_output.file_names(num_errors_files),
       duplicates=Duplicates(num_groups=duplicates['num_groups'], num_extra_copies=duplicates['num_extra_copies'],
-                            removed=dedupe, num_removed=num_removed, groups=duplicates['groups']),
+                            removed=dedupe, num_removed=num_removed,
+                            num_label_conflicts=duplicates.get('num_label_conflicts') or None,
+                            groups=duplicates['groups']),
       compression=settings['compression'],
       schema=settings['schema'],
       embedding=embedding,

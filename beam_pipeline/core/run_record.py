@@ -81,6 +81,8 @@ class Duplicates(_Json):
   num_extra_copies: int
   removed: bool  # --dedupe
   num_removed: int = 0  # listed in the errors files too, as duplicate, but no errors; 0.1 counted them as errors
+  # Groups whose files were given different labels; written only when there are any.
+  num_label_conflicts: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   groups: List[List[str]]
 
 

@@ -11,7 +11,7 @@ only moves groups that sit next to a boundary.
 import collections
 import itertools
 import re
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple
 
 from beam_pipeline.core import hash_order, isolation, rejections
 from beam_pipeline.core.records import ContentGroup, ImageRecord, Rejection
@@ -83,9 +83,33 @@ def group_duplicates(records: Iterable[ImageRecord], dedupe: bool) -> Tuple[Cont
   if not dedupe:
     return ContentGroup(tuple(ordered)), []
   kept, copies = ordered[0], ordered[1:]
-  dropped = [Rejection(r.uri, rejections.DUPLICATE, f'same content as {kept.uri} (--dedupe keeps one copy)')
-             for r in copies]
+  dropped = [Rejection(r.uri, rejections.DUPLICATE, _duplicate_detail(r, kept)) for r in copies]
   return ContentGroup((kept,)), dropped
+
+
+def _label_set(record: ImageRecord) -> FrozenSet[str]:
+  """A record's labels, as a set: the order a --multi_label row names them in is no conflict."""
+  return frozenset(record.labels or ([record.label] if record.label is not None else []))
+
+
+def labels_conflict(records: Iterable[ImageRecord]) -> bool:
+  """Whether identical files were given different labels: one picture that training would see
+  as two classes (without --dedupe), or whose other labels --dedupe drops."""
+  return len({_label_set(record) for record in records}) > 1
+
+
+def _label_text(record: ImageRecord) -> str:
+  labels = record.labels or ((record.label,) if record.label is not None else ())
+  return ', '.join(repr(label) for label in labels) or 'no label'
+
+
+def _duplicate_detail(copy: ImageRecord, kept: ImageRecord) -> str:
+  """The errors line of a copy --dedupe drops: whose copy it is, and whether their labels conflict."""
+  detail = f'same content as {kept.uri} (--dedupe keeps one copy)'
+  if _label_set(copy) == _label_set(kept):
+    return detail
+  return (f'{detail}; the labels conflict: {_label_text(copy)} here, {_label_text(kept)} on {kept.uri}, '
+          f'which is kept with its label')
 
 
 def class_weights(bucket: str, groups: Iterable[ContentGroup]) -> Iterable[Tuple[Tuple[str, str], int]]:

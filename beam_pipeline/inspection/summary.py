@@ -34,7 +34,9 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
       **({'num_bad_annotations': bad_annotations} if bad_annotations else {}),
       'errors_file': uris.join(output, info.errors_file),
       'duplicates': {'num_groups': duplicates.num_groups, 'num_extra_copies': duplicates.num_extra_copies,
-                     'removed': duplicates.removed},
+                     'removed': duplicates.removed,
+                     **({'num_label_conflicts': duplicates.num_label_conflicts}
+                        if duplicates.num_label_conflicts else {})},
       'num_damaged_jpeg': info.num_damaged_jpeg,
       'strict_jpeg': info.options.get('strict_jpeg', False),
   }
@@ -87,6 +89,12 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
     what = 'removed' if duplicates['removed'] else 'kept, each group in one split'
     result.append(f'{counted(duplicates["num_extra_copies"], "duplicate copy", "duplicate copies")} in '
                   f'{counted(duplicates["num_groups"], "group")} ({what}).')
+  if duplicates.get('num_label_conflicts'):
+    kept = ('--dedupe kept the first copy by uri, with its label; the errors file names both'
+            if duplicates['removed'] else 'each copy kept with its own label: training sees one picture as '
+            'different classes')
+    result.append(f'Conflicting labels in {counted(duplicates["num_label_conflicts"], "group")} of identical files '
+                  f'({kept}).')
   return result
 
 

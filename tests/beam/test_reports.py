@@ -69,18 +69,19 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
   rng = random.Random(2)
   groups = [sorted(f'/photos/{rng.getrandbits(40):010x}-{copy}.jpg' for copy in range(rng.randint(2, 4)))
             for _ in range(3 * listed + 7)]
+  conflicts = [index % 7 == 0 for index in range(len(groups))]  # groups whose files have different labels
   expected = {'num_groups': len(groups), 'num_extra_copies': sum(len(g) - 1 for g in groups),
-              'groups': sorted(groups)[:listed]}
+              'num_label_conflicts': sum(conflicts), 'groups': sorted(groups)[:listed]}
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(groups, reshuffle=False) | beam.CombineGlobally(planning.DuplicateGroups()),
+      p | beam.Create(list(zip(groups, conflicts)), reshuffle=False) | beam.CombineGlobally(planning.DuplicateGroups()),
       equal_to([expected])))
   combine = planning.DuplicateGroups()
   halves = [combine.create_accumulator(), combine.create_accumulator()]
-  for index, group in enumerate(groups):
+  for index, group in enumerate(zip(groups, conflicts)):
     halves[index % 2] = combine.add_input(halves[index % 2], group)
   assert combine.extract_output(combine.merge_accumulators(halves)) == expected
   assert combine.extract_output(combine.create_accumulator()) == {'num_groups': 0, 'num_extra_copies': 0,
-                                                                  'groups': []}
+                                                                  'num_label_conflicts': 0, 'groups': []}
 
 
 def test_shard_reports_are_summed_up_as_one_process_sums_them():

@@ -81,6 +81,29 @@ def test_dedupe_keeps_the_first_copy_by_uri():
   assert 'gs://b/cat/a.jpg' in dropped[0].detail
 
 
+def test_dedupe_says_when_the_labels_of_the_copies_conflict():
+  """The copy dropped with another label names both, and which copy was kept: the other label is
+  lost, and must not be lost unsaid."""
+  copies = [_record('b.jpg', 'dog', content='same'), _record('a.jpg', 'cat', content='same'),
+            _record('c.jpg', 'cat', content='same')]
+  assert splitting.labels_conflict(copies)
+  group, dropped = splitting.group_duplicates(copies, dedupe=True)
+  assert [r.uri for r in group.records] == ['gs://b/cat/a.jpg']
+  assert [(d.uri, d.detail) for d in dropped] == [
+      ('gs://b/cat/c.jpg', 'same content as gs://b/cat/a.jpg (--dedupe keeps one copy)'),
+      ('gs://b/dog/b.jpg', "same content as gs://b/cat/a.jpg (--dedupe keeps one copy); the labels conflict: 'dog' "
+                           "here, 'cat' on gs://b/cat/a.jpg, which is kept with its label")]
+
+
+def test_labels_conflict_unless_every_copy_has_the_same_labels_in_any_order():
+  same = [_record('a.jpg', 'cat', content='x'), _record('b.jpg', 'cat', content='x')]
+  assert not splitting.labels_conflict(same)
+  assert splitting.labels_conflict([same[0], same[1]._replace(label=None)])
+  multi = [same[0]._replace(labels=('cat', 'pet')), same[1]._replace(labels=('pet', 'cat'))]
+  assert not splitting.labels_conflict(multi)
+  assert splitting.labels_conflict([multi[0], multi[1]._replace(labels=('pet',), label='pet')])
+
+
 def test_copies_always_meet_in_one_content_bucket():
   records = [_record(f'{i}.jpg', 'cat', content=f'photo {i % 300}') for i in range(900)]
   buckets = splitting.content_buckets(records)
