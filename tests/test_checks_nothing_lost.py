@@ -9,6 +9,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from beam_pipeline import cli
 from beam_pipeline.beam import annotation_inputs
 
 from helpers import hostile_files, photos
@@ -50,6 +51,13 @@ def test_a_numeric_option_out_of_range_stops_before_any_work(one_photo, tmp_path
   assert convert(f'--input={one_photo}', f'--output={tmp_path}/out', flag) == 2
   assert message in error_line(capsys.readouterr().err)
   assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('samples', ['0', '-3'])
+def test_inspect_wants_a_positive_number_of_samples(tmp_path, capsys, samples):
+  """A negative count failed inside Pillow with a traceback; 0 drew an empty sheet."""
+  assert cli.main(['inspect', str(tmp_path), f'--samples={samples}', f'--contact_sheet={tmp_path}/sheet.png']) == 2
+  assert error_line(capsys.readouterr().err) == f"error: argument --samples: '{samples}' must be a positive whole number"
 
 
 def _listed(record: dict, key: str) -> list:

@@ -30,6 +30,18 @@ def _boolean(value: str) -> bool:
   return known[value.lower()]
 
 
+def _positive_whole_number(value: str) -> int:
+  """A count that must be at least 1 (inspect's --samples): 0 draws an empty sheet, a negative
+  number fails deep inside Pillow."""
+  try:
+    number = int(value)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f'{value!r} is not a whole number') from None
+  if number < 1:
+    raise argparse.ArgumentTypeError(f'{value!r} must be a positive whole number')
+  return number
+
+
 # An on/off option: --dedupe, --dedupe=true or --dedupe=false.
 _SWITCH = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
 
@@ -171,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
                        'label and split, into this PNG.')
   inspect.add_argument('--plots', metavar='PATH.png', help='Plot the class balance per split and the '
                        'image sizes into this PNG.')
-  inspect.add_argument('--samples', type=int, default=8, help='Images per class on the contact sheet. '
+  inspect.add_argument('--samples', type=_positive_whole_number, default=8, help='Images per class on the contact sheet. '
                        'Default: %(default)s')
 
   verify = commands.add_parser('verify', prog='python -m beam_pipeline verify', allow_abbrev=False,
