@@ -7,12 +7,15 @@ import json
 import os
 from typing import Dict, List, Tuple
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from beam_pipeline import cli
 from beam_pipeline.beam import annotation_inputs
+from beam_pipeline.core import png_chunks
 
-from helpers import hostile_files, photos
+from helpers import dali, hostile_files, image_cases, photos
 from helpers.commands import convert, error_line
 from helpers.dataset_reader import read_errors, read_output
 
@@ -250,3 +253,33 @@ def test_copies_with_conflicting_labels_are_counted_and_said(conflicting_labels,
     assert said == ['Conflicting labels in 1 group of identical files (each copy kept with its own label: training '
                     'sees one picture as different classes).']
 
+
+# Case 16: an animated PNG (any acTL, fcTL or fdAT chunk) is stored as a still PNG of its default
+# image, the frame TensorFlow decodes, pixel for pixel, so that NVIDIA DALI decodes it too.
+@pytest.fixture(scope='module')
+def apng_output(tmp_path_factory):
+  root = tmp_path_factory.mktemp('apng')
+  photos.write_files(root / 'in', {f'apng/{name}': case.data for name, case in image_cases.apng_cases().items()})
+  assert convert(f'--input={root}/in', f'--output={root}/out', '--index_files', '--skip_transform') == 0
+  return root / 'out'
+
+
+def test_animated_pngs_are_stored_as_a_still_png_of_the_frame_tensorflow_decodes(apng_output):
+  info, records = read_output(str(apng_output))
+  cases = image_cases.apng_cases()
+  stored = {os.path.basename(r['image/filename'].decode()): r for r in records['train']}
+  assert sorted(stored) == sorted(cases) and info['num_reencoded'] == len(cases)
+  for name, case in cases.items():
+    data = stored[name]['image/encoded']
+    assert stored[name]['image/format'] == b'png' and not png_chunks.verify(data).animated, name
+    for channels in (0, 3):
+      original = tf.io.decode_image(case.data, channels=channels, expand_animations=False).numpy()
+      assert np.array_equal(tf.io.decode_image(data, channels=channels, expand_animations=False).numpy(), original), name
+
+
+@pytest.mark.skipif(not dali.installed(), reason='make dali (make test does) installs NVIDIA DALI')
+def test_nvidia_dali_decodes_every_animated_png_record(apng_output):
+  """DALI's PNG decoder stopped on APNGs stored as they were ('IEND: out of place', no frames)."""
+  sizes = dali.decoded_sizes(str(apng_output))
+  assert sorted(os.path.basename(name) for name in sizes) == sorted(image_cases.apng_cases())
+  assert all(decoded == recorded for decoded, recorded in sizes.values())

@@ -17,7 +17,7 @@ from beam_pipeline.core import record_index
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.inspection import verify
 
-from helpers import image_cases, photos, pillow_modes
+from helpers import dali, image_cases, photos, pillow_modes
 from helpers.commands import convert
 from helpers.dataset_reader import read_output
 
@@ -155,37 +155,7 @@ def test_photos_taken_sideways_are_stored_upright_and_counted(tmp_path):
              for r in records['train'])
 
 
-_DALI = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '.venv-dali', 'bin', 'python')
-_DALI_READ = '''
-import json, sys
-from nvidia.dali import fn, pipeline_def, types
-import nvidia.dali.tfrecord as tfrec
-out = sys.argv[1]
-with open(out + '/beam_pipeline.json') as f:
-    shards = [shard for split in json.load(f)['splits'].values() for shard in split['shards']]
-
-@pipeline_def(batch_size=1, num_threads=1, device_id=None, exec_dynamic=True)  # CPU only
-def read():
-    record = fn.readers.tfrecord(
-        path=[out + '/' + s['file'] for s in shards], index_path=[out + '/' + s['index_file'] for s in shards],
-        features={'image/encoded': tfrec.FixedLenFeature((), tfrec.string, ''),
-                  'image/filename': tfrec.FixedLenFeature((), tfrec.string, ''),
-                  'image/height': tfrec.FixedLenFeature([1], tfrec.int64, -1),
-                  'image/width': tfrec.FixedLenFeature([1], tfrec.int64, -1)})
-    image = fn.decoders.image(record['image/encoded'], device='cpu', output_type=types.RGB)
-    return image, record['image/filename'], record['image/height'], record['image/width']
-
-pipe = read()
-pipe.build()
-sizes = {}
-for _ in range(sum(shard['num_examples'] for shard in shards)):
-    image, name, height, width = (output.as_array()[0] for output in pipe.run())
-    sizes[bytes(name).decode()] = [list(image.shape[:2]), [int(height[0]), int(width[0])]]
-print(json.dumps(sizes))
-'''
-
-
-@pytest.mark.skipif(not os.path.exists(_DALI), reason='make dali (make test does) installs NVIDIA DALI')
+@pytest.mark.skipif(not dali.installed(), reason='make dali (make test does) installs NVIDIA DALI')
 @pytest.mark.parametrize('exif_orientation', ['apply', 'ignore'])
 def test_dali_decodes_every_record_to_its_recorded_size_from_our_index_files(tmp_path, exif_orientation):
   """DALI's CPU decoder over the odd-file tables and photos taken sideways, read with the
@@ -206,10 +176,7 @@ def test_dali_decodes_every_record_to_its_recorded_size_from_our_index_files(tmp
   assert convert(f'--input={tmp_path}/in', f'--output={out}', '--index_files', '--skip_transform',
                  f'--exif_orientation={exif_orientation}', '--max_error_fraction=1') == 0
   info, _ = read_output(str(out))
-  result = subprocess.run([_DALI, '-c', _DALI_READ, str(out)], capture_output=True, text=True, check=False,
-                          timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  sizes = json.loads(result.stdout.splitlines()[-1])
+  sizes = dali.decoded_sizes(str(out))
   assert len(sizes) == info['num_examples'] > 50
   turned = sorted('/'.join(name.split('/')[-2:]) for name, (decoded, recorded) in sizes.items() if decoded != recorded)
   assert turned == ([] if exif_orientation == 'apply' else ['sideways/6.jpg', 'sideways/8.jpg'])

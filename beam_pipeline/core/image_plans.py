@@ -76,9 +76,12 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
   if source_format == 'PNG':
     # For a precise reason (TensorFlow would fail these too); and Pillow must load what it
     # would not parse when it opened the file, which libpng may read where Pillow does not.
-    if png_chunks.verify(data):
+    walked = png_chunks.verify(data)
+    if walked.parsed_by_load:
       loaded = reencoding.loaded(image, data)
-      if loaded is not image:
+      # An APNG is stored as a still PNG of its default image, the frame TensorFlow decodes:
+      # kept as it is, its frames' chunks stop stricter decoders (NVIDIA DALI's).
+      if loaded is not image or walked.animated:
         return reencoding.reencode(loaded, source_format, stored)
     # Pillow loads the whole PNG to look for an Exif chunk after the pixels: only if it has one.
     turns = png_chunks.EXIF_CHUNK in data and exif_orientation.turns(exif_orientation.pillow_orientation(image), stored)

@@ -2,11 +2,13 @@
 
 Pillow's decoder skips CRCs and its verify() stops before IEND, whose CRC (and
 presence) libpng, and so TensorFlow, insists on: this walk rejects what TensorFlow
-would, for a precise reason, and tells whether Pillow's load() has more to parse
-than its open() did.
+would, for a precise reason, tells whether Pillow's load() has more to parse than
+its open() did, and whether the PNG is animated (APNG), which a stricter decoder
+than TensorFlow's may refuse.
 """
 import struct
 import zlib
+from typing import NamedTuple
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.rejections import Rejected
@@ -17,13 +19,23 @@ EXIF_CHUNK = b'eXIf'
 # itself, and its end. Pillow parses every chunk before the first IDAT when it opens a PNG.
 _IMAGE_DATA_CHUNKS = (b'IDAT', b'IEND')
 _ANIMATION_CHUNK = b'acTL'
+# An APNG's chunks: its animation control, and each frame's control and data. libpng without
+# APNG support (TensorFlow's) skips them and decodes the default image; NVIDIA DALI's decoder
+# stops on some files that have them ('IEND: out of place', acTL with no frames).
+_APNG_CHUNKS = (b'acTL', b'fcTL', b'fdAT')
 
 
-def verify(data: bytes) -> bool:
-  """Checks every chunk's CRC up to and including IEND, as libpng does; returns whether
-  Pillow's load() parses chunks of its own past the image data (an animation's frames,
-  text after the pixels), where it can fail when libpng does not."""
-  position, in_image_data, parsed_by_load = 8, False, False
+class Walked(NamedTuple):
+  """What the walk of a PNG's chunks found."""
+  parsed_by_load: bool  # Pillow's load() parses chunks past the image data (frames, text after the pixels)
+  animated: bool  # any APNG chunk: stored as a still PNG of its default image
+
+
+def verify(data: bytes) -> Walked:
+  """Checks every chunk's CRC up to and including IEND, as libpng does; says whether Pillow's
+  load() parses chunks of its own past the image data (an animation's frames, text after the
+  pixels), where it can fail when libpng does not, and whether the PNG is an APNG."""
+  position, in_image_data, parsed_by_load, animated = 8, False, False, False
   while True:
     if position + 12 > len(data):
       raise Rejected(rejections.TRUNCATED, 'PNG data ends before its IEND chunk')
@@ -35,7 +47,8 @@ def verify(data: bytes) -> bool:
     if zlib.crc32(data[position + 4:end]) != struct.unpack_from('>I', data, end)[0]:
       raise Rejected(rejections.CORRUPT, f'PNG chunk {kind!r} fails its CRC check')
     if kind == b'IEND':
-      return parsed_by_load
+      return Walked(parsed_by_load, animated)
     in_image_data = in_image_data or kind == b'IDAT'
+    animated = animated or kind in _APNG_CHUNKS
     parsed_by_load = parsed_by_load or kind == _ANIMATION_CHUNK or (in_image_data and kind not in _IMAGE_DATA_CHUNKS)
     position = end + 4

@@ -10,7 +10,8 @@ Pillow unless TensorFlow fails it or it must be re-encoded: TensorFlow reads its
 header (the same bomb check) and decodes it, and Pillow then only explains a
 failure, or loads a JPEG that libjpeg warned about (its damage). Pillow loads a
 kept PNG where its load() parses more than its open() did (an animation, chunks
-after the pixels); one it refuses is stored as libpng decodes it.
+after the pixels); one it refuses is stored as libpng decodes it, and an animated one
+as a still PNG of its default image.
 
 Here a batch of images runs through those steps: image_plans plans each one,
 tensorflow_decoding decodes the plans, and reencoding makes the bytes that

@@ -4,7 +4,8 @@ tests/core/test_stored_images.py, test_preparation.py, test_preparation_fuzz.py 
 test_reencoding.py:
 
 * ``original`` (the default): JPEG (also CMYK, grayscale, progressive, MPO) and
-  PNG (all modes, APNG's default image) keep their bytes. Everything else Pillow
+  PNG (all modes) keep their bytes; an APNG becomes a still PNG of its default image,
+  the frame TensorFlow decodes (image_plans), as some decoders stop on its frames. Everything else Pillow
   reads is re-encoded losslessly as PNG (its first frame, the frame TensorFlow
   would return): BMP and WebP (decode_jpeg reads neither), GIF (TensorFlow's
   giflib rejects files Pillow reads and sizes its output by the largest frame

@@ -3,7 +3,7 @@ import io
 import random
 import struct
 import zlib
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 from PIL import Image
@@ -45,6 +45,52 @@ def _marker_in_scan(jpeg: bytes) -> bytes:
   return jpeg[:middle] + b'\xff\xe0\xff\xff' + jpeg[middle:]
 
 
+def _chunks(data: bytes) -> List[Tuple[bytes, bytes]]:
+  """A PNG's chunks as (type, the whole chunk)."""
+  found, position = [], 8
+  while position < len(data):
+    length, = struct.unpack_from('>I', data, position)
+    found.append((data[position + 4:position + 8], data[position:position + 12 + length]))
+    position += 12 + length
+  return found
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+  return struct.pack('>I', len(body)) + kind + body + struct.pack('>I', zlib.crc32(kind + body))
+
+
+def _no_frames(apng: bytes) -> bytes:
+  """``apng`` with its animation control (acTL) claiming no frames: Pillow warns and shows the
+  default image, libpng without APNG support decodes it, NVIDIA DALI's decoder fails."""
+  return apng[:8] + b''.join(_chunk(b'acTL', struct.pack('>II', 0, 0)) if kind == b'acTL' else whole
+                             for kind, whole in _chunks(apng))
+
+
+def apng_cases() -> Dict[str, Case]:
+  """Animated PNGs as Pillow's own test images have them (apng/chunk_no_fdat.png,
+  apng/syntax_num_frames_zero_default.png, ...), made here: each stored as a still PNG of
+  its default image, the frame TensorFlow decodes."""
+  photo = image(1, 64, 48)
+  frames = [photo.rotate(180), photo.transpose(Image.FLIP_LEFT_RIGHT)]
+  animated = encode(photo, 'PNG', save_all=True, append_images=frames[:1])
+  apart = encode(photo, 'PNG', save_all=True, append_images=frames, default_image=True)  # not one of the frames
+  listed = [
+      Case('animated.png', animated, format='png', channels=3, reencoded=True),
+      Case('apng-default-image-apart.png', apart, format='png', channels=3, reencoded=True),
+      Case('apng-no-fdat.png', animated[:8] + b''.join(whole for kind, whole in _chunks(animated) if kind != b'fdAT'),
+           format='png', channels=3, reencoded=True),
+      Case('apng-zero-frames.png', _no_frames(animated), format='png', channels=3, reencoded=True),
+      Case('apng-zero-frames-default.png', _no_frames(apart), format='png', channels=3, reencoded=True),
+      Case('apng-palette.png', encode(photo.convert('P'), 'PNG', save_all=True,
+                                      append_images=[frame.convert('P') for frame in frames]),
+           format='png', channels=3, reencoded=True),
+      Case('apng-rgba.png', encode(photo.convert('RGBA'), 'PNG', save_all=True, blend=1,
+                                   append_images=[frame.convert('RGBA') for frame in frames]),
+           format='png', channels=4, reencoded=True),
+  ]
+  return {case.name: case for case in listed}
+
+
 def cases() -> Dict[str, Case]:
   photo = image(1, 64, 48)
   jpeg = encode(photo, 'JPEG', quality=90)
@@ -73,7 +119,6 @@ def cases() -> Dict[str, Case]:
       Case('gray-alpha.png', encode(photo.convert('LA'), 'PNG'), format='png', channels=2),
       Case('16bit.png', encode(Image.fromarray((np.random.rand(20, 30) * 65535).astype('uint16')), 'PNG'),
            format='png', channels=1),
-      Case('animated.png', encode(photo, 'PNG', **frames), format='png', channels=3),
       Case('still.gif', encode(photo.convert('P'), 'GIF'), format='png', channels=3, reencoded=True),
       Case('animated.gif', encode(photo.convert('P'), 'GIF', **p_frames), format='png', channels=3, reencoded=True),
       Case('transparent.gif', encode(photo.convert('P'), 'GIF', transparency=0), format='png', channels=4,
@@ -96,7 +141,7 @@ def cases() -> Dict[str, Case]:
       Case('photo.ppm', encode(photo, 'PPM'), format='png', channels=3, reencoded=True),
       Case('photo.tga', encode(photo, 'TGA'), format='png', channels=3, reencoded=True),
   ]
-  return {case.name: case for case in listed}
+  return {**{case.name: case for case in listed}, **apng_cases()}
 
 
 def decoded_size(data: bytes):
