@@ -152,6 +152,8 @@ def check_ours(output: str) -> None:
   run stops instead of mixing into or wiping it. An earlier complete output stays as it is
   until this run commits.
   """
+  if FileSystems.get_scheme(output) is None and os.path.isfile(output):
+    raise UsageError(output_lock.unwritable(output, NotADirectoryError()))
   try:
     names = _relative_names(output)
   except OutputError as e:
