@@ -23,7 +23,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 

@@ -12,8 +12,8 @@ from apache_beam.io.filesystems import FileSystems
 from tensorflow.core.example import example_pb2
 
 from beam_pipeline import cli
-from beam_pipeline.beam import inputs, output_dir
-from beam_pipeline.core import errors_output, settings
+from beam_pipeline.beam import inputs
+from beam_pipeline.core import output_layout, settings
 
 from helpers import gcs_emulator, photos
 from helpers.commands import TIMEOUT, command, user_environment
@@ -21,7 +21,8 @@ from helpers.commands import TIMEOUT, command, user_environment
 LABELS = ('cat', 'dog')
 PER_CLASS = 6
 GARBAGE = 'imgs/dog/broken.jpg'
-OUTPUT_FILES = {output_dir.DATASET_INFO, output_dir.LABELS_TXT, errors_output.file_name(0, 1), 'dataset_info.json',
+OUTPUT_FILES = {output_layout.RUN_RECORD, output_layout.LABELS_TXT, output_layout.errors_file(0, 1),
+                output_layout.TFDS_DATASET_INFO,
                 'features.json', 'image-class-label.labels.txt'}
 
 
@@ -56,12 +57,12 @@ def _read_records(data: bytes, directory) -> list:
 def _check_output(bucket: str, out: str, expected: dict, tmp_path) -> dict:
   """Every good image written exactly once with its label, the garbage file rejected, no leftovers."""
   names = gcs_emulator.list_names(bucket, out + '/')
-  assert not [n for n in names if n.startswith(f'{out}/{output_dir.TEMP_DIR}/')], names
-  info = json.loads(gcs_emulator.download(bucket, f'{out}/{output_dir.DATASET_INFO}'))
+  assert not [n for n in names if n.startswith(f'{out}/{output_layout.TEMP_DIR}/')], names
+  info = json.loads(gcs_emulator.download(bucket, f'{out}/{output_layout.RUN_RECORD}'))
   shards = [shard['file'] for shard in info['splits']['train']['shards']]
   assert sorted(names) == sorted(f'{out}/{name}' for name in OUTPUT_FILES | set(shards))
   assert info['labels'] == list(LABELS)
-  assert gcs_emulator.download(bucket, f'{out}/{output_dir.LABELS_TXT}') == b'cat\ndog\n'
+  assert gcs_emulator.download(bucket, f'{out}/{output_layout.LABELS_TXT}') == b'cat\ndog\n'
 
   written = []
   for shard in shards:
@@ -84,7 +85,7 @@ def _check_output(bucket: str, out: str, expected: dict, tmp_path) -> dict:
   assert info['num_examples'] == len(expected)
 
   errors = [json.loads(line) for line in
-            gcs_emulator.download(bucket, f'{out}/{errors_output.file_name(0, 1)}').decode().splitlines()]
+            gcs_emulator.download(bucket, f'{out}/{output_layout.errors_file(0, 1)}').decode().splitlines()]
   assert [(e['uri'], e['reason']) for e in errors] == [(f'gs://{bucket}/{GARBAGE}', 'not_image')]
   assert info['num_errors'] == 1
   return info

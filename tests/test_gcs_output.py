@@ -10,14 +10,14 @@ completed by a rerun; a rerun with other options equals a fresh run.
 import pytest
 
 from beam_pipeline import cli
-from beam_pipeline.beam import output_dir
 from helpers import fault_proxy, gcs_emulator
 from helpers.commands import error_line
 from helpers.dataset_reader import assert_same_dataset, bucket_files
 from helpers.gcs_retries import shorten_gcs_retries
+from beam_pipeline.core import output_layout
 
 BUCKET = 'outputs'
-TEMP = output_dir.TEMP_DIR
+TEMP = output_layout.TEMP_DIR
 # Two option sets: other shard counts, compression and splits.
 FIRST = ('--target_shard_mb=0.005', '--compression=gzip')
 SECOND = ('--target_shard_mb=1', '--splits=train=0.5,validation=0.5')
@@ -81,7 +81,7 @@ def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(pl
   # Every upload of the run's files fails; its lock is taken as usual (a lock that cannot be taken
   # stops a run before any work: tests/beam/test_output_lock.py).
   plan.fail_every_nth(1, status=503, when=lambda request: fault_proxy.is_upload(request) and
-                      output_dir.LOCK.encode() not in request.body)
+                      output_layout.LOCK.encode() not in request.body)
   capsys.readouterr()
   assert convert('kept', *SECOND) == 1
   stderr = capsys.readouterr().err
@@ -110,6 +110,6 @@ def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(plan, monkeypat
                                        'broken-off failed')
   assert f'Nothing was committed: --output=gs://{BUCKET}/broken-off holds no complete dataset.' in stderr
   plan.reset()
-  assert output_dir.DATASET_INFO not in committed('broken-off')
+  assert output_layout.RUN_RECORD not in committed('broken-off')
   assert convert('broken-off', *SECOND) == 0
   assert_same_dataset(bucket_files(BUCKET, 'broken-off'), bucket_files(BUCKET, 'broken-off-fresh'))

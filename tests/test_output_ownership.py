@@ -7,7 +7,6 @@ while it works, whatever the machine's speed.
 """
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,15 +16,15 @@ from typing import Dict, Iterator, Tuple
 import pytest
 
 from beam_pipeline import cli
-from beam_pipeline.beam import output_dir
 from helpers import gcs_emulator
 from helpers.commands import ROOT, command, error_line, run_cli, started, user_environment
 from helpers.dataset_reader import read_output
 from helpers.photos import labelled, write_files
+from beam_pipeline.core import output_layout
 
 AT_POINT = ROOT / 'tests' / 'helpers' / 'at_point.py'
 RUN_ARGS = ('--runner=DirectRunner', '--skip_transform')
-MARKER = output_dir.DATASET_INFO
+MARKER = output_layout.RUN_RECORD
 BUCKET = 'ownership'
 
 
@@ -123,11 +122,11 @@ def test_what_a_dead_run_staged_is_never_committed(sets, tmp_path):
   and commits only what it wrote itself."""
   out = tmp_path / 'out'
   assert convert(sets[0], out) == 0
-  dead = out / output_dir.TEMP_DIR / '20260101T000000Z-0dead0'
+  dead = out / output_layout.TEMP_DIR / '20260101T000000Z-0dead0'
   write_files(dead, {'train-00000-of-00001.tfrecord': b'not a tfrecord', 'labels.txt': b'bird\n'})
   assert convert(sets[0], out, '--splits=train=0.5,validation=0.5') == 0
   assert_dataset_of(out, ('cat', 'dog'), 200)
-  assert not (out / output_dir.TEMP_DIR).exists()
+  assert not (out / output_layout.TEMP_DIR).exists()
 
 
 # --- 2. one run at a time ------------------------------------------------------------------------
@@ -140,7 +139,7 @@ def test_a_second_run_into_a_busy_local_output_is_refused_before_any_work(sets, 
   over B's shards, and B's false 'unchanged'."""
   out = tmp_path / 'out'
   with held_at('checked:1', sets[0], out, tmp_path) as a:
-    lock = out / output_dir.LOCK
+    lock = out / output_layout.LOCK
     wait_for(lambda: lock.exists() and lock.stat().st_size, a, 'lock')
     holder = json.loads(lock.read_text())
     before = tree(out)
@@ -167,7 +166,7 @@ def test_a_run_whose_lock_was_taken_commits_nothing(sets, tmp_path):
   argv = [sys.executable, str(AT_POINT), f'wait={release}', 'checked:1', f'--input={sets[0]}', f'--output={out}',
           *RUN_ARGS]
   with started(argv, log) as a:
-    lock = out / output_dir.LOCK
+    lock = out / output_layout.LOCK
     wait_for(lambda: lock.exists() and lock.stat().st_size, a, 'lock')
     lock.unlink()
     assert convert(sets[1], out) == 0
@@ -185,16 +184,16 @@ def test_a_second_run_into_a_busy_gcs_output_is_refused(sets, tmp_path):
   with gcs_emulator.serving(str(tmp_path), [BUCKET]):
     out = f'gs://{BUCKET}/busy'
     with held_at('checked:1', sets[0], out, tmp_path) as a:
-      wait_for(lambda: f'busy/{output_dir.LOCK}' in gcs_emulator.list_names(BUCKET, 'busy/'), a, 'lock')
-      holder = json.loads(gcs_emulator.download(BUCKET, f'busy/{output_dir.LOCK}'))
+      wait_for(lambda: f'busy/{output_layout.LOCK}' in gcs_emulator.list_names(BUCKET, 'busy/'), a, 'lock')
+      holder = json.loads(gcs_emulator.download(BUCKET, f'busy/{output_layout.LOCK}'))
       refused = run_cli(f'--input={sets[1]}', f'--output={out}', *RUN_ARGS)
       assert refused.returncode == 2, refused.stderr[-3000:]
       line = error_line(refused.stderr)
       assert line.startswith(f'error: --output={out} is in use by another run: run {holder["run"]} (pid {a.pid} on ')
-      assert line.endswith(f'if it is gone, delete {out}/{output_dir.LOCK} (a lock not renewed for 5 min is taken '
+      assert line.endswith(f'if it is gone, delete {out}/{output_layout.LOCK} (a lock not renewed for 5 min is taken '
                            'over by the next run)')
     assert_dataset_of(out, ('cat', 'dog'), 200)
-    assert f'busy/{output_dir.LOCK}' not in gcs_emulator.list_names(BUCKET, 'busy/')
+    assert f'busy/{output_layout.LOCK}' not in gcs_emulator.list_names(BUCKET, 'busy/')
 
 
 # --- 12. the output's own mistakes: one line, exit 2 ---------------------------------------------
@@ -267,12 +266,12 @@ def test_ctrl_c_during_the_commit_lets_it_finish_then_exits_130(sets, tmp_path):
   committed' said."""
   out = tmp_path / 'out'
   assert convert(sets[1], out) == 0
-  code, log = interrupted_at(f'after:{output_dir.LABELS_TXT}', sets[0], out, tmp_path)
+  code, log = interrupted_at(f'after:{output_layout.LABELS_TXT}', sets[0], out, tmp_path)
   assert code == 130, log[-3000:]
   assert error_line(log) == (f'error: interrupted (Ctrl-C) during the commit, which was let finish: --output={out} '
                              'holds the new complete dataset')
   assert_dataset_of(out, ('cat', 'dog'), 200)
-  assert not (out / output_dir.TEMP_DIR).exists() and not (out / output_dir.LOCK).exists()
+  assert not (out / output_layout.TEMP_DIR).exists() and not (out / output_layout.LOCK).exists()
 
 
 def test_ctrl_c_before_the_commit_keeps_the_earlier_dataset_and_exits_130(sets, tmp_path):
@@ -287,6 +286,6 @@ def test_ctrl_c_before_the_commit_keeps_the_earlier_dataset_and_exits_130(sets, 
   assert 'report it' not in log and 'Traceback' not in log
   assert (out / MARKER).read_bytes() == marker
   assert_dataset_of(out, ('bird', 'cow', 'fish'), 300)
-  assert not (out / output_dir.LOCK).exists()
+  assert not (out / output_layout.LOCK).exists()
   assert convert(sets[0], out) == 0  # the next run cleans up what the interrupted one staged
-  assert not (out / output_dir.TEMP_DIR).exists()
+  assert not (out / output_layout.TEMP_DIR).exists()

@@ -25,8 +25,8 @@ import pytest
 from google.api_core import exceptions as google_exceptions
 
 from beam_pipeline import cli
-from beam_pipeline.beam import inputs, output_dir
-from beam_pipeline.core import reading, rejections
+from beam_pipeline.beam import inputs
+from beam_pipeline.core import output_layout, reading, rejections
 from helpers.commands import error_line
 from beam_pipeline.core.rejections import Rejected
 
@@ -74,7 +74,7 @@ def _run(argv) -> int:
 def _read_output(out: str, local_dir) -> tuple:
   """Downloads gs://BUCKET/<out>/ (through the proxy) and reads it back with TensorFlow."""
   names = gcs_emulator.list_names(BUCKET, out + '/')
-  assert not [n for n in names if n.startswith(f'{out}/{output_dir.TEMP_DIR}/')], names
+  assert not [n for n in names if n.startswith(f'{out}/{output_layout.TEMP_DIR}/')], names
   for name in names:
     local = os.path.join(local_dir, os.path.relpath(name, out))
     os.makedirs(os.path.dirname(local), exist_ok=True)

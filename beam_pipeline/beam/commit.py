@@ -7,8 +7,9 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Tuple
 import apache_beam as beam
 
 from beam_pipeline.beam import output_dir, tags
-from beam_pipeline.core import dataset_info, errors_output, labels, rejections, tfds_metadata
-from beam_pipeline.core.records import Rejection
+from beam_pipeline.core import dataset_info, errors_output, labels, output_layout, rejections, tfds_metadata
+from beam_pipeline.core.dataset_info import WrittenTotals
+from beam_pipeline.core.records import Rejection, ShardReport
 from beam_pipeline.core.settings import Settings
 
 
@@ -54,7 +55,7 @@ def write_errors_file(item: Tuple[int, Iterable[List[Rejection]]], num_files: in
   index, batches = item
   rejected = list(itertools.chain.from_iterable(batches))
   tags.records_per_key('GroupByFile').update(len(rejected))
-  output_dir.stage_text(output, run, errors_output.file_name(index, num_files), errors_output.file_text(rejected))
+  output_dir.stage_text(output, run, output_layout.errors_file(index, num_files), errors_output.file_text(rejected))
   return {'num_files': 1, 'by_reason': errors_output.by_reason(rejected)}
 
 
@@ -66,24 +67,23 @@ def _sum_errors_written(written: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
   return {'num_files': num_files, 'by_reason': dict(by_reason)}
 
 
-class WrittenTotals(beam.CombineFn):
-  """Every written shard's report, summed up as beam_pipeline.json needs it
-  (dataset_info.written_totals)."""
+class SumShardReports(beam.CombineFn):
+  """Every written shard's report, summed up as beam_pipeline.json needs it (dataset_info.WrittenTotals)."""
 
-  def create_accumulator(self) -> Dict[str, Any]:
-    return dataset_info.written_totals([])
+  def create_accumulator(self) -> WrittenTotals:
+    return WrittenTotals()
 
-  def add_input(self, accumulator, shard: Mapping[str, Any]):
-    return dataset_info.add_shard(accumulator, shard)
+  def add_input(self, accumulator: WrittenTotals, report: ShardReport) -> WrittenTotals:
+    return accumulator.add_shard(report)
 
-  def merge_accumulators(self, accumulators):
-    return functools.reduce(dataset_info.add_totals, accumulators, self.create_accumulator())
+  def merge_accumulators(self, accumulators: Iterable[WrittenTotals]) -> WrittenTotals:
+    return functools.reduce(WrittenTotals.add, accumulators, WrittenTotals())
 
-  def extract_output(self, accumulator) -> Dict[str, Any]:
+  def extract_output(self, accumulator: WrittenTotals) -> WrittenTotals:
     return accumulator
 
 
-def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Mapping[str, Any],
+def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping[str, Any],
            duplicates: Mapping[str, Any], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
@@ -91,22 +91,21 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
   errors_by_reason = {reason: count for reason, count in errors['by_reason'].items() if reason != rejections.DUPLICATE}
   removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
   num_errors_files = errors['num_files']
-  shards = [name for split in written['splits'].values() for shard in split['shards']
-            for name in (shard['file'], shard.get('index_file')) if name]
   # The budget is of images: those --drop_unannotated asked to leave out are no failure of the
   # run, and an annotation that cannot be used is no image.
   budgeted = {reason: count for reason, count in errors_by_reason.items()
               if reason not in (rejections.UNANNOTATED, rejections.BAD_ANNOTATION)}
-  dataset_info.check_error_budget(sum(split['num_examples'] for split in written['splits'].values()),
+  dataset_info.check_error_budget(written.num_examples,
                                   budgeted, removed + errors_by_reason.get(rejections.UNANNOTATED, 0),
                                   settings.max_error_fraction,
                                   output_dir.temp_path(settings.output, settings.run_id,
-                                                      errors_output.pattern(num_errors_files)))
-  output_dir.stage_text(settings.output, settings.run_id, output_dir.LABELS_TXT, labels.labels_txt(labels_list))
-  label_files = [output_dir.LABELS_TXT]
+                                                      output_layout.errors_pattern(num_errors_files)))
+  output_dir.stage_text(settings.output, settings.run_id, output_layout.LABELS_TXT, labels.labels_txt(labels_list))
+  label_files = [output_layout.LABELS_TXT]
   if settings.annotations:
-    output_dir.stage_text(settings.output, settings.run_id, output_dir.LABEL_MAP, labels.label_map_pbtxt(labels_list))
-    label_files.append(output_dir.LABEL_MAP)
+    output_dir.stage_text(settings.output, settings.run_id, output_layout.LABEL_MAP,
+                          labels.label_map_pbtxt(labels_list))
+    label_files.append(output_layout.LABEL_MAP)
   info = dataset_info.build(written=written, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
@@ -114,8 +113,8 @@ def commit(_, *, written: Mapping[str, Any], labels_list: List[str], errors: Map
   tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
   for name, text in tfds_files.items():
     output_dir.stage_text(settings.output, settings.run_id, name, text)
-  last = [name for name in tfds_files if name == tfds_metadata.DATASET_INFO]
-  files = (shards + label_files + errors_output.file_names(num_errors_files) +
+  last = [name for name in tfds_files if name == output_layout.TFDS_DATASET_INFO]
+  files = (written.files + label_files + output_layout.errors_files(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]
   output_dir.commit(settings.output, settings.run_id, files, written_dirs, info.to_json(), last)

@@ -5,7 +5,7 @@ import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline.beam import annotation_inputs, coders
-from beam_pipeline.beam.commit import WriteErrors, WrittenTotals, commit
+from beam_pipeline.beam.commit import SumShardReports, WriteErrors, commit
 from beam_pipeline.beam.inputs import batches_counted, parts_counted
 from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, PlanShards, UniqueSourceIds,
                                          bucket_by_content)
@@ -52,7 +52,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
-  totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(WrittenTotals())
+  totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(SumShardReports())
   errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], planned.rejected, written[REJECTED])
             | 'AllRejections' >> beam.Flatten()
             | 'WriteErrors' >> WriteErrors(settings.output, settings.run_id))

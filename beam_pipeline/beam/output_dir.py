@@ -26,7 +26,6 @@ there from a local scratch directory for a remote one.
 """
 import json
 import os
-import re
 import shutil
 import threading
 from typing import Iterable, List, Set
@@ -35,38 +34,12 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import local_files, output_lock
-from beam_pipeline.core import rejections, run_record, schemas, shard_name, tfds_metadata, uris
-from beam_pipeline.core.records import TransformGraph
+from beam_pipeline.core import output_layout, rejections, run_record, uris
 from beam_pipeline.core.rejections import OutputError
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.user_errors import UsageError
 
-DATASET_INFO = run_record.FILE_NAME
-LABELS_TXT = 'labels.txt'
-LABEL_MAP = 'label_map.pbtxt'  # with --annotations
-TEMP_DIR = '.beam_pipeline-tmp'
-LOCK = output_lock.NAME
-# In a run's staging folder during its commit: the record of the dataset the commit replaces.
-EARLIER_RECORD = 'earlier-' + DATASET_INFO
 _COPY_BUFFER_BYTES = 8 * 2**20
-
-# Files only a run's records can make ours: the same name may be a user's own shard.
-_LISTED_NAME = re.compile(rf'^(?:{shard_name.PATTERN}|errors-\d{{5}}-of-\d{{5}}\.jsonl)$')
-# Only the exact files tf.Transform writes are ours: a user's file in a directory
-# named metadata/ must stop the run, not be deleted with it.
-_FIXED_NAME = re.compile(
-    rf'^(?:{re.escape(LABELS_TXT)}|{re.escape(LABEL_MAP)}|{re.escape(DATASET_INFO)}'
-    rf'|{re.escape(run_record.OLD_FILE_NAME)}|{re.escape(LOCK)}'
-    rf'|{re.escape(tfds_metadata.DATASET_INFO)}|{re.escape(tfds_metadata.FEATURES)}'
-    rf'|{"|".join(re.escape(tfds_metadata.label_names_file(schema)) for schema in schemas.SCHEMAS)}'
-    r'|transform_fn/(?:saved_model\.pb|fingerprint\.pb|assets/class_labels\.txt'
-    r'|variables/variables\.(?:index|data-\d{5}-of-\d{5}))'
-    r'|(?:transformed_metadata|metadata)/schema\.pbtxt(?:\.tmp[0-9a-f]{32})?'
-    rf'|{re.escape(TEMP_DIR)}/.*)$')
-
-
-# TensorFlow's atomic writes (schema.pbtxt) stage under this name; a kill leaves it behind.
-_TF_TEMP_NAME = re.compile(r'\.tmp[0-9a-f]{32}$')
 
 
 def path(output: str, name: str) -> str:
@@ -75,7 +48,7 @@ def path(output: str, name: str) -> str:
 
 def run_dir(output: str, run: str) -> str:
   """The staging folder of ``run``: only it writes there, only its commit moves files out."""
-  return FileSystems.join(output, TEMP_DIR, run)
+  return FileSystems.join(output, output_layout.TEMP_DIR, run)
 
 
 def temp_path(output: str, run: str, name: str) -> str:
@@ -125,8 +98,9 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
   found = []
   for name in names:
     parts = name.split('/')
-    journal = parts[0] == TEMP_DIR and len(parts) <= 3 and parts[-1] in (DATASET_INFO, EARLIER_RECORD)
-    marker = name == DATASET_INFO or (name == run_record.OLD_FILE_NAME and _is_record_of_ours(output, name))
+    journal = (parts[0] == output_layout.TEMP_DIR and len(parts) <= 3 and
+               parts[-1] in (output_layout.RUN_RECORD, output_layout.EARLIER_RECORD))
+    marker = name == output_layout.RUN_RECORD or (name == output_layout.OLD_RUN_RECORD and _is_record_of_ours(output, name))
     if not (journal or marker):
       continue
     try:
@@ -160,15 +134,17 @@ def check_ours(output: str) -> None:
     raise UsageError(str(e)) from None
   if not names:
     return
-  ours = (DATASET_INFO in names or LOCK in names or any(name.startswith(TEMP_DIR + '/') for name in names)
-          or (run_record.OLD_FILE_NAME in names and _is_record_of_ours(output, run_record.OLD_FILE_NAME)))
+  ours = (output_layout.RUN_RECORD in names or output_layout.LOCK in names
+          or any(name.startswith(output_layout.TEMP_DIR + '/') for name in names)
+          or (output_layout.OLD_RUN_RECORD in names and _is_record_of_ours(output, output_layout.OLD_RUN_RECORD)))
   if not ours:
     raise UsageError(f'--output={output} is not empty and holds no output of this tool ({len(names)} file(s), first: '
                      f'{sorted(names)[0]}); use an empty or new directory: nothing is written over files this tool '
                      'did not write')
   listed = set().union(*(listed_files(record) for record in _records(output, names)))
   foreign = sorted(name for name in names
-                   if not (_FIXED_NAME.match(name) or (_LISTED_NAME.match(name) and name in listed)))
+                   if not (output_layout.FIXED_NAME.match(name) or
+                           (output_layout.LISTED_NAME.match(name) and name in listed)))
   if foreign:
     raise UsageError(f'--output={output} holds {len(foreign)} file(s) this tool did not write '
                      f'(first: {foreign[0]}); use an empty or new directory')
@@ -193,10 +169,10 @@ def claim(output: str, run: str, held_by: str) -> output_lock.Held:
 
 
 def _clear_dead_runs(output: str, run: str) -> None:
-  names = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
-  own = f'{TEMP_DIR}/{run}/'
-  dead = [name for name in names if not name.startswith(own) and name.split('/')[-1] not in (DATASET_INFO,
-                                                                                            EARLIER_RECORD)]
+  names = [name for name in _relative_names(output) if name.startswith(output_layout.TEMP_DIR + '/')]
+  own = f'{output_layout.TEMP_DIR}/{run}/'
+  dead = [name for name in names if not name.startswith(own) and name.split('/')[-1] not in (output_layout.RUN_RECORD,
+                                                                                            output_layout.EARLIER_RECORD)]
   if dead:
     _remove([path(output, name) for name in dead])
 
@@ -305,34 +281,35 @@ def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable
 
 def _commit(output: str, run: str, written: List[str], written_dirs: List[str], run_record_json: str,
             last: List[str]) -> None:
-  stage_text(output, run, DATASET_INFO, run_record_json)
+  stage_text(output, run, output_layout.RUN_RECORD, run_record_json)
   # The earlier marker (ours, of this layout or 0.1's) becomes the journal of what the output held.
   names = _relative_names(output)
-  for marker in (DATASET_INFO, run_record.OLD_FILE_NAME):
-    if marker in names and (marker == DATASET_INFO or _is_record_of_ours(output, marker)):
-      FileSystems.rename([path(output, marker)], [temp_path(output, run, EARLIER_RECORD)])
+  for marker in (output_layout.RUN_RECORD, output_layout.OLD_RUN_RECORD):
+    if marker in names and (marker == output_layout.RUN_RECORD or _is_record_of_ours(output, marker)):
+      FileSystems.rename([path(output, marker)], [temp_path(output, run, output_layout.EARLIER_RECORD)])
       break
-  if tfds_metadata.DATASET_INFO in _relative_names(output):  # TFDS's marker: what it describes is going
-    _remove([path(output, tfds_metadata.DATASET_INFO)])
+  if output_layout.TFDS_DATASET_INFO in _relative_names(output):  # TFDS's marker: what it describes is going
+    _remove([path(output, output_layout.TFDS_DATASET_INFO)])
   if written:
     FileSystems.rename([temp_path(output, run, name) for name in written], [path(output, name) for name in written])
   for directory in written_dirs:
     _move_tree(output, run, directory)
-  keep = set(written) | set(last) | {DATASET_INFO}
+  keep = set(written) | set(last) | {output_layout.RUN_RECORD}
   kept_dirs = tuple(directory + '/' for directory in written_dirs)
   names = _relative_names(output)
   listed = set().union(*(listed_files(record) for record in _records(output, names)))
   stale = [name for name in names
-           if name not in keep and not name.startswith(TEMP_DIR + '/') and name != LOCK
-           and ((_LISTED_NAME.match(name) and name in listed) or
-                (_FIXED_NAME.match(name) and (not name.startswith(kept_dirs) or _TF_TEMP_NAME.search(name))))]
-  _delete(output, stale, [d for d in TransformGraph.DIRECTORIES if d + '/' not in kept_dirs])
+           if name not in keep and not name.startswith(output_layout.TEMP_DIR + '/') and name != output_layout.LOCK
+           and ((output_layout.LISTED_NAME.match(name) and name in listed) or
+                (output_layout.FIXED_NAME.match(name) and
+                 (not name.startswith(kept_dirs) or output_layout.TF_TEMP_NAME.search(name))))]
+  _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs])
   if last:
     FileSystems.rename([temp_path(output, run, name) for name in last], [path(output, name) for name in last])
-  FileSystems.rename([temp_path(output, run, DATASET_INFO)], [path(output, DATASET_INFO)])
+  FileSystems.rename([temp_path(output, run, output_layout.RUN_RECORD)], [path(output, output_layout.RUN_RECORD)])
   # Every staging folder, this run's and dead runs' (the lock says no other is alive).
-  leftovers = [name for name in _relative_names(output) if name.startswith(TEMP_DIR + '/')]
-  _delete(output, leftovers, [TEMP_DIR])
+  leftovers = [name for name in _relative_names(output) if name.startswith(output_layout.TEMP_DIR + '/')]
+  _delete(output, leftovers, [output_layout.TEMP_DIR])
 
 
 def _move_tree(output: str, run: str, directory: str) -> None:

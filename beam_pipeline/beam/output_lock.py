@@ -16,19 +16,18 @@ import threading
 import time
 from typing import Dict, NamedTuple, Optional, Tuple
 
-from beam_pipeline.core import rejections, run_lock, uris
+from beam_pipeline.core import output_layout, rejections, run_lock, uris
 from beam_pipeline.core.rejections import LockLost, OutputError
 from beam_pipeline.core.run_lock import LockRecord
 from beam_pipeline.core.user_errors import UsageError
 
-NAME = '.beam_pipeline-lock'
 _ATTEMPTS = 5
 _lock = threading.Lock()
 _beats: Dict[Tuple[str, str], threading.Event] = {}  # (lock uri, run) -> stops this process's renewals
 
 
 def lock_path(output: str) -> str:
-  return uris.join(output, NAME)
+  return uris.join(output, output_layout.LOCK)
 
 
 def _is_gcs(output: str) -> bool:

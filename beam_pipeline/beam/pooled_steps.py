@@ -15,7 +15,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.beam import inputs, model_files, output_dir, output_lock, tags
-from beam_pipeline.core import progress_counts, reading, record_index, shard_name, steps, uris
+from beam_pipeline.core import output_layout, progress_counts, reading, steps, uris
 from beam_pipeline.core.records import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.local import workers
@@ -169,7 +169,7 @@ class WriteOutputs(_PooledDoFn):
   def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
     settings = self._settings
     if isinstance(unit, ShardPlan):
-      name = shard_name.file_name(unit, settings.compression)
+      name = output_layout.shard_file(unit, settings.compression)
       staged = output_dir.staging(settings.output, settings.run_id, name, self._scratch)
       yield from self._run(steps.write_shard, (unit, staged, settings, class_names, self._model_path),
                            functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
@@ -183,14 +183,14 @@ class WriteOutputs(_PooledDoFn):
     for rejection in result.rejections:
       yield tags.rejected(rejection)
     output, run = self._settings.output, self._settings.run_id
-    output_dir.stage(output, run, result.shard['file'], staged)
-    if 'index_file' in result.shard:
-      output_dir.stage(output, run, result.shard['index_file'], staged + record_index.SUFFIX)
-    progress_counts.counts().written(result.shard['num_examples'])
-    Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard['num_examples'])
+    output_dir.stage(output, run, result.shard.file, staged)
+    if result.shard.index_file:
+      output_dir.stage(output, run, result.shard.index_file, output_layout.index_file(staged))
+    progress_counts.counts().written(result.shard.num_examples)
+    Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard.num_examples)
     yield result.shard
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
-    for name in TransformGraph.DIRECTORIES:
+    for name in output_layout.TRANSFORM_DIRECTORIES:
       output_dir.stage(self._settings.output, self._settings.run_id, name, os.path.join(staged, name))
-    yield beam.pvalue.TaggedOutput(tags.TRANSFORM_WRITTEN, list(TransformGraph.DIRECTORIES))
+    yield beam.pvalue.TaggedOutput(tags.TRANSFORM_WRITTEN, list(output_layout.TRANSFORM_DIRECTORIES))

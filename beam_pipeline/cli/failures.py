@@ -23,12 +23,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beam_pipeline.beam import output_dir
 from beam_pipeline.cli import interrupts
-from beam_pipeline.core import rejections
+from beam_pipeline.core import output_layout, rejections
 from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
 from beam_pipeline.core.reading import TransientReadError
 from beam_pipeline.core.rejections import InputFileError, LockLost, OutputError
 
-LOG_NAME = 'failed-run.log'
 _STEP = re.compile(r"\[while running '([^']+)'\]")
 # How a full disk or a spent quota reads, from Python (OSError), TensorFlow or Cloud Storage.
 _FULL = re.compile(r'No space left on device|Disk quota exceeded')
@@ -135,7 +134,7 @@ def _input_file_error(error: BaseException) -> Optional[str]:
 
 def _output_state(output: str) -> str:
   try:
-    committed = FileSystems.exists(output_dir.path(output, output_dir.DATASET_INFO))
+    committed = FileSystems.exists(output_dir.path(output, output_layout.RUN_RECORD))
   except Exception:  # pylint: disable=broad-except  # the output may be what failed
     return f'--output={output} could not be checked.'
   if committed:
@@ -150,7 +149,7 @@ def _write_log(error: BaseException, output: str, run: str, log: Optional[RunLog
   if log is not None and log.lines:
     lines += ['\nThe log of the run (its last records):\n'] + [line + '\n' for line in log.lines]
   data = ''.join(lines).encode('utf-8', 'backslashreplace')
-  path = output_dir.temp_path(output, run, LOG_NAME)
+  path = output_dir.temp_path(output, run, output_layout.FAILED_RUN_LOG)
   try:
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
       f.write(data)
@@ -158,7 +157,8 @@ def _write_log(error: BaseException, output: str, run: str, log: Optional[RunLog
   except Exception:  # pylint: disable=broad-except  # the output may be what failed
     pass
   try:
-    with tempfile.NamedTemporaryFile('wb', prefix='beam_pipeline-', suffix='-' + LOG_NAME, delete=False) as f:
+    with tempfile.NamedTemporaryFile('wb', prefix='beam_pipeline-', suffix='-' + output_layout.FAILED_RUN_LOG,
+                                     delete=False) as f:
       f.write(data)
     return f.name
   except OSError:

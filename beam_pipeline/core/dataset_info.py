@@ -7,7 +7,8 @@ import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from beam_pipeline import __version__
-from beam_pipeline.core import errors_output, rejections, schemas
+from beam_pipeline.core import output_layout, rejections, schemas
+from beam_pipeline.core.records import ShardReport
 from beam_pipeline.core.run_record import Duplicates, Embedding, RunRecord, Shard, Split
 from beam_pipeline.core.settings import EmbeddingSpec
 
@@ -42,66 +43,89 @@ def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Embed
                    shape_key=keys[schemas.EMBEDDING_SHAPE], images_stored=not spec.only)
 
 
-# What each written shard reports (shard_writer.py) that beam_pipeline.json sums up: counts of the
-# run, and per split histograms.
-_COUNTS = ('num_reencoded', 'num_resized', 'num_rotated', 'num_damaged_jpeg')
-_HISTOGRAMS = ('classes', 'longer_side_px', 'kib')
-_SHARD_FIELDS = tuple(field.name for field in dataclasses.fields(Shard))
+@dataclasses.dataclass
+class SplitTotals:
+  """A split's written examples, bytes, shards (as beam_pipeline.json lists them) and histograms."""
+  num_examples: int = 0
+  num_bytes: int = 0
+  shards: List[Shard] = dataclasses.field(default_factory=list)
+  classes: Dict[str, int] = dataclasses.field(default_factory=dict)
+  longer_side_px: Dict[str, int] = dataclasses.field(default_factory=dict)
+  kib: Dict[str, int] = dataclasses.field(default_factory=dict)
+  objects: Optional[Dict[str, int]] = None  # with --annotations
+
+  def add(self, more: Union[ShardReport, 'SplitTotals'], shards: List[Shard]) -> None:
+    """These totals (changed) with the examples, bytes and histograms of ``more`` (a shard's
+    report or another split's totals) and its ``shards`` added."""
+    self.num_examples += more.num_examples
+    self.num_bytes += more.num_bytes
+    self.shards.extend(shards)
+    for mine, theirs in ((self.classes, more.classes), (self.longer_side_px, more.longer_side_px),
+                         (self.kib, more.kib)):
+      _add_counts(mine, theirs)
+    if more.objects is not None:
+      self.objects = _add_counts(self.objects or {}, more.objects)
 
 
-def written_totals(shards: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
-  """What beam_pipeline.json says of written shards, summed: per split its examples, bytes,
-  histograms and shards (file, num_examples, num_bytes); and the run's counts. A combiner
-  sums them up shard by shard (add_shard) and merges its partial totals (add_totals),
-  never holding every shard's histograms at once: 100 million images in 1,000 classes
-  make 70,000 shards of hundreds of classes each."""
-  totals: Dict[str, Any] = {'splits': {}, **{key: 0 for key in _COUNTS}}
-  for shard in shards:
-    add_shard(totals, shard)
+@dataclasses.dataclass
+class WrittenTotals:
+  """Every written shard's report, summed: per split its examples, bytes, histograms and shards;
+  and the run's counts. A combiner sums them up shard by shard (add_shard) and merges its
+  partial totals (add), never holding every shard's histograms at once: 100 million images
+  in 1,000 classes make 70,000 shards of hundreds of classes each."""
+  splits: Dict[str, SplitTotals] = dataclasses.field(default_factory=dict)
+  num_reencoded: int = 0
+  num_resized: int = 0
+  num_rotated: int = 0
+  num_damaged_jpeg: int = 0
+
+  def add_shard(self, report: ShardReport) -> 'WrittenTotals':
+    """These totals (changed) with one written shard's report added."""
+    self._add_counts(report)
+    shard = Shard(file=report.file, num_examples=report.num_examples, num_bytes=report.num_bytes,
+                  index_file=report.index_file)
+    self.splits.setdefault(report.split, SplitTotals()).add(report, [shard])
+    return self
+
+  def add(self, more: 'WrittenTotals') -> 'WrittenTotals':
+    """These totals (changed) with the totals ``more`` added."""
+    self._add_counts(more)
+    for name, split in more.splits.items():
+      self.splits.setdefault(name, SplitTotals()).add(split, split.shards)
+    return self
+
+  def _add_counts(self, more: Union[ShardReport, 'WrittenTotals']) -> None:
+    self.num_reencoded += more.num_reencoded
+    self.num_resized += more.num_resized
+    self.num_rotated += more.num_rotated
+    self.num_damaged_jpeg += more.num_damaged_jpeg
+
+  @property
+  def files(self) -> List[str]:
+    """Every shard and index file written."""
+    return [name for split in self.splits.values() for shard in split.shards
+            for name in (shard.file, shard.index_file) if name]
+
+  @property
+  def num_examples(self) -> int:
+    return sum(split.num_examples for split in self.splits.values())
+
+
+def written_totals(reports: Iterable[ShardReport]) -> WrittenTotals:
+  """The reports of written shards, summed."""
+  totals = WrittenTotals()
+  for report in reports:
+    totals.add_shard(report)
   return totals
 
 
-def add_shard(into: Dict[str, Any], shard: Mapping[str, Any]) -> Dict[str, Any]:
-  """``into`` (changed) with one written shard's report added."""
-  for key in _COUNTS:
-    into[key] += shard[key]
-  listed = {key: shard[key] for key in _SHARD_FIELDS if key in shard}
-  _add_split(_split_totals(into, shard['split']), shard, [listed])
-  return into
-
-
-def add_totals(into: Dict[str, Any], more: Mapping[str, Any]) -> Dict[str, Any]:
-  """``into`` (changed) with the totals ``more`` added."""
-  for key in _COUNTS:
-    into[key] += more[key]
-  for name, split in more['splits'].items():
-    _add_split(_split_totals(into, name), split, split['shards'])
-  return into
-
-
-def _add_split(split: Dict[str, Any], more: Mapping[str, Any], shards: List[Mapping[str, Any]]) -> None:
-  """A split's totals (changed) with the examples, bytes and histograms of ``more`` (a shard's
-  report or another split's totals) and its ``shards`` added."""
-  split['num_examples'] += more['num_examples']
-  split['num_bytes'] += more['num_bytes']
-  split['shards'].extend(shards)
-  for field in _HISTOGRAMS:
-    _add_counts(split[field], more[field])
-  if 'objects' in more:  # with --annotations
-    _add_counts(split.setdefault('objects', {}), more['objects'])
-
-
-def _split_totals(totals: Dict[str, Any], name: str) -> Dict[str, Any]:
-  return totals['splits'].setdefault(name, {'num_examples': 0, 'num_bytes': 0, 'shards': [],
-                                            **{field: {} for field in _HISTOGRAMS}})
-
-
-def _add_counts(into: Dict[str, int], more: Mapping[str, int]) -> None:
+def _add_counts(into: Dict[str, int], more: Mapping[str, int]) -> Dict[str, int]:
   for key, count in more.items():
     into[key] = into.get(key, 0) + count
+  return into
 
 
-def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Mapping[str, int],
+def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mapping[str, int],
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
@@ -111,29 +135,29 @@ def build(*, written: Mapping[str, Any], labels: List[str], errors_by_reason: Ma
   """
   order = {label: index for index, label in enumerate(labels)}
   splits = {}
-  for name, split in sorted(written['splits'].items()):
-    splits[name] = Split(num_examples=split['num_examples'], num_bytes=split['num_bytes'],
-                         shards=[Shard(**shard) for shard in sorted(split['shards'], key=lambda shard: shard['file'])],
-                         classes=dict(sorted(split['classes'].items(), key=lambda item: order[item[0]])),
-                         **{field: dict(sorted(split[field].items(), key=lambda item: int(item[0])))
-                            for field in ('longer_side_px', 'kib')},
-                         objects=(dict(sorted(split['objects'].items(), key=lambda item: order[item[0]]))
-                                  if 'objects' in split else None))
+  for name, split in sorted(written.splits.items()):
+    splits[name] = Split(num_examples=split.num_examples, num_bytes=split.num_bytes,
+                         shards=sorted(split.shards, key=lambda shard: shard.file),
+                         classes=dict(sorted(split.classes.items(), key=lambda item: order[item[0]])),
+                         longer_side_px=dict(sorted(split.longer_side_px.items(), key=lambda item: int(item[0]))),
+                         kib=dict(sorted(split.kib.items(), key=lambda item: int(item[0]))),
+                         objects=(dict(sorted(split.objects.items(), key=lambda item: order[item[0]]))
+                                  if split.objects is not None else None))
   return RunRecord(
       version=__version__,
       created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
       num_examples=sum(split.num_examples for split in splits.values()),
-      num_reencoded=written['num_reencoded'],
-      num_resized=written['num_resized'],
-      num_rotated=written['num_rotated'],
-      num_damaged_jpeg=errors_by_reason.get(rejections.DAMAGED_JPEG, 0) + written['num_damaged_jpeg'],
+      num_reencoded=written.num_reencoded,
+      num_resized=written.num_resized,
+      num_rotated=written.num_rotated,
+      num_damaged_jpeg=errors_by_reason.get(rejections.DAMAGED_JPEG, 0) + written.num_damaged_jpeg,
       splits=splits,
       labels=labels,
       num_classes=len(labels),
       num_errors=sum(errors_by_reason.values()),
       errors_by_reason=dict(sorted(errors_by_reason.items())),
-      errors_file=errors_output.pattern(num_errors_files),
-      errors_files=errors_output.file_names(num_errors_files),
+      errors_file=output_layout.errors_pattern(num_errors_files),
+      errors_files=output_layout.errors_files(num_errors_files),
       duplicates=Duplicates(num_groups=duplicates['num_groups'], num_extra_copies=duplicates['num_extra_copies'],
                             removed=dedupe, num_removed=num_removed,
                             num_label_conflicts=duplicates.get('num_label_conflicts') or None,

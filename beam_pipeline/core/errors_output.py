@@ -10,7 +10,7 @@ one file is ``errors-00000-of-00001.jsonl``, as before the split.
 """
 import collections
 import hashlib
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable
 
 from beam_pipeline.core.records import Rejection
 
@@ -20,19 +20,6 @@ REJECTIONS_PER_FILE = 100_000
 def num_files(num_rejected: int, per_file: int = REJECTIONS_PER_FILE) -> int:
   """How many files ``num_rejected`` rejections go into: at least one, even if empty."""
   return max(1, -(-num_rejected // per_file))
-
-
-def file_name(index: int, count: int) -> str:
-  return f'errors-{index:05d}-of-{count:05d}.jsonl'
-
-
-def file_names(count: int) -> List[str]:
-  return [file_name(index, count) for index in range(count)]
-
-
-def pattern(count: int) -> str:
-  """What beam_pipeline.json's ``errors_file`` says: the one file's name, or a glob of them all."""
-  return file_name(0, 1) if count == 1 else f'errors-*-of-{count:05d}.jsonl'
 
 
 def file_index(uri: str, count: int) -> int:

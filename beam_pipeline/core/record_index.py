@@ -11,7 +11,6 @@ documented one: an 8-byte little-endian length, its 4-byte CRC, the data, its
 import struct
 from typing import BinaryIO, Iterable, Iterator, Tuple
 
-SUFFIX = '.idx'
 _FRAMING_BYTES = 16
 
 

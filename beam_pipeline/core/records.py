@@ -7,7 +7,7 @@ again (checking ``source_sha256``). This module imports nothing of the package.
 """
 import dataclasses
 import json
-from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 
 class InputItem(NamedTuple):
@@ -103,8 +103,6 @@ class ShardPlan(OutputUnit):
 @dataclasses.dataclass(frozen=True)
 class TransformGraph(OutputUnit):
   """The tf.Transform preprocessing graph, written beside the shards."""
-  # What it is written as: the directories tf.Transform's readers look for (TFTransformOutput).
-  DIRECTORIES: ClassVar[Tuple[str, ...]] = ('transform_fn', 'transformed_metadata', 'metadata')
   image_size: int
   schema: str
   embedding_shape: Tuple[int, ...] = ()  # with --embedding_model
@@ -112,7 +110,31 @@ class TransformGraph(OutputUnit):
   multi_label: bool = False  # 'label' is a multi-hot vector of image/class/label's ids
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardReport:
+  """What writing one shard reports: its line of beam_pipeline.json (its files, examples and bytes),
+  and the counts and histograms the run record sums up over every shard (dataset_info.py)."""
+  split: str
+  file: str
+  num_examples: int
+  num_bytes: int
+  num_reencoded: int = 0  # stored as a re-encoding of their source
+  num_resized: int = 0  # downscaled by --max_side
+  num_rotated: int = 0  # turned upright by their Exif orientation
+  num_damaged_jpeg: int = 0  # JPEGs that libjpeg decodes only with warnings
+  classes: Dict[str, int] = dataclasses.field(default_factory=dict)  # examples per label
+  longer_side_px: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin
+  kib: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin of stored KiB
+  objects: Optional[Dict[str, int]] = None  # with --annotations: objects per label
+  index_file: Optional[str] = None  # with --index_files
+
+  @property
+  def files(self) -> List[str]:
+    """The shard's files in the output: the shard, and its index file if any."""
+    return [self.file] + ([self.index_file] if self.index_file else [])
+
+
 class ShardWritten(NamedTuple):
-  """What writing a shard gives: its line of beam_pipeline.json, and the records it could not write."""
-  shard: Dict[str, Any]  # split, file, num_examples, num_bytes
+  """What writing a shard gives: its report, and the records it could not write."""
+  shard: ShardReport
   rejections: List[Rejection]

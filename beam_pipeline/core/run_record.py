@@ -13,10 +13,8 @@ import json
 import os
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Type, TypeVar
 
-from beam_pipeline.core import uris
+from beam_pipeline.core import output_layout, uris
 
-FILE_NAME = 'beam_pipeline.json'
-OLD_FILE_NAME = 'dataset_info.json'  # of outputs before 0.2, when it was ours
 TOOL = 'beam_pipeline'
 
 _Part = TypeVar('_Part')
@@ -136,11 +134,11 @@ class RunRecord(_Json):
     ``exists`` and ``open_file`` reach the file: the built-ins for a local output, Beam's
     FileSystems or tf.io.gfile for any, from the caller that has them.
     """
-    path = uris.join(output, FILE_NAME)
+    path = uris.join(output, output_layout.RUN_RECORD)
     if exists(path):
       with open_file(path) as f:
         return cls.from_dict(json.load(f))
-    old = uris.join(output, OLD_FILE_NAME)
+    old = uris.join(output, output_layout.OLD_RUN_RECORD)
     if exists(old):
       with open_file(old) as f:
         info = json.load(f)

@@ -14,10 +14,11 @@ import numpy as np
 import tensorflow as tf
 
 from beam_pipeline.core import dataset_info, examples, image_info, isolation, reading, record_index, reencoding
-from beam_pipeline.core import pillow_limit, rejections, schemas, shard_name
-from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardWritten
+from beam_pipeline.core import pillow_limit, rejections, schemas
+from beam_pipeline.core.records import ImageRecord, Rejection, ShardPlan, ShardReport, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
+from beam_pipeline.core import output_layout
 
 
 # What the model is given, a batch of stored images, and gives: one flattened embedding each.
@@ -72,15 +73,15 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
         resized += original_size != (record.height, record.width)
         rotated += turned
         damaged += record.damaged
-  shard = {'split': plan.split, 'file': shard_name.file_name(plan, settings.compression), 'num_examples': len(labels),
-           'num_bytes': os.path.getsize(file_path), 'num_reencoded': reencoded, 'num_resized': resized, 'num_rotated': rotated,
-           'num_damaged_jpeg': damaged, **dataset_info.image_statistics(labels, longer_sides, stored_bytes)}
-  if settings.annotations:
-    shard['objects'] = dict(objects)
+  name = output_layout.shard_file(plan, settings.compression)
   if settings.index_files:
-    _write_index(file_path + record_index.SUFFIX, lengths)
-    shard['index_file'] = shard['file'] + record_index.SUFFIX
-  return ShardWritten(shard, rejected)
+    _write_index(output_layout.index_file(file_path), lengths)
+  report = ShardReport(split=plan.split, file=name, num_examples=len(labels), num_bytes=os.path.getsize(file_path),
+                       num_reencoded=reencoded, num_resized=resized, num_rotated=rotated, num_damaged_jpeg=damaged,
+                       objects=dict(objects) if settings.annotations else None,
+                       index_file=output_layout.index_file(name) if settings.index_files else None,
+                       **dataset_info.image_statistics(labels, longer_sides, stored_bytes))
+  return ShardWritten(report, rejected)
 
 
 def _write_index(path: str, lengths: List[int]) -> None:

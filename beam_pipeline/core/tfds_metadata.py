@@ -11,10 +11,8 @@ output with TFDS itself. TFDS reads uncompressed shards only, so a gzip output g
 import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from beam_pipeline.core import run_record, schemas, shard_name
+from beam_pipeline.core import output_layout, run_record, schemas
 
-DATASET_INFO = 'dataset_info.json'
-FEATURES = 'features.json'
 
 _CLASSES = 'tensorflow_datasets.core.features.'
 _INT64 = {'pythonClassName': _CLASSES + 'tensor_feature.Tensor',
@@ -33,7 +31,7 @@ def files(info: run_record.RunRecord) -> Dict[str, str]:
   if info.compression != 'none':
     return {}
   features, label_names = _features(info)
-  result = {DATASET_INFO: _dumps(_dataset_info(info)), FEATURES: _dumps(features)}
+  result = {output_layout.TFDS_DATASET_INFO: _dumps(_dataset_info(info)), output_layout.TFDS_FEATURES: _dumps(features)}
   if label_names:
     name, labels = label_names
     result[name] = ''.join(f'{label}\n' for label in labels)
@@ -41,11 +39,11 @@ def files(info: run_record.RunRecord) -> Dict[str, str]:
 
 
 def _dataset_info(info: run_record.RunRecord) -> Dict[str, Any]:
-  splits = [{'name': name, 'filepathTemplate': shard_name.TFDS_TEMPLATE, 'numBytes': str(split.num_bytes),
+  splits = [{'name': name, 'filepathTemplate': output_layout.TFDS_SHARD_TEMPLATE, 'numBytes': str(split.num_bytes),
              'shardLengths': [str(shard.num_examples) for shard in split.shards]}
             for name, split in sorted(info.splits.items())]
   return {'description': f'Converted by beam_pipeline {info.version} from {info.options["input"]}; '
-                         f'its run record is {run_record.FILE_NAME}.',
+                         f'its run record is {output_layout.RUN_RECORD}.',
           'fileFormat': 'tfrecord', 'splits': splits, 'version': '1.0.0'}
 
 
@@ -64,7 +62,7 @@ def _features(info: run_record.RunRecord) -> Tuple[Dict[str, Any], Optional[Tupl
       if info.labels:
         flat[key] = {'pythonClassName': _CLASSES + 'class_label_feature.ClassLabel',
                      'classLabel': {'numClasses': str(len(info.labels))}}
-        label_names = (label_names_file(info.schema), list(info.labels))
+        label_names = (output_layout.tfds_label_names(info.schema), list(info.labels))
       else:
         flat[key] = _INT64
       if multi_label:
@@ -84,10 +82,6 @@ def _sequence(feature: Dict[str, Any]) -> Dict[str, Any]:
   """A list of ``feature`` values, of any length: a --multi_label record's ids or texts."""
   return {'pythonClassName': _CLASSES + 'sequence_feature.Sequence', 'sequence': {'feature': feature, 'length': '-1'}}
 
-
-def label_names_file(schema: str) -> str:
-  """The file TFDS reads a ClassLabel's names from: named for the label's key."""
-  return schemas.keys(schema)[schemas.LABEL].replace('/', '-') + '.labels.txt'
 
 
 def _nested(flat: Mapping[str, Dict[str, Any]]) -> Dict[str, Any]:

@@ -26,10 +26,9 @@ import tensorflow_transform as tft
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
 from beam_pipeline.compat import tft_internals
-from beam_pipeline.core import labels, model_input, schemas
+from beam_pipeline.core import labels, model_input, output_layout, schemas
 from beam_pipeline.core.records import TransformGraph
 
-VOCABULARY_FILE = 'class_labels.txt'
 # TensorFlow cannot initialize a lookup table from an empty file, so a vocabulary
 # with no classes (an unlabeled dataset) holds one NUL line, which no label taken
 # from a path can equal; every text then maps to -1.
@@ -85,12 +84,13 @@ def preprocessing_fn_for(graph: TransformGraph, vocabulary_file: str,
 
 
 def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -> None:
-  """Writes TransformGraph.DIRECTORIES (the SavedModel, its output schema, the raw
+  """Writes output_layout.TRANSFORM_DIRECTORIES (the SavedModel, its output schema, the raw
   schema) under the local ``directory``, which is staging: the caller moves them into
   the output. What a killed run left there is removed first."""
   shutil.rmtree(directory, ignore_errors=True)
   os.makedirs(directory)
-  vocabulary_file = os.path.join(directory, VOCABULARY_FILE)  # the SavedModel keeps a copy among its assets
+  # The SavedModel keeps a copy among its assets.
+  vocabulary_file = os.path.join(directory, output_layout.VOCABULARY_FILE)
   with open(vocabulary_file, 'wb') as f:
     f.write(labels.labels_txt(class_names).encode('utf-8') or _NO_CLASSES)
   spec = raw_feature_spec(graph)

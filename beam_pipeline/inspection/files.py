@@ -7,7 +7,7 @@ import glob
 import os
 from typing import IO, List
 
-from beam_pipeline.core import quiet_import, shard_name, uris
+from beam_pipeline.core import output_layout, quiet_import, uris
 from beam_pipeline.core.run_record import RunRecord
 
 
@@ -35,13 +35,13 @@ def open_binary(path: str) -> IO[bytes]:
 
 def shard_names(output: str) -> List[str]:
   """The names of every file in ``output`` named like a shard."""
-  pattern = uris.join(output, shard_name.GLOB)
+  pattern = uris.join(output, output_layout.SHARD_GLOB)
   if uris.is_remote(output):
     tf = quiet_import.tensorflow()
     paths = tf.io.gfile.glob(pattern)
   else:
-    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + shard_name.GLOB)
-  return sorted(os.path.basename(path) for path in paths if path.endswith(shard_name.SUFFIXES))
+    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + output_layout.SHARD_GLOB)
+  return sorted(os.path.basename(path) for path in paths if path.endswith(output_layout.SHARD_SUFFIXES))
 
 
 def size(path: str) -> int:

@@ -17,7 +17,7 @@ from typing import Callable, List
 import pytest
 
 from beam_pipeline.beam import output_lock
-from beam_pipeline.core import run_lock
+from beam_pipeline.core import output_layout, run_lock
 from beam_pipeline.core.rejections import OutputError
 from beam_pipeline.core.run_lock import LockRecord
 from beam_pipeline.core.user_errors import UsageError
@@ -75,9 +75,9 @@ def test_a_killed_runs_local_lock_is_free_at_once(tmp_path):
   finally:
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-  assert LockRecord.from_json((out / output_lock.NAME).read_text()).run == 'killed-run'  # left behind
+  assert LockRecord.from_json((out / output_layout.LOCK).read_text()).run == 'killed-run'  # left behind
   with output_lock.acquire(str(out), 'next-run', run_lock.LAUNCHER):
-    assert LockRecord.from_json((out / output_lock.NAME).read_text()).run == 'next-run'
+    assert LockRecord.from_json((out / output_layout.LOCK).read_text()).run == 'next-run'
 
 
 def test_racing_runs_get_one_local_lock(tmp_path):
@@ -104,12 +104,12 @@ def fake_gcs_server(tmp_path_factory):
 
 
 def lock_object(out: str) -> LockRecord:
-  name = out[len(f'gs://{BUCKET}/'):] + '/' + output_lock.NAME
+  name = out[len(f'gs://{BUCKET}/'):] + '/' + output_layout.LOCK
   return LockRecord.from_json(gcs_emulator.download(BUCKET, name).decode())
 
 
 def put_lock(out: str, record: LockRecord) -> None:
-  gcs_emulator.upload(BUCKET, {out[len(f'gs://{BUCKET}/'):] + '/' + output_lock.NAME: record.to_json().encode()})
+  gcs_emulator.upload(BUCKET, {out[len(f'gs://{BUCKET}/'):] + '/' + output_layout.LOCK: record.to_json().encode()})
 
 
 def other_run(run: str, renewed: float, **changes) -> LockRecord:
@@ -172,7 +172,7 @@ def test_a_gcs_lease_is_renewed_by_the_runs_processes_and_handed_to_a_job(fake_g
 
 def test_a_damaged_gcs_lock_is_respected_until_it_is_old(fake_gcs_server):
   out = f'gs://{BUCKET}/damaged'
-  gcs_emulator.upload(BUCKET, {f'damaged/{output_lock.NAME}': b'{"run": '})
+  gcs_emulator.upload(BUCKET, {f'damaged/{output_layout.LOCK}': b'{"run": '})
   with pytest.raises(UsageError, match='whose lock cannot be read'):
     output_lock.acquire(out, 'run', run_lock.LAUNCHER)
-  assert json.loads(gcs_emulator.download(BUCKET, f'damaged/{output_lock.NAME}') + b'"x"}') == {'run': 'x'}
+  assert json.loads(gcs_emulator.download(BUCKET, f'damaged/{output_layout.LOCK}') + b'"x"}') == {'run': 'x'}

@@ -7,9 +7,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, commit, local_runner, output_dir, planning
-from beam_pipeline.core import dataset_info, errors_output
-from beam_pipeline.core.records import Rejection
+from beam_pipeline.beam import coders, commit, local_runner, planning
+from beam_pipeline.core import dataset_info, errors_output, output_layout
+from beam_pipeline.core.records import Rejection, ShardReport
 
 
 def run_pipeline(build) -> None:
@@ -23,7 +23,7 @@ RUN = 'a-run'
 
 
 def staged_errors(out):
-  staged = out / output_dir.TEMP_DIR / RUN
+  staged = out / output_layout.TEMP_DIR / RUN
   return {path.name: path.read_text() for path in sorted(staged.glob('errors-*.jsonl'))}
 
 
@@ -37,12 +37,12 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
       p | beam.Create(rejected).with_output_types(Rejection) | commit.WriteErrors(str(out), RUN, per_file=10),
       equal_to([{'num_files': 4, 'by_reason': {'empty': 18, 'truncated': 17}}])))
   files = staged_errors(out)
-  assert sorted(files) == errors_output.file_names(4)
+  assert sorted(files) == output_layout.errors_files(4)
   lines = {name: [json.loads(line) for line in text.splitlines()] for name, text in files.items()}
   assert all(rows == sorted(rows, key=lambda row: row['uri']) for rows in lines.values())
   assert sorted(row['uri'] for rows in lines.values() for row in rows) == sorted(r.uri for r in rejected)
   for name, rows in lines.items():
-    assert {errors_output.file_index(row['uri'], 4) for row in rows} <= {errors_output.file_names(4).index(name)}
+    assert {errors_output.file_index(row['uri'], 4) for row in rows} <= {output_layout.errors_files(4).index(name)}
 
   first_only = [uri for uri in (f'/more/{i}.jpg' for i in range(200)) if errors_output.file_index(uri, 2) == 0][:11]
   out = tmp_path / 'skewed'
@@ -85,12 +85,12 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
 
 
 def test_shard_reports_are_summed_up_as_one_process_sums_them():
-  reports = [{'split': 'train', 'file': f'train-{i:05d}-of-00040.tfrecord', 'num_examples': 2, 'num_bytes': 100 + i,
-              'num_reencoded': i % 2, 'num_resized': 0, 'num_rotated': 0, 'num_damaged_jpeg': 0,
-              **dataset_info.image_statistics(['cat', ('dog', 'eel')[i % 2]], [64, 4000 + i], [900, 90_000])}
+  reports = [ShardReport(split='train', file=f'train-{i:05d}-of-00040.tfrecord', num_examples=2, num_bytes=100 + i,
+                         num_reencoded=i % 2,
+                         **dataset_info.image_statistics(['cat', ('dog', 'eel')[i % 2]], [64, 4000 + i], [900, 90_000]))
              for i in range(40)]
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(reports) | beam.CombineGlobally(commit.WrittenTotals())
+      p | beam.Create(reports) | beam.CombineGlobally(commit.SumShardReports())
       | beam.Map(lambda totals: json.dumps(dataset_info.build(
           written=totals, labels=['cat', 'dog', 'eel'], errors_by_reason={}, num_errors_files=1,
           duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []}, dedupe=False, num_removed=0,

@@ -4,6 +4,7 @@ import json
 import random
 
 from beam_pipeline.core import dataset_info
+from beam_pipeline.core.records import ShardReport
 
 LABELS = ['ant', 'bee', 'cat', 'dog']
 
@@ -16,11 +17,11 @@ def shard_reports(count: int, seed: int):
     labels = [rng.choice(LABELS) for _ in range(rng.randint(1, 40))]
     sides = [rng.randint(16, 4000) for _ in labels]
     sizes = [rng.randint(500, 900_000) for _ in labels]
-    reports.append({'split': split, 'file': f'{split}-{index:05d}-of-{count:05d}.tfrecord', 'num_examples': len(labels),
-                    'num_bytes': sum(sizes) + 16 * len(labels), 'num_reencoded': rng.randint(0, 2),
-                    'num_resized': rng.randint(0, 1), 'num_rotated': rng.randint(0, 1),
-                    'num_damaged_jpeg': rng.randint(0, 1),
-                    **dataset_info.image_statistics(labels, sides, sizes)})
+    reports.append(ShardReport(split=split, file=f'{split}-{index:05d}-of-{count:05d}.tfrecord',
+                               num_examples=len(labels), num_bytes=sum(sizes) + 16 * len(labels),
+                               num_reencoded=rng.randint(0, 2), num_resized=rng.randint(0, 1),
+                               num_rotated=rng.randint(0, 1), num_damaged_jpeg=rng.randint(0, 1),
+                               **dataset_info.image_statistics(labels, sides, sizes)))
   return reports
 
 
@@ -38,16 +39,16 @@ def test_totals_summed_in_any_grouping_give_the_same_dataset_info():
   shuffled = reports[:]
   random.Random(4).shuffle(shuffled)
   parts = [dataset_info.written_totals(shuffled[start::3]) for start in range(3)]
-  merged = dataset_info.add_totals(dataset_info.add_totals(dataset_info.written_totals([]), parts[2]), parts[0])
-  assert info(dataset_info.add_totals(merged, parts[1])) == whole
+  merged = dataset_info.WrittenTotals().add(parts[2]).add(parts[0])
+  assert info(merged.add(parts[1])) == whole
 
   summed = json.loads(whole)
-  train = [report for report in reports if report['split'] == 'train']
-  assert summed['splits']['train']['num_examples'] == sum(report['num_examples'] for report in train)
-  assert [shard['file'] for shard in summed['splits']['train']['shards']] == sorted(r['file'] for r in train)
+  train = [report for report in reports if report.split == 'train']
+  assert summed['splits']['train']['num_examples'] == sum(report.num_examples for report in train)
+  assert [shard['file'] for shard in summed['splits']['train']['shards']] == sorted(r.file for r in train)
   assert list(summed['splits']['train']['classes']) == [label for label in LABELS
-                                                        if any(label in r['classes'] for r in train)]
+                                                        if any(label in r.classes for r in train)]
   kib = summed['splits']['validation']['kib']
   assert list(kib) == sorted(kib, key=int)
-  assert summed['num_damaged_jpeg'] == 2 + sum(report['num_damaged_jpeg'] for report in reports)
-  assert summed['num_reencoded'] == sum(report['num_reencoded'] for report in reports)
+  assert summed['num_damaged_jpeg'] == 2 + sum(report.num_damaged_jpeg for report in reports)
+  assert summed['num_reencoded'] == sum(report.num_reencoded for report in reports)

@@ -101,7 +101,7 @@ def test_the_writer_embeds_in_batches_in_order_and_only_drops_the_image(tmp_path
   spec = EmbeddingSpec('model.keras', 32, only, batch_size=3, sha256='0' * 64, output_shape=(2, 2))
   model = _Model()
   written = shard_writer.write_shard(plan, str(tmp_path / 'shard'), settings(embedding=spec), ['cat'], embed=model)
-  assert model.batches == [3, 3, 1] and written.shard['num_examples'] == 7
+  assert model.batches == [3, 3, 1] and written.shard.num_examples == 7
   keys = schemas.keys('default')
   for record, serialized in zip(plan.records, tf.data.TFRecordDataset(str(tmp_path / 'shard'))):
     feature = tf.train.Example.FromString(serialized.numpy()).features.feature
@@ -118,7 +118,7 @@ def test_an_embedding_of_another_size_than_the_check_gave_rejects_its_image(tmp_
   spec = EmbeddingSpec('model.keras', 32, sha256='0' * 64, output_shape=(3,))
   written = shard_writer.write_shard(_plan(tmp_path, 2), str(tmp_path / 'shard'), settings(embedding=spec), ['cat'],
                                      embed=_Model())
-  assert written.shard['num_examples'] == 0
+  assert written.shard.num_examples == 0
   assert [(r.reason, r.detail.split(': ')[0]) for r in written.rejections] == [('internal_error', 'embed')] * 2
   assert all('gave an embedding of 4 values' in r.detail for r in written.rejections)
 
@@ -139,7 +139,7 @@ def test_a_model_that_fails_on_one_image_rejects_that_image_alone(tmp_path):
   written = shard_writer.write_shard(plan, str(tmp_path / 'shard'), settings(embedding=spec), ['cat'], embed=embed)
   assert [(r.uri, r.reason) for r in written.rejections] == [(plan.records[4].uri, 'internal_error')]
   assert written.rejections[0].detail == 'embed: ValueError: the model cannot take this image'
-  assert model.batches == [3, 1, 1, 1] and written.shard['num_examples'] == 6
+  assert model.batches == [3, 1, 1, 1] and written.shard.num_examples == 6
   keys = schemas.keys('default')
   kept = [record for i, record in enumerate(plan.records) if i != 4]
   for record, serialized in zip(kept, tf.data.TFRecordDataset(str(tmp_path / 'shard')), strict=True):

@@ -2,16 +2,16 @@
 import hashlib
 import json
 
-from beam_pipeline.core import errors_output
+from beam_pipeline.core import errors_output, output_layout
 from beam_pipeline.core.records import Rejection
 
 
 def test_files_hold_at_most_about_the_bound_and_one_file_is_todays_name():
   assert [errors_output.num_files(n, per_file=10) for n in (0, 1, 10, 11, 95)] == [1, 1, 1, 2, 10]
-  assert errors_output.file_names(1) == ['errors-00000-of-00001.jsonl']
-  assert errors_output.pattern(1) == 'errors-00000-of-00001.jsonl'
-  assert errors_output.file_names(3)[2] == 'errors-00002-of-00003.jsonl'
-  assert errors_output.pattern(3) == 'errors-*-of-00003.jsonl'
+  assert output_layout.errors_files(1) == ['errors-00000-of-00001.jsonl']
+  assert output_layout.errors_pattern(1) == 'errors-00000-of-00001.jsonl'
+  assert output_layout.errors_files(3)[2] == 'errors-00002-of-00003.jsonl'
+  assert output_layout.errors_pattern(3) == 'errors-*-of-00003.jsonl'
 
 
 def test_an_inputs_file_depends_on_its_uri_alone_and_spreads_them_evenly():

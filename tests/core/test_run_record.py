@@ -12,6 +12,7 @@ import pathlib
 import pytest
 
 from beam_pipeline.core import dataset_info
+from beam_pipeline.core.records import ShardReport
 from beam_pipeline.core.run_record import RunRecord
 from beam_pipeline.core.settings import EmbeddingSpec
 
@@ -21,9 +22,9 @@ CREATED = '2026-11-26T09:00:00+00:00'
 
 def _report(split, index, count, labels, sides, sizes):
   name = f'{split}-{index:05d}-of-{count:05d}.tfrecord'
-  return {'split': split, 'file': name, 'num_examples': len(labels), 'num_bytes': sum(sizes) + 16 * len(labels),
-          'num_reencoded': 1, 'num_resized': 1, 'num_rotated': 1, 'num_damaged_jpeg': 1, 'index_file': name + '.idx',
-          **dataset_info.image_statistics(labels, sides, sizes)}
+  return ShardReport(split=split, file=name, num_examples=len(labels), num_bytes=sum(sizes) + 16 * len(labels),
+                     num_reencoded=1, num_resized=1, num_rotated=1, num_damaged_jpeg=1, index_file=name + '.idx',
+                     **dataset_info.image_statistics(labels, sides, sizes))
 
 
 def built() -> RunRecord:

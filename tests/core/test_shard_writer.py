@@ -38,7 +38,7 @@ def test_a_file_changed_or_deleted_after_validation_is_rejected_alone(tmp_path):
                                      ['cat'])
   assert [(os.path.basename(r.uri), r.reason) for r in written.rejections] == [
       ('1.jpg', 'changed_during_run'), ('2.jpg', 'unreadable')]
-  assert written.shard['num_examples'] == 2
+  assert written.shard.num_examples == 2
   assert [f['image/filename'].bytes_list.value[0].decode() for f in _written(tmp_path / 'shard')] == [
       records[0].uri, records[3].uri]
 
@@ -51,7 +51,7 @@ def test_a_reencoding_other_than_validated_is_written_checked_with_its_own_hash(
   planned = record._replace(sha256='0' * 64, num_bytes=1)
   written = shard_writer.write_shard(ShardPlan('train', 0, 1, (planned,)), str(tmp_path / 'shard'), settings(),
                                      ['cat'])
-  assert written.rejections == [] and written.shard['num_examples'] == 1
+  assert written.rejections == [] and written.shard.num_examples == 1
   feature, = _written(tmp_path / 'shard')
   stored = feature['image/encoded'].bytes_list.value[0]
   assert feature['image/key/sha256'].bytes_list.value[0].decode() == image_info.sha256_hex(stored) == record.sha256
@@ -64,4 +64,4 @@ def test_a_reencoding_that_decodes_to_another_size_is_rejected(tmp_path):
                                      ['cat'])
   assert [r.reason for r in written.rejections] == ['corrupt']
   assert 'made again, decodes to' in written.rejections[0].detail
-  assert written.shard['num_examples'] == 0
+  assert written.shard.num_examples == 0

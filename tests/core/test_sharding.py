@@ -4,7 +4,7 @@ import random
 import pytest
 
 from beam_pipeline.core import hash_order, sharding, splitting
-from beam_pipeline.core.records import ContentGroup, ShardPlan
+from beam_pipeline.core.records import ContentGroup
 
 from helpers.values import gap_free_numbers, image_record, plan_shards
 

@@ -2,7 +2,7 @@
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from beam_pipeline.core import examples, schemas, transform_graph
+from beam_pipeline.core import examples, output_layout, schemas, transform_graph
 from beam_pipeline.core.records import TransformGraph
 
 from helpers import photos
@@ -22,7 +22,7 @@ def test_each_schema_gets_a_graph_that_reads_its_own_records(tmp_path):
   for schema in schemas.SCHEMAS:
     directory = tmp_path / schema
     transform_graph.write_graph(str(directory), TransformGraph(8, schema), ['cat', 'dog'])
-    assert sorted(p.name for p in directory.iterdir()) == sorted(TransformGraph.DIRECTORIES)
+    assert sorted(p.name for p in directory.iterdir()) == sorted(output_layout.TRANSFORM_DIRECTORIES)
     output = tft.TFTransformOutput(str(directory))
     batch = tf.constant([_example(schema, 1, b'dog'), _example(schema, 0, b'cat')])
     transformed = output.transform_features_layer()(tf.io.parse_example(batch, output.raw_feature_spec()))

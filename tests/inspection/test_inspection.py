@@ -10,7 +10,7 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline import cli
-from beam_pipeline.core import errors_output
+from beam_pipeline.core import errors_output, output_layout
 from beam_pipeline.core.records import Rejection
 from helpers import photos
 from helpers.commands import chatter, convert, run_cli
@@ -218,11 +218,11 @@ def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tm
   shutil.copytree(output, out)
   info = json.loads((out / 'beam_pipeline.json').read_text())
   (out / info['errors_file']).unlink()
-  names = errors_output.file_names(3)
+  names = output_layout.errors_files(3)
   rejected = [Rejection(f'{out}/in/{i}.jpg', ('empty', 'truncated')[i % 3 == 0], 'x') for i in range(30)]
   for index, name in enumerate(names):
     (out / name).write_text(errors_output.file_text(r for r in rejected if errors_output.file_index(r.uri, 3) == index))
-  info.update(errors_file=errors_output.pattern(3), errors_files=names, num_errors=30,
+  info.update(errors_file=output_layout.errors_pattern(3), errors_files=names, num_errors=30,
               errors_by_reason=errors_output.by_reason(rejected))
   (out / 'beam_pipeline.json').write_text(json.dumps(info))
   result = run_cli('inspect', out, '--errors')
