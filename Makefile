@@ -17,7 +17,7 @@ MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
 SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
-.PHONY: install airflow dali models run test bench bench-planning bench-large clean
+.PHONY: install airflow dali models run test options bench bench-planning bench-large clean
 
 install: $(STAMP)
 
@@ -55,6 +55,10 @@ run: install
 
 test: install airflow dali models
 	$(BIN)/python -m pytest
+
+# The Flex Template's metadata.json and the README's option table, made from beam_pipeline/core/option_table.py.
+options: install
+	$(BIN)/python -m beam_pipeline.cli.option_docs .
 
 bench: install
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

@@ -14,16 +14,16 @@ import os
 import re
 import sys
 import time
-from typing import Iterator, List, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.beam import annotation_inputs, inputs
-from beam_pipeline.core import (annotations as annotations_format, input_root, labels, run_lock, schemas, splitting,
-                                uris)
-from beam_pipeline.core.settings import (COMPRESSIONS, DIRECTORY, EXIF_ORIENTATIONS, IMAGE_FORMATS, EmbeddingSpec,
+from beam_pipeline.core import (annotations as annotations_format, input_root, labels, option_table, run_lock,
+                                splitting, uris)
+from beam_pipeline.core.settings import (DIRECTORY, EmbeddingSpec,
                                          InputSpec, LabelSource, Settings, StoredImages)
 from beam_pipeline.core.user_errors import UsageError
 
@@ -52,7 +52,7 @@ def parse(argv: List[str]) -> Conversion:
   printing the help for -h/--help.
   """
   namespace, beam_flags = arguments.parse(argv)
-  progress_interval = _number('--progress_interval', namespace.progress_interval)
+  progress_interval = option_table.BY_NAME['progress_interval'].parse(namespace.progress_interval)
   ours = {name: value for name, value in vars(namespace).items()
           if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
   options = PipelineOptions(beam_flags, **ours)
@@ -146,64 +146,46 @@ def _check_dataflow(options: PipelineOptions, settings: Settings) -> None:
 
 
 def validate(options: PipelineOptions) -> Settings:
-  """Checks every value and the input's existence; raises UsageError with one line."""
+  """Checks every value (each with its option: core/option_table.py), then what involves several
+  options, the input's existence and its kind; raises UsageError with one line."""
   opts = options.view_as(ConversionOptions)
   if not opts.output:
     raise UsageError('--output is required: the directory (local or gs://) to write the dataset to')
-  if opts.schema not in schemas.SCHEMAS:
-    raise UsageError(f'--schema={opts.schema} is not one of {", ".join(schemas.SCHEMAS)}')
-  if opts.compression not in COMPRESSIONS:
-    raise UsageError(f'--compression={opts.compression} is not one of {", ".join(COMPRESSIONS)}')
-  if opts.index_files and opts.compression != 'none':
-    raise UsageError(f'--index_files needs --compression=none: DALI and the tfrecord package index only '
-                     f'uncompressed shards')
-  target_mb = _number('--target_shard_mb', opts.target_shard_mb)
-  max_pixels = _whole_number('--max_pixels', opts.max_pixels)
-  max_file_mb = _number('--max_file_mb', opts.max_file_mb)
-  image_size = _whole_number('--image_size', opts.image_size)
-  if opts.image_format not in IMAGE_FORMATS:
-    raise UsageError(f'--image_format={opts.image_format} is not one of {", ".join(IMAGE_FORMATS)}')
-  if opts.exif_orientation not in EXIF_ORIENTATIONS:
-    raise UsageError(f'--exif_orientation={opts.exif_orientation} is not one of {", ".join(EXIF_ORIENTATIONS)}')
-  jpeg_quality = _whole_number('--jpeg_quality', opts.jpeg_quality)
-  if jpeg_quality > 100:
-    raise UsageError(f'--jpeg_quality={opts.jpeg_quality} must be at most 100')
-  max_side = _whole_number('--max_side', opts.max_side) if opts.max_side is not None else 0
-  min_side = _whole_number('--min_side', opts.min_side)
-  if max_side and min_side > max_side:
-    raise UsageError(f'--min_side={min_side} is larger than --max_side={max_side}: every image would be rejected')
-  embedding = _embedding(opts)
-  splits = splitting.parse_splits(opts.splits)
-  read_threads = _whole_number('--read_threads', opts.read_threads)
-  max_error_fraction = _number('--max_error_fraction', opts.max_error_fraction, fraction=True)
+  value = {option.name: option.parse(getattr(opts, option.name)) for option in option_table.pipeline_options()}
+  if value['index_files'] and value['compression'] != 'none':
+    raise UsageError('--index_files needs --compression=none: DALI and the tfrecord package index only '
+                     'uncompressed shards')
+  max_side = value['max_side'] or 0
+  if max_side and value['min_side'] > max_side:
+    raise UsageError(f'--min_side={value["min_side"]} is larger than --max_side={max_side}: every image would be '
+                     'rejected')
   spec = _multi_label(opts, inputs.resolve_input(opts.input or ''))
-  root = _input_root(opts.input_root, spec)
   annotations = _annotations(opts, spec)
   return Settings(
       input=spec,
       output=opts.output.rstrip('/') or '/',
       label_source=_label_source(opts, spec, annotations),
-      schema=opts.schema,
-      target_shard_bytes=max(1, int(target_mb * 2**20)),
-      compression=opts.compression,
-      max_pixels=max_pixels,
-      max_file_bytes=max(1, int(max_file_mb * 2**20)),
-      splits=splits,
-      dedupe=bool(opts.dedupe),
-      image_size=image_size,
-      skip_transform=bool(opts.skip_transform),
-      read_threads=read_threads,
-      max_error_fraction=max_error_fraction,
-      stored=StoredImages(opts.image_format, jpeg_quality, max_side, opts.exif_orientation),
-      embedding=embedding,
-      strict_jpeg=bool(opts.strict_jpeg),
-      min_side=min_side,
-      index_files=bool(opts.index_files),
+      schema=value['schema'],
+      target_shard_bytes=max(1, int(value['target_shard_mb'] * 2**20)),
+      compression=value['compression'],
+      max_pixels=value['max_pixels'],
+      max_file_bytes=max(1, int(value['max_file_mb'] * 2**20)),
+      splits=splitting.parse_splits(opts.splits),
+      dedupe=value['dedupe'],
+      image_size=value['image_size'],
+      skip_transform=value['skip_transform'],
+      read_threads=value['read_threads'],
+      max_error_fraction=value['max_error_fraction'],
+      stored=StoredImages(value['image_format'], value['jpeg_quality'], max_side, value['exif_orientation']),
+      embedding=_embedding(value),
+      strict_jpeg=value['strict_jpeg'],
+      min_side=value['min_side'],
+      index_files=value['index_files'],
       annotations=annotations,
-      drop_unannotated=bool(opts.drop_unannotated),
-      include_masks=bool(opts.include_masks),
+      drop_unannotated=value['drop_unannotated'],
+      include_masks=value['include_masks'],
       run_id=run_lock.new_run_id(time.time()),
-      input_root=root,
+      input_root=_input_root(opts.input_root, spec),
   )
 
 
@@ -292,36 +274,11 @@ def _annotations(opts: ConversionOptions, spec: InputSpec) -> Optional[str]:
   return path
 
 
-def _embedding(opts: ConversionOptions) -> Optional[EmbeddingSpec]:
-  """The embedding options, checked as values; the model itself is checked by the launcher
-  (launch._check_model), which loads it."""
-  image_size = _whole_number('--embedding_image_size', opts.embedding_image_size)
-  batch_size = _whole_number('--embedding_batch_size', opts.embedding_batch_size)
-  if not opts.embedding_model:
-    if opts.embedding_only:
+def _embedding(value: Dict[str, Any]) -> Optional[EmbeddingSpec]:
+  """The embedding options; the model itself is checked by the launcher (launch._check_model), which loads it."""
+  if not value['embedding_model']:
+    if value['embedding_only']:
       raise UsageError('--embedding_only needs --embedding_model, the model whose embeddings to store')
     return None
-  return EmbeddingSpec(opts.embedding_model.rstrip('/') or '/', image_size, bool(opts.embedding_only), batch_size)
-
-
-def _whole_number(flag: str, value: Optional[str]) -> int:
-  """``value`` as a positive whole number that fits TensorFlow's int64 (a limit and a size reach its ops)."""
-  number = _number(flag, value)
-  if number != int(number):
-    raise UsageError(f'{flag}={value} must be a whole number')
-  if int(number) >= 2**63:
-    raise UsageError(f'{flag}={value} is too large: at most {2**63 - 1}')
-  return int(number)
-
-
-def _number(flag: str, value: Optional[str], fraction: bool = False) -> float:
-  """``value`` as a positive, finite number; with ``fraction``, as one in [0, 1]."""
-  try:
-    number = float(value)
-  except (TypeError, ValueError):
-    raise UsageError(f'{flag}={value} is not a number') from None
-  if fraction and not 0 <= number <= 1:
-    raise UsageError(f'{flag}={value} must be between 0 and 1')
-  if not fraction and not 0 < number < float('inf'):
-    raise UsageError(f'{flag}={value} must be a positive number')
-  return number
+  return EmbeddingSpec(value['embedding_model'].rstrip('/') or '/', value['embedding_image_size'],
+                       value['embedding_only'], value['embedding_batch_size'])

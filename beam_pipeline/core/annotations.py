@@ -13,6 +13,10 @@ from beam_pipeline.core import class_names
 from beam_pipeline.core.rejections import InputFileError
 
 
+# The annotated size of boxes given normalized (AutoML Vision's CSV), on the file's frame.
+NORMALIZED = (0, 0)
+
+
 class AnnotatedObject(NamedTuple):
   label: str
   xmin: float  # pixels of the image the annotation was made on (ImageAnnotation.width, height)

@@ -6,7 +6,7 @@ made on the upright picture (as labelling tools that apply Exif do).
 """
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from beam_pipeline.core import masks
+from beam_pipeline.core import annotations, masks
 from beam_pipeline.core.annotations import AnnotatedObject, Problem
 
 
@@ -24,8 +24,6 @@ class StoredObject(NamedTuple):
   mask: Any = None
 
 
-# The annotated size of boxes given normalized (AutoML Vision's CSV), on the file's frame.
-NORMALIZED = (0, 0)
 # The share of its aspect ratio by which an annotated size may differ from the file's and still
 # be taken for a scaled copy of it (rounding a downscaled copy's sides to whole pixels).
 _ASPECT_TOLERANCE = 0.01
@@ -83,10 +81,10 @@ def stored_objects(objects: Sequence[AnnotatedObject], annotated_size: Optional[
   """The objects on the stored image, with a Problem for each left out; sizes are (width,
   height). ``source_size`` is the file's own frame (before any Exif turn), ``orientation``
   the turn the stored pixels were given (1: none) and ``annotated_size`` the size the
-  annotation file gives, if any (NORMALIZED: the boxes are): an annotation made on a
+  annotation file gives, if any (annotations.NORMALIZED: the boxes are): an annotation made on a
   scaled copy fits by normalizing. ``with_masks``: each object keeps what its mask is
   drawn from; an object without a usable segmentation is then left out."""
-  if annotated_size == NORMALIZED:
+  if annotated_size == annotations.NORMALIZED:
     width, height, turn = 1, 1, orientation
   else:
     width, height = annotated_size or source_size

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from beam_pipeline.core import boxes, class_names, isolation, rejections, uris
+from beam_pipeline.core import annotations, class_names, isolation, rejections, uris
 from beam_pipeline.core.annotations import AnnotatedObject
 from beam_pipeline.core.records import InputItem
 from beam_pipeline.core.rejections import Rejected
@@ -79,7 +79,7 @@ def _automl_item(manifest: str, row, where: str = '', multi_label: bool = False)
     return _multi_label_item(_resolve_uri(manifest, cells[0]), cells[1:], split)
   if len(cells) > 3:
     return InputItem(_resolve_uri(manifest, cells[0]), None, split, objects=_automl_box(cells[1:], where),
-                     annotated_size=boxes.NORMALIZED)
+                     annotated_size=annotations.NORMALIZED)
   return InputItem(_resolve_uri(manifest, cells[0]), _one_label(cells[1:]) if len(cells) > 1 else None, split)
 
 

@@ -1,10 +1,13 @@
 """The checked values of the command line, as small picklable types.
 
 They go with every task to the worker processes of a local run, and into the
-job Dataflow runs; this module imports nothing of the package.
+job Dataflow runs. The options themselves (their defaults, values and how the run
+record names them) are core/option_table.py's.
 """
 import math
 from typing import NamedTuple, Optional, Tuple
+
+from beam_pipeline.core import option_table
 
 GLOB = 'glob'
 DIRECTORY = 'directory'
@@ -35,18 +38,16 @@ class SplitSpec(NamedTuple):
   fractions: Tuple[float, ...]
 
 
-IMAGE_FORMATS = ('original', 'jpeg', 'png')
-EXIF_ORIENTATIONS = ('apply', 'ignore')
+IMAGE_FORMATS = option_table.BY_NAME['image_format'].kind.values
 
-# Option defaults that more than the command line knows: the fields below, the command line
-# (arguments.py, whose --help shows them) and reader.load take them from here.
-IMAGE_SIZE = 224  # --image_size: the square side images are resized to for training (tf.Transform, reader.load)
-IMAGE_FORMAT = 'original'
-JPEG_QUALITY = 95
-EXIF_ORIENTATION = 'apply'
-MIN_SIDE = 1
-EMBEDDING_IMAGE_SIZE = 224
-EMBEDDING_BATCH_SIZE = 16
+# Option defaults that more than the command line knows: the fields below and reader.load.
+IMAGE_SIZE = option_table.default('image_size')  # the square side images are resized to for training
+IMAGE_FORMAT = option_table.default('image_format')
+JPEG_QUALITY = option_table.default('jpeg_quality')
+EXIF_ORIENTATION = option_table.default('exif_orientation')
+MIN_SIDE = option_table.default('min_side')
+EMBEDDING_IMAGE_SIZE = option_table.default('embedding_image_size')
+EMBEDDING_BATCH_SIZE = option_table.default('embedding_batch_size')
 
 # --compression's values, and TensorFlow's compression_type for each (its TFRecord writer and readers).
 COMPRESSIONS = {'none': '', 'gzip': 'GZIP'}
@@ -112,25 +113,5 @@ class Settings(NamedTuple):
     return self.input.multi_label
 
   def as_dict(self) -> dict:
-    """The options as recorded in beam_pipeline.json."""
-    return {
-        'input': self.input.path, 'input_kind': self.input.kind, 'output': self.output,
-        'label_source': str(self.label_source),
-        'schema': self.schema, 'target_shard_mb': self.target_shard_bytes / 2**20,
-        'compression': self.compression, 'index_files': self.index_files, 'max_pixels': self.max_pixels,
-        'max_file_mb': self.max_file_bytes / 2**20,
-        'splits': dict(zip(self.splits.names, self.splits.fractions)), 'dedupe': self.dedupe,
-        'image_size': self.image_size, 'skip_transform': self.skip_transform,
-        'read_threads': self.read_threads, 'max_error_fraction': self.max_error_fraction,
-        'image_format': self.stored.format, 'jpeg_quality': self.stored.jpeg_quality,
-        'max_side': self.stored.max_side or None, 'exif_orientation': self.stored.exif_orientation, 'min_side': self.min_side, 'strict_jpeg': self.strict_jpeg,
-        'embedding_model': self.embedding and self.embedding.model,
-        'embedding_image_size': self.embedding and self.embedding.image_size,
-        'embedding_only': bool(self.embedding and self.embedding.only),
-        'embedding_batch_size': self.embedding and self.embedding.batch_size,
-        # Only when given: the records of runs without them stay as they were.
-        **({'annotations': self.annotations, 'drop_unannotated': self.drop_unannotated,
-            'include_masks': self.include_masks} if self.annotations else {}),
-        **({'multi_label': True} if self.multi_label else {}),
-        **({'input_root': self.input_root} if self.input_root else {}),
-    }
+    """The options as recorded in beam_pipeline.json (core/option_table.py says how), and the input's kind."""
+    return {**option_table.recorded(self), 'input_kind': self.input.kind}

@@ -51,6 +51,11 @@ def test_importing_every_beam_free_module_loads_no_beam():
   assert done.stdout.splitlines()[-1] == '[]'
 
 
-def test_value_modules_import_nothing_of_the_package():
-  for name in ('records.py', 'settings.py', 'rejections.py', 'user_errors.py'):
-    assert not [m for m in _imported_modules(CORE / name) if m.startswith('beam_pipeline')], name
+VALUE_MODULES = ('records', 'settings', 'rejections', 'user_errors', 'option_table')
+
+
+def test_value_modules_import_nothing_of_the_package_but_each_other():
+  for name in VALUE_MODULES:
+    imported = [m for m in _imported_modules(CORE / f'{name}.py') if m.startswith('beam_pipeline')]
+    assert not [m for m in imported if m.split('.')[:2] != ['beam_pipeline', 'core'] or
+                m.split('.')[2] not in VALUE_MODULES], name

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from beam_pipeline.core import boxes, manifest_rows
+from beam_pipeline.core import annotations, manifest_rows
 from beam_pipeline.core.records import InputItem
 from beam_pipeline.core.rejections import Rejected
 
@@ -35,7 +35,7 @@ def test_automl_detection_rows_give_one_normalized_box_or_none():
   two = manifest_rows.csv_row_item('gs://b/m.csv', None, ['TEST', 'a.jpg', 'cat', '0.1', '0.2', '', '', '0.5', '0.6', '', ''],
                                    'm.csv:row 4')
   [box] = two.objects
-  assert (two.uri, two.split, two.label, two.annotated_size) == ('gs://b/a.jpg', 'test', None, boxes.NORMALIZED)
+  assert (two.uri, two.split, two.label, two.annotated_size) == ('gs://b/a.jpg', 'test', None, annotations.NORMALIZED)
   assert (box.label, box.xmin, box.ymin, box.xmax, box.ymax, box.where) == ('cat', 0.1, 0.2, 0.5, 0.6, 'm.csv:row 4')
   four = _item('a.jpg', 'dog', '0.5', '0.2', '0.9', '0.2', '0.9', '0.7', '0.5', '0.7')
   assert four.objects[0][1:5] == (0.5, 0.2, 0.9, 0.7)

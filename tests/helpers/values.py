@@ -3,7 +3,7 @@ import collections
 import hashlib
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from beam_pipeline.core import hash_order, sharding
+from beam_pipeline.core import hash_order, option_table, sharding
 from beam_pipeline.core.records import ImageRecord, ShardPlan
 from beam_pipeline.core.settings import InputSpec, LabelSource, Settings, SplitSpec
 
@@ -21,10 +21,13 @@ def image_record(uri: str, label: Optional[str] = 'cat', split: Optional[str] = 
 
 def settings(**changes: Any) -> Settings:
   """The default options' Settings, for a directory input; ``changes`` replace fields."""
+  default = option_table.default
   values = dict(input=InputSpec('directory', '/in/**'), output='/out', label_source=LabelSource('parent_dir'),
-                schema='default', target_shard_bytes=150 * 2**20, compression='none', max_pixels=10**8,
-                max_file_bytes=100 * 2**20, splits=SplitSpec(('train',), (1.0,)), dedupe=False, image_size=224,
-                skip_transform=False, read_threads=32, max_error_fraction=0.05)
+                schema=default('schema'), target_shard_bytes=int(default('target_shard_mb') * 2**20),
+                compression=default('compression'), max_pixels=default('max_pixels'),
+                max_file_bytes=int(default('max_file_mb') * 2**20), splits=SplitSpec(('train',), (1.0,)),
+                dedupe=False, image_size=default('image_size'), skip_transform=False,
+                read_threads=default('read_threads'), max_error_fraction=default('max_error_fraction'))
   return Settings(**{**values, **changes})
 
 
