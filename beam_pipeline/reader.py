@@ -9,12 +9,13 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from beam_pipeline.core import model_input, schemas, uris
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.writing import model_input
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.settings import COMPRESSIONS, IMAGE_SIZE
 
 
-def dataset_info(output_dir: str) -> RunRecord:
+def run_record(output_dir: str) -> RunRecord:
   """The output's beam_pipeline.json, read with TensorFlow's file systems (as the shards are);
   FileNotFoundError if the conversion did not complete."""
   return RunRecord.read(output_dir, tf.io.gfile.exists, tf.io.gfile.GFile)
@@ -44,7 +45,7 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   record with more boxes fails the read rather than lose them.
   With shuffle_buffer > 0, shard order and records are shuffled (use it for training).
   """
-  info = dataset_info(output_dir)
+  info = run_record(output_dir)
   if split not in info.splits:
     raise ValueError(f'{output_dir} has no split {split!r}; it has {", ".join(info.splits) or "none"}')
   if features not in FEATURES:

@@ -39,8 +39,8 @@ def synthetic_chunk(start: int, count: int) -> List[Any]:
   """Records ``start`` to ``start + count``, as validation would make them of a web-scraped
   photo collection: long-tailed classes (Zipf over CLASSES), sizes around 110 KB
   (log-normal), bucket paths of 60-80 characters, a copy every DUPLICATE_EVERY records."""
-  from beam_pipeline.core import sharding  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core.records import ImageRecord  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import sharding  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.messages import CheckedImage  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(start)
   classes = np.minimum(rng.zipf(1.3, count), CLASSES) - 1
   sizes = rng.lognormal(math.log(110_000), 0.6, count).astype(int)
@@ -51,7 +51,7 @@ def synthetic_chunk(start: int, count: int) -> List[Any]:
     uri = f'gs://photo-collection/scraped/2026/{label}/{index:010d}_{rng.integers(1 << 32):08x}.jpg'
     content = (records[-1].source_sha256 if offset % DUPLICATE_EVERY == DUPLICATE_EVERY - 1 and records
                else hashlib.sha256(index.to_bytes(8, 'little')).hexdigest())
-    records.append(ImageRecord(uri, label, None, (), content, content, int(sizes[offset]), 'jpeg', 375, 500, 3,
+    records.append(CheckedImage(uri, label, None, (), content, content, int(sizes[offset]), 'jpeg', 375, 500, 3,
                                False, sharding.order_key(content, uri)))
   return records
 
@@ -63,8 +63,8 @@ def run_plan(count: int, mode: str) -> Dict[str, Any]:
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
 
   from beam_pipeline.beam import coders, graph, local_runner  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core import splitting  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core.records import ImageRecord  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.messages import CheckedImage  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel
 
   flags = ['--direct_running_mode=multi_processing', '--direct_num_workers=2'] if mode == 'multi_processing' else []
@@ -77,7 +77,7 @@ def run_plan(count: int, mode: str) -> Dict[str, Any]:
   chunks = [(start, min(CHUNK, count - start)) for start in range(0, count, CHUNK)]
   records = (p
              | 'Chunks' >> beam.Create(chunks)
-             | 'Records' >> beam.MapTuple(synthetic_chunk).with_output_types(List[ImageRecord]))
+             | 'Records' >> beam.MapTuple(synthetic_chunk).with_output_types(List[CheckedImage]))
   planned = graph.plan(records, p | 'Count' >> beam.Create([count]), settings)
   _ = (planned.plans
        | 'Sizes' >> beam.Map(lambda plan: len(plan.records))
@@ -109,7 +109,7 @@ def record_bytes() -> Tuple[float, float]:
   records = synthetic_chunk(0, 10_000)
   in_memory = (tracemalloc.get_traced_memory()[0] - before) / len(records)
   tracemalloc.stop()
-  impl = coders.ImageRecordCoder().get_impl()
+  impl = coders.CheckedImageCoder().get_impl()
   encoded = sum(len(impl.encode(record)) for record in records) / len(records)
   return in_memory, encoded
 
@@ -126,7 +126,7 @@ def extrapolate(rows: List[Dict[str, Any]], in_memory: float, encoded: float, im
   - planning CPU: the largest N's in-process time per record (one core does all of it
     there) times ``images``.
   """
-  from beam_pipeline.core import hash_order, sharding, splitting  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import hash_order, sharding, splitting  # pylint: disable=import-outside-toplevel
   largest = {}
   for stage, minimum in (('GroupByContent', splitting.CONTENT_BUCKET_DIGITS),
                          ('GroupByOrder', sharding.ORDER_BUCKET_DIGITS)):

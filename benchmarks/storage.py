@@ -3,7 +3,7 @@
 Object reads are latency-bound (tens of ms each on real Cloud Storage). The
 emulator answers in microseconds, so it runs behind the tests' fault proxy, which
 delays every request by --latency_ms. Then the same objects are read one after
-another, and through beam_pipeline.core.reading.read_files with --read_threads reads
+another, and through beam_pipeline.core.inputs.reading.read_files with --read_threads reads
 in flight, as the validation and shard-writing steps do.
 
 Usage: python -m benchmarks.storage [--objects 200] [--latency_ms 30] [--read_threads 32]
@@ -35,8 +35,8 @@ def main() -> None:
       tempfile.TemporaryDirectory() as scratch:
     os.environ.update(gcs_emulator.emulator_environment(proxy.url, scratch))
     # after the environment points at the proxy
-    from beam_pipeline.beam import inputs  # pylint: disable=import-outside-toplevel
-    from beam_pipeline.core import reading  # pylint: disable=import-outside-toplevel
+    from beam_pipeline.beam.pooled_steps import open_image  # pylint: disable=import-outside-toplevel
+    from beam_pipeline.core.inputs import reading  # pylint: disable=import-outside-toplevel
 
     payload = os.urandom(17_000)  # a pet-photo-sized object
     names = [f'imgs/{i:05d}.jpg' for i in range(args.objects)]
@@ -44,16 +44,16 @@ def main() -> None:
     gcs_emulator.upload(BUCKET, {name: payload for name in names})
     proxy.plan.slow(args.latency_ms / 1000)
     uris = [f'gs://{BUCKET}/{name}' for name in names]
-    reading.read_file(uris[0], 2**20, inputs.open_image)  # warm up the client
+    reading.read_file(uris[0], 2**20, open_image)  # warm up the client
 
     started = time.perf_counter()
     for uri in uris:
-      reading.read_file(uri, 2**20, inputs.open_image)
+      reading.read_file(uri, 2**20, open_image)
     sequential = time.perf_counter() - started
 
     started = time.perf_counter()
     with ThreadPoolExecutor(args.read_threads) as pool:
-      remote = reading.Remote(inputs.open_image, pool, args.read_threads)
+      remote = reading.Remote(open_image, pool, args.read_threads)
       results = [data for _, data in reading.read_files(lambda u: reading.read_file(u, 2**20, remote.open), uris,
                                                          lambda u: u, remote)]
     concurrent = time.perf_counter() - started

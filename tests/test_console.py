@@ -16,7 +16,7 @@ import types
 
 from beam_pipeline import cli
 from beam_pipeline.cli import progress
-from beam_pipeline.core import progress_counts
+from beam_pipeline.core.console import progress_counts
 
 from helpers import hostile_files, photos
 from helpers.commands import ROOT, TIMEOUT, chatter, command, run_cli, user_environment

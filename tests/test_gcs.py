@@ -12,8 +12,9 @@ from apache_beam.io.filesystems import FileSystems
 from tensorflow.core.example import example_pb2
 
 from beam_pipeline import cli
-from beam_pipeline.beam import inputs
-from beam_pipeline.core import output_layout, settings
+from beam_pipeline.beam.listing import parts as listing_parts
+from beam_pipeline.core import settings
+from beam_pipeline.core.output import output_layout
 
 from helpers import gcs_emulator, photos
 from helpers.commands import TIMEOUT, command, user_environment
@@ -157,8 +158,8 @@ def test_a_gcs_pattern_is_listed_one_subfolder_per_part_and_lists_what_beam_matc
         'lib/dog/notes.txt', 'libx/5.jpg', 'other/6.jpg']})
   kind = settings.DIRECTORY if pattern.endswith('/**') else settings.GLOB
   spec = settings.InputSpec(kind, pattern)
-  parts = list(inputs.input_parts(spec))
-  listed = [item.uri for part in parts for item in inputs.list_part(part)]
+  parts = list(listing_parts.input_parts(spec))
+  listed = [item.uri for part in parts for item in listing_parts.list_part(part)]
   assert sorted(listed) == sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
   assert len(listed) == len(set(listed))
   expected_parts = {'gs://parts/lib/**': 4, 'gs://parts/lib/**/*.jpg': 4, 'gs://parts/lib/*.jpg': 1,

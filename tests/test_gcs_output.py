@@ -14,7 +14,7 @@ from helpers import fault_proxy, gcs_emulator
 from helpers.commands import error_line
 from helpers.dataset_reader import assert_same_dataset, bucket_files
 from helpers.gcs_retries import shorten_gcs_retries
-from beam_pipeline.core import output_layout
+from beam_pipeline.core.output import output_layout
 
 BUCKET = 'outputs'
 TEMP = output_layout.TEMP_DIR

@@ -23,8 +23,9 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline import cli
-from beam_pipeline.core import preparation, steps, tensorflow_decoding
-from beam_pipeline.core.records import InputItem
+from beam_pipeline.core import steps
+from beam_pipeline.core.images import preparation, tensorflow_decoding
+from beam_pipeline.core.messages import InputItem
 from helpers import hostile_files, peak_memory, photos
 from helpers.commands import command, started
 from helpers.dataset_reader import read_errors, read_output

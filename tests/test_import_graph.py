@@ -72,9 +72,47 @@ def circles(edges: Dict[str, Set[str]]) -> List[List[str]]:
 def test_the_finder_sees_a_circle_and_the_packages_imports():
   assert circles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [['a', 'b', 'c']]
   edges = graph()
-  assert 'beam_pipeline.core.shard_writer' in edges['beam_pipeline.core.steps']  # a function-level import
+  assert 'beam_pipeline.core.writing.shard_writer' in edges['beam_pipeline.core.steps']  # a function-level import
   assert 'beam_pipeline.beam.graph' in edges['beam_pipeline.cli.launch']
 
 
 def test_no_modules_of_the_package_import_each_other_in_a_circle():
   assert circles(graph()) == []
+
+
+# The core's stages, and what each may import besides the core's own modules (its values, steps
+# and isolation): inputs, planning and output stand on the values alone; an image's checks use
+# what inputs give (labels, annotations) and its order key (planning); writing uses all three.
+CORE_STAGES = {
+    'console': set(),
+    'inputs': set(),
+    'planning': set(),
+    'output': set(),
+    'images': {'console', 'inputs', 'planning'},
+    'writing': {'console', 'images', 'inputs', 'output'},
+}
+
+
+def _stage(module: str) -> str:
+  parts = module.split('.')
+  return parts[2] if parts[:2] == ['beam_pipeline', 'core'] and len(parts) > 3 else ''
+
+
+def test_the_cores_stages_import_only_the_stages_below_them():
+  edges = graph()
+  assert {_stage(module) for module in edges} - {''} == set(CORE_STAGES)
+  crossing = sorted(f'{module} -> {target}' for module, targets in edges.items() for target in targets
+                    if _stage(module) and _stage(target) and _stage(target) != _stage(module)
+                    and _stage(target) not in CORE_STAGES[_stage(module)])
+  assert crossing == []
+  reaching_up = sorted(f'{module} -> {target}' for module, targets in edges.items() for target in targets
+                       if _stage(module) and target == 'beam_pipeline.core.steps')
+  assert reaching_up == []
+
+
+def test_no_folder_of_the_package_holds_more_than_16_modules():
+  """A folder of more is a room without hallways: split it by what its modules do."""
+  crowded = {str(folder.relative_to(PACKAGE.parent)): count for folder in [PACKAGE, *PACKAGE.rglob('*/')]
+             if folder.name != '__pycache__'
+             and (count := len([path for path in folder.glob('*.py') if path.name != '__init__.py'])) > 16}
+  assert crowded == {}

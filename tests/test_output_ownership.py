@@ -20,7 +20,7 @@ from helpers import gcs_emulator
 from helpers.commands import ROOT, command, error_line, run_cli, started, user_environment
 from helpers.dataset_reader import read_output
 from helpers.photos import labelled, write_files
-from beam_pipeline.core import output_layout
+from beam_pipeline.core.output import output_layout
 
 AT_POINT = ROOT / 'tests' / 'helpers' / 'at_point.py'
 RUN_ARGS = ('--runner=DirectRunner', '--skip_transform')

@@ -41,7 +41,7 @@ def test_reader_feeds_model_fit(converted):
   images, labels = next(iter(dataset))
   assert images.shape == (8, 32, 32, 3) and images.dtype == tf.float32
   assert 0.0 <= float(tf.reduce_min(images)) and float(tf.reduce_max(images)) <= 1.0
-  info = reader.dataset_info(converted)
+  info = reader.run_record(converted)
   assert sum(len(y) for _, y in dataset) == info.splits['train'].num_examples
   history = _tiny_model(32).fit(dataset, validation_data=reader.load(converted, 'validation', image_size=32),
                                 epochs=1, verbose=0)

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import record_index
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.writing import record_index
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import verify
 
 from helpers import dali, image_cases, photos, pillow_modes

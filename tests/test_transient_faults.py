@@ -12,7 +12,7 @@ forwards to the Cloud Storage emulator and fails the requests its plan selects
   Beam has no pipeline option for these numbers (``--no_gcsio_throttling_counter``
   only picks which of the two Retry objects is used), so tests that need a fast
   give-up replace Beam's module-level Retry objects (``shorten_gcs_retries``).
-- beam_pipeline.core.reading.read_file's own READ_ATTEMPTS with exponential backoff, after
+- beam_pipeline.core.inputs.reading.read_file's own READ_ATTEMPTS with exponential backoff, after
   which TransientReadError fails the job.
 """
 import gzip
@@ -25,8 +25,10 @@ import pytest
 from google.api_core import exceptions as google_exceptions
 
 from beam_pipeline import cli
-from beam_pipeline.beam import inputs
-from beam_pipeline.core import output_layout, reading, rejections
+from beam_pipeline.beam.pooled_steps import open_image
+from beam_pipeline.core import rejections
+from beam_pipeline.core.inputs import reading
+from beam_pipeline.core.output import output_layout
 from helpers.commands import error_line
 from beam_pipeline.core.rejections import Rejected
 
@@ -227,7 +229,7 @@ NAME = URI[len(f'gs://{BUCKET}/'):]
 def test_read_file_survives_failures_absorbed_by_the_storage_client(status, photos, plan):
   """Default retries: google-cloud-storage retries the download itself; read_file opens once."""
   rule = plan.fail_first(2, status=status, when=fault_proxy.is_media_download)
-  assert reading.read_file(URI, 10**6, inputs.open_image) == photos[URI][1]
+  assert reading.read_file(URI, 10**6, open_image) == photos[URI][1]
   assert rule.fired == 2
   assert [e.status for e in _downloads(plan, NAME)] == [status, status, 206]
   assert len(_metadata_gets(plan, NAME)) == 1
@@ -241,7 +243,7 @@ def test_read_file_retries_with_backoff(photos, plan, monkeypatch):
   plan.fail_first(2, status=503, when=fault_proxy.is_media_download)
   slept = []  # read_file's backoff sleeps, recorded (and not slept)
   monkeypatch.setattr(reading, 'time', types.SimpleNamespace(monotonic=time.monotonic, sleep=slept.append))
-  assert reading.read_file(URI, 10**6, inputs.open_image) == photos[URI][1]
+  assert reading.read_file(URI, 10**6, open_image) == photos[URI][1]
   assert [e.status for e in _downloads(plan, NAME)] == [503, 503, 206]
   assert len(_metadata_gets(plan, NAME)) == 3
   # Two backoff sleeps of BACKOFF_SECONDS * 2**attempt * uniform(0.5, 1.0).
@@ -255,7 +257,7 @@ def test_read_file_gives_up_with_transient_read_error(status, photos, plan, monk
   monkeypatch.setattr(reading, 'BACKOFF_SECONDS', 0.01)
   rule = plan.fail_object(NAME, status=status, when=fault_proxy.is_media_download)
   with pytest.raises(reading.TransientReadError) as raised:
-    reading.read_file(URI, 10**6, inputs.open_image)
+    reading.read_file(URI, 10**6, open_image)
   assert f'reading failed after {reading.READ_ATTEMPTS} attempt(s)' in str(raised.value)
   assert 'last with RetryError' in str(raised.value)
   assert isinstance(raised.value.__cause__, google_exceptions.RetryError)
@@ -271,14 +273,14 @@ def test_read_file_stops_retrying_past_its_deadline(photos, plan, monkeypatch): 
   monkeypatch.setattr(reading, 'RETRY_DEADLINE_SECONDS', 0.1)
   plan.fail_object(NAME, status=503, when=fault_proxy.is_media_download)
   with pytest.raises(reading.TransientReadError) as raised:
-    reading.read_file(URI, 10**6, inputs.open_image)
+    reading.read_file(URI, 10**6, open_image)
   assert 'reading failed after 1 attempt(s)' in str(raised.value)
   assert len(_metadata_gets(plan, NAME)) == 1
 
 
 def test_read_file_rejects_a_missing_object_once(photos, plan):  # pylint: disable=unused-argument
   with pytest.raises(Rejected) as raised:
-    reading.read_file(f'gs://{BUCKET}/{MISSING}', 10**6, inputs.open_image)
+    reading.read_file(f'gs://{BUCKET}/{MISSING}', 10**6, open_image)
   assert raised.value.reason == rejections.UNREADABLE
   assert [e.status for e in _metadata_gets(plan, MISSING)] == [404]
   assert _downloads(plan, MISSING) == []
@@ -291,7 +293,7 @@ def test_read_file_survives_connection_faults(fault, photos, plan):
     rule = plan.slow(0.3, when=fault_proxy.is_media_download, first=1)
   else:
     rule = getattr(plan, fault)(when=fault_proxy.is_media_download, first=1)
-  assert reading.read_file(URI, 10**6, inputs.open_image) == photos[URI][1]
+  assert reading.read_file(URI, 10**6, open_image) == photos[URI][1]
   assert rule.fired == 1
   downloads = _downloads(plan, NAME)
   if fault == 'slow':  # delayed, and still answered in full: the client waited for it
@@ -345,7 +347,7 @@ def test_read_file_rejects_a_bad_request_once(photos, plan, monkeypatch):  # pyl
   monkeypatch.setattr(reading, 'BACKOFF_SECONDS', 0.01)
   plan.fail_object(NAME, status=400)
   with pytest.raises(Rejected) as raised:
-    reading.read_file(URI, 10**6, inputs.open_image)
+    reading.read_file(URI, 10**6, open_image)
   assert raised.value.reason == rejections.UNREADABLE
   # A 400 is the request's own fault: one request, answered once, never retried by either layer.
   assert [e.status for e in _metadata_gets(plan, NAME)] == [400]

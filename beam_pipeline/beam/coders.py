@@ -15,7 +15,7 @@ from typing import Any, Iterable, Tuple
 import apache_beam as beam
 
 from beam_pipeline.compat import beam_internals
-from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit, ShardPlan, TransformGraph
+from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit, ShardPlan, TransformGraph
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _SHARD, _GRAPH = 0, 1  # OutputUnitCoder's tags
@@ -50,20 +50,20 @@ class _FieldsCoder(beam_internals.StreamCoder):
     return hash(type(self))
 
 
-def _record_bytes(record: ImageRecord) -> int:
+def _record_bytes(record: CheckedImage) -> int:
   return _RECORD_BYTES + len(record.uri) + _OBJECT_BYTES * len(record.objects)
 
 
-def _records_bytes(records: Iterable[ImageRecord]) -> int:
+def _records_bytes(records: Iterable[CheckedImage]) -> int:
   return sum(map(_record_bytes, records))
 
 
-def _records_fields(records: Iterable[ImageRecord]) -> Tuple[tuple, ...]:
+def _records_fields(records: Iterable[CheckedImage]) -> Tuple[tuple, ...]:
   return tuple(map(tuple, records))
 
 
-def _records(fields: Iterable[tuple]) -> Tuple[ImageRecord, ...]:
-  return tuple(map(ImageRecord._make, fields))
+def _records(fields: Iterable[tuple]) -> Tuple[CheckedImage, ...]:
+  return tuple(map(CheckedImage._make, fields))
 
 
 class InputItemCoder(_FieldsCoder):
@@ -78,16 +78,16 @@ class InputItemCoder(_FieldsCoder):
     return InputItem
 
 
-class ImageRecordCoder(_FieldsCoder):
+class CheckedImageCoder(_FieldsCoder):
 
-  def from_fields(self, fields: tuple) -> ImageRecord:
-    return ImageRecord._make(fields)
+  def from_fields(self, fields: tuple) -> CheckedImage:
+    return CheckedImage._make(fields)
 
-  def estimated_bytes(self, value: ImageRecord) -> int:
+  def estimated_bytes(self, value: CheckedImage) -> int:
     return _record_bytes(value)
 
   def to_type_hint(self):
-    return ImageRecord
+    return CheckedImage
 
 
 class ContentGroupCoder(_FieldsCoder):
@@ -150,7 +150,7 @@ class OutputUnitCoder(_FieldsCoder):
 
 def register() -> None:
   """Makes Beam encode these types with the coders above wherever it knows an element's type."""
-  for value_type, coder in ((InputItem, InputItemCoder), (ImageRecord, ImageRecordCoder),
+  for value_type, coder in ((InputItem, InputItemCoder), (CheckedImage, CheckedImageCoder),
                             (ContentGroup, ContentGroupCoder), (ShardPlan, ShardPlanCoder),
                             (OutputUnit, OutputUnitCoder)):
     beam.coders.registry.register_coder(value_type, coder)

@@ -4,15 +4,19 @@ from typing import List, NamedTuple, Tuple
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
-from beam_pipeline.beam import annotation_inputs, coders
-from beam_pipeline.beam.commit import SumShardReports, WriteErrors, commit
-from beam_pipeline.beam.inputs import batches_counted, parts_counted
+from beam_pipeline.beam import coders
+from beam_pipeline.beam.listing import annotation_inputs
+from beam_pipeline.beam.commit import SumShardReports, commit
+from beam_pipeline.beam.errors_files import WriteErrors
+from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
 from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, PlanShards, UniqueSourceIds,
                                          bucket_by_content)
 from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
 from beam_pipeline.beam.tags import DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN
-from beam_pipeline.core import hash_order, labels, manifest_rows, schemas, sharding
-from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit
+from beam_pipeline.core import schemas
+from beam_pipeline.core.inputs import labels, manifest_rows
+from beam_pipeline.core.planning import hash_order, sharding
+from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
 
@@ -39,7 +43,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
   checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings, pooled)).with_output_types(
-      List[ImageRecord]).with_outputs(REJECTED, main='records')
+      List[CheckedImage]).with_outputs(REJECTED, main='records')
   planned = plan(checked.records, num_listed, settings, records_per_bucket)
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its
@@ -95,7 +99,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   # form one group and never straddle splits.
   grouped = (records
              | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
-                                                 ).with_output_types(Tuple[str, List[ImageRecord]])
+                                                 ).with_output_types(Tuple[str, List[CheckedImage]])
              | 'GroupByContent' >> beam.GroupByKey()
              | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name)).with_output_types(
                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))

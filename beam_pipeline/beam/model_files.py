@@ -1,5 +1,5 @@
 """--embedding_model's files, read with Beam's FileSystems (local or gs://): their
-fingerprint, and a local copy for the core to load (core/embedding_model.py).
+fingerprint, and a local copy for the core to load (core/writing/embedding_model.py).
 
 The copy is held once per process, however many DoFns use it: the launcher of a
 local run holds it for the whole run, its worker processes load it from there.

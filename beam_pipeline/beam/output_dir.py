@@ -33,10 +33,12 @@ from typing import Iterable, List, Set
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import local_files, output_lock
-from beam_pipeline.core import output_layout, rejections, run_record, uris
+from beam_pipeline.beam import output_lock
+from beam_pipeline.beam.listing import local_files
+from beam_pipeline.core import rejections, uris
+from beam_pipeline.core.output import output_layout, run_record
 from beam_pipeline.core.rejections import OutputError
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.user_errors import UsageError
 
 _COPY_BUFFER_BYTES = 8 * 2**20
@@ -100,7 +102,8 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
     parts = name.split('/')
     journal = (parts[0] == output_layout.TEMP_DIR and len(parts) <= 3 and
                parts[-1] in (output_layout.RUN_RECORD, output_layout.EARLIER_RECORD))
-    marker = name == output_layout.RUN_RECORD or (name == output_layout.OLD_RUN_RECORD and _is_record_of_ours(output, name))
+    marker = name == output_layout.RUN_RECORD or (name == output_layout.OLD_RUN_RECORD and
+                                                  _is_record_of_ours(output, name))
     if not (journal or marker):
       continue
     try:

@@ -1,5 +1,5 @@
 """One run at a time per output: its lock, taken before any work, kept alive, checked by the
-commit and given up after it (the record and its rules: core/run_lock.py).
+commit and given up after it (the record and its rules: core/output/run_lock.py).
 
 A local output's lock is a file held with the kernel's ``flock`` by the launching
 process. A ``gs://`` output's is an object created only if absent and replaced only if
@@ -16,9 +16,10 @@ import threading
 import time
 from typing import Dict, NamedTuple, Optional, Tuple
 
-from beam_pipeline.core import output_layout, rejections, run_lock, uris
+from beam_pipeline.core import rejections, uris
+from beam_pipeline.core.output import output_layout, run_lock
 from beam_pipeline.core.rejections import LockLost, OutputError
-from beam_pipeline.core.run_lock import LockRecord
+from beam_pipeline.core.output.run_lock import LockRecord
 from beam_pipeline.core.user_errors import UsageError
 
 _ATTEMPTS = 5

@@ -10,8 +10,12 @@ from apache_beam.metrics import Metrics
 
 from beam_pipeline.beam import tags
 from beam_pipeline.beam.tags import REJECTED
-from beam_pipeline.core import dataset_info, hash_order, isolation, progress_counts, repeated_rows, sharding, splitting
-from beam_pipeline.core.records import ContentGroup, ImageRecord, Rejection, ShardPlan
+from beam_pipeline.core import isolation
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.inputs import repeated_rows
+from beam_pipeline.core.output import run_totals
+from beam_pipeline.core.planning import hash_order, sharding, splitting
+from beam_pipeline.core.messages import ContentGroup, CheckedImage, Rejection, ShardPlan
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import SplitSpec
 
@@ -19,8 +23,8 @@ from beam_pipeline.core.settings import SplitSpec
 _BATCH_SIZE = 256
 
 
-def bucket_by_content(records: List[ImageRecord], listed: int, records_per_bucket: int
-                      ) -> Iterable[Tuple[str, List[ImageRecord]]]:
+def bucket_by_content(records: List[CheckedImage], listed: int, records_per_bucket: int
+                      ) -> Iterable[Tuple[str, List[CheckedImage]]]:
   """A list of validated records as (content bucket, records) pairs, the buckets as wide as
   ``listed`` inputs need."""
   digits = hash_order.prefix_digits(listed, splitting.CONTENT_BUCKET_DIGITS, records_per_bucket)
@@ -38,7 +42,7 @@ class GroupCopies(beam.DoFn):
     self._dedupe = dedupe
     self._row_name = row_name
 
-  def process(self, bucket: Tuple[str, Iterable[List[ImageRecord]]]) -> Iterator[Any]:
+  def process(self, bucket: Tuple[str, Iterable[List[CheckedImage]]]) -> Iterator[Any]:
     groups = []
     records = list(itertools.chain.from_iterable(bucket[1]))
     tags.records_per_key('GroupByContent').update(len(records))
@@ -80,18 +84,18 @@ class UniqueSourceIds(beam.PTransform):
   def expand(self, batches):
     apart = batches | 'GivenApart' >> beam.FlatMap(_given_apart, self._key).with_outputs(_GIVEN, main='batches')
     first = (apart[_GIVEN]
-             | 'GroupBySourceId' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[ImageRecord]])
+             | 'GroupBySourceId' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[CheckedImage]])
              | 'FirstRow' >> beam.FlatMap(_first_row, self._key, self._row_name).with_outputs(REJECTED, main='records'))
     rebatched = first.records | 'Rebatch' >> beam.BatchElements(
-        min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE).with_output_types(List[ImageRecord])
-    records = (apart.batches, rebatched) | 'Together' >> beam.Flatten().with_output_types(List[ImageRecord])
+        min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE).with_output_types(List[CheckedImage])
+    records = (apart.batches, rebatched) | 'Together' >> beam.Flatten().with_output_types(List[CheckedImage])
     return {'records': records, REJECTED: first[REJECTED]}
 
 
 _GIVEN = 'given'
 
 
-def _given_apart(batch: List[ImageRecord], key: str) -> Iterator[Any]:
+def _given_apart(batch: List[CheckedImage], key: str) -> Iterator[Any]:
   """The batch's records without a given source id, as one list; the others keyed by theirs, tagged."""
   rest = []
   for record in batch:
@@ -104,7 +108,7 @@ def _given_apart(batch: List[ImageRecord], key: str) -> Iterator[Any]:
     yield rest
 
 
-def _first_row(keyed: Tuple[str, Iterable[ImageRecord]], key: str, row_name: repeated_rows.RowName) -> Iterator[Any]:
+def _first_row(keyed: Tuple[str, Iterable[CheckedImage]], key: str, row_name: repeated_rows.RowName) -> Iterator[Any]:
   source_id, records = keyed
   for value in repeated_rows.first_of_one_source_id(records, source_id, key, row_name):
     if isinstance(value, Rejection):
@@ -195,7 +199,7 @@ class AssignSplits(beam.PTransform):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
     return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsMultiMap(placed),
                                               self._listed, self._records_per_bucket
-                                              ).with_output_types(Tuple[str, List[ImageRecord]]).with_outputs(
+                                              ).with_output_types(Tuple[str, List[CheckedImage]]).with_outputs(
                                                   tags.LABELS, main='records')
 
 
@@ -230,9 +234,9 @@ class PlanShards(beam.PTransform):
   def expand(self, pairs):
     placed = pairs | 'Place' >> _BucketOffsets(functools.partial(sharding.split_bytes, sizes=self._sizes))
     shards = (pairs
-              | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[ImageRecord]]])
+              | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[CheckedImage]]])
               | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsMultiMap(placed),
-                                         self._sizes).with_output_types(Tuple[Tuple[str, int], List[ImageRecord]]))
+                                         self._sizes).with_output_types(Tuple[Tuple[str, int], List[CheckedImage]]))
     # Gap-free numbers: which planned shards of each chunk hold records, and per split
     # the running totals over its chunks.
     in_use = (shards
@@ -247,15 +251,15 @@ class PlanShards(beam.PTransform):
                                  ).with_output_types(ShardPlan))
 
 
-def assign_shards(bucket: Tuple[str, Iterable[List[ImageRecord]]], target_bytes: int,
+def assign_shards(bucket: Tuple[str, Iterable[List[CheckedImage]]], target_bytes: int,
                   placed: Mapping[str, Iterable[hash_order.KeyOffsets]], sizes: sharding.RecordSizes
-                  ) -> Iterable[Tuple[Tuple[str, int], List[ImageRecord]]]:
+                  ) -> Iterable[Tuple[Tuple[str, int], List[CheckedImage]]]:
   records = list(itertools.chain.from_iterable(bucket[1]))
   tags.records_per_key('GroupByOrder').update(len(records))
   return sharding.assign_shards(bucket[0], records, target_bytes, _PerKey(placed), sizes).items()
 
 
-def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[ImageRecord]]],
+def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[CheckedImage]]],
                in_use: Mapping[Tuple[str, str], Iterable[List[int]]],
                chunks: Mapping[str, Iterable[hash_order.KeyOffsets]]) -> ShardPlan:
   (split, planned_index), batches = shard
@@ -270,7 +274,7 @@ class DuplicateGroups(beam.CombineFn):
   groups and extra copies, how many of the groups have conflicting labels, and the first
   MAX_LISTED_DUPLICATE_GROUPS groups (sorted), never more of them at once. Each input is a
   group's sorted uris and whether its labels conflict (splitting.labels_conflict)."""
-  _LISTED = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
+  _LISTED = run_totals.MAX_LISTED_DUPLICATE_GROUPS
 
   def create_accumulator(self) -> Tuple[int, int, int, List[List[str]]]:
     return 0, 0, 0, []

@@ -8,20 +8,31 @@ import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_pipeline.beam import inputs, model_files, output_dir, output_lock, tags
-from beam_pipeline.core import output_layout, progress_counts, reading, steps, uris
-from beam_pipeline.core.records import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
+from beam_pipeline.beam import model_files, output_dir, output_lock, tags
+from beam_pipeline.core import steps, uris
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.inputs import reading
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.messages import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.local import workers
 
 
 TRANSFORM_STAGING = 'transform'  # where a worker writes the graph (output_dir.staging)
+
+
+def open_image(uri: str) -> BinaryIO:
+  """A remote image's bytes as stored (the core's reading.Remote.open): a photo named
+  x.jpg.gz must not be silently gunzipped."""
+  return FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 class _Task:
@@ -68,7 +79,7 @@ class _PooledDoFn(beam.DoFn):
     output_lock.keep_alive(self._settings.output, self._settings.run_id)  # a job's workers keep its lease
     threads = self._settings.read_threads
     pool = ThreadPoolExecutor(threads, thread_name_prefix=type(self).__name__)
-    self._remote = reading.Remote(inputs.open_image, pool, threads)
+    self._remote = reading.Remote(open_image, pool, threads)
 
   def teardown(self) -> None:
     if self._remote:
@@ -122,7 +133,7 @@ def transform_graph(settings: Settings) -> List[TransformGraph]:
 
 
 class ValidateImages(_PooledDoFn):
-  """Reads, hashes and fully decodes batches of inputs (core/validation.py); emits lists of
+  """Reads, hashes and fully decodes batches of inputs (core/images/validation.py); emits lists of
   metadata records, never bytes: Beam's cost per element exceeds a record's own."""
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:
@@ -141,7 +152,7 @@ class ValidateImages(_PooledDoFn):
 
 
 class WriteOutputs(_PooledDoFn):
-  """Writes each OutputUnit, a planned shard (core/shard_writer.py) or the tf.Transform graph,
+  """Writes each OutputUnit, a planned shard (core/writing/shard_writer.py) or the tf.Transform graph,
   to local disk, and stages it in the output for the commit; the shards go to the main output,
   the graph's directory names to tags.TRANSFORM_WRITTEN. A worker pool writes them side by side."""
 

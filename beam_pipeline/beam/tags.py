@@ -2,7 +2,7 @@
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline.core.records import Rejection
+from beam_pipeline.core.messages import Rejection
 
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'

@@ -10,10 +10,10 @@ import time
 from typing import List, Optional
 
 from beam_pipeline.cli import arguments, progress
-from beam_pipeline.core import progress_counts, quiet_import
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.console import progress_counts, quiet_import
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.user_errors import UsageError
-from beam_pipeline.core.quantities import counted
+from beam_pipeline.core.console.quantities import counted
 
 
 def quiet_libraries() -> None:

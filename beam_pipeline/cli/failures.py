@@ -23,9 +23,10 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beam_pipeline.beam import output_dir
 from beam_pipeline.cli import interrupts
-from beam_pipeline.core import output_layout, rejections
-from beam_pipeline.core.dataset_info import ErrorBudgetExceeded
-from beam_pipeline.core.reading import TransientReadError
+from beam_pipeline.core import rejections
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.output.run_totals import ErrorBudgetExceeded
+from beam_pipeline.core.inputs.reading import TransientReadError
 from beam_pipeline.core.rejections import InputFileError, LockLost, OutputError
 
 _STEP = re.compile(r"\[while running '([^']+)'\]")

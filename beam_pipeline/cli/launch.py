@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Iterator, List
 
-from beam_pipeline.core import quiet_import
+from beam_pipeline.core.console import quiet_import
 
 # Beam's type hints import pandas if they can, only to register DataFrame batch
 # converters. Nothing here uses DataFrames, and pandas is a quarter of Beam's
@@ -20,10 +20,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from beam_pipeline.beam import graph, inputs, local_runner, model_files, output_dir
+from beam_pipeline.beam import graph, local_runner, model_files, output_dir
+from beam_pipeline.beam.listing import inputs
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
-from beam_pipeline.core import progress_counts, run_lock, steps
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core import steps
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.output import run_lock
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.user_errors import ModelError, UsageError

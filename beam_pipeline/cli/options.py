@@ -20,9 +20,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions
 
 from beam_pipeline.cli import arguments
-from beam_pipeline.beam import annotation_inputs, inputs
-from beam_pipeline.core import (annotations as annotations_format, input_root, labels, option_table, run_lock,
-                                splitting, uris)
+from beam_pipeline.beam.listing import annotation_inputs, inputs
+from beam_pipeline.core import option_table, uris
+from beam_pipeline.core.inputs import annotations as annotations_format, input_root, labels
+from beam_pipeline.core.output import run_lock
+from beam_pipeline.core.planning import splitting
 from beam_pipeline.core.settings import (DIRECTORY, EmbeddingSpec,
                                          InputSpec, LabelSource, Settings, StoredImages)
 from beam_pipeline.core.user_errors import UsageError

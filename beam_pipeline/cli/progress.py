@@ -1,4 +1,4 @@
-"""Live progress on standard error: of a local conversion (core/progress_counts.py), and of verify.
+"""Live progress on standard error: of a local conversion (core/console/progress_counts.py), and of verify.
 
 A terminal gets a bar (tqdm) redrawn a few times a second; any other stream
 (Airflow's and CI's logs) a plain line at every phase change and every
@@ -13,8 +13,8 @@ from typing import IO, Iterator, Optional
 
 from tqdm import tqdm
 
-from beam_pipeline.core import progress_counts
-from beam_pipeline.core.progress_counts import COMMITTING, Counter, Snapshot
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.console.progress_counts import COMMITTING, Counter, Snapshot
 
 
 def line(snapshot: Snapshot, now: float) -> str:
@@ -32,7 +32,7 @@ def line(snapshot: Snapshot, now: float) -> str:
 @contextlib.contextmanager
 def console() -> Iterator[IO[str]]:
   """Standard error to show progress on, as a stream of its own where it is file descriptor 2:
-  while images decode, what the decoders print there is caught (core/native_output.py),
+  while images decode, what the decoders print there is caught (core/console/native_output.py),
   and progress must neither be caught nor be taken for a decoder's warning."""
   try:
     separate = sys.stderr.fileno() == 2

@@ -1,5 +1,5 @@
 """tf.Transform internals: tracing a preprocessing function into its SavedModel without
-tf.Transform's Beam analysis (core/transform_graph.py says why none is needed).
+tf.Transform's Beam analysis (core/writing/transform_graph.py says why none is needed).
 
 Checked with tensorflow-transform 1.21.0 (requirements.txt pins it). Imports TensorFlow
 and tf.Transform: only the worker step that writes the graph imports it.

@@ -102,7 +102,7 @@ class Settings(NamedTuple):
   annotations: Optional[str] = None  # --annotations: a COCO .json or a folder of VOC .xml files
   drop_unannotated: bool = False
   include_masks: bool = False  # --include_masks: image/object/mask from COCO segmentations
-  # This run's name (core/run_lock.py): its staging folder and its lock; not an option, so not in as_dict.
+  # This run's name (core/output/run_lock.py): its staging folder and its lock; not an option, so not in as_dict.
   run_id: str = ''
   input_root: Optional[str] = None  # --input_root: every input file must lie in this folder (input_root.py)
 

@@ -8,16 +8,16 @@ already (workers.PRELOAD).
 """
 from typing import List, Optional, Sequence, Tuple
 
-from beam_pipeline.core import quiet_import
+from beam_pipeline.core.console import quiet_import
 
-from beam_pipeline.core.reading import Remote
-from beam_pipeline.core.records import InputItem, ShardPlan, ShardWritten, TransformGraph, Validated
+from beam_pipeline.core.inputs.reading import Remote
+from beam_pipeline.core.messages import InputItem, ShardPlan, ShardWritten, TransformGraph, Validated
 from beam_pipeline.core.settings import EmbeddingSpec, Settings
 
 
 def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optional[Remote] = None) -> Validated:
   quiet_import.tensorflow()
-  from beam_pipeline.core import validation  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.images import validation  # pylint: disable=import-outside-toplevel
   return validation.validate_batch(items, settings, remote)
 
 
@@ -25,10 +25,10 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
                 model_path: Optional[str] = None, remote: Optional[Remote] = None) -> ShardWritten:
   """Writes a shard; with --embedding_model, embedded by the model at the local ``model_path``."""
   quiet_import.tensorflow()
-  from beam_pipeline.core import shard_writer  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.writing import shard_writer  # pylint: disable=import-outside-toplevel
   embed = None
   if settings.embedding:
-    from beam_pipeline.core import embedding_model  # pylint: disable=import-outside-toplevel
+    from beam_pipeline.core.writing import embedding_model  # pylint: disable=import-outside-toplevel
     embed = embedding_model.embedder(settings.embedding, model_path)
   return shard_writer.write_shard(plan, file_path, settings, class_names, remote, embed=embed)
 
@@ -37,11 +37,11 @@ def check_model(spec: EmbeddingSpec, model_path: str) -> Tuple[int, ...]:
   """The shape of one embedding of the model at the local ``model_path``; ModelError unless it
   embeds images. The process keeps the model it loaded, for the shards it writes."""
   quiet_import.tensorflow()
-  from beam_pipeline.core import embedding_model  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.writing import embedding_model  # pylint: disable=import-outside-toplevel
   return embedding_model.check(spec, model_path)
 
 
 def write_graph(directory: str, graph: TransformGraph, class_names: List[str]) -> None:
   quiet_import.tensorflow_transform()
-  from beam_pipeline.core import transform_graph  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.writing import transform_graph  # pylint: disable=import-outside-toplevel
   transform_graph.write_graph(directory, graph, class_names)

@@ -15,8 +15,8 @@ import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from beam_pipeline.core import schemas, uris
-from beam_pipeline.core.quantities import counted
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.console.quantities import counted
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.settings import COMPRESSIONS
 
 CELL = 128  # thumbnail side, pixels

@@ -7,8 +7,10 @@ import glob
 import os
 from typing import IO, List
 
-from beam_pipeline.core import output_layout, quiet_import, uris
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core import uris
+from beam_pipeline.core.console import quiet_import
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.output.run_record import RunRecord
 
 
 def info(output: str) -> RunRecord:

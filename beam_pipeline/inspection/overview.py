@@ -4,9 +4,9 @@ import json
 from typing import Dict, List, Mapping, Tuple
 
 from beam_pipeline.core import uris
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import files, summary
-from beam_pipeline.core.quantities import counted
+from beam_pipeline.core.console.quantities import counted
 
 # Rows of the class table, and examples shown per rejection reason.
 LISTED_CLASSES = 30

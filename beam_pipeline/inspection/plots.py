@@ -8,7 +8,7 @@ import matplotlib
 matplotlib.use('Agg')  # files only: no display here, nor on a server
 from matplotlib import pyplot  # noqa: E402  pylint: disable=wrong-import-position
 
-from beam_pipeline.core.run_record import RunRecord  # noqa: E402  pylint: disable=wrong-import-position
+from beam_pipeline.core.output.run_record import RunRecord  # noqa: E402  pylint: disable=wrong-import-position
 
 MAX_CLASSES = 60
 

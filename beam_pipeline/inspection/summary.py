@@ -4,8 +4,8 @@ import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from beam_pipeline.core import rejections, uris
-from beam_pipeline.core.quantities import binary_size, counted, noun
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.console.quantities import binary_size, counted, noun
+from beam_pipeline.core.output.run_record import RunRecord
 
 # Classes listed by name in a split's line; more are summarized by their smallest and largest counts.
 LISTED_CLASSES = 8

@@ -26,12 +26,14 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
 
-from beam_pipeline.core import native_output, record_index, schemas, uris
-from beam_pipeline.core.run_record import Embedding, RunRecord, Shard
+from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.console import native_output
+from beam_pipeline.core.writing import record_index
+from beam_pipeline.core.output.run_record import Embedding, RunRecord, Shard
 from beam_pipeline.core.settings import COMPRESSIONS
 from beam_pipeline.inspection import files
-from beam_pipeline.core.progress_counts import Tally
-from beam_pipeline.core.quantities import counted
+from beam_pipeline.core.console.progress_counts import Tally
+from beam_pipeline.core.console.quantities import counted
 
 # Problems listed per shard before its check gives up on it.
 MAX_PROBLEMS_PER_SHARD = 10

@@ -9,9 +9,10 @@ tf.Transform graph's, written once a run, is not among them.
 import os
 
 from beam_pipeline.local import workers
-from beam_pipeline.core import quiet_import
+from beam_pipeline.core.console import quiet_import
 
 workers.end_with(int(os.environ.get(workers.LAUNCHER, os.getppid())))
 quiet_import.tensorflow()
 
-from beam_pipeline.core import shard_writer, validation  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+from beam_pipeline.core.images import validation  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+from beam_pipeline.core.writing import (shard_writer)  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import

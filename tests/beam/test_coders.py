@@ -5,14 +5,14 @@ import apache_beam as beam
 from apache_beam.typehints import native_type_compatibility
 
 from beam_pipeline.beam import coders
-from beam_pipeline.core.records import ContentGroup, ImageRecord, InputItem, OutputUnit, ShardPlan, TransformGraph
+from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit, ShardPlan, TransformGraph
 
 coders.register()
 
 # A local name that is not UTF-8 (lone surrogates) and manifest extras of every JSON shape.
 URI = '/data/caf\udce9/\udcff1.jpg'
 EXTRAS = (('boxes', [[1, 2.5], {'x': None}]), ('score', 0.5), ('source', 'web'), ('views', 3))
-RECORD = ImageRecord(URI, 'cat', None, EXTRAS, 'a' * 64, 'b' * 64, 1234, 'png', 20, 30, 4, True, 'c' * 32)
+RECORD = CheckedImage(URI, 'cat', None, EXTRAS, 'a' * 64, 'b' * 64, 1234, 'png', 20, 30, 4, True, 'c' * 32)
 
 
 def coder_for(type_hint):
@@ -27,8 +27,8 @@ def round_trip(value, type_hint):
 
 def test_declared_element_types_get_these_coders_not_pickle():
   assert coder_for(List[InputItem]) == beam.coders.ListCoder(coders.InputItemCoder())
-  assert coder_for(Tuple[str, List[ImageRecord]]) == beam.coders.TupleCoder(
-      [beam.coders.StrUtf8Coder(), beam.coders.ListCoder(coders.ImageRecordCoder())])
+  assert coder_for(Tuple[str, List[CheckedImage]]) == beam.coders.TupleCoder(
+      [beam.coders.StrUtf8Coder(), beam.coders.ListCoder(coders.CheckedImageCoder())])
   assert coder_for(Tuple[str, List[ContentGroup]]).coders()[1] == beam.coders.ListCoder(coders.ContentGroupCoder())
   assert coder_for(ShardPlan) == coders.ShardPlanCoder()
   assert coder_for(OutputUnit) == coders.OutputUnitCoder()
@@ -38,20 +38,20 @@ def test_every_metadata_type_survives_its_coder_exactly():
   item = InputItem(URI, 'd\u00f6g', 'test', EXTRAS)
   group = ContentGroup((RECORD, RECORD._replace(uri='gs://b/x.jpg', split='train')))
   plan = ShardPlan('validation', 2, 7, (RECORD,) * 3)
-  cases = [([item], List[InputItem]), ([RECORD, RECORD], List[ImageRecord]),
-           (('ab', [RECORD]), Tuple[str, List[ImageRecord]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
+  cases = [([item], List[InputItem]), ([RECORD, RECORD], List[CheckedImage]),
+           (('ab', [RECORD]), Tuple[str, List[CheckedImage]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
            (plan, ShardPlan), (plan, OutputUnit), (TransformGraph(224, 'simple'), OutputUnit),
            (TransformGraph(32, 'default', (7, 7, 1280), False), OutputUnit)]
   for value, type_hint in cases:
     decoded = round_trip(value, type_hint)
     assert decoded == value
     assert type(decoded) is type(value)
-  assert type(round_trip([RECORD], List[ImageRecord])[0]) is ImageRecord
-  assert type(round_trip(plan, ShardPlan).records[0]) is ImageRecord
+  assert type(round_trip([RECORD], List[CheckedImage])[0]) is CheckedImage
+  assert type(round_trip(plan, ShardPlan).records[0]) is CheckedImage
 
 
 def test_sizes_are_estimated_without_encoding_yet_close_to_the_encoded_size():
-  coder = coder_for(List[ImageRecord])
+  coder = coder_for(List[CheckedImage])
   records = [RECORD._replace(uri=f'/data/cat/{i}.jpg', extras=()) for i in range(100)]
   estimate = coder.get_impl().estimate_size(records)
   assert 0.5 < estimate / len(coder.encode(records)) < 2

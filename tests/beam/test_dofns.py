@@ -5,8 +5,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_pipeline.beam import planning, pooled_steps
 from beam_pipeline.cli import options
 from beam_pipeline.local import workers
-from beam_pipeline.core import hash_order, sharding, splitting
-from beam_pipeline.core.records import ContentGroup, InputItem
+from beam_pipeline.core.planning import hash_order, sharding, splitting
+from beam_pipeline.core.messages import ContentGroup, InputItem
 
 from helpers import photos
 from helpers.values import image_record

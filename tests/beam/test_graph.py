@@ -9,11 +9,11 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.beam import coders, graph, local_runner, output_dir, planning
 from beam_pipeline.cli import options
-from beam_pipeline.core import hash_order, sharding
-from beam_pipeline.core.records import ImageRecord
+from beam_pipeline.core.planning import hash_order, sharding
+from beam_pipeline.core.messages import CheckedImage
 
 from helpers import photos
-from helpers.values import image_record
+from helpers.values import chunked_numbers, image_record
 
 
 def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each_split():
@@ -26,7 +26,7 @@ def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each
   target = 200_000
   placed = hash_order.offsets(sharding.split_bytes('', records))
   planned = sharding.assign_shards('', records, target, placed)
-  numbered = sharding.numbering(planned)
+  numbered = chunked_numbers(planned)
   expected = [sharding.plan_shard(split, numbered[split, index], shard) for (split, index), shard in planned.items()]
   assert len(expected) < sum(sharding.shard_count(key.total, target) for key in placed.values())
 
@@ -35,7 +35,7 @@ def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each
   pieces = [(bucket, batch[i:i + 7]) for bucket, batch in sharding.order_buckets(records).items()
             for i in range(0, len(batch), 7)]  # as content buckets hand them on: many pieces per order bucket
   plans = (p
-           | beam.Create(pieces).with_output_types(Tuple[str, List[ImageRecord]])
+           | beam.Create(pieces).with_output_types(Tuple[str, List[CheckedImage]])
            | planning.PlanShards(target))
   assert_that(plans, equal_to(expected))
   p.run().wait_until_finish()

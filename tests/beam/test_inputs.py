@@ -7,10 +7,17 @@ import os
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import inputs, local_files
+from beam_pipeline.beam.listing import inputs, local_files, parts
 from beam_pipeline.core import settings
-from beam_pipeline.core.records import InputItem, Rejection
+from beam_pipeline.core.inputs import manifest_parts
+from beam_pipeline.core.messages import InputItem, Rejection
 from beam_pipeline.core.user_errors import UsageError
+
+
+def list_inputs(spec, output=None, part_bytes=manifest_parts.PART_BYTES):
+  """All items of an input, part after part, as the pipeline lists them on its workers."""
+  for part in parts.input_parts(spec, part_bytes):
+    yield from parts.list_part(part, output)
 
 
 @pytest.fixture
@@ -22,7 +29,7 @@ def tree(tmp_path):
 
 
 def _uris(spec):
-  return sorted(item.uri for item in inputs.list_inputs(spec))
+  return sorted(item.uri for item in list_inputs(spec))
 
 
 def test_directory_is_walked_recursively_including_non_images(tree):
@@ -77,7 +84,7 @@ def test_bad_inputs_fail_fast_with_one_line(tmp_path, make, message):
 
 
 def _read(path):
-  return list(inputs.list_inputs(inputs.resolve_input(str(path))))
+  return list(list_inputs(inputs.resolve_input(str(path))))
 
 
 def test_automl_csv_without_header(tmp_path):
@@ -134,8 +141,8 @@ def test_batches_hold_items_only_and_unusable_rows_come_out_alone(tmp_path):
   manifest = tmp_path / 'data.jsonl'
   rows = [json.dumps({'uri': f'gs://b/{i}.jpg'}) if i % 4 else 'not json' for i in range(10)]
   manifest.write_text('\n'.join(rows) + '\n')
-  [part] = inputs.input_parts(inputs.resolve_input(str(manifest)))
-  out = list(inputs.list_input_batches(part, size=3))
+  [part] = parts.input_parts(inputs.resolve_input(str(manifest)))
+  out = list(parts.list_input_batches(part, size=3))
   batches = [b for b in out if isinstance(b, list)]
   assert [len(b) for b in batches] == [3, 3, 1]
   assert all(isinstance(item, InputItem) for b in batches for item in b)
@@ -165,7 +172,7 @@ def test_the_output_is_left_out_of_an_input_it_lies_in(tmp_path):
     (tmp_path / name).write_bytes(b'x')
 
   def listed(spec, out):
-    return sorted(os.path.relpath(item.uri, tmp_path) for item in inputs.list_inputs(spec, out))
+    return sorted(os.path.relpath(item.uri, tmp_path) for item in list_inputs(spec, out))
 
   directory = inputs.resolve_input(str(tmp_path / 'in'))
   assert listed(directory, str(tmp_path / 'in' / 'out')) == ['in/a.jpg']
@@ -190,7 +197,7 @@ def test_a_manifest_listed_in_many_parts_lists_what_it_lists_whole(tmp_path, kin
   manifest = tmp_path / f'data.{kind}'
   manifest.write_text(header + '\n'.join(rows) + '\n')
   spec = inputs.resolve_input(str(manifest))
-  whole = list(inputs.list_inputs(spec, part_bytes=10**9))
-  assert len(list(inputs.input_parts(spec, part_bytes=500))) > 5
-  assert list(inputs.list_inputs(spec, part_bytes=500)) == whole
+  whole = list(list_inputs(spec, part_bytes=10**9))
+  assert len(list(parts.input_parts(spec, part_bytes=500))) > 5
+  assert list(list_inputs(spec, part_bytes=500)) == whole
   assert len(whole) == 200 and sum(isinstance(r, Rejection) for r in whole) == 15

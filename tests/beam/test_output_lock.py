@@ -17,9 +17,9 @@ from typing import Callable, List
 import pytest
 
 from beam_pipeline.beam import output_lock
-from beam_pipeline.core import output_layout, run_lock
+from beam_pipeline.core.output import output_layout, run_lock
 from beam_pipeline.core.rejections import OutputError
-from beam_pipeline.core.run_lock import LockRecord
+from beam_pipeline.core.output.run_lock import LockRecord
 from beam_pipeline.core.user_errors import UsageError
 from helpers import fake_gcs, gcs_emulator
 

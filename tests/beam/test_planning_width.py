@@ -10,8 +10,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.beam import coders, graph, local_runner, planning
-from beam_pipeline.core import hash_order, sharding, splitting
-from beam_pipeline.core.records import ImageRecord
+from beam_pipeline.core.planning import hash_order, sharding, splitting
+from beam_pipeline.core.messages import CheckedImage
 
 from helpers.values import image_record, plan_shards, settings
 
@@ -22,7 +22,7 @@ SPLITS = splitting.parse_splits('train=0.8,validation=0.2')
 TARGET_BYTES = 2 * 2**20
 
 
-def synthetic(count: int, seed: int) -> List[ImageRecord]:
+def synthetic(count: int, seed: int) -> List[CheckedImage]:
   """Validated records without images: random content, sizes and classes; every 50th a copy
   of the record before it."""
   rng = random.Random(seed)
@@ -35,7 +35,7 @@ def synthetic(count: int, seed: int) -> List[ImageRecord]:
   return records
 
 
-def planned_as_today(records: List[ImageRecord]):
+def planned_as_today(records: List[CheckedImage]):
   """The plans the pipeline made before its width grew: split assignment over the 256
   content buckets, then shards over 16 order buckets, as plain calls."""
   by_bucket = collections.defaultdict(list)
@@ -63,7 +63,7 @@ def test_no_key_holds_more_than_about_the_bound_and_the_plans_are_todays(monkeyp
   coders.register()
   p = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
   batches = p | 'Records' >> beam.Create([records[i:i + 256] for i in range(0, len(records), 256)]
-                                         ).with_output_types(List[ImageRecord])
+                                         ).with_output_types(List[CheckedImage])
   count = p | 'Count' >> beam.Create([len(records)])
   result = graph.plan(batches, count, settings(splits=SPLITS, target_shard_bytes=TARGET_BYTES), BOUND)
   assert_that(result.plans, equal_to(expected), label='plans')

@@ -7,9 +7,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, commit, local_runner, planning
-from beam_pipeline.core import dataset_info, errors_output, output_layout
-from beam_pipeline.core.records import Rejection, ShardReport
+from beam_pipeline.beam import coders, commit, errors_files, local_runner, planning
+from beam_pipeline.core.output import errors_output, output_layout, run_totals
+from beam_pipeline.core.messages import Rejection, ShardReport
 
 
 def run_pipeline(build) -> None:
@@ -34,7 +34,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
   random.Random(1).shuffle(rejected)
   out = tmp_path / 'out'
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(rejected).with_output_types(Rejection) | commit.WriteErrors(str(out), RUN, per_file=10),
+      p | beam.Create(rejected).with_output_types(Rejection) | errors_files.WriteErrors(str(out), RUN, per_file=10),
       equal_to([{'num_files': 4, 'by_reason': {'empty': 18, 'truncated': 17}}])))
   files = staged_errors(out)
   assert sorted(files) == output_layout.errors_files(4)
@@ -48,7 +48,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
   out = tmp_path / 'skewed'
   run_pipeline(lambda p: assert_that(
       p | beam.Create([Rejection(uri, 'empty', '') for uri in first_only]).with_output_types(Rejection)
-      | commit.WriteErrors(str(out), RUN, per_file=10),
+      | errors_files.WriteErrors(str(out), RUN, per_file=10),
       equal_to([{'num_files': 2, 'by_reason': {'empty': 11}}])))
   files = staged_errors(out)
   assert len(files['errors-00000-of-00002.jsonl'].splitlines()) == 11 and files['errors-00001-of-00002.jsonl'] == ''
@@ -57,7 +57,7 @@ def test_rejections_go_to_as_many_sorted_files_as_they_need_each_written_even_if
 def test_no_rejection_still_writes_the_one_empty_file(tmp_path):
   out = tmp_path / 'out'
   run_pipeline(lambda p: assert_that(
-      p | beam.Create([]).with_output_types(Rejection) | commit.WriteErrors(str(out), RUN),
+      p | beam.Create([]).with_output_types(Rejection) | errors_files.WriteErrors(str(out), RUN),
       equal_to([{'num_files': 1, 'by_reason': {}}])))
   assert staged_errors(out) == {'errors-00000-of-00001.jsonl': ''}
 
@@ -65,7 +65,7 @@ def test_no_rejection_still_writes_the_one_empty_file(tmp_path):
 def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
   """More groups than beam_pipeline.json lists: the counts cover them all, the list the first
   MAX_LISTED_DUPLICATE_GROUPS in sorted order, however the runner splits and merges them."""
-  listed = dataset_info.MAX_LISTED_DUPLICATE_GROUPS
+  listed = run_totals.MAX_LISTED_DUPLICATE_GROUPS
   rng = random.Random(2)
   groups = [sorted(f'/photos/{rng.getrandbits(40):010x}-{copy}.jpg' for copy in range(rng.randint(2, 4)))
             for _ in range(3 * listed + 7)]
@@ -87,11 +87,11 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
 def test_shard_reports_are_summed_up_as_one_process_sums_them():
   reports = [ShardReport(split='train', file=f'train-{i:05d}-of-00040.tfrecord', num_examples=2, num_bytes=100 + i,
                          num_reencoded=i % 2,
-                         **dataset_info.image_statistics(['cat', ('dog', 'eel')[i % 2]], [64, 4000 + i], [900, 90_000]))
+                         **run_totals.image_statistics(['cat', ('dog', 'eel')[i % 2]], [64, 4000 + i], [900, 90_000]))
              for i in range(40)]
   run_pipeline(lambda p: assert_that(
       p | beam.Create(reports) | beam.CombineGlobally(commit.SumShardReports())
-      | beam.Map(lambda totals: json.dumps(dataset_info.build(
+      | beam.Map(lambda totals: json.dumps(run_totals.build(
           written=totals, labels=['cat', 'dog', 'eel'], errors_by_reason={}, num_errors_files=1,
           duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []}, dedupe=False, num_removed=0,
           settings={'compression': 'none', 'schema': 'default'}, runner='DirectRunner').as_dict()['splits'])),

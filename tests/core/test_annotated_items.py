@@ -1,7 +1,8 @@
 """Listed images met with their annotations, and an AutoML detection CSV's rows of one image merged."""
-from beam_pipeline.core import annotated_items, rejections
-from beam_pipeline.core.annotations import AnnotatedObject, ImageAnnotation
-from beam_pipeline.core.records import InputItem, Rejection
+from beam_pipeline.core import rejections
+from beam_pipeline.core.inputs import annotated_items
+from beam_pipeline.core.inputs.annotations import AnnotatedObject, ImageAnnotation
+from beam_pipeline.core.messages import InputItem, Rejection
 
 BOX = AnnotatedObject('cat', 1, 2, 3, 4, where='annotation id 7')
 ANNOTATION = ImageAnnotation('a.jpg', 40, 30, (BOX,), where='image id 1')

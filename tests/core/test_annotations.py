@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from beam_pipeline.core.annotations import (COCO, VOC, AnnotatedObject, ImageAnnotation, Problem, format_of,
+from beam_pipeline.core.inputs.annotations import (COCO, VOC, AnnotatedObject, ImageAnnotation, Problem, format_of,
                                             parse_coco, parse_voc)
 from beam_pipeline.core.rejections import InputFileError
 

@@ -10,9 +10,10 @@ import beam_pipeline.core
 CORE = pathlib.Path(beam_pipeline.core.__file__).parent
 PACKAGE = CORE.parent
 # Beam-free beyond the core: the command line, inspect and verify, and what runs before Beam's import.
-BEAM_FREE = [*sorted(CORE.glob('*.py')), *sorted((PACKAGE / 'inspection').glob('*.py')),
+BEAM_FREE = [*sorted(CORE.rglob('*.py')), *sorted((PACKAGE / 'inspection').glob('*.py')),
              *sorted((PACKAGE / 'local').glob('*.py')),
              *(PACKAGE / name for name in ('cli/__init__.py', 'cli/commands.py', 'cli/arguments.py', 'cli/progress.py',
+                                           'cli/option_docs.py',
                                            'reader.py', '__main__.py', 'compat/__init__.py',
                                            'compat/multiprocessing_internals.py', 'compat/tft_internals.py'))]
 # The command line's modules that import Beam, for a conversion only.
@@ -51,7 +52,7 @@ def test_importing_every_beam_free_module_loads_no_beam():
   assert done.stdout.splitlines()[-1] == '[]'
 
 
-VALUE_MODULES = ('records', 'settings', 'rejections', 'user_errors', 'option_table')
+VALUE_MODULES = ('messages', 'settings', 'rejections', 'user_errors', 'option_table')
 
 
 def test_value_modules_import_nothing_of_the_package_but_each_other():

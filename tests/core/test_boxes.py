@@ -2,9 +2,9 @@
 import pytest
 from PIL import Image, ImageDraw
 
-from beam_pipeline.core.annotations import AnnotatedObject, Problem
-from beam_pipeline.core.boxes import StoredObject, stored_objects
-from beam_pipeline.core.exif_orientation import TRANSPOSES
+from beam_pipeline.core.inputs.annotations import AnnotatedObject, Problem
+from beam_pipeline.core.images.boxes import StoredObject, stored_objects
+from beam_pipeline.core.images.exif_orientation import TRANSPOSES
 
 
 def _object(xmin: float, ymin: float, xmax: float, ymax: float, area: float = 0.0) -> AnnotatedObject:

@@ -1,8 +1,8 @@
 """One rule for every class name, whatever its source: stripped, and one line of text."""
 import pytest
 
-from beam_pipeline.core import class_names
-from beam_pipeline.core.class_names import BadClassName
+from beam_pipeline.core.inputs import class_names
+from beam_pipeline.core.inputs.class_names import BadClassName
 
 
 @pytest.mark.parametrize('text, name', [

@@ -7,8 +7,11 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core import embeddings, hash_order, image_info, schemas, shard_writer, sharding
-from beam_pipeline.core.records import ShardPlan
+from beam_pipeline.core import schemas
+from beam_pipeline.core.images import image_info
+from beam_pipeline.core.planning import hash_order, sharding
+from beam_pipeline.core.writing import embeddings, shard_writer
+from beam_pipeline.core.messages import ShardPlan
 from beam_pipeline.core.settings import EmbeddingSpec
 from beam_pipeline.core.user_errors import ModelError
 

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from beam_pipeline.beam import model_files
-from beam_pipeline.core import embedding_model, embeddings
+from beam_pipeline.core.writing import embedding_model, embeddings
 from beam_pipeline.core.settings import EmbeddingSpec
 from beam_pipeline.core.user_errors import ModelError
 

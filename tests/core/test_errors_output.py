@@ -2,8 +2,8 @@
 import hashlib
 import json
 
-from beam_pipeline.core import errors_output, output_layout
-from beam_pipeline.core.records import Rejection
+from beam_pipeline.core.output import errors_output, output_layout
+from beam_pipeline.core.messages import Rejection
 
 
 def test_files_hold_at_most_about_the_bound_and_one_file_is_todays_name():

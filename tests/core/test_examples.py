@@ -2,7 +2,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import examples, schemas, sharding
+from beam_pipeline.core import schemas
+from beam_pipeline.core.planning import sharding
+from beam_pipeline.core.writing import examples
 from beam_pipeline.core.rejections import Rejected
 
 FIELDS = {schemas.IMAGE: b'\xff\xd8bytes', schemas.FORMAT: b'jpeg', schemas.HEIGHT: 4, schemas.WIDTH: 5,

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from beam_pipeline.core import exif_orientation, preparation, reencoding
+from beam_pipeline.core.images import exif_orientation, preparation, reencoding
 from beam_pipeline.core.settings import StoredImages
 
 MAX_PIXELS = 10**8

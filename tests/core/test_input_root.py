@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from beam_pipeline.core import input_root
+from beam_pipeline.core.inputs import input_root
 from beam_pipeline.core.rejections import Rejected
 
 

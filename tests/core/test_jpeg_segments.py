@@ -1,7 +1,7 @@
 """The Exif segments of a JPEG counted before Pillow parses them (quadratically)."""
 import pytest
 
-from beam_pipeline.core import jpeg_segments, preparation
+from beam_pipeline.core.images import jpeg_segments, preparation
 from beam_pipeline.core.rejections import Rejected
 
 from helpers.hostile_files import exif_segment, segment

@@ -3,7 +3,7 @@ import re
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import labels
+from beam_pipeline.core.inputs import labels
 from beam_pipeline.core.settings import LabelSource
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.user_errors import UsageError

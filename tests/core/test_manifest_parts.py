@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from beam_pipeline.core import manifest_parts
+from beam_pipeline.core.inputs import manifest_parts
 
 
 def _csv_manifest(rng: random.Random, rows: int) -> bytes:

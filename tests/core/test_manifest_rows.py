@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from beam_pipeline.core import annotations, manifest_rows
-from beam_pipeline.core.records import InputItem
+from beam_pipeline.core.inputs import annotations, manifest_rows
+from beam_pipeline.core.messages import InputItem
 from beam_pipeline.core.rejections import Rejected
 
 

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from beam_pipeline.core import manifest_text
+from beam_pipeline.core.inputs import manifest_text
 from beam_pipeline.core.rejections import InputFileError, RunFailure
 
 ROWS = b''.join(b'imgs/%d.jpg,cat\n' % i for i in range(5000))

@@ -3,8 +3,9 @@ and nothing else is."""
 import fnmatch
 import re
 
-from beam_pipeline.core import output_layout, schemas
-from beam_pipeline.core.records import ShardPlan
+from beam_pipeline.core import schemas
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.messages import ShardPlan
 
 
 def test_the_patterns_find_every_shard_name_the_writer_gives_and_its_index_file():

@@ -2,7 +2,7 @@
 import pytest
 from PIL import Image
 
-from beam_pipeline.core import pillow_limit, preparation
+from beam_pipeline.core.images import pillow_limit, preparation
 
 from helpers.hostile_files import png_with_size
 

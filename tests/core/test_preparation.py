@@ -7,7 +7,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import image_info, preparation, tensorflow_decoding
+from beam_pipeline.core.images import image_info, preparation, tensorflow_decoding
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import cyclic_garbage, image_cases, photos, pillow_modes
@@ -117,9 +117,10 @@ def test_pillows_warnings_about_damaged_metadata_stay_off_the_console():
   decodes the image. The shard writer's process may meet the file first when it
   re-encodes it, so a fresh interpreter with Python's default warning filters does
   just that."""
-  script = ('from beam_pipeline.core import quiet_import\n'
+  script = ('from beam_pipeline.core.console import quiet_import\n'
             'quiet_import.tensorflow()\n'
-            'from beam_pipeline.core import image_info, preparation, reencoding, settings\n'
+            'from beam_pipeline.core import settings\n'
+            'from beam_pipeline.core.images import image_info, preparation, reencoding\n'
             'from helpers import hostile_files\n'
             'data = hostile_files.tiff_with_tag_past_the_end()\n'
             'stored = reencoding.reencode_again(data, settings.StoredImages()).stored\n'

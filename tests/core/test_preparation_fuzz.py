@@ -5,7 +5,7 @@ import hypothesis
 import hypothesis.strategies as st
 import tensorflow as tf
 
-from beam_pipeline.core import preparation
+from beam_pipeline.core.images import preparation
 from beam_pipeline.core.rejections import Rejected
 
 from helpers.image_cases import cases

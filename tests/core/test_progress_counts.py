@@ -1,8 +1,8 @@
 """Counts kept by worker processes in files of their own, and summed by the launcher."""
 import os
 
-from beam_pipeline.core import progress_counts
-from beam_pipeline.core.progress_counts import CHECKING, COMMITTING, LISTING, WRITING
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.console.progress_counts import CHECKING, COMMITTING, LISTING, WRITING
 
 
 def test_the_launcher_sums_what_each_worker_counted_and_follows_the_phases():

@@ -1,5 +1,5 @@
 """Counts and sizes as people read them."""
-from beam_pipeline.core import quantities
+from beam_pipeline.core.console import quantities
 
 
 def test_a_noun_agrees_with_its_count():

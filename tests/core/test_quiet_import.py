@@ -8,7 +8,7 @@ from helpers.commands import ROOT, user_environment
 SCRIPT = '''
 import json, sys
 from beam_pipeline import cli
-from beam_pipeline.core import quiet_import
+from beam_pipeline.core.console import quiet_import
 cli.quiet_libraries()
 tf = quiet_import.tensorflow()
 left_out = {name: name in sys.modules for name in ('keras', 'matplotlib', 'googleapiclient')}
@@ -32,7 +32,7 @@ def test_tensorflow_imports_without_keras_matplotlib_or_the_api_client_which_imp
 
 TRANSFORM_SCRIPT = '''
 import json, sys
-from beam_pipeline.core import quiet_import
+from beam_pipeline.core.console import quiet_import
 tft = quiet_import.tensorflow_transform()
 left_out = 'pandas' in sys.modules
 from tensorflow_transform import impl_helper

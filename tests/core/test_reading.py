@@ -4,7 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from beam_pipeline.core import reading, rejections
+from beam_pipeline.core import rejections
+from beam_pipeline.core.inputs import reading
 from beam_pipeline.core.rejections import Rejected, RunFailure
 
 from helpers import cyclic_garbage

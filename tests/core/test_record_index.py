@@ -4,7 +4,7 @@ import io
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.core import record_index
+from beam_pipeline.core.writing import record_index
 
 
 def _shard(path, datas):

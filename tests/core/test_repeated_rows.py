@@ -1,10 +1,10 @@
 """A manifest naming one image twice, or giving two images one source id: the first row wins."""
-from beam_pipeline.core import repeated_rows
-from beam_pipeline.core.records import ImageRecord, Rejection
+from beam_pipeline.core.inputs import repeated_rows
+from beam_pipeline.core.messages import CheckedImage, Rejection
 
 
-def _record(uri: str, row: int, label: str = 'cat') -> ImageRecord:
-  return ImageRecord(uri, label, None, (), 'ab' * 32, 'ab' * 32, 10, 'jpeg', 2, 2, 3, False, 'cd' * 32, row=row)
+def _record(uri: str, row: int, label: str = 'cat') -> CheckedImage:
+  return CheckedImage(uri, label, None, (), 'ab' * 32, 'ab' * 32, 10, 'jpeg', 2, 2, 3, False, 'cd' * 32, row=row)
 
 
 def _name(row: int) -> str:

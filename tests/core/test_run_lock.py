@@ -1,12 +1,12 @@
-"""The lock's record and its rules (core/run_lock.py), without any storage."""
+"""The lock's record and its rules (core/output/run_lock.py), without any storage."""
 import dataclasses
 import os
 import re
 import subprocess
 import sys
 
-from beam_pipeline.core import run_lock
-from beam_pipeline.core.run_lock import LockRecord
+from beam_pipeline.core.output import run_lock
+from beam_pipeline.core.output.run_lock import LockRecord
 
 NOW = 1_800_000_000.0
 

@@ -1,7 +1,7 @@
 """The typed run record: the JSON it writes is the text outputs have always held, and records
 of 0.1 (dataset_info.json, fields added since absent) are still read.
 
-run_records/beam_pipeline-0.2.json was written by dataset_info.build and dumps as they
+run_records/beam_pipeline-0.2.json was written by run_totals.build and dumps as they
 were before the record was typed (commit 41947a2), from the inputs below;
 run_records/dataset_info-0.1.json by the last 0.1 (the parent of commit bcf05be).
 """
@@ -11,9 +11,9 @@ import pathlib
 
 import pytest
 
-from beam_pipeline.core import dataset_info
-from beam_pipeline.core.records import ShardReport
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.output import run_totals
+from beam_pipeline.core.messages import ShardReport
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.settings import EmbeddingSpec
 
 RECORDS = pathlib.Path(__file__).parent / 'run_records'
@@ -24,7 +24,7 @@ def _report(split, index, count, labels, sides, sizes):
   name = f'{split}-{index:05d}-of-{count:05d}.tfrecord'
   return ShardReport(split=split, file=name, num_examples=len(labels), num_bytes=sum(sizes) + 16 * len(labels),
                      num_reencoded=1, num_resized=1, num_rotated=1, num_damaged_jpeg=1, index_file=name + '.idx',
-                     **dataset_info.image_statistics(labels, sides, sizes))
+                     **run_totals.image_statistics(labels, sides, sizes))
 
 
 def built() -> RunRecord:
@@ -38,11 +38,11 @@ def built() -> RunRecord:
               'embedding_model': 'gs://bucket/model.keras', 'embedding_only': False}
   spec = EmbeddingSpec('gs://bucket/model.keras', 32, False, 16, 'ab' * 32, (4, 4, 2))
   groups = [['gs://bucket/photos/a.jpg', 'gs://bucket/photos/b.jpg', 'gs://bucket/photos/c.jpg']]
-  record = dataset_info.build(
-      written=dataset_info.written_totals(reports), labels=['cat', 'dog', 'ünïcode'],
+  record = run_totals.build(
+      written=run_totals.written_totals(reports), labels=['cat', 'dog', 'ünïcode'],
       errors_by_reason={'truncated': 1, 'damaged_jpeg': 2}, num_errors_files=1,
       duplicates={'num_groups': 1, 'num_extra_copies': 2, 'groups': groups}, dedupe=True, num_removed=2,
-      settings=settings, runner='DataflowRunner', embedding=dataset_info.embedding_info(spec, 'default'))
+      settings=settings, runner='DataflowRunner', embedding=run_totals.embedding_info(spec, 'default'))
   return dataclasses.replace(record, created=CREATED)
 
 

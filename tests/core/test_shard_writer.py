@@ -4,8 +4,9 @@ import os
 
 import tensorflow as tf
 
-from beam_pipeline.core import image_info, preparation, shard_writer
-from beam_pipeline.core.records import ShardPlan
+from beam_pipeline.core.images import image_info, preparation
+from beam_pipeline.core.writing import shard_writer
+from beam_pipeline.core.messages import ShardPlan
 from beam_pipeline.core.settings import StoredImages
 
 from helpers import photos

@@ -3,10 +3,10 @@ import random
 
 import pytest
 
-from beam_pipeline.core import hash_order, sharding, splitting
-from beam_pipeline.core.records import ContentGroup
+from beam_pipeline.core.planning import hash_order, sharding, splitting
+from beam_pipeline.core.messages import ContentGroup
 
-from helpers.values import gap_free_numbers, image_record, plan_shards
+from helpers.values import chunked_numbers, gap_free_numbers, image_record, plan_shards
 
 
 def _record(i, size, label='cat', split='train'):
@@ -113,4 +113,4 @@ def test_shards_numbered_chunk_by_chunk_get_the_numbers_of_one_ranking(chunk, mo
   rng = random.Random(chunk)
   planned = [(split, index) for split in ('train', 'test') for index in range(40) if rng.random() < 0.7]
   planned += planned[::3]  # a shard planned from several order buckets
-  assert sharding.numbering(planned) == gap_free_numbers(planned)
+  assert chunked_numbers(planned) == gap_free_numbers(planned)

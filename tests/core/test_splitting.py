@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from beam_pipeline.core import hash_order, splitting
-from beam_pipeline.core.records import ContentGroup
+from beam_pipeline.core.planning import hash_order, splitting
+from beam_pipeline.core.messages import ContentGroup
 from beam_pipeline.core.settings import SplitSpec
 from beam_pipeline.core.user_errors import UsageError
 

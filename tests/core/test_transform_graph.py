@@ -2,8 +2,10 @@
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from beam_pipeline.core import examples, output_layout, schemas, transform_graph
-from beam_pipeline.core.records import TransformGraph
+from beam_pipeline.core import schemas
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.writing import examples, transform_graph
+from beam_pipeline.core.messages import TransformGraph
 
 from helpers import photos
 

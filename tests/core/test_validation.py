@@ -1,8 +1,8 @@
 """validation.validate_batch, the first heavy step, called as a worker calls it."""
 import os
 
-from beam_pipeline.core import preparation, validation
-from beam_pipeline.core.records import InputItem
+from beam_pipeline.core.images import preparation, validation
+from beam_pipeline.core.messages import InputItem
 from beam_pipeline.core.settings import StoredImages
 
 from helpers import photos

@@ -30,7 +30,7 @@ from typing import Callable, List
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline import cli
-from beam_pipeline.core import progress_counts
+from beam_pipeline.core.console import progress_counts
 
 
 _ACTION: List[Callable[[], None]] = []

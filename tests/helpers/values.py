@@ -3,20 +3,21 @@ import collections
 import hashlib
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from beam_pipeline.core import hash_order, option_table, sharding
-from beam_pipeline.core.records import ImageRecord, ShardPlan
+from beam_pipeline.core import option_table
+from beam_pipeline.core.planning import hash_order, sharding
+from beam_pipeline.core.messages import CheckedImage, ShardPlan
 from beam_pipeline.core.settings import InputSpec, LabelSource, Settings, SplitSpec
 
 
 def image_record(uri: str, label: Optional[str] = 'cat', split: Optional[str] = None, sha256: Optional[str] = None,
-                 num_bytes: int = 100, **fields: Any) -> ImageRecord:
+                 num_bytes: int = 100, **fields: Any) -> CheckedImage:
   """A record as validation makes it; ``sha256`` (of the content) defaults to one of the uri."""
   sha256 = sha256 or hashlib.sha256(uri.encode('utf-8', 'surrogateescape')).hexdigest()
   values = dict(uri=uri, label=label, split=split, extras=(), source_sha256=sha256, sha256=sha256,
                 num_bytes=num_bytes, format='jpeg', height=1, width=1, channels=3, reencoded=False,
                 order_key=sharding.order_key(sha256, uri))
   values.update(fields)
-  return ImageRecord(**values)
+  return CheckedImage(**values)
 
 
 def settings(**changes: Any) -> Settings:
@@ -31,7 +32,7 @@ def settings(**changes: Any) -> Settings:
   return Settings(**{**values, **changes})
 
 
-def plan_shards(records: Sequence[ImageRecord], target: int, buckets: Optional[Dict[str, List[ImageRecord]]] = None,
+def plan_shards(records: Sequence[CheckedImage], target: int, buckets: Optional[Dict[str, List[CheckedImage]]] = None,
                 sizes: sharding.RecordSizes = sharding.RecordSizes()) -> List[ShardPlan]:
   """The pipeline's planning steps as plain calls: bucket totals, then each order bucket
   places its records; the plans in split and index order."""
@@ -47,9 +48,21 @@ def plan_shards(records: Sequence[ImageRecord], target: int, buckets: Optional[D
                  for (split, index), shard_records in shards.items()), key=lambda plan: (plan.split, plan.index))
 
 
+def chunked_numbers(planned: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], Tuple[int, int]]:
+  """sharding.number() of every planned shard that holds records, its chunks counted and their
+  running totals taken in one place, as the pipeline's planning steps do across workers."""
+  chunks: Dict[Tuple[str, str], List[int]] = collections.defaultdict(list)
+  for split, index in set(planned):
+    chunks[sharding.numbering_chunk(split, index)].append(index)
+  placed = hash_order.offsets(pair for chunk, in_use in chunks.items()
+                              for pair in sharding.chunk_weights(chunk, in_use))
+  return {(split, index): sharding.number(index, in_use, placed[split])
+          for (split, _), in_use in chunks.items() for index in in_use}
+
+
 def gap_free_numbers(planned: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], Tuple[int, int]]:
   """(index, count) of each planned shard in use, ranked within its split in one place: what
-  the pipeline's chunked numbering (sharding.numbering) must give."""
+  the pipeline's chunked numbering (chunked_numbers) must give."""
   in_use = collections.defaultdict(set)
   for split, index in planned:
     in_use[split].add(index)

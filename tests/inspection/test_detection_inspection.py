@@ -13,7 +13,7 @@ from PIL import Image, ImageOps
 
 import test_detection
 from beam_pipeline import cli
-from beam_pipeline.core.run_record import RunRecord
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import contact_sheet
 from helpers.commands import convert, run_cli
 

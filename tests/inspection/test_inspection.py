@@ -10,8 +10,8 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline import cli
-from beam_pipeline.core import errors_output, output_layout
-from beam_pipeline.core.records import Rejection
+from beam_pipeline.core.output import errors_output, output_layout
+from beam_pipeline.core.messages import Rejection
 from helpers import photos
 from helpers.commands import chatter, convert, run_cli
 

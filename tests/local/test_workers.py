@@ -12,7 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_pipeline.beam import local_runner
 from beam_pipeline.local import workers
 from beam_pipeline.core import steps
-from beam_pipeline.core.records import InputItem
+from beam_pipeline.core.messages import InputItem
 
 from helpers import models, photos, process_state, worker_probe
 from helpers.commands import ROOT
@@ -32,7 +32,7 @@ def test_the_pool_serves_runs_whose_dofns_run_in_the_launching_process(argv, in_
 
 
 # What a worker imports to write shards, their embeddings and the tf.Transform graph; and Beam.
-_WRITERS = ['apache_beam', 'beam_pipeline.core.shard_writer', 'beam_pipeline.core.embedding_model',
+_WRITERS = ['apache_beam', 'beam_pipeline.core.writing.shard_writer', 'beam_pipeline.core.writing.embedding_model',
             'tensorflow_transform']
 
 
@@ -66,9 +66,9 @@ def test_a_local_run_keeps_tensorflow_and_pandas_out_of_the_launcher_and_beam_ou
   assert (tmp_path / 'out' / 'transform_fn' / 'saved_model.pb').exists()
   each = json.loads(done.stdout.splitlines()[-2])
   assert len(each) == len(os.sched_getaffinity(0)) and not any(worker['apache_beam'] for worker in each)
-  assert any(worker['beam_pipeline.core.shard_writer'] for worker in each)
+  assert any(worker['beam_pipeline.core.writing.shard_writer'] for worker in each)
   assert any(worker['tensorflow_transform'] for worker in each)
-  assert any(worker['beam_pipeline.core.embedding_model'] for worker in each) == embedding
+  assert any(worker['beam_pipeline.core.writing.embedding_model'] for worker in each) == embedding
 
 
 def test_workers_validate_without_importing_beam(tmp_path):

@@ -1,0 +1,65 @@
+"""The errors files: every rejection of the run as a line of JSON, staged for the commit
+(core/output/errors_output.py says how they are split and named)."""
+import collections
+import itertools
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Tuple
+
+import apache_beam as beam
+
+from beam_pipeline.beam import output_dir, tags
+from beam_pipeline.core.messages import Rejection
+from beam_pipeline.core.output import errors_output, output_layout
+
+
+class WriteErrors(beam.PTransform):
+  """Every Rejection into the errors files (core/output/errors_output.py), staged for the commit;
+  outputs one element: how many files, and the rejections' counts by reason. No element
+  holds them all: they are counted first, then gathered file by file, and every file is
+  written, even one the hash left empty."""
+
+  def __init__(self, output: str, run: str, per_file: int = errors_output.REJECTIONS_PER_FILE):
+    super().__init__()
+    self._output = output
+    self._run = run
+    self._per_file = per_file
+
+  def expand(self, rejected):
+    num_files = (rejected
+                 | 'Count' >> beam.combiners.Count.Globally()
+                 | 'NumFiles' >> beam.Map(errors_output.num_files, self._per_file))
+    every_file = num_files | 'EveryFile' >> beam.FlatMap(_every_errors_file).with_output_types(
+        Tuple[int, List[Rejection]])
+    by_file = rejected | 'ByFile' >> beam.Map(_errors_file_of, beam.pvalue.AsSingleton(num_files)).with_output_types(
+        Tuple[int, List[Rejection]])
+    return ((every_file, by_file)
+            | 'Flatten' >> beam.Flatten()
+            | 'GroupByFile' >> beam.GroupByKey()
+            | 'Write' >> beam.Map(write_errors_file, beam.pvalue.AsSingleton(num_files), self._output, self._run)
+            | 'Sum' >> beam.CombineGlobally(_sum_errors_written))
+
+
+def _every_errors_file(num_files: int) -> Iterator[Tuple[int, List[Rejection]]]:
+  for index in range(num_files):
+    yield index, []
+
+
+def _errors_file_of(rejection: Rejection, num_files: int) -> Tuple[int, List[Rejection]]:
+  return errors_output.file_index(rejection.uri, num_files), [rejection]
+
+
+def write_errors_file(item: Tuple[int, Iterable[List[Rejection]]], num_files: int, output: str,
+                      run: str) -> Dict[str, Any]:
+  """One errors file, staged for the commit: what it holds, by reason."""
+  index, batches = item
+  rejected = list(itertools.chain.from_iterable(batches))
+  tags.records_per_key('GroupByFile').update(len(rejected))
+  output_dir.stage_text(output, run, output_layout.errors_file(index, num_files), errors_output.file_text(rejected))
+  return {'num_files': 1, 'by_reason': errors_output.by_reason(rejected)}
+
+
+def _sum_errors_written(written: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
+  num_files, by_reason = 0, collections.Counter()
+  for part in written:
+    num_files += part['num_files']
+    by_reason.update(part['by_reason'])
+  return {'num_files': num_files, 'by_reason': dict(by_reason)}

@@ -1,0 +1,1 @@
+"""The input listed where it lies: what --input names, its parts, folders, objects and annotations."""

@@ -1,0 +1,113 @@
+"""What --input names: a glob, a directory or a manifest, checked at launch (something to list,
+a manifest that names an image), and the splits its folders or first row say.
+
+Listing happens inside the pipeline (parts.py), from a single pattern or manifest path,
+so a million-file input never travels in the job graph; at launch we only check that
+there is something to list.
+"""
+import csv
+import os
+from typing import List, Optional
+
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.beam.listing import local_files, manifest_files, object_listing
+from beam_pipeline.core.inputs import manifest_rows, manifest_text
+from beam_pipeline.core.rejections import InputFileError
+from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
+from beam_pipeline.core.user_errors import UsageError
+
+_MANIFEST_SUFFIXES = {'.csv': CSV, '.csv.gz': CSV, '.jsonl': JSONL, '.jsonl.gz': JSONL,
+                      '.ndjson': JSONL, '.json': JSONL}
+
+
+# Top-level folders of a directory input that name a split: root/train/cat/1.jpg.
+_SPLIT_FOLDERS = {'train': 'train', 'training': 'train', 'validation': 'validation', 'valid': 'validation',
+                  'val': 'validation', 'dev': 'validation', 'test': 'test', 'testing': 'test'}
+
+
+def resolve_input(value: str) -> InputSpec:
+  """Classifies --input and fails fast, in one line, if it names nothing."""
+  if not value:
+    raise UsageError('--input is required: a glob, a directory or a .csv/.jsonl manifest')
+  lower = value.lower()
+  if local_files.is_local_dir(value):  # before glob characters: 'Photos [2023]' is a directory
+    if next(local_files.walk_local_files(value), None) is None:
+      raise UsageError(f'--input={value} is an empty directory; give a glob, a directory of images or a manifest')
+    return InputSpec(DIRECTORY, value.rstrip('/') + '/**')
+  for suffix, kind in _MANIFEST_SUFFIXES.items():
+    if lower.endswith(suffix):
+      if not FileSystems.exists(value):
+        raise UsageError(f'--input={value}: manifest not found')
+      _check_names_images(value, kind)
+      return InputSpec(kind, value)
+  if any(c in value for c in '*?['):
+    if not _has_match(value):
+      raise UsageError(f'--input={value}: the pattern matches no files')
+    return InputSpec(GLOB, value)
+  pattern = value.rstrip('/') + '/**'
+  if _has_match(pattern):
+    return InputSpec(DIRECTORY, pattern)
+  if not value.endswith('/') and _has_match(value):
+    return InputSpec(GLOB, value)  # a single file
+  raise UsageError(f'--input={value} does not exist; give a glob, a directory of images or a manifest')
+
+
+def _check_names_images(path: str, kind: str) -> None:
+  """Fails fast, in one line, if the manifest names no image (or its gzip data is damaged
+  from the start), reading only its first rows."""
+  try:
+    with manifest_files.open_text(path) as text:
+      empty = manifest_text.emptiness(text, kind == CSV)
+  except InputFileError as e:
+    raise UsageError(str(e)) from None
+  if empty:
+    raise UsageError(f'--input={path} {empty}: it names no image; give a manifest with a row per image')
+
+
+def _has_match(pattern: str) -> bool:
+  try:
+    if local_files.is_local(pattern):
+      return next(local_files.match_local_glob(pattern), None) is not None
+    return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
+  except Exception:  # Beam raises BeamIOError for a missing directory; a local one may be unreadable
+    return False
+
+
+def split_folders(spec: InputSpec) -> List[str]:
+  """The top-level folders of a directory input that name a split (train/, val/, ...): one
+  directory read, or one delimiter listing on Cloud Storage."""
+  if spec.kind != DIRECTORY:
+    return []
+  root = spec.path[:-len('/**')]
+  if local_files.is_local(root):
+    names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+  else:
+    names = [folder.rstrip('/').rsplit('/', 1)[-1] for folder in object_listing.subfolders(root + '/')]
+  return [name for name in names if name.lower() in _SPLIT_FOLDERS]
+
+
+def split_folder(root: str, path: str) -> Optional[str]:
+  """The split a top-level folder names (root/train/cat/1.jpg), if any."""
+  parts = path[len(root):].split('/') if path.startswith(root) else []
+  return _SPLIT_FOLDERS.get(parts[0].lower()) if len(parts) > 2 else None
+
+
+def is_detection_csv(spec: InputSpec) -> bool:
+  """Whether a CSV manifest is in AutoML Vision's object-detection layout, as its first row is;
+  under --multi_label its rows' extra cells are labels instead. Asked at launch, where a .gz
+  manifest damaged from its start is said in one line (UsageError)."""
+  if spec.kind != CSV or spec.multi_label:
+    return False
+  try:
+    if manifest_files.csv_header(spec.path):
+      return False
+    with manifest_files.open_text(spec.path) as text:
+      try:
+        first = next((row for row in csv.reader(text, skipinitialspace=True) if any(cell.strip() for cell in row)),
+                     [])
+      except (csv.Error, UnicodeError):  # the reader rejects that row
+        return False
+  except InputFileError as e:
+    raise UsageError(str(e)) from None
+  return manifest_rows.is_detection_row(first)

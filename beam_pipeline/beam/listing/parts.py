@@ -1,0 +1,185 @@
+"""The parts an input is listed in, and the items each part lists.
+
+A Cloud Storage pattern is listed one subfolder per part (object_listing), an
+uncompressed manifest one byte range per part (manifest_parts), so that workers list a
+large input in parallel; a local one is listed whole.
+"""
+import csv
+import itertools
+import os
+import re
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+from apache_beam.io.filesystem import CompressionTypes, FileSystem
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.beam import tags
+from beam_pipeline.beam.listing import inputs, local_files, manifest_files, object_listing
+from beam_pipeline.core import isolation, rejections
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.inputs import manifest_parts, manifest_rows, manifest_text
+from beam_pipeline.core.messages import InputItem, Rejection
+from beam_pipeline.core.rejections import Rejected
+from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, InputSpec
+
+LIST_BATCH_SIZE = 256
+
+
+class InputPart(NamedTuple):
+  """What one worker lists: the whole input, the objects of one Cloud Storage prefix, or one
+  byte range of a manifest."""
+  spec: InputSpec
+  prefix: Optional[str] = None  # a gs:// prefix: its objects, all of them if below, else those beside it
+  below: bool = True
+  rows: Optional[manifest_parts.Part] = None
+  header: Optional[Tuple[str, ...]] = None  # a CSV manifest's, lowercased
+
+
+def input_parts(spec: InputSpec, part_bytes: int = manifest_parts.PART_BYTES) -> Iterator[InputPart]:
+  """The parts ``spec`` is listed in; streamed, so a pattern with a million subfolders or a
+  manifest of a thousand parts never sits in memory."""
+  if spec.is_manifest:
+    header = manifest_files.csv_header(spec.path) if spec.kind == CSV else None
+    if manifest_text.is_compressed(spec.path):  # a compressed stream cannot be entered midway
+      yield InputPart(spec, header=header)
+      return
+    with FileSystems.open(spec.path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+      for rows in manifest_parts.parts(stream, spec.kind == CSV, part_bytes):
+        yield InputPart(spec, rows=rows, header=header)
+  elif object_listing.lists_in_parts(spec.path):
+    prefix = object_listing.fixed_prefix(spec.path)
+    yield InputPart(spec, prefix, below=False)
+    if object_listing.reaches_subfolders(spec.path):
+      for folder in object_listing.subfolders(prefix):
+        yield InputPart(spec, folder)
+  else:
+    yield InputPart(spec)
+
+
+def list_input_batches(part: InputPart, output: Optional[str] = None,
+                       size: int = LIST_BATCH_SIZE) -> Iterator[Union[List[InputItem], Rejection]]:
+  """list_part with its items in lists of ``size`` (the unit of work validation workers
+  take); a manifest row that names no usable input comes out alone."""
+  batch = []
+  for item in list_part(part, output):
+    if isinstance(item, Rejection):
+      yield item
+      continue
+    batch.append(item)
+    if len(batch) == size:
+      yield batch
+      batch = []
+  if batch:
+    yield batch
+
+
+def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[InputItem, Rejection]]:
+  """All items of one part, but for the files of ``output`` (the run's own, if it lies inside
+  the input); manifest rows that cannot be used come out as rejections. Each item is made
+  behind the isolation boundary: one that fails is rejected alone."""
+  spec = part.spec
+  skip = _inside(output, spec) if output and not spec.is_manifest else None
+
+  def outside(path: str) -> bool:
+    return not skip or not (os.path.abspath(path) if local_files.is_local(path) else path).startswith(skip + '/')
+
+  root = spec.path[:-len('/**')] if spec.kind == DIRECTORY else None
+  if part.prefix:
+    matches = re.compile(FileSystem.translate_pattern(spec.path)).match
+    paths = filter(matches, object_listing.objects(part.prefix, part.below))
+  elif spec.kind == DIRECTORY:
+    paths = (local_files.walk_local_files(root, skip=skip) if local_files.is_local_dir(root)
+             else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
+  elif spec.kind == GLOB:
+    paths = (local_files.match_local_glob(spec.path, skip) if local_files.is_local(spec.path)
+             else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
+  elif spec.kind == CSV:
+    yield from _read_csv_manifest(spec.path, part, spec.multi_label)
+    return
+  else:
+    yield from _read_jsonl_manifest(spec.path, part, spec.multi_label)
+    return
+  for path in filter(outside, paths):
+    yield (_listed(path, path, _path_item, path, root + '/') if root
+           else _listed(path, path, _path_item, path))
+
+
+def _inside(output: str, spec: InputSpec) -> Optional[str]:
+  """``output`` (absolute, if local) if it lies where listing ``spec`` looks, else None."""
+  top = re.match(r'[^[*?]*', spec.path).group(0)
+  if local_files.is_local(output) != local_files.is_local(top):
+    return None
+  if local_files.is_local(output):
+    output, top = os.path.abspath(output), os.path.abspath(top or '.')
+  output = output.rstrip('/')
+  return output if (output + '/').startswith(top.rstrip('/') + '/') else None
+
+
+def _listed(where: str, text: str, make: Callable[..., InputItem], *args) -> Union[InputItem, Rejection]:
+  """``make(*args)``, the item of one path or manifest row (``text``), or the rejection of
+  ``where`` it gives."""
+  item = isolation.run(isolation.LIST, [text], make, *args)
+  return Rejection.of(where, item) if isinstance(item, Rejected) else item
+
+
+def _path_item(path: str, root: Optional[str] = None) -> InputItem:
+  isolation.fault_point(isolation.LIST)
+  return InputItem(path, split=inputs.split_folder(root, path) if root else None)
+
+
+def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
+  first_row = part.rows.first_row if part.rows else 1
+  with manifest_files.open_text(path, part.rows) as text:
+    # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
+    rows = csv.reader(text, skipinitialspace=True)
+    for row_number in itertools.count(first_row):
+      where = manifest_rows.row_name(path, True, row_number)
+      try:
+        row = next(rows)
+      except StopIteration:
+        break
+      except csv.Error as e:  # a field past csv's size limit, a NUL byte: that row alone
+        yield Rejection(where, rejections.BAD_MANIFEST_ROW, f'row is not valid CSV: {rejections.first_line(e)}')
+        continue
+      if row_number == 1 and part.header:
+        continue
+      if not any(cell.strip() for cell in row):
+        continue
+      yield _numbered(_listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where,
+                              multi_label), row_number)
+
+
+def _read_jsonl_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
+  with manifest_files.open_text(path, part.rows) as text:
+    for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
+      if line.strip():
+        yield _numbered(_listed(manifest_rows.row_name(path, False, line_number), line, manifest_rows.jsonl_line_item,
+                                path, line, multi_label), line_number)
+
+
+def _numbered(item: Union[InputItem, Rejection], row: int) -> Union[InputItem, Rejection]:
+  """An item with the number of the manifest row that lists it."""
+  return item._replace(row=row) if isinstance(item, InputItem) else item
+
+
+def parts_counted(spec: InputSpec) -> Iterator[InputPart]:
+  """input_parts, counted for the progress line once all are known."""
+  count = 0
+  for count, part in enumerate(input_parts(spec), start=1):
+    yield part
+  progress_counts.counts().parts_planned(count)
+
+
+def batches_counted(part: InputPart, output: str) -> Iterator[Any]:
+  """list_input_batches for the pipeline: counted for the progress line, a manifest row that
+  names no usable input rejected (tagged)."""
+  counts = progress_counts.counts()
+  for batch in list_input_batches(part, output):
+    if isinstance(batch, Rejection):
+      counts.listed(1)
+      counts.checked(1, rejected=1)
+      yield tags.rejected(batch)
+    else:
+      counts.listed(len(batch))
+      yield batch
+  counts.part_listed()

@@ -1,0 +1,1 @@
+"""What the console shows and keeps off it: progress counts, quantities, libraries' own output."""

@@ -1,0 +1,140 @@
+"""The values a run passes along: inputs, the metadata of validated images, rejections,
+and the output units workers write.
+
+They cross Beam's shuffles and travel to and from worker processes, so image bytes
+never do: a record is a few hundred bytes, and the shard writer reads the image
+again (checking ``source_sha256``). This module imports nothing of the package.
+"""
+import dataclasses
+import json
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+
+class InputItem(NamedTuple):
+  """One input to convert, before its bytes are read."""
+  uri: str
+  label: Optional[str] = None  # from a manifest
+  split: Optional[str] = None  # from a manifest or a split folder
+  extras: Tuple[Tuple[str, Any], ...] = ()  # manifest fields passed through as features
+  objects: Tuple[Any, ...] = ()  # with --annotations: its annotations.AnnotatedObject
+  annotated_size: Optional[Tuple[int, int]] = None  # (width, height) the annotations were made on, if they say
+  # With --multi_label: every label of its manifest row, once each, in the row's order; ``label``
+  # is then the first of them.
+  labels: Tuple[str, ...] = ()
+  row: int = 0  # its manifest row's number (a CSV row's, a JSON line's), 1-based; 0: not from a manifest
+
+
+class CheckedImage(NamedTuple):
+  """A validated image: everything its Example needs but the bytes."""
+  uri: str
+  label: Optional[str]
+  split: Optional[str]
+  extras: Tuple[Tuple[str, Any], ...]
+  source_sha256: str  # of the file as read; identical photos share it, and the split follows it
+  sha256: str  # of the stored bytes (differs from source_sha256 when re-encoded)
+  num_bytes: int  # of the stored bytes
+  format: str
+  height: int
+  width: int
+  channels: int
+  reencoded: bool
+  order_key: str  # place in its split's shards, independent of the split (sharding.order_key)
+  damaged: bool = False  # a JPEG that libjpeg decodes only with warnings (image_info.ImageInfo.damage)
+  objects: Tuple[Any, ...] = ()  # with --annotations: its boxes.StoredObject, on the stored image
+  labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
+  row: int = 0  # InputItem.row: a manifest that names one image twice has its later rows rejected
+
+
+class Rejection(NamedTuple):
+  """One line of the errors output: an input that was not written, and why."""
+  uri: str
+  reason: str
+  detail: str
+
+  @classmethod
+  def of(cls, uri: str, error: Any) -> 'Rejection':
+    """From a rejections.Rejected raised for ``uri``."""
+    return cls(uri, error.reason, error.detail)
+
+  def to_json(self) -> str:
+    return json.dumps({'uri': self.uri, 'reason': self.reason, 'detail': self.detail},
+                      ensure_ascii=False, sort_keys=True)
+
+
+class Validated(NamedTuple):
+  """What validating a batch gives: records, rejections, and what the accepted images really are."""
+  records: List[CheckedImage]
+  rejections: List[Rejection]
+  source_formats: Dict[str, int]  # by Pillow's format name
+  # Annotations of written images that could not be used (a box outside its image): errors
+  # of the annotation file, not of an input.
+  annotation_problems: Optional[List[Rejection]] = None
+
+
+class ContentGroup(NamedTuple):
+  """Records of identical files; the first (by uri) is the one kept under --dedupe."""
+  records: Tuple[CheckedImage, ...]
+
+  @property
+  def weight(self) -> int:
+    return len(self.records)
+
+  @property
+  def stratum(self) -> str:
+    """What splits are stratified by: the label (under --multi_label the first one), or else the
+    class of the first annotated object."""
+    first = self.records[0]
+    return first.label or (first.objects[0].label if first.objects else '')
+
+
+class OutputUnit:
+  """A piece of the output that one worker writes whole: a ShardPlan or the TransformGraph."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPlan(OutputUnit):
+  """One shard: its records in the order they are written, and its place among its split's shards."""
+  split: str
+  index: int
+  count: int
+  records: Tuple[CheckedImage, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformGraph(OutputUnit):
+  """The tf.Transform preprocessing graph, written beside the shards."""
+  image_size: int
+  schema: str
+  embedding_shape: Tuple[int, ...] = ()  # with --embedding_model
+  images: bool = True  # False under --embedding_only
+  multi_label: bool = False  # 'label' is a multi-hot vector of image/class/label's ids
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardReport:
+  """What writing one shard reports: its line of beam_pipeline.json (its files, examples and bytes),
+  and the counts and histograms the run record sums up over every shard (output/run_totals.py)."""
+  split: str
+  file: str
+  num_examples: int
+  num_bytes: int
+  num_reencoded: int = 0  # stored as a re-encoding of their source
+  num_resized: int = 0  # downscaled by --max_side
+  num_rotated: int = 0  # turned upright by their Exif orientation
+  num_damaged_jpeg: int = 0  # JPEGs that libjpeg decodes only with warnings
+  classes: Dict[str, int] = dataclasses.field(default_factory=dict)  # examples per label
+  longer_side_px: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin
+  kib: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin of stored KiB
+  objects: Optional[Dict[str, int]] = None  # with --annotations: objects per label
+  index_file: Optional[str] = None  # with --index_files
+
+  @property
+  def files(self) -> List[str]:
+    """The shard's files in the output: the shard, and its index file if any."""
+    return [self.file] + ([self.index_file] if self.index_file else [])
+
+
+class ShardWritten(NamedTuple):
+  """What writing a shard gives: its report, and the records it could not write."""
+  shard: ShardReport
+  rejections: List[Rejection]

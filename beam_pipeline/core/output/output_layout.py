@@ -1,0 +1,99 @@
+"""The output's layout: the name of every file the tool writes, and the patterns that recognise them.
+
+One module names them all, so the writer, the commit, the ownership check, verify,
+inspect, the readers and TensorFlow Datasets' metadata never disagree:
+
+    beam_pipeline.json                   the run record, and the commit marker (written last)
+    train-00003-of-00012.tfrecord[.gz]   shards, numbered from 0 per split
+    train-00003-of-00012.tfrecord.idx    their index files (--index_files)
+    errors-00000-of-00001.jsonl          the rejections, in as many files as their number needs
+    labels.txt, label_map.pbtxt          the classes (label_map with --annotations)
+    dataset_info.json, features.json,    TensorFlow Datasets' metadata (dataset_info.json was
+      image-class-label.labels.txt         this tool's own marker before 0.2)
+    transform_fn/, transformed_metadata/, metadata/   the tf.Transform graph
+    .beam_pipeline-lock                  the lock of the run writing the output
+    .beam_pipeline-tmp/RUN/              a run's staging folder, with its log if it failed
+"""
+import re
+from typing import List
+
+from beam_pipeline.core import schemas
+from beam_pipeline.core.messages import ShardPlan
+
+RUN_RECORD = 'beam_pipeline.json'
+OLD_RUN_RECORD = 'dataset_info.json'  # this tool's run record before 0.2, now TensorFlow Datasets' name again
+LABELS_TXT = 'labels.txt'
+LABEL_MAP = 'label_map.pbtxt'
+TFDS_DATASET_INFO = 'dataset_info.json'
+TFDS_FEATURES = 'features.json'
+LOCK = '.beam_pipeline-lock'
+TEMP_DIR = '.beam_pipeline-tmp'
+EARLIER_RECORD = 'earlier-' + RUN_RECORD  # in a run's staging folder during its commit: the record it replaces
+FAILED_RUN_LOG = 'failed-run.log'  # in a failed run's staging folder
+
+SHARD_SUFFIX = '.tfrecord'
+GZIP_SHARD_SUFFIX = '.tfrecord.gz'
+SHARD_SUFFIXES = (SHARD_SUFFIX, GZIP_SHARD_SUFFIX)
+INDEX_SUFFIX = '.idx'
+_DIGITS = '[0-9]' * 5
+# Shards as a glob; it matches their index files too, which SHARD_SUFFIXES tell apart.
+SHARD_GLOB = f'*-{_DIGITS}-of-{_DIGITS}{SHARD_SUFFIX}*'
+# Shards and their index files as a regular expression (split names are lowercase words).
+SHARD_PATTERN = (rf'[a-z][a-z0-9_]*-\d{{5}}-of-\d{{5}}{re.escape(SHARD_SUFFIX)}'
+                 rf'(?:\.gz|{re.escape(INDEX_SUFFIX)})?')
+# Shards in TensorFlow Datasets' template language.
+TFDS_SHARD_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
+ERRORS_PATTERN = r'errors-\d{5}-of-\d{5}\.jsonl'
+
+# The tf.Transform graph: its directories, and the exact files tf.Transform writes there (a
+# user's file in a directory named metadata/ is not ours).
+TRANSFORM_DIRECTORIES = ('transform_fn', 'transformed_metadata', 'metadata')
+VOCABULARY_FILE = 'class_labels.txt'
+_TRANSFORM_FILES = (rf'transform_fn/(?:saved_model\.pb|fingerprint\.pb|assets/{re.escape(VOCABULARY_FILE)}'
+                    r'|variables/variables\.(?:index|data-\d{5}-of-\d{5}))'
+                    r'|(?:transformed_metadata|metadata)/schema\.pbtxt(?:\.tmp[0-9a-f]{32})?')
+# TensorFlow's atomic writes (schema.pbtxt) stage under this name; a kill leaves it behind.
+TF_TEMP_NAME = re.compile(r'\.tmp[0-9a-f]{32}$')
+
+
+
+def tfds_label_names(schema: str) -> str:
+  """The file TensorFlow Datasets reads a ClassLabel's names from: named for the label's key."""
+  return schemas.keys(schema)[schemas.LABEL].replace('/', '-') + '.labels.txt'
+
+
+# Files only a run's records can make ours: the same names may be a user's own shards.
+LISTED_NAME = re.compile(rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN})$')
+# Files ours by their names alone, in an output of ours (paths relative to it).
+_FIXED = (RUN_RECORD, OLD_RUN_RECORD, LABELS_TXT, LABEL_MAP, LOCK, TFDS_FEATURES,
+          *(tfds_label_names(schema) for schema in schemas.SCHEMAS))
+FIXED_NAME = re.compile(rf'^(?:{"|".join(map(re.escape, _FIXED))}|{_TRANSFORM_FILES}|{re.escape(TEMP_DIR)}/.*)$')
+
+
+def shard_file(plan: ShardPlan, compression: str) -> str:
+  """The name of the shard ``plan`` is written to: numbered from 0, zero-padded so that names
+  sort in shard order."""
+  suffix = GZIP_SHARD_SUFFIX if compression == 'gzip' else SHARD_SUFFIX
+  return f'{plan.split}-{plan.index:05d}-of-{plan.count:05d}{suffix}'
+
+
+def index_file(shard: str) -> str:
+  return shard + INDEX_SUFFIX
+
+
+def errors_file(index: int, count: int) -> str:
+  return f'errors-{index:05d}-of-{count:05d}.jsonl'
+
+
+def errors_files(count: int) -> List[str]:
+  return [errors_file(index, count) for index in range(count)]
+
+
+def errors_pattern(count: int) -> str:
+  """What beam_pipeline.json's ``errors_file`` says: the one file's name, or a glob of them all."""
+  return errors_file(0, 1) if count == 1 else f'errors-*-of-{count:05d}.jsonl'
+
+
+def staged(run: str, name: str) -> str:
+  """``name`` in the staging folder of ``run``, relative to the output."""
+  return f'{TEMP_DIR}/{run}/{name}'

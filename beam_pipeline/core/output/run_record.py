@@ -1,0 +1,166 @@
+"""beam_pipeline.json, the run record: what a completed run wrote, for readers, inspection
+and audits, as typed values.
+
+It is the commit marker too: written last, so an output without it is not to be read.
+Outputs of versions before 0.2 hold it as dataset_info.json, the name TensorFlow
+Datasets reads its own metadata from (tfds_metadata.py now writes that);
+RunRecord.read still reads them. A field that later versions added has the value
+an older record implies; fields the record's JSON holds but these classes do not
+know are left out.
+"""
+import dataclasses
+import json
+import os
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Type, TypeVar
+
+from beam_pipeline.core import uris
+from beam_pipeline.core.output import output_layout
+
+TOOL = 'beam_pipeline'
+
+_Part = TypeVar('_Part')
+# A field written only when it has a value: the JSON of outputs without it stays as it was.
+_OPTIONAL = {'optional': True}
+
+
+class _Json:
+  """A part of the record as JSON's values: its fields in order, nested parts as objects."""
+
+  def as_dict(self) -> Dict[str, Any]:
+    return _plain(self)
+
+
+def _typed(cls: Type[_Part], data: Mapping[str, Any], **parts: Any) -> _Part:
+  """The part ``cls`` of ``data`` (parsed JSON), its nested ``parts`` already typed."""
+  names = {field.name for field in dataclasses.fields(cls)} - set(parts)
+  return cls(**{key: value for key, value in data.items() if key in names}, **parts)
+
+
+def _plain(value: Any) -> Any:
+  if isinstance(value, _Json):
+    return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)
+            if not (field.metadata.get('optional') and getattr(value, field.name) is None)}
+  if isinstance(value, list):
+    return [_plain(item) for item in value]
+  if isinstance(value, dict):
+    return {key: _plain(item) for key, item in value.items()}
+  return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Shard(_Json):
+  """One shard file as written."""
+  file: str
+  num_examples: int
+  num_bytes: int
+  index_file: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --index_files
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Split(_Json):
+  """A split's totals, its shards (by file name) and histograms, each bin a string key as JSON has it."""
+  num_examples: int
+  num_bytes: int
+  shards: List[Shard]
+  classes: Dict[str, int]  # examples per label, in the order of labels
+  longer_side_px: Dict[str, int]  # images per power-of-two bin of their longer side (run_totals.size_bin)
+  kib: Dict[str, int]  # images per power-of-two bin of their stored size in KiB
+  # With --annotations: objects per class, in the order of labels.
+  objects: Optional[Dict[str, int]] = dataclasses.field(default=None, metadata=_OPTIONAL)
+
+  @classmethod
+  def from_dict(cls, data: Mapping[str, Any]) -> 'Split':
+    return _typed(cls, data, shards=[_typed(Shard, shard) for shard in data['shards']])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Duplicates(_Json):
+  """Groups of identical files: counted, and the first of them listed (their uris)."""
+  num_groups: int
+  num_extra_copies: int
+  removed: bool  # --dedupe
+  num_removed: int = 0  # listed in the errors files too, as duplicate, but no errors; 0.1 counted them as errors
+  # Groups whose files were given different labels; written only when there are any.
+  num_label_conflicts: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  groups: List[List[str]]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Embedding(_Json):
+  """--embedding_model's embeddings: the model, the input it was given, the output's shape and
+  the Example keys it is stored under."""
+  model: str
+  sha256: str
+  input_size: List[int]
+  input: str
+  output_shape: List[int]
+  num_values: int
+  key: str
+  shape_key: str
+  images_stored: bool  # False under --embedding_only
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunRecord(_Json):
+  """A completed run's beam_pipeline.json; its JSON keys are these fields, in this order."""
+  tool: str = TOOL
+  version: str
+  created: str  # UTC, ISO 8601 to the second
+  num_examples: int
+  # Stored as a re-encoding of their source (another format, or downscaled), and downscaled.
+  num_reencoded: int
+  num_resized: int
+  # Turned upright by their Exif orientation (--exif_orientation=apply), re-encoded.
+  num_rotated: int = 0
+  # JPEGs that libjpeg decodes only with warnings: stored, or rejected under --strict_jpeg.
+  num_damaged_jpeg: int = 0
+  splits: Dict[str, Split]
+  labels: List[str]
+  num_classes: int
+  num_errors: int
+  errors_by_reason: Dict[str, int]
+  errors_file: str  # the errors files' names as a pattern, or the one file's name
+  errors_files: List[str]
+  duplicates: Duplicates
+  compression: str
+  schema: str
+  embedding: Optional[Embedding] = None
+  options: Dict[str, Any]  # the settings as given (Settings.as_dict), and the runner
+
+  @classmethod
+  def read(cls, output: str, exists: Callable[[str], bool] = os.path.exists,
+           open_file: Callable[[str], IO] = open) -> 'RunRecord':
+    """The record of the completed run in ``output``; FileNotFoundError for any other directory.
+
+    ``exists`` and ``open_file`` reach the file: the built-ins for a local output, Beam's
+    FileSystems or tf.io.gfile for any, from the caller that has them.
+    """
+    path = uris.join(output, output_layout.RUN_RECORD)
+    if exists(path):
+      with open_file(path) as f:
+        return cls.from_dict(json.load(f))
+    old = uris.join(output, output_layout.OLD_RUN_RECORD)
+    if exists(old):
+      with open_file(old) as f:
+        info = json.load(f)
+      if info.get('tool') == TOOL:
+        return cls.from_dict(info)
+    raise FileNotFoundError(f'{path} does not exist: {output} is not a completed conversion (it is still '
+                            'running, was interrupted or failed, or is not an output of beam_pipeline)')
+
+  @classmethod
+  def from_dict(cls, data: Mapping[str, Any]) -> 'RunRecord':
+    """The record of parsed JSON, of this version or an earlier one."""
+    embedding = data.get('embedding')
+    return _typed(cls, data, splits={name: Split.from_dict(split) for name, split in data['splits'].items()},
+                  errors_files=data.get('errors_files', [data['errors_file']]),
+                  duplicates=_typed(Duplicates, data['duplicates']),
+                  embedding=_typed(Embedding, embedding) if embedding else None)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'RunRecord':
+    return cls.from_dict(json.loads(text))
+
+  def to_json(self) -> str:
+    """The text of beam_pipeline.json."""
+    return json.dumps(self.as_dict(), indent=2, sort_keys=False, ensure_ascii=False) + '\n'

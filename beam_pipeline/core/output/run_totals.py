@@ -1,0 +1,191 @@
+"""beam_pipeline.json of a run: what each written shard reports, summed up shard by shard,
+built into its run_record.RunRecord, and the error budget the run is held to.
+"""
+import collections
+import dataclasses
+import datetime
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from beam_pipeline import __version__
+from beam_pipeline.core import rejections, schemas
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.messages import ShardReport
+from beam_pipeline.core.output.run_record import Duplicates, Embedding, RunRecord, Shard, Split
+from beam_pipeline.core.settings import EmbeddingSpec
+
+
+def size_bin(value: int) -> str:
+  """The power of two at or below ``value`` (0 for 0): the bins of the size histograms."""
+  return str(1 << (value.bit_length() - 1) if value > 0 else 0)
+
+
+def image_statistics(labels: Iterable[Union[None, str, Tuple[str, ...]]], longer_sides: Iterable[int],
+                     stored_bytes: Iterable[int]) -> Dict[str, Dict[str, int]]:
+  """A shard's counts per class and histograms of its images' longer side (pixels) and stored
+  size (KiB, in power-of-two bins): what beam_pipeline.json holds per split. An image's label
+  may be a tuple (--multi_label), each of whose classes it counts once."""
+  texts = (text for label in labels for text in ((label,) if isinstance(label, str) else label or ()))
+  return {'classes': dict(collections.Counter(texts)),
+          'longer_side_px': dict(collections.Counter(map(size_bin, longer_sides))),
+          'kib': dict(collections.Counter(size_bin(size // 1024) for size in stored_bytes))}
+
+
+MAX_LISTED_DUPLICATE_GROUPS = 1000
+
+
+def embedding_info(spec: Optional[EmbeddingSpec], schema: str) -> Optional[Embedding]:
+  """What beam_pipeline.json says of the embeddings of ``spec`` (None without them)."""
+  if spec is None:
+    return None
+  keys = schemas.keys(schema)
+  return Embedding(model=spec.model, sha256=spec.sha256, input_size=[spec.image_size, spec.image_size, 3],
+                   input='RGB, resized bilinearly (tf.image.resize), float32 values 0-255',
+                   output_shape=list(spec.output_shape), num_values=spec.num_values, key=keys[schemas.EMBEDDING],
+                   shape_key=keys[schemas.EMBEDDING_SHAPE], images_stored=not spec.only)
+
+
+@dataclasses.dataclass
+class SplitTotals:
+  """A split's written examples, bytes, shards (as beam_pipeline.json lists them) and histograms."""
+  num_examples: int = 0
+  num_bytes: int = 0
+  shards: List[Shard] = dataclasses.field(default_factory=list)
+  classes: Dict[str, int] = dataclasses.field(default_factory=dict)
+  longer_side_px: Dict[str, int] = dataclasses.field(default_factory=dict)
+  kib: Dict[str, int] = dataclasses.field(default_factory=dict)
+  objects: Optional[Dict[str, int]] = None  # with --annotations
+
+  def add(self, more: Union[ShardReport, 'SplitTotals'], shards: List[Shard]) -> None:
+    """These totals (changed) with the examples, bytes and histograms of ``more`` (a shard's
+    report or another split's totals) and its ``shards`` added."""
+    self.num_examples += more.num_examples
+    self.num_bytes += more.num_bytes
+    self.shards.extend(shards)
+    for mine, theirs in ((self.classes, more.classes), (self.longer_side_px, more.longer_side_px),
+                         (self.kib, more.kib)):
+      _add_counts(mine, theirs)
+    if more.objects is not None:
+      self.objects = _add_counts(self.objects or {}, more.objects)
+
+
+@dataclasses.dataclass
+class WrittenTotals:
+  """Every written shard's report, summed: per split its examples, bytes, histograms and shards;
+  and the run's counts. A combiner sums them up shard by shard (add_shard) and merges its
+  partial totals (add), never holding every shard's histograms at once: 100 million images
+  in 1,000 classes make 70,000 shards of hundreds of classes each."""
+  splits: Dict[str, SplitTotals] = dataclasses.field(default_factory=dict)
+  num_reencoded: int = 0
+  num_resized: int = 0
+  num_rotated: int = 0
+  num_damaged_jpeg: int = 0
+
+  def add_shard(self, report: ShardReport) -> 'WrittenTotals':
+    """These totals (changed) with one written shard's report added."""
+    self._add_counts(report)
+    shard = Shard(file=report.file, num_examples=report.num_examples, num_bytes=report.num_bytes,
+                  index_file=report.index_file)
+    self.splits.setdefault(report.split, SplitTotals()).add(report, [shard])
+    return self
+
+  def add(self, more: 'WrittenTotals') -> 'WrittenTotals':
+    """These totals (changed) with the totals ``more`` added."""
+    self._add_counts(more)
+    for name, split in more.splits.items():
+      self.splits.setdefault(name, SplitTotals()).add(split, split.shards)
+    return self
+
+  def _add_counts(self, more: Union[ShardReport, 'WrittenTotals']) -> None:
+    self.num_reencoded += more.num_reencoded
+    self.num_resized += more.num_resized
+    self.num_rotated += more.num_rotated
+    self.num_damaged_jpeg += more.num_damaged_jpeg
+
+  @property
+  def files(self) -> List[str]:
+    """Every shard and index file written."""
+    return [name for split in self.splits.values() for shard in split.shards
+            for name in (shard.file, shard.index_file) if name]
+
+  @property
+  def num_examples(self) -> int:
+    return sum(split.num_examples for split in self.splits.values())
+
+
+def written_totals(reports: Iterable[ShardReport]) -> WrittenTotals:
+  """The reports of written shards, summed."""
+  totals = WrittenTotals()
+  for report in reports:
+    totals.add_shard(report)
+  return totals
+
+
+def _add_counts(into: Dict[str, int], more: Mapping[str, int]) -> Dict[str, int]:
+  for key, count in more.items():
+    into[key] = into.get(key, 0) + count
+  return into
+
+
+def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mapping[str, int],
+          num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
+          settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None) -> RunRecord:
+  """``written`` is written_totals of every shard: counts per split come from the shards as
+  written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
+  up the groups of identical files: num_groups, num_extra_copies, num_label_conflicts, and the
+  first MAX_LISTED_DUPLICATE_GROUPS groups.
+  """
+  order = {label: index for index, label in enumerate(labels)}
+  splits = {}
+  for name, split in sorted(written.splits.items()):
+    splits[name] = Split(num_examples=split.num_examples, num_bytes=split.num_bytes,
+                         shards=sorted(split.shards, key=lambda shard: shard.file),
+                         classes=dict(sorted(split.classes.items(), key=lambda item: order[item[0]])),
+                         longer_side_px=dict(sorted(split.longer_side_px.items(), key=lambda item: int(item[0]))),
+                         kib=dict(sorted(split.kib.items(), key=lambda item: int(item[0]))),
+                         objects=(dict(sorted(split.objects.items(), key=lambda item: order[item[0]]))
+                                  if split.objects is not None else None))
+  return RunRecord(
+      version=__version__,
+      created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+      num_examples=sum(split.num_examples for split in splits.values()),
+      num_reencoded=written.num_reencoded,
+      num_resized=written.num_resized,
+      num_rotated=written.num_rotated,
+      num_damaged_jpeg=errors_by_reason.get(rejections.DAMAGED_JPEG, 0) + written.num_damaged_jpeg,
+      splits=splits,
+      labels=labels,
+      num_classes=len(labels),
+      num_errors=sum(errors_by_reason.values()),
+      errors_by_reason=dict(sorted(errors_by_reason.items())),
+      errors_file=output_layout.errors_pattern(num_errors_files),
+      errors_files=output_layout.errors_files(num_errors_files),
+      duplicates=Duplicates(num_groups=duplicates['num_groups'], num_extra_copies=duplicates['num_extra_copies'],
+                            removed=dedupe, num_removed=num_removed,
+                            num_label_conflicts=duplicates.get('num_label_conflicts') or None,
+                            groups=duplicates['groups']),
+      compression=settings['compression'],
+      schema=settings['schema'],
+      embedding=embedding,
+      options=dict(settings, runner=runner),
+  )
+
+
+class ErrorBudgetExceeded(RuntimeError):
+  """Too much of the input was rejected; the message is meant for the user as is."""
+
+  PREFIX = 'error budget exceeded: '
+
+
+def check_error_budget(num_written: int, errors_by_reason: Mapping[str, int], num_removed: int, max_fraction: float,
+                       errors_path: str) -> None:
+  """Raises ErrorBudgetExceeded naming the top reasons if too large a share of the inputs was
+  rejected; ``num_removed`` copies that --dedupe dropped count as inputs, not as errors."""
+  rejected = sum(errors_by_reason.values())
+  total = num_written + rejected + num_removed
+  if not total or rejected / total <= max_fraction:
+    return
+  top = sorted(errors_by_reason.items(), key=lambda item: (-item[1], item[0]))[:3]
+  reasons = ', '.join(f'{reason} {count}' for reason, count in top)
+  raise ErrorBudgetExceeded(
+      f'{ErrorBudgetExceeded.PREFIX}{rejected} of {total} inputs ({rejected / total:.1%}) were rejected, '
+      f'more than --max_error_fraction={max_fraction:g}; top reasons: {reasons}; see {errors_path}')

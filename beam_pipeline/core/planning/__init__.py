@@ -1,0 +1,1 @@
+"""Splits and shards planned on metadata alone, bucket by bucket."""

@@ -1,0 +1,141 @@
+"""Split assignment: reproducible, stratified per class, and never across identical photos.
+
+Identical files (same content hash) form one group that always lands in one split,
+so a scraped set's copies cannot leak between training and evaluation. Within a
+class, groups are ranked by content hash and each takes the split that covers its
+midpoint in the cumulative image count, which holds every class to the requested
+fractions within one group. The rank follows the hash, so a group's split depends
+on its content, not on listing order, runner or worker count; growing the dataset
+only moves groups that sit next to a boundary.
+"""
+import collections
+import itertools
+import re
+from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple
+
+from beam_pipeline.core import isolation, rejections
+from beam_pipeline.core.planning import hash_order
+from beam_pipeline.core.messages import ContentGroup, CheckedImage, Rejection
+from beam_pipeline.core.settings import SplitSpec
+from beam_pipeline.core.user_errors import UsageError
+
+DEFAULT_SPLIT = 'train'
+_NAME = re.compile(r'^[a-z][a-z0-9_]*$')
+
+
+def parse_splits(value: Optional[str]) -> SplitSpec:
+  """Parses --splits=train=0.8,validation=0.2; without it everything is train."""
+  if not value:
+    return SplitSpec((DEFAULT_SPLIT,), (1.0,))
+  names, fractions = [], []
+  for part in value.split(','):
+    name, _, fraction = part.partition('=')
+    name = name.strip()
+    if not _NAME.match(name) or name in names:
+      raise UsageError(f'--splits={value}: {name!r} is not a valid, unique split name (lowercase, a-z0-9_)')
+    try:
+      number = float(fraction)
+    except ValueError:
+      raise UsageError(f'--splits={value}: give each split as name=fraction, e.g. train=0.8,validation=0.2') from None
+    if not 0 < number <= 1:
+      raise UsageError(f'--splits={value}: the fraction of {name} must be in (0, 1]')
+    names.append(name)
+    fractions.append(number)
+  if abs(sum(fractions) - 1) > 1e-6:
+    raise UsageError(f'--splits={value}: the fractions add up to {sum(fractions):g}, not 1')
+  return SplitSpec(tuple(names), tuple(fractions))
+
+
+# Buckets are keyed by at least this many hex digits of the content hash, more for a
+# large input (hash_order.prefix_digits): 256 keys spread duplicate detection across
+# workers, and each bucket's batch of records crosses the shuffle as one element
+# (Beam's per-element cost dwarfs a record's own).
+CONTENT_BUCKET_DIGITS = 2
+
+
+def content_buckets(records: Iterable[CheckedImage], digits: int = CONTENT_BUCKET_DIGITS
+                    ) -> Dict[str, List[CheckedImage]]:
+  """Records batched by the first ``digits`` hex digits of their content hash; copies always
+  share a bucket."""
+  buckets = collections.defaultdict(list)
+  for record in records:
+    buckets[record.source_sha256[:digits]].append(record)
+  return buckets
+
+
+def same_content(records: Iterable[CheckedImage]) -> Iterator[List[CheckedImage]]:
+  """The records of one bucket as lists of identical files; most lists hold one record."""
+  by_hash = collections.defaultdict(list)
+  for record in records:
+    by_hash[record.source_sha256].append(record)
+  return iter(by_hash.values())
+
+
+def group_duplicates(records: Iterable[CheckedImage], dedupe: bool) -> Tuple[ContentGroup, List[Rejection]]:
+  """One content group from records sharing a hash, and the copies --dedupe drops.
+
+  A split named for any member (manifest column, split folder) applies to all of
+  them: the first such split by uri wins, so copies never straddle two splits.
+  """
+  isolation.fault_point(isolation.GROUP)
+  ordered = sorted(records, key=lambda r: r.uri)
+  split = next((r.split for r in ordered if r.split), None)
+  ordered = [r if r.split == split else r._replace(split=split) for r in ordered]
+  if not dedupe:
+    return ContentGroup(tuple(ordered)), []
+  kept, copies = ordered[0], ordered[1:]
+  dropped = [Rejection(r.uri, rejections.DUPLICATE, _duplicate_detail(r, kept)) for r in copies]
+  return ContentGroup((kept,)), dropped
+
+
+def _label_set(record: CheckedImage) -> FrozenSet[str]:
+  """A record's labels, as a set: the order a --multi_label row names them in is no conflict."""
+  return frozenset(record.labels or ([record.label] if record.label is not None else []))
+
+
+def labels_conflict(records: Iterable[CheckedImage]) -> bool:
+  """Whether identical files were given different labels: one picture that training would see
+  as two classes (without --dedupe), or whose other labels --dedupe drops."""
+  return len({_label_set(record) for record in records}) > 1
+
+
+def _label_text(record: CheckedImage) -> str:
+  labels = record.labels or ((record.label,) if record.label is not None else ())
+  return ', '.join(repr(label) for label in labels) or 'no label'
+
+
+def _duplicate_detail(copy: CheckedImage, kept: CheckedImage) -> str:
+  """The errors line of a copy --dedupe drops: whose copy it is, and whether their labels conflict."""
+  detail = f'same content as {kept.uri} (--dedupe keeps one copy)'
+  if _label_set(copy) == _label_set(kept):
+    return detail
+  return (f'{detail}; the labels conflict: {_label_text(copy)} here, {_label_text(kept)} on {kept.uri}, '
+          f'which is kept with its label')
+
+
+def class_weights(bucket: str, groups: Iterable[ContentGroup]) -> Iterable[Tuple[Tuple[str, str], int]]:
+  """((class, bucket), images) of one content bucket, for the groups whose split is not given."""
+  weights = collections.Counter()
+  for group in groups:
+    if not group.records[0].split:
+      weights[group.stratum, bucket] += group.weight
+  return weights.items()
+
+
+def assign_splits(bucket: str, groups: Iterable[ContentGroup], spec: SplitSpec,
+                  placed: hash_order.Offsets) -> Iterator[CheckedImage]:
+  """Gives every record of one content bucket its split; ``placed`` holds every bucket's class_weights."""
+  pending: Dict[str, List[ContentGroup]] = collections.defaultdict(list)
+  for group in groups:
+    if group.records[0].split:
+      yield from group.records
+    else:
+      pending[group.stratum].append(group)
+  boundaries = list(itertools.accumulate(spec.fractions))
+  for stratum, stratum_groups in pending.items():
+    stratum_groups.sort(key=lambda g: g.records[0].source_sha256)
+    total = placed[stratum].total
+    for group, midpoint in hash_order.midpoints(stratum_groups, lambda g: g.weight, bucket, placed[stratum]):
+      index = next((i for i, bound in enumerate(boundaries) if midpoint / total < bound), len(boundaries) - 1)
+      for record in group.records:
+        yield record._replace(split=spec.names[index])

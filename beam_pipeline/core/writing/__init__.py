@@ -1,0 +1,1 @@
+"""What is written: Examples framed into shards, index files, the tf.Transform graph, embeddings."""
