@@ -84,6 +84,7 @@ def acquire(output: str, run: str, held_by: str) -> Held:
 
 def _acquire_file(output: str, run: str) -> Held:
   path = lock_path(output)
+  created = not os.path.isdir(output)
   try:
     os.makedirs(output, exist_ok=True)
   except OSError as e:
@@ -109,7 +110,7 @@ def _acquire_file(output: str, run: str) -> Held:
     data = run_lock.record_for(run, time.time(), stale_after=0).to_json().encode()
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
-    return Held(output, run, lambda: _release_file(path, run, fd))
+    return Held(output, run, lambda: _release_file(path, run, fd, output if created else None))
   raise UsageError(f'--output={output}: its lock kept changing hands; try again')
 
 
@@ -121,15 +122,21 @@ def _read_file(path: str) -> Optional[LockRecord]:
     return None
 
 
-def _release_file(path: str, run: str, fd: int) -> None:
+def _release_file(path: str, run: str, fd: int, created: Optional[str]) -> None:
   """Removes the lock file while still holding it, if it is this run's; the flock goes with the
-  descriptor."""
+  descriptor. The folder ``created`` for the lock goes too if nothing else came into it (a
+  run refused before any work leaves no trace)."""
   try:
     record = _read_file(path)
     if record is not None and record.run == run:
       os.unlink(path)
   finally:
     os.close(fd)
+  if created:
+    try:
+      os.rmdir(created)
+    except OSError:  # the run wrote something there
+      pass
 
 
 # ---------------------------------------------------------------------------------------------
