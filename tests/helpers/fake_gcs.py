@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -47,7 +46,7 @@ def running(directory: Path, timeout_secs: float = 30.0) -> Iterator[str]:
                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     try:
       deadline = time.monotonic() + timeout_secs
-      while not _answers(url):
+      while not gcs_emulator.answers(url, timeout=2):
         if process.poll() is not None or time.monotonic() > deadline:
           log.seek(0)
           raise RuntimeError(f'fake-gcs-server did not start: {log.read().decode(errors="replace")[-2000:]}')
@@ -56,14 +55,6 @@ def running(directory: Path, timeout_secs: float = 30.0) -> Iterator[str]:
     finally:
       process.terminate()
       process.wait(timeout=10)
-
-
-def _answers(url: str) -> bool:
-  try:
-    with urllib.request.urlopen(f'{url}/storage/v1/b', timeout=2) as response:
-      return response.status == 200
-  except OSError:
-    return False
 
 
 @contextlib.contextmanager

@@ -59,9 +59,10 @@ signal.pause()
 '''
 
 
-def _answers(url: str) -> bool:
+def answers(url: str, timeout: float = 10) -> bool:
+  """Whether a storage emulator at ``url`` answers a bucket listing."""
   try:
-    with urllib.request.urlopen(f'{url}/storage/v1/b', timeout=10) as response:
+    with urllib.request.urlopen(f'{url}/storage/v1/b', timeout=timeout) as response:
       return response.status == 200
   except OSError:
     return False
@@ -87,7 +88,7 @@ def running_emulator(timeout_secs: float = 60.0) -> Iterator[str]:
     try:
       port = _port_line(process, time.monotonic() + timeout_secs)
       url = f'http://{_HOST}:{port}'
-      if not port.isdigit() or not _answers(url):
+      if not port.isdigit() or not answers(url):
         log.seek(0)
         raise RuntimeError(f'the storage emulator did not start (exit code {process.poll()}, said {port!r}): '
                            f'{log.read().decode(errors="replace")[-2000:]}')
