@@ -347,7 +347,7 @@ def test_a_worker_error_of_an_input_file_wrapped_by_a_runner_is_the_users_exit_2
   wrapped = RuntimeError(f"Traceback (most recent call last):\n  File \"x.py\", line 1\n"
                          f"beam_pipeline.core.rejections.{InputFileError.__name__}: {message} "
                          f"[while running 'List/FlatMap(batches_counted)']\n")
-  assert failures.report(wrapped, str(tmp_path / 'out'), None) == 2
+  assert failures.report(wrapped, str(tmp_path / 'out'), 'a-run', None) == 2
   stderr = capsys.readouterr().err
   assert error_line(stderr) == f'error: {message}' and REPORT_IT not in stderr
 
