@@ -119,4 +119,24 @@ def parse(argv: List[str]) -> Tuple[argparse.Namespace, List[str]]:
   namespace, rest = parser().parse_known_args(argv)
   if namespace.command != 'convert' and rest:
     raise UsageError(f'unrecognized arguments: {" ".join(rest)}')
+  strays = stray_arguments(rest)
+  if strays:
+    more = f' (and {len(strays) - 1:,} more)' if len(strays) > 1 else ''
+    raise UsageError(f'unexpected argument {strays[0]}{more}: quote a glob so the shell leaves it to --input, '
+                     "e.g. --input='photos/*/*.jpg'")
   return namespace, rest
+
+
+def stray_arguments(rest: List[str]) -> List[str]:
+  """The words of ``rest`` (what this parser left to Beam) that no flag takes as its value: the
+  files a shell expanded an unquoted --input glob into, which Beam would discard with a warning
+  (the run converting the first file alone). A word after a flag without '=' is that flag's value,
+  as Beam reads it."""
+  strays = []
+  for index, word in enumerate(rest):
+    if word == '--':
+      break
+    previous = rest[index - 1] if index else ''
+    if not word.startswith('-') and not (previous.startswith('-') and '=' not in previous):
+      strays.append(word)
+  return strays

@@ -1,7 +1,7 @@
 import pytest
 from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
 
-from beam_pipeline.cli import options
+from beam_pipeline.cli import arguments, options
 from beam_pipeline.cli.options import ConversionOptions
 from beam_pipeline.core.user_errors import UsageError
 
@@ -31,6 +31,17 @@ def test_ours_and_beams_flags_are_parsed_once_into_one_pipeline_options(images, 
   assert beam_options.view_as(ConversionOptions).label_source == 'none'
   assert beam_options.get_all_options(drop_default=True)['dedupe'] is True
   assert settings.label_source.kind == 'none' and settings.dedupe and settings.output == f'{tmp_path}/out'
+
+
+@pytest.mark.parametrize('rest, strays', [
+    (['photos/cat/2.jpg', 'photos/dog/3.jpg'], ['photos/cat/2.jpg', 'photos/dog/3.jpg']),  # after --input's value
+    (['--direct_num_workers', '2', '--labels', 'team=ml'], []),  # Beam's flags and their values
+    (['--direct_num_workers=2', 'photos/cat/2.jpg'], ['photos/cat/2.jpg']),
+    (['--experiments', 'a', 'b'], ['b']),
+    (['--', 'after'], []),
+])
+def test_a_word_no_flag_takes_is_a_stray(rest, strays):
+  assert arguments.stray_arguments(rest) == strays
 
 
 def test_a_label_mode_given_to_beams_labels_flag_says_where_it_went(images, tmp_path):
