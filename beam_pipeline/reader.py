@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from beam_pipeline.core import schemas, uris
+from beam_pipeline.core import schemas, split_names, uris
 from beam_pipeline.core.writing import model_input
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.settings import COMPRESSIONS, IMAGE_SIZE
@@ -44,8 +44,10 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   with -1. ``max_boxes`` None pads to the batch's most; a number pads to it, and a
   record with more boxes fails the read rather than lose them.
   With shuffle_buffer > 0, shard order and records are shuffled (use it for training).
+  ``split`` may be any word for a usual split ('val' reads validation), as the conversion reads it.
   """
   info = run_record(output_dir)
+  split = split if split in info.splits else split_names.named(split)
   if split not in info.splits:
     raise ValueError(f'{output_dir} has no split {split!r}; it has {", ".join(info.splits) or "none"}')
   if features not in FEATURES:

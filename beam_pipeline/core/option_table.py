@@ -183,8 +183,9 @@ OPTIONS: Tuple[Option, ...] = (
            shown_default='manifest for manifests, none with --annotations, else parent_dir', template='Label source',
            record=lambda settings: str(settings.label_source)),
     Option('splits', 'labels and splits', Text(regex=r'^[a-z][a-z0-9_]*=[0-9.]+(,[a-z][a-z0-9_]*=[0-9.]+)*$'),
-           'Split fractions, stratified per class by content hash; a manifest split column or top-level '
-           'train/validation/test folders take precedence', shown_default='all train',
+           'Split fractions, stratified per class by content hash (val, valid and dev name validation, training '
+           'train, testing test, as everywhere); a manifest split column or top-level train/validation/test folders '
+           'take precedence', shown_default='all train',
            example='train=0.8,validation=0.1,test=0.1', template='Splits',
            record=lambda settings: dict(zip(settings.splits.names, settings.splits.fractions))),
     Option('dedupe', 'labels and splits', Switch(), 'Keep one copy of identical files (the others are listed in the '

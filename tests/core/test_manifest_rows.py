@@ -18,9 +18,16 @@ def test_automl_rows_with_and_without_a_set_value():
   assert _item('imgs/a.jpg', 'apple') == InputItem('gs://b/imgs/a.jpg', 'apple', None)
 
 
+@pytest.mark.parametrize('value, split', [('VAL', 'validation'), ('dev', 'validation'), ('Valid', 'validation'),
+                                          ('Training', 'train'), ('testing', 'test'), ('VALIDATION', 'validation')])
+def test_a_split_is_read_by_the_words_split_folders_and_splits_take(value, split):
+  assert _item(value, 'imgs/a.jpg', 'apple').split == split
+  assert manifest_rows.jsonl_line_item('gs://b/m.jsonl', f'{{"uri": "a.jpg", "split": "{value}"}}').split == split
+
+
 @pytest.mark.parametrize('cells, message', [
-    (('FOO', 'imgs/a.jpg', 'apple'), "set value 'FOO' is not one of TRAIN, VALIDATION, TEST, UNASSIGNED"),
-    (('Training', 'imgs/a.jpg', ''), "set value 'Training' is not one of TRAIN, VALIDATION, TEST, UNASSIGNED"),
+    (('FOO', 'imgs/a.jpg', 'apple'), "set value 'FOO' is not one of train (training), validation (valid, val, "
+                                     "dev), test (testing), unassigned"),
     (('imgs/a.jpg', 'apple', 'pear'), "row has 2 labels ['apple', 'pear']; one label per image is supported: "
                                       "use --multi_label"),
     (('TRAIN', '', 'apple'), 'row has no image uri'),

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from beam_pipeline.core import split_names
 from beam_pipeline.core.planning import hash_order, splitting
 from beam_pipeline.core.messages import ContentGroup
 from beam_pipeline.core.settings import SplitSpec
@@ -31,9 +32,19 @@ def assign(groups, buckets=None):
 def test_parse_splits():
   assert SPEC == SplitSpec(('train', 'validation', 'test'), (0.8, 0.1, 0.1))
   assert splitting.parse_splits(None) == SplitSpec(('train',), (1.0,))
-  for bad in ('train=0.8,validation=0.3', 'Train=1', 'train=x', 'train=0.5,train=0.5', 'train=0,test=1'):
+  for bad in ('train=0.8,validation=0.3', 'Train=1', 'train=x', 'train=0.5,train=0.5', 'train=0,test=1',
+              'train=0.5,training=0.5', 'val=0.5,validation=0.5'):
     with pytest.raises(UsageError):
       splitting.parse_splits(bad)
+
+
+def test_a_usual_split_is_named_alike_by_every_word_for_it():
+  """--splits reads val, dev, training ... as a manifest's split column and split folders do."""
+  assert splitting.parse_splits('training=0.7,val=0.2,testing=0.1') == SplitSpec(('train', 'validation', 'test'),
+                                                                                (0.7, 0.2, 0.1))
+  assert splitting.parse_splits('train=0.9,holdout=0.1').names == ('train', 'holdout')
+  assert [split_names.usual(word) for word in ('VAL', ' dev ', 'Valid', 'testing', 'Training', 'holdout', '')] == [
+      'validation', 'validation', 'validation', 'test', 'train', None, None]
 
 
 @pytest.mark.parametrize('count', [101, 700, 2500])

@@ -12,6 +12,7 @@ from typing import List, Optional
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam.listing import local_files, manifest_files, object_listing
+from beam_pipeline.core import split_names
 from beam_pipeline.core.inputs import manifest_rows, manifest_text
 from beam_pipeline.core.rejections import InputFileError
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
@@ -19,11 +20,6 @@ from beam_pipeline.core.user_errors import UsageError
 
 _MANIFEST_SUFFIXES = {'.csv': CSV, '.csv.gz': CSV, '.jsonl': JSONL, '.jsonl.gz': JSONL,
                       '.ndjson': JSONL, '.json': JSONL}
-
-
-# Top-level folders of a directory input that name a split: root/train/cat/1.jpg.
-_SPLIT_FOLDERS = {'train': 'train', 'training': 'train', 'validation': 'validation', 'valid': 'validation',
-                  'val': 'validation', 'dev': 'validation', 'test': 'test', 'testing': 'test'}
 
 
 def resolve_input(value: str) -> InputSpec:
@@ -84,13 +80,13 @@ def split_folders(spec: InputSpec) -> List[str]:
     names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
   else:
     names = [folder.rstrip('/').rsplit('/', 1)[-1] for folder in object_listing.subfolders(root + '/')]
-  return [name for name in names if name.lower() in _SPLIT_FOLDERS]
+  return [name for name in names if split_names.usual(name)]
 
 
 def split_folder(root: str, path: str) -> Optional[str]:
-  """The split a top-level folder names (root/train/cat/1.jpg), if any."""
+  """The split a top-level folder names (root/train/cat/1.jpg, root/val/cat/2.jpg), if any."""
   parts = path[len(root):].split('/') if path.startswith(root) else []
-  return _SPLIT_FOLDERS.get(parts[0].lower()) if len(parts) > 2 else None
+  return split_names.usual(parts[0]) if len(parts) > 2 else None
 
 
 def is_detection_csv(spec: InputSpec) -> bool:

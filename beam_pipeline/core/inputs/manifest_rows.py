@@ -14,15 +14,16 @@ import math
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from beam_pipeline.core import isolation, rejections, uris
+from beam_pipeline.core import isolation, rejections, split_names, uris
 from beam_pipeline.core.inputs import annotations, class_names
 from beam_pipeline.core.inputs.annotations import AnnotatedObject
 from beam_pipeline.core.messages import InputItem
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import CSV, InputSpec
 
-# AutoML Vision's ML_USE values; UNASSIGNED leaves the choice to the split rules.
-_MANIFEST_SPLITS = {'TRAIN': 'train', 'VALIDATION': 'validation', 'TEST': 'test', 'UNASSIGNED': None}
+# The set values a row may give: AutoML Vision's ML_USE (TRAIN, VALIDATION, TEST; UNASSIGNED leaves
+# the choice to the split rules) and the words --splits and split folders take (split_names).
+_SET_VALUES = f'{split_names.ACCEPTED}, {split_names.UNASSIGNED}'
 # What a set value looks like: a word, without the dots and slashes of a path.
 _SET_VALUE = re.compile(r'[A-Za-z_]+')
 _URI_COLUMNS = ('uri', 'image_uri', 'gcs_file_path', 'path', 'image_path', 'image', 'filename', 'file')
@@ -53,7 +54,7 @@ def row_names(spec: InputSpec) -> Optional[Callable[[int], str]]:
 def is_detection_row(row: List[str]) -> bool:
   """Whether a header-less row is in AutoML Vision's object-detection layout: more cells than
   [set,]uri,label, the vertices of a box."""
-  cells = row[1:] if row and row[0].strip().upper() in _MANIFEST_SPLITS else row
+  cells = row[1:] if row and _is_set_value(row[0]) else row
   return len(cells) > 3
 
 
@@ -67,13 +68,12 @@ def _automl_item(manifest: str, row, where: str = '', multi_label: bool = False)
   [set,]uri,label1,label2,... The uri is kept as written."""
   cells = list(row)
   split = None
-  if len(cells) >= 2 and cells[0].strip().upper() in _MANIFEST_SPLITS:
-    split = _MANIFEST_SPLITS[cells[0].strip().upper()]
+  if len(cells) >= 2 and _is_set_value(cells[0]):
+    split = split_names.usual(cells[0])
     cells = cells[1:]
   elif len(cells) >= 3 and _SET_VALUE.fullmatch(cells[0].strip()):
     # A bare word before a path is a set value mistyped, not an image named FOO with two labels.
-    raise Rejected(rejections.BAD_MANIFEST_ROW,
-                   f'set value {cells[0].strip()!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
+    raise Rejected(rejections.BAD_MANIFEST_ROW, f'set value {cells[0].strip()!r} is not one of {_SET_VALUES}')
   if not cells[0]:
     raise Rejected(rejections.BAD_MANIFEST_ROW, 'row has no image uri')
   if multi_label:
@@ -82,6 +82,11 @@ def _automl_item(manifest: str, row, where: str = '', multi_label: bool = False)
     return InputItem(_resolve_uri(manifest, cells[0]), None, split, objects=_automl_box(cells[1:], where),
                      annotated_size=annotations.NORMALIZED)
   return InputItem(_resolve_uri(manifest, cells[0]), _one_label(cells[1:]) if len(cells) > 1 else None, split)
+
+
+def _is_set_value(cell: str) -> bool:
+  """Whether a cell names a split (any case), or leaves it unassigned."""
+  return split_names.usual(cell) is not None or cell.strip().lower() == split_names.UNASSIGNED
 
 
 def _one_label(values: List[str]) -> str:
@@ -184,10 +189,9 @@ def _item_from_fields(manifest: str, fields: Dict[str, Any], multi_label: bool =
   split_value = str(split_value).strip() if split_value is not None else ''
   split = None
   if split_value:
-    if split_value.upper() not in _MANIFEST_SPLITS:
-      raise Rejected(rejections.BAD_MANIFEST_ROW,
-                     f'split {split_value!r} is not one of {", ".join(_MANIFEST_SPLITS)}')
-    split = _MANIFEST_SPLITS[split_value.upper()]
+    if not _is_set_value(split_value):
+      raise Rejected(rejections.BAD_MANIFEST_ROW, f'split {split_value!r} is not one of {_SET_VALUES}')
+    split = split_names.usual(split_value)
   extras = tuple(sorted((key, value) for key, value in fields.items() if value not in (None, '')))
   uri = _resolve_uri(manifest, uri)
   if isinstance(label, list):

@@ -13,7 +13,7 @@ import itertools
 import re
 from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple
 
-from beam_pipeline.core import isolation, rejections
+from beam_pipeline.core import isolation, rejections, split_names
 from beam_pipeline.core.planning import hash_order
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, Rejection
 from beam_pipeline.core.settings import SplitSpec
@@ -24,13 +24,15 @@ _NAME = re.compile(r'^[a-z][a-z0-9_]*$')
 
 
 def parse_splits(value: Optional[str]) -> SplitSpec:
-  """Parses --splits=train=0.8,validation=0.2; without it everything is train."""
+  """Parses --splits=train=0.8,validation=0.2; without it everything is train. A usual split's
+  other words name it as a manifest or a folder would (val=0.2 is validation: split_names)."""
   if not value:
     return SplitSpec((DEFAULT_SPLIT,), (1.0,))
   names, fractions = [], []
   for part in value.split(','):
     name, _, fraction = part.partition('=')
     name = name.strip()
+    name = split_names.named(name) if _NAME.match(name) else name
     if not _NAME.match(name) or name in names:
       raise UsageError(f'--splits={value}: {name!r} is not a valid, unique split name (lowercase, a-z0-9_)')
     try:
