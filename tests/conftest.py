@@ -52,7 +52,7 @@ def saved(cnn, tmp_path_factory):  # pylint: disable=redefined-outer-name
 
 @pytest.fixture(scope='module')
 def sample_set(tmp_path_factory):
-  """The set `make run` converts, 12 photos a class: 27 images written, 3 files rejected."""
+  """The set `make run` converts, 12 photos a class: 27 images written, 2 files rejected, Thumbs.db skipped."""
   from helpers.photos import write_sample_set  # pylint: disable=import-outside-toplevel  # its noise seeded
   root = tmp_path_factory.mktemp('sample-set')
   write_sample_set(str(root), per_class=12)

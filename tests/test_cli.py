@@ -14,8 +14,9 @@ def test_converts_the_sample_set_and_says_where_it_went(tmp_path):
   result = run_cli(f'--input={tmp_path}/images', f'--output={tmp_path}/out', '--runner=DirectRunner',
                    '--max_error_fraction=0.5')
   assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stdout.startswith(f'Wrote 11 examples of 14 images, 2 classes, to {tmp_path}/out in ')
-  assert 'Rejected 3 inputs: not_image 2, truncated 1' in result.stdout
+  assert result.stdout.startswith(f'Wrote 11 examples of 13 images, 2 classes, to {tmp_path}/out in ')
+  assert 'Rejected 2 inputs: not_image 1, truncated 1' in result.stdout
+  assert '\nSkipped 1 file as no images' in result.stdout  # dog/Thumbs.db
   assert (tmp_path / 'out' / 'beam_pipeline.json').exists()
   assert count == 14
 
@@ -70,7 +71,7 @@ def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_pat
                  '--max_error_fraction=0.5', '--skip_transform').returncode == 0
   result = run_cli('inspect', tmp_path / 'out')
   assert result.returncode == 0
-  assert result.stdout.startswith(f'Wrote 11 examples of 14 images, 2 classes, to {tmp_path}/out\n')
+  assert result.stdout.startswith(f'Wrote 11 examples of 13 images, 2 classes, to {tmp_path}/out\n')
   assert 'train-00000-of-00001.tfrecord: 11 examples' in result.stdout
   (tmp_path / 'out' / 'beam_pipeline.json').unlink()
   result = run_cli('inspect', tmp_path / 'out')

@@ -1,5 +1,7 @@
 """A new user's first hour, second pass (issue 38): what the shell, a copied folder, a rerun or a
 pipe does to the command, and what TensorFlow Datasets and Keras expect of its output."""
+import contextlib
+import io
 import json
 import os
 
@@ -8,7 +10,7 @@ import pytest
 from beam_pipeline import cli, reader
 from helpers import photos
 from helpers.commands import convert
-from helpers.dataset_reader import read_output
+from helpers.dataset_reader import read_errors, read_output
 
 
 def test_an_unquoted_glob_fails_in_one_line_that_says_to_quote_it(tmp_path, capsys):
@@ -49,3 +51,42 @@ def test_val_dev_and_training_name_the_same_splits_in_a_manifest_and_in_splits(m
   assert (split_of['cat.0.jpg'], split_of['cat.1.jpg'], split_of['dog.0.jpg']) == ('validation', 'validation', 'train')
   assert len(split_of) == len(rows)
   assert sum(len(labels) for _, labels in reader.load(str(out), 'val')) == len(records['validation'])
+
+
+# What a folder copied from a Mac or Windows, or kept in git with its labels, holds beside the photos.
+JUNK = {'.DS_Store': b'\0\0\0\1Bud1' + bytes(64), 'cat/._cat.0.jpg': b'\0\5\26\7' + bytes(80),
+        'dog/Thumbs.db': b'\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1' + bytes(600), 'dog/desktop.ini': b'[.ShellClassInfo]\n',
+        'notes.txt': b'shot in 2023\n', 'cat/labels.csv': b'cat.0.jpg,cat\n', '.git/HEAD': b'ref: refs/heads/main\n',
+        '.git/objects/ab/cdef': bytes(40)}
+
+
+@pytest.fixture(scope='module')
+def copied_folder(tmp_path_factory):
+  """20 photos, one more without an extension and one that is no image despite its .jpg, beside
+  the 8 files of JUNK; converted once: (root, the summary the command printed)."""
+  root = tmp_path_factory.mktemp('copied')
+  files = {**photos.labelled(['cat', 'dog'], 10), 'dog/IMG_0001': photos.jpegs(1, seed=99)[0],
+           'cat/broken.jpg': b'<!DOCTYPE html><html>403 Forbidden</html>', **JUNK}
+  photos.write_files(root / 'in', files)
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    assert convert(f'--input={root}/in', f'--output={root}/out', '--skip_transform') == 0
+  return root, printed.getvalue()
+
+
+def test_a_folder_copied_from_a_mac_or_windows_converts_its_photos_and_lists_the_rest_as_skipped(copied_folder):
+  """The 8 files of JUNK would be not_image and 9 errors of 30 inputs fail the 5% budget. Skipped,
+  they are listed (reason skipped) and counted, but no errors; the .jpg that is no image stays one,
+  and a photo without an extension is written."""
+  root, printed = copied_folder
+  info, records = read_output(root / 'out')
+  assert info['num_examples'] == 21 and info['num_skipped'] == 8
+  assert (info['num_errors'], info['errors_by_reason']) == (1, {'not_image': 1})
+  assert 'IMG_0001' in {os.path.basename(r['image/filename'].decode()) for r in records['train']}
+  errors = {os.path.relpath(e['uri'], root / 'in'): e['reason'] for e in read_errors(root / 'out')}
+  assert errors == {'cat/broken.jpg': 'not_image', **{name: 'skipped' for name in JUNK}}
+  lines = printed.splitlines()
+  assert lines[0].startswith(f'Wrote 21 examples of 22 images, 2 classes, to {root}/out in ')
+  assert f'Rejected 1 input: not_image 1; see {root}/out/errors-00000-of-00001.jsonl' in lines
+  assert ('Skipped 8 files as no images (system and hidden files, .txt, .json, ...), not errors; see '
+          f'{root}/out/errors-00000-of-00001.jsonl') in lines

@@ -33,9 +33,11 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
            duplicates: Mapping[str, Any], transform_written: List[List[str]], settings: Settings, runner: str) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
-  dropped are listed with the rejections, but are no errors."""
-  errors_by_reason = {reason: count for reason, count in errors['by_reason'].items() if reason != rejections.DUPLICATE}
+  dropped and files skipped as no images are listed with the rejections, but are no errors."""
+  errors_by_reason = {reason: count for reason, count in errors['by_reason'].items()
+                      if reason not in (rejections.DUPLICATE, rejections.SKIPPED)}
   removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
+  skipped = errors['by_reason'].get(rejections.SKIPPED, 0)
   num_errors_files = errors['num_files']
   # The budget is of images: those --drop_unannotated asked to leave out are no failure of the
   # run, and an annotation that cannot be used is no image.
@@ -54,7 +56,8 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
     label_files.append(output_layout.LABEL_MAP)
   info = run_totals.build(written=written, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
-                            dedupe=settings.dedupe, num_removed=removed, settings=settings.as_dict(), runner=runner,
+                            dedupe=settings.dedupe, num_removed=removed, num_skipped=skipped,
+                            settings=settings.as_dict(), runner=runner,
                             embedding=run_totals.embedding_info(settings.embedding, settings.schema))
   tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
   for name, text in tfds_files.items():

@@ -162,7 +162,8 @@ _ANNOTATED = lambda settings: bool(settings.annotations)  # noqa: E731  pylint: 
 OPTIONS: Tuple[Option, ...] = (
     # input
     Option('input', 'input', Text(regex=_GCS_PATH), 'Images to convert: a glob (quoted, so the shell leaves it: '
-           "'photos/**/*.jpg'), a directory (walked recursively) or a manifest (.csv in AutoML layout "
+           "'photos/**/*.jpg'), a directory (walked recursively; both skip hidden, system and clearly non-image "
+           'files, .DS_Store or notes.txt) or a manifest (.csv in AutoML layout '
            '[set,]uri,label, or .jsonl with uri, label, split and extra fields)',
            example='gs://my-bucket/PetImages', required=True, template='Images',
            record=lambda settings: settings.input.path),

@@ -20,6 +20,9 @@ BAD_MANIFEST_ROW = 'bad_manifest_row'
 DUPLICATE_ROW = 'duplicate_row'  # a manifest row naming an image an earlier row names: the image is written once
 CHANGED_DURING_RUN = 'changed_during_run'
 DUPLICATE = 'duplicate'  # dropped by --dedupe: listed with the rejections, but not an error
+# No image, by where or what it is (.DS_Store, notes.txt, .git/: core/inputs/skipped_files.py): listed
+# with the rejections, but not an error, and not one of the inputs the error budget counts.
+SKIPPED = 'skipped'
 UNANNOTATED = 'unannotated'  # dropped by --drop_unannotated: an error, but not one of the error budget
 BAD_ANNOTATION = 'bad_annotation'  # an annotation that cannot be used; its uri is the annotation file
 DAMAGED_JPEG = 'damaged_jpeg'

@@ -32,6 +32,7 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
       'errors_by_reason': {reason: count for reason, count in info.errors_by_reason.items()
                            if reason != rejections.BAD_ANNOTATION},
       **({'num_bad_annotations': bad_annotations} if bad_annotations else {}),
+      'num_skipped': info.num_skipped or 0,  # no images (.DS_Store, notes.txt): listed, but no inputs and no errors
       'errors_file': uris.join(output, info.errors_file),
       'duplicates': {'num_groups': duplicates.num_groups, 'num_extra_copies': duplicates.num_extra_copies,
                      'removed': duplicates.removed,
@@ -72,6 +73,9 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
     result.append(f'Rejected {counted(summary["num_errors"], "input")}: {reasons}; see {summary["errors_file"]}')
   else:
     result.append('Rejected no inputs.')
+  if summary.get('num_skipped'):
+    result.append(f'Skipped {counted(summary["num_skipped"], "file")} as no images (system and hidden files, .txt, '
+                  f'.json, ...), not errors; see {summary["errors_file"]}')
   if summary.get('num_bad_annotations'):
     result.append(f'{counted(summary["num_bad_annotations"], "annotation")} could not be used (bad_annotation); '
                   f'see {summary["errors_file"]}')

@@ -36,7 +36,39 @@ def test_directory_is_walked_recursively_including_non_images(tree):
   spec = inputs.resolve_input(str(tree))
   assert spec.kind == settings.DIRECTORY
   assert _uris(spec) == sorted(str(tree / n) for n in ('Cat/1.jpg', 'Cat/sub/2.jpg', 'Dog/3.png', 'Thumbs.db'))
+  assert _outcomes(spec)['Thumbs.db'] == 'skipped'
   assert inputs.resolve_input(str(tree) + '/') == spec
+
+
+def _outcomes(spec):
+  return {os.path.basename(item.uri): getattr(item, 'reason', 'listed') for item in list_inputs(spec)}
+
+
+def test_a_folder_or_glob_skips_what_is_no_image_and_a_manifest_or_a_named_file_does_not(tmp_path):
+  """Skipped files come out as rejections (reason skipped); names are read below the folder
+  listed, so a folder that is itself hidden (~/.keras/datasets/flowers) lists its photos."""
+  root = tmp_path / '.keras' / 'flowers'
+  for name in ('cat/1.jpg', 'cat/._1.jpg', '.DS_Store', 'notes.txt', '.git/HEAD', 'dog/IMG_0002'):
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    (root / name).write_bytes(b'x')
+  skipped = {'._1.jpg': 'skipped', '.DS_Store': 'skipped', 'notes.txt': 'skipped', 'HEAD': 'skipped'}
+  expected = {'1.jpg': 'listed', 'IMG_0002': 'listed', **skipped}
+  assert _outcomes(inputs.resolve_input(str(root))) == expected
+  assert _outcomes(inputs.resolve_input(f'{root}/**')) == expected
+  assert _outcomes(inputs.resolve_input(f'{root}/cat/*.jpg')) == {'1.jpg': 'listed', '._1.jpg': 'skipped'}
+  assert _outcomes(inputs.resolve_input(f'{root}/.DS_Store')) == {'.DS_Store': 'listed'}  # named, not found
+  manifest = tmp_path / 'named.csv'
+  manifest.write_text(f'{root}/.DS_Store,cat\n{root}/notes.txt,cat\n')
+  assert _outcomes(inputs.resolve_input(str(manifest))) == {'.DS_Store': 'listed', 'notes.txt': 'listed'}
+
+
+def test_a_folder_of_no_images_fails_fast_with_one_line(tmp_path):
+  for name in ('.DS_Store', 'notes.txt', 'Thumbs.db'):
+    (tmp_path / 'in' / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / 'in' / name).write_bytes(b'x')
+  for value in (f'{tmp_path}/in', f'{tmp_path}/in/*'):
+    with pytest.raises(UsageError, match=r'holds no image: its 3 file\(s\) are all skipped as no images \(first: '):
+      inputs.resolve_input(value)
 
 
 def test_glob_and_single_file(tree):

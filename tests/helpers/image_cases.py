@@ -101,7 +101,8 @@ def cases() -> Dict[str, Case]:
       Case('truncated.jpg', jpeg[:len(jpeg) // 2], reason='truncated'),
       Case('garbage.jpg', bytes(random.Random(3).randrange(256) for _ in range(3000)), reason='not_image'),
       Case('page.jpg', b'<!DOCTYPE html>\n<html><body>Access denied</body></html>\n', reason='not_image'),
-      Case('Thumbs.db', b'\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1' + bytes(600), reason='not_image'),
+      # Thumbs.db's kind of file under an image's name; a folder's own Thumbs.db is skipped (skipped_files).
+      Case('ole-compound-file.jpg', b'\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1' + bytes(600), reason='not_image'),
       Case('huge-header.png', _png_with_size(60000, 60000), reason='too_many_pixels'),
       Case('bad-crc.png', _png_bad_crc(), reason='corrupt'),
       Case('marker-in-scan.jpg', _marker_in_scan(jpeg), reason='corrupt'),

@@ -7,13 +7,13 @@ there is something to list.
 """
 import csv
 import os
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam.listing import local_files, manifest_files, object_listing
 from beam_pipeline.core import split_names
-from beam_pipeline.core.inputs import manifest_rows, manifest_text
+from beam_pipeline.core.inputs import manifest_rows, manifest_text, skipped_files
 from beam_pipeline.core.rejections import InputFileError
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
 from beam_pipeline.core.user_errors import UsageError
@@ -30,7 +30,9 @@ def resolve_input(value: str) -> InputSpec:
   if local_files.is_local_dir(value):  # before glob characters: 'Photos [2023]' is a directory
     if next(local_files.walk_local_files(value), None) is None:
       raise UsageError(f'--input={value} is an empty directory; give a glob, a directory of images or a manifest')
-    return InputSpec(DIRECTORY, value.rstrip('/') + '/**')
+    spec = InputSpec(DIRECTORY, value.rstrip('/') + '/**')
+    _check_not_all_skipped(value, spec, local_files.walk_local_files(value))
+    return spec
   for suffix, kind in _MANIFEST_SUFFIXES.items():
     if lower.endswith(suffix):
       if not FileSystems.exists(value):
@@ -40,13 +42,48 @@ def resolve_input(value: str) -> InputSpec:
   if any(c in value for c in '*?['):
     if not _has_match(value):
       raise UsageError(f'--input={value}: the pattern matches no files')
-    return InputSpec(GLOB, value)
+    spec = InputSpec(GLOB, value)
+    if local_files.is_local(value):
+      _check_not_all_skipped(value, spec, local_files.match_local_glob(value))
+    return spec
   pattern = value.rstrip('/') + '/**'
   if _has_match(pattern):
     return InputSpec(DIRECTORY, pattern)
   if not value.endswith('/') and _has_match(value):
     return InputSpec(GLOB, value)  # a single file
   raise UsageError(f'--input={value} does not exist; give a glob, a directory of images or a manifest')
+
+
+def listed_below(spec: InputSpec) -> Optional[str]:
+  """Where the names a folder or glob input lists begin, which the skip rule reads (the folder,
+  or the folder a glob starts in, with its '/'; '' for a glob in the current folder); None for a
+  glob without a wildcard, which names its one file."""
+  if spec.kind == DIRECTORY:
+    return spec.path[:-len('**')]
+  prefix = object_listing.fixed_prefix(spec.path)
+  if prefix == spec.path:
+    return None
+  return prefix[:prefix.rfind('/') + 1]
+
+
+def skip_reason(spec: InputSpec, path: str) -> Optional[str]:
+  """Why listing ``spec`` skips the file ``path`` as no image (skipped_files), or None."""
+  below = listed_below(spec)
+  return skipped_files.skip_reason(path[len(below):]) if below is not None and path.startswith(below) else None
+
+
+def _check_not_all_skipped(value: str, spec: InputSpec, paths: Iterable[str]) -> None:
+  """Fails fast, in one line, if every file of a local folder or glob is skipped as no image,
+  reading only up to its first image."""
+  skipped = []
+  for path in paths:
+    reason = skip_reason(spec, path)
+    if reason is None:
+      return
+    skipped.append(f'{path}: {reason}')
+  if skipped:
+    raise UsageError(f'--input={value} holds no image: its {len(skipped):,} file(s) are all skipped as no images '
+                     f'(first: {skipped[0]}); give the folder or glob of the images')
 
 
 def _check_names_images(path: str, kind: str) -> None:

@@ -75,8 +75,9 @@ def list_input_batches(part: InputPart, output: Optional[str] = None,
 
 def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[InputItem, Rejection]]:
   """All items of one part, but for the files of ``output`` (the run's own, if it lies inside
-  the input); manifest rows that cannot be used come out as rejections. Each item is made
-  behind the isolation boundary: one that fails is rejected alone."""
+  the input); manifest rows that cannot be used come out as rejections, and so do a folder's or
+  a glob's files that are no images (skipped_files: reason skipped). Each item is made behind
+  the isolation boundary: one that fails is rejected alone."""
   spec = part.spec
   skip = _inside(output, spec) if output and not spec.is_manifest else None
 
@@ -100,8 +101,12 @@ def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[I
     yield from _read_jsonl_manifest(spec.path, part, spec.multi_label)
     return
   for path in filter(outside, paths):
-    yield (_listed(path, path, _path_item, path, root + '/') if root
-           else _listed(path, path, _path_item, path))
+    skipped = inputs.skip_reason(spec, path)
+    if skipped:
+      yield Rejection(path, rejections.SKIPPED, skipped)
+    else:
+      yield (_listed(path, path, _path_item, path, root + '/') if root
+             else _listed(path, path, _path_item, path))
 
 
 def _inside(output: str, spec: InputSpec) -> Optional[str]:
@@ -176,8 +181,9 @@ def batches_counted(part: InputPart, output: str) -> Iterator[Any]:
   counts = progress_counts.counts()
   for batch in list_input_batches(part, output):
     if isinstance(batch, Rejection):
-      counts.listed(1)
-      counts.checked(1, rejected=1)
+      if batch.reason != rejections.SKIPPED:  # a skipped file is no image: progress counts images
+        counts.listed(1)
+        counts.checked(1, rejected=1)
       yield tags.rejected(batch)
     else:
       counts.listed(len(batch))

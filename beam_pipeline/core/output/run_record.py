@@ -121,6 +121,9 @@ class RunRecord(_Json):
   errors_by_reason: Dict[str, int]
   errors_file: str  # the errors files' names as a pattern, or the one file's name
   errors_files: List[str]
+  # Files a folder or glob held that are no images (.DS_Store, notes.txt, .git/), listed in the
+  # errors files as skipped but no errors; written only when there are any.
+  num_skipped: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   duplicates: Duplicates
   compression: str
   schema: str

@@ -128,11 +128,12 @@ def _add_counts(into: Dict[str, int], more: Mapping[str, int]) -> Dict[str, int]
 
 def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mapping[str, int],
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
-          settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None) -> RunRecord:
+          settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None,
+          num_skipped: int = 0) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
   written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
   up the groups of identical files: num_groups, num_extra_copies, num_label_conflicts, and the
-  first MAX_LISTED_DUPLICATE_GROUPS groups.
+  first MAX_LISTED_DUPLICATE_GROUPS groups. ``num_skipped`` files were skipped as no images.
   """
   order = {label: index for index, label in enumerate(labels)}
   splits = {}
@@ -159,6 +160,7 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
       errors_by_reason=dict(sorted(errors_by_reason.items())),
       errors_file=output_layout.errors_pattern(num_errors_files),
       errors_files=output_layout.errors_files(num_errors_files),
+      num_skipped=num_skipped or None,
       duplicates=Duplicates(num_groups=duplicates['num_groups'], num_extra_copies=duplicates['num_extra_copies'],
                             removed=dedupe, num_removed=num_removed,
                             num_label_conflicts=duplicates.get('num_label_conflicts') or None,
