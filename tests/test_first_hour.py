@@ -29,7 +29,7 @@ def test_an_unquoted_glob_fails_in_one_line_that_says_to_quote_it(tmp_path, caps
 @pytest.fixture(scope='module')
 def manifest_run(tmp_path_factory):
   """A JSONL manifest of 12 photos whose split column says val, dev and Training, the rest left to
-  --splits=train=0.5,val=0.5; converted once: (output, the manifest's rows)."""
+  --splits=train=0.5,val=0.5, in 4 shards a split; converted once: (output, the manifest's rows)."""
   root = tmp_path_factory.mktemp('manifest')
   files = photos.labelled(['cat', 'dog'], 6)
   photos.write_files(root / 'images', files)
@@ -38,7 +38,7 @@ def manifest_run(tmp_path_factory):
           for name in files]
   (root / 'images.jsonl').write_text(''.join(json.dumps(row) + '\n' for row in rows))
   assert convert(f'--input={root}/images.jsonl', f'--output={root}/out', '--splits=train=0.5,val=0.5',
-                 '--skip_transform') == 0
+                 '--num_shards=4', '--skip_transform') == 0
   return root / 'out', rows
 
 
@@ -51,6 +51,17 @@ def test_val_dev_and_training_name_the_same_splits_in_a_manifest_and_in_splits(m
   assert (split_of['cat.0.jpg'], split_of['cat.1.jpg'], split_of['dog.0.jpg']) == ('validation', 'validation', 'train')
   assert len(split_of) == len(rows)
   assert sum(len(labels) for _, labels in reader.load(str(out), 'val')) == len(records['validation'])
+
+
+def test_a_small_set_gets_the_shards_it_asks_for_one_record_apart(manifest_run):
+  """By size, 12 small photos would be one shard per split, read by one reader at a time."""
+  out, _ = manifest_run
+  info, records = read_output(out)
+  assert info['options']['num_shards'] == 4
+  for split, entry in info['splits'].items():
+    lengths = [shard['num_examples'] for shard in entry['shards']]
+    assert [shard['file'] for shard in entry['shards']] == [f'{split}-{i:05d}-of-00004.tfrecord' for i in range(4)]
+    assert sum(lengths) == len(records[split]) and max(lengths) - min(lengths) <= 1
 
 
 # What a folder copied from a Mac or Windows, or kept in git with its labels, holds beside the photos.

@@ -38,6 +38,7 @@ SAMPLES = {
     'include_masks': (['true', 'false'], ['masks', '']),
     'schema': (['default', 'simple'], ['tfds', '']),
     'target_shard_mb': (['150', '0.5', '1.5', '.5'], ['0', '-1', 'abc', '']),
+    'num_shards': (['8', '1', '0'], ['-1', '2.5', 'many']),
     'compression': (['none', 'gzip'], ['zstd', '']),
     'index_files': (['true', 'false'], ['maybe']),
     'image_format': (['original', 'jpeg', 'png'], ['webp', 'JPEG', '']),

@@ -169,6 +169,7 @@ def validate(options: PipelineOptions) -> Settings:
       label_source=_label_source(opts, spec, annotations),
       schema=value['schema'],
       target_shard_bytes=max(1, int(value['target_shard_mb'] * 2**20)),
+      num_shards=value['num_shards'] or 0,
       compression=value['compression'],
       max_pixels=value['max_pixels'],
       max_file_bytes=max(1, int(value['max_file_mb'] * 2**20)),

@@ -87,11 +87,15 @@ class Fraction(Kind):
 
 @dataclasses.dataclass(frozen=True)
 class Whole(Kind):
-  """A positive whole number that fits TensorFlow's int64 (a limit or a size reaches its ops)."""
+  """A positive whole number that fits TensorFlow's int64 (a limit or a size reaches its ops);
+  0 too if ``zero`` (where it means the option's default)."""
   regex: Optional[str] = '^[0-9]*[1-9][0-9]*$'
   maximum: int = _INT64_MAX
+  zero: bool = False
 
   def parse(self, flag: str, text: Optional[str]) -> int:
+    if self.zero and _float(flag, text) == 0:
+      return 0
     number = Number().parse(flag, text)
     if number != int(number):
       raise UsageError(f'{flag}={text} must be a whole number')
@@ -211,6 +215,11 @@ OPTIONS: Tuple[Option, ...] = (
            record=lambda settings: settings.schema),
     Option('target_shard_mb', 'output', Number(), 'Target size of a shard, in MiB', default='150', example='200',
            template='Target shard size (MiB)', record=lambda settings: settings.target_shard_bytes / 2**20),
+    Option('num_shards', 'output', Whole(regex='^[0-9]+$', zero=True), 'Shards per split, in place of '
+           "--target_shard_mb's sizes, with as many records each as can be (one apart; a split of fewer records gets "
+           'one shard per record), for readers that read shards in parallel; 0: by size',
+           shown_default='0, by size', example='8', template='Shards per split',
+           record=lambda settings: settings.num_shards, recorded_if=lambda settings: bool(settings.num_shards)),
     Option('compression', 'output', Choice(values=('none', 'gzip')), 'Compression of the shards: none or gzip '
            '(.tfrecord.gz)', default='none', template='Compression', record=lambda settings: settings.compression),
     Option('index_files', 'output', Switch(), 'Write beside each shard its index (SHARD.idx: one "offset length" '

@@ -105,6 +105,7 @@ class Settings(NamedTuple):
   # This run's name (core/output/run_lock.py): its staging folder and its lock; not an option, so not in as_dict.
   run_id: str = ''
   input_root: Optional[str] = None  # --input_root: every input file must lie in this folder (input_root.py)
+  num_shards: int = 0  # --num_shards: shards per split, of even record counts; 0: by target_shard_bytes
 
   @property
   def multi_label(self) -> bool:

@@ -54,6 +54,9 @@ def test_a_label_mode_given_to_beams_labels_flag_says_where_it_went(images, tmp_
     ('--compression=zstd', '--compression=zstd is not one of'),
     ('--target_shard_mb=abc', 'is not a number'),
     ('--target_shard_mb=-1', 'must be a positive number'),
+    ('--num_shards=-1', '--num_shards=-1 must be a positive number'),
+    ('--num_shards=2.5', '--num_shards=2.5 must be a whole number'),
+    ('--num_shards=many', '--num_shards=many is not a number'),
     ('--max_pixels=0', 'must be a positive number'),
     ('--max_pixels=0.5', 'must be a whole number'),
     ('--max_pixels=1e19', 'is too large'),
@@ -78,6 +81,13 @@ def test_bad_values_fail_with_one_line(images, tmp_path, flag, message):
   with pytest.raises(UsageError) as raised:
     options.parse([f'--input={images}', f'--output={tmp_path}/out', *flag.split()])
   assert message in str(raised.value) and '\n' not in str(raised.value)
+
+
+def test_num_shards_zero_or_absent_plans_by_size(images, tmp_path):
+  for given, expected in (([], 0), (['--num_shards=0'], 0), (['--num_shards=12'], 12)):
+    settings = options.parse([f'--input={images}', f'--output={tmp_path}/out', *given]).settings
+    assert settings.num_shards == expected
+    assert settings.as_dict().get('num_shards') == (expected or None)
 
 
 def test_output_is_required(images):

@@ -80,6 +80,27 @@ def test_a_huge_record_never_leaves_an_empty_shard():
   assert all(p.records for p in plans) and plans[-1].count == len(plans)
 
 
+@pytest.mark.parametrize('count, num_shards', [(1000, 7), (9, 4), (3, 4), (1, 8), (5000, 64)])
+def test_a_number_of_shards_gives_shards_one_record_apart_whatever_their_sizes(count, num_shards):
+  """--num_shards: N shards per split by record count, whatever the bytes (a size target far too
+  small for them is ignored), in the order a sized plan keeps; a split of fewer records gets one
+  shard per record, numbered without gaps."""
+  rng = random.Random(count)
+  records = [_record(i, int(90_000 * rng.uniform(0.01, 5)), split=rng.choice(['train', 'test'])) for i in range(count)]
+  sizes = sharding.RecordSizes(num_shards=num_shards)
+  plans = plan_shards(records, 10, sizes=sizes)
+  for split in {r.split for r in records}:
+    in_split = [plan for plan in plans if plan.split == split]
+    wanted = sum(r.split == split for r in records)
+    assert len(in_split) == min(num_shards, wanted)
+    assert all(plan.count == len(in_split) for plan in in_split)
+    lengths = [len(plan.records) for plan in in_split]
+    assert sum(lengths) == wanted and max(lengths) - min(lengths) <= 1
+    ordered = [r.order_key for plan in in_split for r in plan.records]
+    assert ordered == sorted(ordered)
+  assert plan_shards(records, 10, buckets=sharding.order_buckets(records, 2), sizes=sizes) == plans
+
+
 def test_planning_bucket_by_bucket_equals_one_sort_of_the_whole_split():
   """Every order bucket places its own records from the totals before it, exactly as
   ranking the whole split in one place would (one bucket holding everything)."""

@@ -61,18 +61,19 @@ EMBEDDED_IMAGES_PER_SHARD = 1024
 
 class RecordSizes(NamedTuple):
   """What a record holds besides metadata, for its estimated size: its image (not under
-  --embedding_only) and an embedding of so many float32 values; and the most images a
-  shard may hold (0: no limit)."""
+  --embedding_only) and an embedding of so many float32 values; the most images a shard may
+  hold (0: no limit); and how many shards a split has (--num_shards; 0: by size)."""
   image: bool = True
   embedding_values: int = 0
   max_images: int = 0
+  num_shards: int = 0
 
 
 def record_sizes(settings: Settings) -> RecordSizes:
   embedding = settings.embedding
   if embedding is None:
-    return RecordSizes()
-  return RecordSizes(not embedding.only, embedding.num_values, EMBEDDED_IMAGES_PER_SHARD)
+    return RecordSizes(num_shards=settings.num_shards)
+  return RecordSizes(not embedding.only, embedding.num_values, EMBEDDED_IMAGES_PER_SHARD, settings.num_shards)
 
 
 def estimated_record_bytes(record: CheckedImage, sizes: RecordSizes = RecordSizes()) -> int:
@@ -83,11 +84,11 @@ def estimated_record_bytes(record: CheckedImage, sizes: RecordSizes = RecordSize
 def split_bytes(bucket: str, records: Iterable[CheckedImage],
                 sizes: RecordSizes = RecordSizes()) -> Iterable[Tuple[Tuple[str, str], int]]:
   """((split, bucket), estimated bytes) of one order bucket, and with a limit of images per
-  shard ((_images(split), bucket), images) as well."""
+  shard or a number of shards ((_images(split), bucket), images) as well."""
   totals = collections.Counter()
   for record in records:
     totals[record.split, bucket] += estimated_record_bytes(record, sizes)
-    if sizes.max_images:
+    if sizes.max_images or sizes.num_shards:
       totals[_images(record.split), bucket] += 1
   return totals.items()
 
@@ -108,22 +109,31 @@ def assign_shards(bucket: str, records: Iterable[CheckedImage], target_bytes: in
   A split of total T bytes gets N = ceil(T / target) shards of about T/N bytes,
   which is at most the target and, for N >= 2, more than half of it; a record goes
   to the shard holding its midpoint, so no shard is off by more than one record.
-  With ``sizes.max_images``, N is at least the split's images over it.
+  With ``sizes.max_images``, N is at least the split's images over it. With
+  ``sizes.num_shards``, N is that, and records are weighed by count instead of bytes: a split
+  of M records gets shards of M/N records, rounded either way (one record each if M < N).
   """
   by_split: Dict[str, List[CheckedImage]] = collections.defaultdict(list)
   for record in records:
     by_split[record.split].append(record)
   shards: Dict[Tuple[str, int], List[CheckedImage]] = collections.defaultdict(list)
-  weight = functools.partial(estimated_record_bytes, sizes=sizes)
   for split, split_records in by_split.items():
     split_records.sort(key=_ordered)
-    total = placed[split].total
-    count = shard_count(total, target_bytes)
-    if sizes.max_images:
-      count = max(count, math.ceil(placed[_images(split)].total / sizes.max_images))
-    for record, midpoint in hash_order.midpoints(split_records, weight, bucket, placed[split]):
-      shards[split, min(count - 1, int(midpoint * count / total))].append(record)
+    if sizes.num_shards:
+      count, offsets, weight = sizes.num_shards, placed[_images(split)], _one
+    else:
+      offsets, weight = placed[split], functools.partial(estimated_record_bytes, sizes=sizes)
+      count = shard_count(offsets.total, target_bytes)
+      if sizes.max_images:
+        count = max(count, math.ceil(placed[_images(split)].total / sizes.max_images))
+    for record, midpoint in hash_order.midpoints(split_records, weight, bucket, offsets):
+      shards[split, min(count - 1, int(midpoint * count / offsets.total))].append(record)
   return shards
+
+
+def _one(_: CheckedImage) -> int:
+  """A record's weight where shards are of even record counts."""
+  return 1
 
 
 # Shards are numbered in chunks of this many planned shards: a chunk lists which of its
