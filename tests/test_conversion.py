@@ -217,7 +217,8 @@ def test_an_output_inside_the_input_is_left_out_of_it(tmp_path):
     assert convert(f'--input={tmp_path}/data', f'--output={tmp_path}/data/tfrecords') == 0
     info, records = read_output(tmp_path / 'data' / 'tfrecords')
     assert info['num_examples'] == 8 and info['num_errors'] == 0
-  assert convert('--input=' + str(tmp_path / 'data' / '**.jpg'), f'--output={tmp_path}/data/tfrecords') == 0
+  assert convert('--input=' + str(tmp_path / 'data' / '**.jpg'), f'--output={tmp_path}/data/tfrecords',
+                 '--overwrite') == 0  # another --input than the folder the output was made from
   assert read_output(tmp_path / 'data' / 'tfrecords')[0]['num_examples'] == 8
 
 

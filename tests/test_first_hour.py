@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 
 import pytest
 
@@ -101,3 +102,24 @@ def test_a_folder_copied_from_a_mac_or_windows_converts_its_photos_and_lists_the
   assert f'Rejected 1 input: not_image 1; see {root}/out/errors-00000-of-00001.jsonl' in lines
   assert ('Skipped 8 files as no images (system and hidden files, .txt, .json, ...), not errors; see '
           f'{root}/out/errors-00000-of-00001.jsonl') in lines
+
+
+def test_an_output_made_from_another_input_is_replaced_only_with_overwrite(copied_folder, tmp_path, capsys):
+  """A rerun of the same input, however the path is written, is the retry path and stays silent;
+  another input is refused in one line that says what it would replace, until --overwrite."""
+  root, _ = copied_folder
+  out = tmp_path / 'out'
+  shutil.copytree(root / 'out', out)
+  created = json.loads((out / 'beam_pipeline.json').read_text())['created']
+  photos.write_files(tmp_path / 'birds', photos.labelled(['bird'], 2))
+  before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+  assert convert(f'--input={tmp_path}/birds', f'--output={out}', '--skip_transform') == 2
+  assert capsys.readouterr().err.splitlines() == [
+      f'error: --output={out} holds 21 examples converted from --input={root}/in ({created}), which this run from '
+      f'--input={tmp_path}/birds would replace: pass --overwrite to replace them, or give another --output']
+  assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
+  assert convert(f'--input={os.path.relpath(root / "in")}/', f'--output={out}', '--skip_transform') == 0
+  assert 'error' not in capsys.readouterr().err
+  assert convert(f'--input={tmp_path}/birds', f'--output={out}', '--skip_transform', '--overwrite') == 0
+  info = json.loads((out / 'beam_pipeline.json').read_text())
+  assert (info['options']['input'], info['num_examples']) == (f'{tmp_path}/birds/**', 2)

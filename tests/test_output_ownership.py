@@ -23,7 +23,9 @@ from helpers.photos import labelled, write_files
 from beam_pipeline.core.output import output_layout
 
 AT_POINT = ROOT / 'tests' / 'helpers' / 'at_point.py'
-RUN_ARGS = ('--runner=DirectRunner', '--skip_transform')
+# --overwrite: these runs replace one set's output with the other's on purpose, to show what the lock
+# and the commit do (tests/test_first_hour.py shows that another input needs it).
+RUN_ARGS = ('--runner=DirectRunner', '--skip_transform', '--overwrite')
 MARKER = output_layout.RUN_RECORD
 BUCKET = 'ownership'
 

@@ -28,7 +28,7 @@ import json
 import os
 import shutil
 import threading
-from typing import Iterable, List, Set
+from typing import Iterable, List, Optional, Set
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -151,6 +151,14 @@ def check_ours(output: str) -> None:
   if foreign:
     raise UsageError(f'--output={output} holds {len(foreign)} file(s) this tool did not write '
                      f'(first: {foreign[0]}); use an empty or new directory')
+
+
+def earlier_record(output: str) -> Optional[RunRecord]:
+  """The run record of the complete output in ``output``; None if it holds none."""
+  try:
+    return RunRecord.read(output, FileSystems.exists, FileSystems.open)
+  except FileNotFoundError:
+    return None
 
 
 def claim(output: str, run: str, held_by: str) -> output_lock.Held:

@@ -25,7 +25,7 @@ from beam_pipeline.beam.listing import inputs
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
 from beam_pipeline.core import steps
 from beam_pipeline.core.console import progress_counts
-from beam_pipeline.core.output import run_lock
+from beam_pipeline.core.output import earlier_input, run_lock
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
@@ -62,6 +62,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     if not _translates_only(options):  # a dry run or a template leaves the output as it is
       lock = held.enter_context(output_dir.claim(
           settings.output, settings.run_id, run_lock.LAUNCHER if local_runner.is_direct(options) else run_lock.JOB))
+      earlier_input.check(output_dir.earlier_record(settings.output), settings)  # under the lock
     if settings.embedding:
       settings = _check_model(settings, in_process, held)
   except UsageError as e:

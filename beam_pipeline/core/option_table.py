@@ -210,6 +210,10 @@ OPTIONS: Tuple[Option, ...] = (
     Option('output', 'output', Text(regex=_GCS_PATH), 'Directory for the dataset (local or gs://): empty, new or an '
            'earlier output of this tool; one run writes it at a time', example='gs://my-bucket/tfrecords/pets',
            required=True, template='Output directory', changes_output=False, record=lambda settings: settings.output),
+    Option('overwrite', 'output', Switch(), 'Replace an output of this tool that an earlier run converted from '
+           'another --input (without it the run is refused, saying what it would replace); a rerun from the same '
+           'input, a retry, replaces its output without it', template='Replace an output of another input',
+           changes_output=False),
     Option('schema', 'output', Choice(values=('default', 'simple')), 'Example keys: default (image/encoded, '
            'image/class/label, ...) or simple (image_raw, label, id)', default='default', template='Example keys',
            record=lambda settings: settings.schema),
