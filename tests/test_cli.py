@@ -71,7 +71,8 @@ def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_pat
                  '--max_error_fraction=0.5', '--skip_transform').returncode == 0
   result = run_cli('inspect', tmp_path / 'out')
   assert result.returncode == 0
-  assert result.stdout.startswith(f'Wrote 11 examples of 13 images, 2 classes, to {tmp_path}/out\n')
+  assert result.stdout.startswith(f'{tmp_path}/out holds 11 examples of 13 images, 2 classes, converted from '
+                                  f'{tmp_path}/images on ')
   assert 'train-00000-of-00001.tfrecord: 11 examples' in result.stdout
   (tmp_path / 'out' / 'beam_pipeline.json').unlink()
   result = run_cli('inspect', tmp_path / 'out')

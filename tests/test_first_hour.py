@@ -5,12 +5,13 @@ import io
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
 from beam_pipeline import cli, reader
 from helpers import photos
-from helpers.commands import convert
+from helpers.commands import ROOT, command, convert, user_environment
 from helpers.dataset_reader import read_errors, read_output
 
 
@@ -123,3 +124,31 @@ def test_an_output_made_from_another_input_is_replaced_only_with_overwrite(copie
   assert convert(f'--input={tmp_path}/birds', f'--output={out}', '--skip_transform', '--overwrite') == 0
   info = json.loads((out / 'beam_pipeline.json').read_text())
   assert (info['options']['input'], info['num_examples']) == (f'{tmp_path}/birds/**', 2)
+
+
+def test_inspect_says_what_the_output_holds_in_bins_that_read_as_ranges(copied_folder, capsys):
+  """Not 'Wrote 21 examples' (inspect converts nothing), and no '1-1 KiB' bin."""
+  root, _ = copied_folder
+  info = json.loads((root / 'out' / 'beam_pipeline.json').read_text())
+  assert cli.main(['inspect', str(root / 'out')]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert lines[0] == (f'{root}/out holds 21 examples of 22 images, 2 classes, converted from {root}/in on '
+                      f'{info["created"]} by beam_pipeline {info["version"]}')
+  assert not any(line.startswith('Wrote') for line in lines)
+  assert lines[lines.index('Images by longer side:') + 1] == '  train: 32-63 px 21'
+  assert lines[lines.index('Images by stored size:') + 1] == '  train: 1-2 KiB 21'
+  assert 'Skipped 8 files as no images (system and hidden files, .txt, .json, ...), not errors; see ' \
+         f'{root}/out/errors-00000-of-00001.jsonl' in lines
+
+
+def test_inspect_into_a_reader_that_leaves_early_ends_quietly(copied_folder):
+  """``inspect | head``: the pipe's reader closes it before inspect writes; no BrokenPipeError
+  traceback, and the exit of a Unix tool that SIGPIPE ended (141)."""
+  root, _ = copied_folder
+  read, write = os.pipe()
+  with subprocess.Popen(command('inspect', root / 'out', '--errors'), cwd=ROOT, env=user_environment(), stdout=write,
+                        stderr=subprocess.PIPE, text=True) as process:
+    os.close(write)
+    os.close(read)
+    _, error = process.communicate(timeout=120)
+  assert (process.returncode, error) == (141, '')

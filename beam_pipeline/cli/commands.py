@@ -5,6 +5,8 @@ conversion's own module (launch.py) does, once the command line asks for one;
 inspect and verify never do.
 """
 import os
+import select
+import signal
 import sys
 import time
 from typing import List, Optional
@@ -28,10 +30,36 @@ def main(argv: Optional[List[str]] = None, started: Optional[float] = None) -> i
   """Runs the command ``argv`` asks for; ``started`` (time.monotonic(), default now) is when it
   started, for the wall time a conversion's summary reports."""
   try:
-    return _main(argv, started)
+    code = _main(argv, started)
+    sys.stdout.flush()  # so that a reader who left (inspect | head) is found here, not at the interpreter's exit
+    return code
   except KeyboardInterrupt:  # Ctrl-C where the conversion does not handle it (its start, inspect, verify)
     print('error: interrupted (Ctrl-C); nothing was written', file=sys.stderr)
     return 130
+  except BrokenPipeError:
+    if not _reader_left(sys.stdout):
+      raise
+    return _end_quietly()
+
+
+def _reader_left(stream) -> bool:
+  """Whether ``stream`` is a pipe whose reading end was closed (POLLERR): the BrokenPipeError was
+  the command's output, not some other pipe of its work, which must still be reported."""
+  try:
+    poller = select.poll()
+    poller.register(stream.fileno(), select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+  except (AttributeError, OSError, ValueError):  # no file descriptor: a test's captured output
+    return False
+
+
+def _end_quietly() -> int:
+  """The exit of a command whose reader left (inspect | head), as Unix tools end, without a
+  traceback: what is left to write goes nowhere, and the code is a SIGPIPE's (141 in a shell)."""
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, sys.stdout.fileno())
+  os.close(devnull)
+  return 128 + signal.SIGPIPE
 
 
 def _main(argv: Optional[List[str]], started: Optional[float]) -> int:

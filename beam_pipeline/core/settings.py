@@ -24,6 +24,11 @@ class InputSpec(NamedTuple):
   def is_manifest(self) -> bool:
     return self.kind in (CSV, JSONL)
 
+  @property
+  def given(self) -> str:
+    """The path as --input gives it: a folder without the '/**' its listing adds."""
+    return self.path[:-len('/**')] if self.kind == DIRECTORY and self.path.endswith('/**') else self.path
+
 
 class LabelSource(NamedTuple):
   kind: str  # one of labels.PARENT_DIR, NONE, REGEX, MANIFEST

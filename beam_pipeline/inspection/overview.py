@@ -15,7 +15,7 @@ EXAMPLES_PER_REASON = 3
 
 def glance(info: RunRecord, output: str) -> List[str]:
   """Splits and shards, classes and their balance, image sizes, rejections, options."""
-  lines = summary.lines(summary.of(info, output))
+  lines = summary.held(summary.of(info, output), info)
   splits = info.splits
   for name, split in splits.items():
     for shard in split.shards:
@@ -31,7 +31,7 @@ def glance(info: RunRecord, output: str) -> List[str]:
   for field, unit, title in (('longer_side_px', 'px', 'longer side'), ('kib', 'KiB', 'stored size')):
     lines.append(f'Images by {title}:')
     for name, split in splits.items():
-      bins = ', '.join(f'{_bin(edge, unit)} {count:,}' for edge, count in getattr(split, field).items())
+      bins = ', '.join(f'{bin_label(edge, unit)} {count:,}' for edge, count in getattr(split, field).items())
       lines.append(f'  {name}: {bins or "none"}')
   lines.append('Options: ' + ', '.join(f'{key}={json.dumps(value)}' for key, value in info.options.items()))
   return lines
@@ -82,6 +82,23 @@ def _class_table(labels: List[str], splits: Mapping[str, Tuple[Mapping[str, int]
   return lines
 
 
-def _bin(edge: str, unit: str) -> str:
+def bin_label(edge: str, unit: str) -> str:
+  """A size histogram's bin (run_totals.size_bin: keyed by its power-of-two lower edge) for people.
+  Sides are whole pixels, so '256-511 px' (and '1 px'); sizes are floored to KiB but any number
+  of bytes, so their bins meet: '<1 KiB', '1-2 KiB', '512 KiB-1 MiB', '1-2 MiB'."""
   low = int(edge)
-  return f'<1 {unit}' if low == 0 else f'{low}-{2 * low - 1} {unit}'
+  if unit != 'KiB':
+    return f'{low} {unit}' if low <= 1 else f'{low}-{2 * low - 1} {unit}'
+  if low == 0:
+    return '<1 KiB'
+  (start, start_unit), (end, end_unit) = _kib(low), _kib(2 * low)
+  return f'{start}-{end} {end_unit}' if start_unit == end_unit else f'{start} {start_unit}-{end} {end_unit}'
+
+
+def _kib(value: int) -> Tuple[int, str]:
+  """A power of two of KiB in the largest binary unit it is a whole number of."""
+  units = ('KiB', 'MiB', 'GiB', 'TiB')
+  index = 0
+  while value >= 1024 and index < len(units) - 1:
+    value, index = value // 1024, index + 1
+  return value, units[index]

@@ -9,6 +9,7 @@ matplotlib.use('Agg')  # files only: no display here, nor on a server
 from matplotlib import pyplot  # noqa: E402  pylint: disable=wrong-import-position
 
 from beam_pipeline.core.output.run_record import RunRecord  # noqa: E402  pylint: disable=wrong-import-position
+from beam_pipeline.inspection import overview  # noqa: E402  pylint: disable=wrong-import-position
 
 MAX_CLASSES = 60
 
@@ -32,8 +33,7 @@ def draw(info: RunRecord, path: str, title: str) -> None:
       axes.bar([index + offset * width for index in range(len(edges))],
                [getattr(split, field).get(str(edge), 0) for edge in edges], width, label=name)
     axes.set_xticks([index + 0.4 - width / 2 for index in range(len(edges))],
-                    [f'{edge}-{2 * edge - 1}' if edge else '<1' for edge in edges])
-    axes.set_xlabel(unit)
+                    [overview.bin_label(str(edge), unit) for edge in edges])
     axes.set_ylabel('images')
   sides.set_title('images by longer side')
   sizes.set_title('images by stored size')

@@ -51,12 +51,26 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
 
 
 def lines(summary: Mapping[str, Any]) -> List[str]:
-  """The summary for people."""
+  """The summary for people, as a run ends: what it wrote, then details()."""
   speed = ''
   if 'wall_seconds' in summary:
     speed = f' in {summary["wall_seconds"]:.1f} s ({summary["images_per_second"]:,.0f} images/s)'
-  result = [f'Wrote {counted(summary["num_examples"], "example")} of {counted(summary["num_inputs"], "image")}, '
-            f'{counted(summary["num_classes"], "class", "classes")}, to {summary["output"]}{speed}']
+  return [f'Wrote {counted(summary["num_examples"], "example")} of {counted(summary["num_inputs"], "image")}, '
+          f'{counted(summary["num_classes"], "class", "classes")}, to {summary["output"]}{speed}', *details(summary)]
+
+
+def held(summary: Mapping[str, Any], info: RunRecord) -> List[str]:
+  """The summary for people, of an output as it is (inspect): what it holds and whence, then details()."""
+  return [f'{summary["output"]} holds {counted(summary["num_examples"], "example")} of '
+          f'{counted(summary["num_inputs"], "image")}, {counted(summary["num_classes"], "class", "classes")}, '
+          f'converted from {info.input_given() or "an input not recorded"} on {info.created} by beam_pipeline '
+          f'{info.version}', *details(summary)]
+
+
+def details(summary: Mapping[str, Any]) -> List[str]:
+  """The summary's lines after its first: splits, shards and classes; rejections, skipped files,
+  embeddings, damaged JPEGs, duplicates."""
+  result = []
   width = max((len(name) for name in summary['splits']), default=0)
   for name, split in summary['splits'].items():
     shards = split['num_shards']

@@ -230,3 +230,15 @@ def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tm
   assert 'empty: 20\n' in result.stdout and 'truncated: 10\n' in result.stdout, result.stdout
   assert '... and 17 more' in result.stdout and '... and 7 more' in result.stdout
   assert f'see {out}/errors-*-of-00003.jsonl' in result.stdout
+
+
+@pytest.mark.parametrize('edge, unit, label', [
+    ('1', 'px', '1 px'), ('2', 'px', '2-3 px'), ('256', 'px', '256-511 px'),
+    ('0', 'KiB', '<1 KiB'), ('1', 'KiB', '1-2 KiB'), ('2', 'KiB', '2-4 KiB'), ('512', 'KiB', '512 KiB-1 MiB'),
+    ('1024', 'KiB', '1-2 MiB'), ('524288', 'KiB', '512 MiB-1 GiB'),
+])
+def test_a_size_bin_reads_as_the_range_it_holds(edge, unit, label):
+  """Sides are whole pixels (a bin ends one below the next); sizes are bytes floored to KiB, so
+  the bins meet. Before: '1-1 KiB', '2-3 KiB' (which holds 3.9 KiB)."""
+  from beam_pipeline.inspection import overview  # pylint: disable=import-outside-toplevel
+  assert overview.bin_label(edge, unit) == label

@@ -9,7 +9,7 @@ from typing import Optional
 
 from beam_pipeline.core import uris
 from beam_pipeline.core.output.run_record import RunRecord
-from beam_pipeline.core.settings import DIRECTORY, Settings
+from beam_pipeline.core.settings import Settings
 from beam_pipeline.core.user_errors import UsageError
 
 
@@ -29,13 +29,7 @@ def check(earlier: Optional[RunRecord], settings: Settings) -> None:
   recorded = (earlier.options.get('input') if earlier else None) or None
   if recorded is None or settings.overwrite or same_input(recorded, settings.input.path):
     return
-  shown = _as_given(recorded, earlier.options.get('input_kind'))
   raise UsageError(f'--output={settings.output} holds {earlier.num_examples:,} examples converted from '
-                   f'--input={shown} ({earlier.created}), which this run from '
-                   f'--input={_as_given(settings.input.path, settings.input.kind)} would replace: pass --overwrite '
-                   'to replace them, or give another --output')
-
-
-def _as_given(path: str, kind: Optional[str]) -> str:
-  """An input path as a user gives it: a folder without the '/**' its listing adds."""
-  return path[:-len('/**')] if kind == DIRECTORY and path.endswith('/**') else path
+                   f'--input={earlier.input_given()} ({earlier.created}), which this run from '
+                   f'--input={settings.input.given} would replace: pass --overwrite to replace them, or give another '
+                   '--output')

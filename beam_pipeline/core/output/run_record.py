@@ -15,6 +15,7 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Type, TypeV
 
 from beam_pipeline.core import uris
 from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.settings import InputSpec
 
 TOOL = 'beam_pipeline'
 
@@ -129,6 +130,12 @@ class RunRecord(_Json):
   schema: str
   embedding: Optional[Embedding] = None
   options: Dict[str, Any]  # the settings as given (Settings.as_dict), and the runner
+
+  def input_given(self) -> Optional[str]:
+    """The --input the run converted, as given (a folder without the '/**' its listing adds);
+    None in a record without it."""
+    path = self.options.get('input')
+    return InputSpec(self.options.get('input_kind', ''), path).given if path else None
 
   @classmethod
   def read(cls, output: str, exists: Callable[[str], bool] = os.path.exists,
