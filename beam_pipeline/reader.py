@@ -28,7 +28,7 @@ PADDING = -1
 
 def load(output_dir: str, split: str = 'train', *, features: str = 'image', image_size: int = IMAGE_SIZE,
          batch_size: int = 32, shuffle_buffer: int = 0, seed: Optional[int] = None,
-         max_boxes: Optional[int] = None) -> tf.data.Dataset:
+         max_boxes: Optional[int] = None, drop_remainder: bool = False) -> tf.data.Dataset:
   """Batches for ``model.fit``.
 
   ``features='image'``: (images, labels), float32 images in [0, 1], resized to
@@ -44,6 +44,9 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   with -1. ``max_boxes`` None pads to the batch's most; a number pads to it, and a
   record with more boxes fails the read rather than lose them.
   With shuffle_buffer > 0, shard order and records are shuffled (use it for training).
+  The dataset knows its length (``len(dataset)``, ``dataset.cardinality()``), the split's
+  batches as beam_pipeline.json counts its records, the last one short unless
+  ``drop_remainder``: Keras then knows an epoch's steps, and says nothing of running out of data.
   ``split`` may be any word for a usual split ('val' reads validation), as the conversion reads it.
   """
   info = run_record(output_dir)
@@ -73,6 +76,8 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   dataset = dataset.interleave(
       lambda f: tf.data.TFRecordDataset(f, compression_type=COMPRESSIONS[info.compression]),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle_buffer)
+  # Checked as it is read: a shard that holds another count than the record says fails the read.
+  dataset = dataset.apply(tf.data.experimental.assert_cardinality(info.splits[split].num_examples))
   if shuffle_buffer:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)
   dataset = dataset.map(lambda serialized: parse(tf.io.parse_single_example(serialized, spec)),
@@ -80,9 +85,9 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   if features == 'detection':
     dataset = dataset.padded_batch(batch_size, padded_shapes=([image_size, image_size, 3], {
         'boxes': [max_boxes, 4], 'classes': [max_boxes]}), padding_values=(0.0, {
-            'boxes': float(PADDING), 'classes': tf.constant(PADDING, tf.int64)}))
+            'boxes': float(PADDING), 'classes': tf.constant(PADDING, tf.int64)}), drop_remainder=drop_remainder)
   else:
-    dataset = dataset.batch(batch_size)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 

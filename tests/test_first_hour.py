@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import warnings
 
 import pytest
 
@@ -152,3 +153,20 @@ def test_inspect_into_a_reader_that_leaves_early_ends_quietly(copied_folder):
     os.close(read)
     _, error = process.communicate(timeout=120)
   assert (process.returncode, error) == (141, '')
+
+
+def test_reader_load_knows_its_length_so_keras_does_not_run_out_of_data(manifest_run):
+  import keras  # pylint: disable=import-outside-toplevel
+  out, _ = manifest_run
+  info, _ = read_output(out)
+  count = info['splits']['train']['num_examples']
+  train = reader.load(str(out), 'train', image_size=32, batch_size=4)
+  assert len(train) == int(train.cardinality()) == -(-count // 4) == len(list(train))
+  dropped = reader.load(str(out), 'train', image_size=32, batch_size=4, drop_remainder=True, shuffle_buffer=8)
+  assert len(dropped) == count // 4 == len(list(dropped))
+  model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(2)])
+  model.compile('adam', keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    model.fit(train, epochs=2, verbose=0)
+  assert not [w for w in caught if 'ran out of data' in str(w.message)]
