@@ -44,7 +44,7 @@ def test_every_odd_input_is_written_decodable_or_rejected_with_its_reason(tmp_pa
   assert open(tmp_path / 'out' / 'labels.txt').read() == 'odd\n'
   assert output_files(tmp_path / 'out') == ([
       'beam_pipeline.json', 'dataset_info.json', 'errors-00000-of-00001.jsonl', 'features.json',
-      'image-class-label.labels.txt', 'labels.txt', 'train-00000-of-00001.tfrecord'], TRANSFORM_DIRS)
+      'image.class.label.labels.txt', 'labels.txt', 'train-00000-of-00001.tfrecord'], TRANSFORM_DIRS)
 
 
 def test_a_damaged_photo_collection_loses_nothing(tmp_path):

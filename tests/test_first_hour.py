@@ -170,3 +170,17 @@ def test_reader_load_knows_its_length_so_keras_does_not_run_out_of_data(manifest
     warnings.simplefilter('always')
     model.fit(train, epochs=2, verbose=0)
   assert not [w for w in caught if 'ran out of data' in str(w.message)]
+
+
+def test_tensorflow_datasets_reads_image_label_pairs_as_most_of_its_users_do(manifest_run):
+  """``as_dataset(as_supervised=True)`` failed: dataset_info.json had no supervised keys, and the
+  features nested by the keys' '/' were out of their reach."""
+  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  out, _ = manifest_run
+  _, records = read_output(out)
+  builder = tfds.builder_from_directory(str(out))
+  assert builder.info.supervised_keys == ('image/encoded', 'image/class/label')
+  for split, expected in records.items():
+    pairs = [(image.shape, int(label)) for image, label in tfds.as_numpy(builder.as_dataset(split=split,
+                                                                                           as_supervised=True))]
+    assert sorted(pairs) == sorted(((r['image/height'], r['image/width'], 3), r['image/class/label']) for r in expected)

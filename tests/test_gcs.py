@@ -24,7 +24,7 @@ PER_CLASS = 6
 GARBAGE = 'imgs/dog/broken.jpg'
 OUTPUT_FILES = {output_layout.RUN_RECORD, output_layout.LABELS_TXT, output_layout.errors_file(0, 1),
                 output_layout.TFDS_DATASET_INFO,
-                'features.json', 'image-class-label.labels.txt'}
+                'features.json', 'image.class.label.labels.txt'}
 
 
 @pytest.fixture(scope='module', autouse=True)

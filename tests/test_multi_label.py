@@ -97,13 +97,13 @@ def test_tensorflow_datasets_reads_the_labels_as_a_sequence_of_class_label(conve
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
   out, expected = converted
   builder = tfds.builder_from_directory(out)
-  assert builder.info.features['image']['class']['label'].feature.names == list(CLASSES)
+  assert builder.info.features['image/class/label'].feature.names == list(CLASSES)
+  assert builder.info.supervised_keys is None  # several labels a record: no (image, label)
   read = {}
   for split in ('train', 'validation'):
     for example in tfds.as_numpy(builder.as_dataset(split=split)):
-      image = example['image']
-      read[image['filename'].decode()] = (image['class']['label'].tolist(),
-                                          [text.decode() for text in image['class']['text']])
+      read[example['image/filename'].decode()] = (example['image/class/label'].tolist(),
+                                                  [text.decode() for text in example['image/class/text']])
   assert read == {name: (sorted(CLASSES.index(label) for label in labels), sorted(labels, key=CLASSES.index))
                   for name, labels in expected.items()}
 

@@ -100,24 +100,26 @@ def test_the_tfrecord_package_reads_every_record_of_a_gzipped_output(photo_set, 
 
 def test_tensorflow_datasets_loads_every_split_with_its_features(photo_set, tmp_path):
   """tfds.builder_from_directory on a conversion with two splits: every record, its label a
-  ClassLabel named as labels.txt, its image decoded to the recorded size."""
+  ClassLabel named as labels.txt, its image decoded to the recorded size; as (image, label) pairs too."""
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
   out = tmp_path / 'out'
   assert convert(f'--input={photo_set}/in', f'--output={out}', '--target_shard_mb=0.01', '--skip_transform') == 0
   info, records = read_output(str(out))
   builder = tfds.builder_from_directory(str(out))
-  label = builder.info.features['image']['class']['label']
+  label = builder.info.features['image/class/label']
   assert label.names == info['labels'] == ['cat', 'dog']
   assert sorted(builder.info.splits) == ['train', 'validation']
   for split, expected in records.items():
     assert builder.info.splits[split].num_examples == info['splits'][split]['num_examples']
     read = {}
     for example in tfds.as_numpy(builder.as_dataset(split=split)):
-      image = example['image']
-      read[image['filename'].decode()] = (int(image['class']['label']), image['encoded'].shape,
-                                          image['source_id'].decode())
+      read[example['image/filename'].decode()] = (int(example['image/class/label']), example['image/encoded'].shape,
+                                                  example['image/source_id'].decode())
     assert read == {r['image/filename'].decode(): (r['image/class/label'], (r['image/height'], r['image/width'], 3),
                                                    r['image/source_id'].decode()) for r in expected}
+    pairs = sorted((int(label), image.shape) for image, label in tfds.as_numpy(
+        builder.as_dataset(split=split, as_supervised=True)))
+    assert pairs == sorted((r['image/class/label'], (r['image/height'], r['image/width'], 3)) for r in expected)
 
 
 def test_gzip_outputs_get_no_tfds_metadata_and_a_rerun_replaces_an_old_outputs_record(photo_set, tmp_path):
@@ -125,7 +127,7 @@ def test_gzip_outputs_get_no_tfds_metadata_and_a_rerun_replaces_an_old_outputs_r
   run record as dataset_info.json: still read, and replaced, marker and all, by a rerun."""
   out = tmp_path / 'out'
   assert convert(f'--input={photo_set}/in', f'--output={out}', '--compression=gzip', '--skip_transform') == 0
-  assert not {'dataset_info.json', 'features.json', 'image-class-label.labels.txt'} & set(os.listdir(out))
+  assert not {'dataset_info.json', 'features.json', 'image.class.label.labels.txt'} & set(os.listdir(out))
   record = (out / 'beam_pipeline.json').read_text()
   (out / 'beam_pipeline.json').rename(out / 'dataset_info.json')
   assert RunRecord.read(str(out)).to_json() == record

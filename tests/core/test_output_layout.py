@@ -39,10 +39,10 @@ def test_errors_files_are_named_in_order_and_said_as_one_pattern():
 def test_every_fixed_file_of_an_output_is_recognised():
   fixed = [output_layout.RUN_RECORD, output_layout.OLD_RUN_RECORD, output_layout.LABELS_TXT, output_layout.LABEL_MAP,
            output_layout.TFDS_DATASET_INFO, output_layout.TFDS_FEATURES, output_layout.LOCK,
-           *(output_layout.tfds_label_names(schema) for schema in schemas.SCHEMAS),
+           *(output_layout.tfds_label_names(schema) for schema in schemas.SCHEMAS), output_layout.OLD_TFDS_LABEL_NAMES,
            f'transform_fn/assets/{output_layout.VOCABULARY_FILE}', 'transform_fn/saved_model.pb',
            'transform_fn/variables/variables.data-00000-of-00001', 'metadata/schema.pbtxt',
            'transformed_metadata/schema.pbtxt.tmp' + '0' * 32,
            output_layout.staged('20270101T000000Z-abcdef', output_layout.FAILED_RUN_LOG)]
   assert [name for name in fixed if not output_layout.FIXED_NAME.match(name)] == []
-  assert output_layout.tfds_label_names('default') == 'image-class-label.labels.txt'
+  assert output_layout.tfds_label_names('default') == 'image.class.label.labels.txt'

@@ -9,7 +9,7 @@ inspect, the readers and TensorFlow Datasets' metadata never disagree:
     errors-00000-of-00001.jsonl          the rejections, in as many files as their number needs
     labels.txt, label_map.pbtxt          the classes (label_map with --annotations)
     dataset_info.json, features.json,    TensorFlow Datasets' metadata (dataset_info.json was
-      image-class-label.labels.txt         this tool's own marker before 0.2)
+      image.class.label.labels.txt         this tool's own marker before 0.2)
     transform_fn/, transformed_metadata/, metadata/   the tf.Transform graph
     .beam_pipeline-lock                  the lock of the run writing the output
     .beam_pipeline-tmp/RUN/              a run's staging folder, with its log if it failed
@@ -58,14 +58,19 @@ TF_TEMP_NAME = re.compile(r'\.tmp[0-9a-f]{32}$')
 
 
 def tfds_label_names(schema: str) -> str:
-  """The file TensorFlow Datasets reads a ClassLabel's names from: named for the label's key."""
-  return schemas.keys(schema)[schemas.LABEL].replace('/', '-') + '.labels.txt'
+  """The file TensorFlow Datasets reads a ClassLabel's names from: named for the label's key, a
+  feature of the top level (its '/'s as '.', as TFDS names it)."""
+  return schemas.keys(schema)[schemas.LABEL].replace('/', '.') + '.labels.txt'
+
+
+# The names file of 0.2's outputs, whose TFDS features nested the keys by their '/' (a rerun removes it).
+OLD_TFDS_LABEL_NAMES = 'image-class-label.labels.txt'
 
 
 # Files only a run's records can make ours: the same names may be a user's own shards.
 LISTED_NAME = re.compile(rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN})$')
 # Files ours by their names alone, in an output of ours (paths relative to it).
-_FIXED = (RUN_RECORD, OLD_RUN_RECORD, LABELS_TXT, LABEL_MAP, LOCK, TFDS_FEATURES,
+_FIXED = (RUN_RECORD, OLD_RUN_RECORD, LABELS_TXT, LABEL_MAP, LOCK, TFDS_FEATURES, OLD_TFDS_LABEL_NAMES,
           *(tfds_label_names(schema) for schema in schemas.SCHEMAS))
 FIXED_NAME = re.compile(rf'^(?:{"|".join(map(re.escape, _FIXED))}|{_TRANSFORM_FILES}|{re.escape(TEMP_DIR)}/.*)$')
 

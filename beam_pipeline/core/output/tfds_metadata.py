@@ -1,8 +1,13 @@
 """TensorFlow Datasets' metadata for an output, so ``tfds.builder_from_directory(OUTPUT)``
-reads it: ``dataset_info.json`` (the splits, their shards' lengths and our file names as a
-template), ``features.json`` (what each Example key holds) and the class names of the
-label's ClassLabel (of a --multi_label output, a Sequence of ClassLabel, and its texts a
-Sequence of Text).
+reads it: ``dataset_info.json`` (the splits, their shards' lengths, our file names as a
+template and, where each record has one label, the supervised keys), ``features.json``
+(what each Example key holds) and the class names of the label's ClassLabel (of a
+--multi_label output, a Sequence of ClassLabel, and its texts a Sequence of Text).
+
+Every feature is at the top level, under its Example key ('image/encoded', as TFDS's own
+ImageFolder has 'image/filename'): TFDS finds the supervised keys of
+``as_dataset(as_supervised=True)`` at the top level only, so nesting the keys by their '/'
+(as 0.2 did) left ``(image, label)`` out of its reach.
 
 Written as JSON here rather than with ``tfds.folder_dataset.write_metadata``, which would
 make TensorFlow Datasets a dependency of every worker; tests/test_readers.py loads the
@@ -43,14 +48,29 @@ def _dataset_info(info: run_record.RunRecord) -> Dict[str, Any]:
   splits = [{'name': name, 'filepathTemplate': output_layout.TFDS_SHARD_TEMPLATE, 'numBytes': str(split.num_bytes),
              'shardLengths': [str(shard.num_examples) for shard in split.shards]}
             for name, split in sorted(info.splits.items())]
+  supervised = _supervised_keys(info)
   return {'description': f'Converted by beam_pipeline {info.version} from {info.options["input"]}; '
                          f'its run record is {output_layout.RUN_RECORD}.',
-          'fileFormat': 'tfrecord', 'splits': splits, 'version': '1.0.0'}
+          'fileFormat': 'tfrecord', 'splits': splits, 'version': '1.0.0',
+          **({'supervisedKeys': supervised} if supervised else {})}
+
+
+def _supervised_keys(info: run_record.RunRecord) -> Optional[Dict[str, Any]]:
+  """(input, label) for ``as_dataset(as_supervised=True)``, where each record has one label of
+  labels.txt: (image, label), or (embedding, label) under --embedding_only. None for an
+  unlabelled, --multi_label or detection output, whose label is not one class per record.
+  DatasetInfo's SupervisedKeys: its tuple, and the input and output older TFDS read."""
+  if not info.labels or info.options.get('multi_label') or 'annotations' in info.options:
+    return None
+  keys = schemas.keys(info.schema)
+  images = not info.embedding or info.embedding.images_stored
+  given, label = keys[schemas.IMAGE if images else schemas.EMBEDDING], keys[schemas.LABEL]
+  return {'input': given, 'output': label, 'tuple': {'items': [{'featureKey': given}, {'featureKey': label}]}}
 
 
 def _features(info: run_record.RunRecord) -> Tuple[Dict[str, Any], Optional[Tuple[str, List[str]]]]:
-  """The features of every field a record of ``info`` holds, nested by the '/' in their keys,
-  and the ClassLabel's names file (name, labels) if the records are labelled."""
+  """The features of every field a record of ``info`` holds, each under its key, and the
+  ClassLabel's names file (name, labels) if the records are labelled."""
   keys = schemas.keys(info.schema)
   embedding = info.embedding
   flat: Dict[str, Dict[str, Any]] = {}
@@ -71,12 +91,18 @@ def _features(info: run_record.RunRecord) -> Tuple[Dict[str, Any], Optional[Tupl
     elif field == schemas.TEXT and multi_label:
       flat[key] = _sequence(_TEXT)
     elif field == schemas.EMBEDDING and embedding:
-      flat[key] = {'pythonClassName': _CLASSES + 'tensor_feature.Tensor',
-                   'tensor': {'dtype': 'float32', 'encoding': 'none',
-                              'shape': {'dimensions': [str(embedding.num_values)]}}}
+      flat[key] = _tensor('float32', embedding.num_values)
+    elif field == schemas.EMBEDDING_SHAPE and embedding:
+      flat[key] = _tensor('int64', len(embedding.output_shape))
     elif field in _TYPES:
       flat[key] = _TYPES[field]
-  return _nested(flat), label_names
+  return _as_features_dict(flat), label_names
+
+
+def _tensor(dtype: str, length: int) -> Dict[str, Any]:
+  """A list of ``length`` values of ``dtype``."""
+  return {'pythonClassName': _CLASSES + 'tensor_feature.Tensor',
+          'tensor': {'dtype': dtype, 'encoding': 'none', 'shape': {'dimensions': [str(length)]}}}
 
 
 def _sequence(feature: Dict[str, Any]) -> Dict[str, Any]:
@@ -84,28 +110,9 @@ def _sequence(feature: Dict[str, Any]) -> Dict[str, Any]:
   return {'pythonClassName': _CLASSES + 'sequence_feature.Sequence', 'sequence': {'feature': feature, 'length': '-1'}}
 
 
-
-def _nested(flat: Mapping[str, Dict[str, Any]]) -> Dict[str, Any]:
-  """A FeaturesDict of features keyed 'a/b/c', nested as TFDS flattens them back to those
-  keys. A key that is also the start of another (image/embedding, image/embedding/shape)
-  cannot be both a feature and a dict: the longer one is left out."""
-  tree: Dict[str, Any] = {}
-  for key in sorted(flat, key=len):
-    *parents, leaf = key.split('/')
-    node = tree
-    for parent in parents:
-      node = node.setdefault(parent, {})
-      if 'pythonClassName' in node:  # a feature already: skip the longer key
-        break
-    else:
-      node[leaf] = flat[key]
-  return _as_features_dict(tree)
-
-
-def _as_features_dict(tree: Mapping[str, Any]) -> Dict[str, Any]:
+def _as_features_dict(features: Mapping[str, Dict[str, Any]]) -> Dict[str, Any]:
   return {'pythonClassName': _CLASSES + 'features_dict.FeaturesDict',
-          'featuresDict': {'features': {name: value if 'pythonClassName' in value else _as_features_dict(value)
-                                        for name, value in sorted(tree.items())}}}
+          'featuresDict': {'features': dict(sorted(features.items()))}}
 
 
 def _dumps(value: Any) -> str:
