@@ -5,7 +5,7 @@ import json
 import logging
 import sys
 import time
-from typing import Iterator, List
+from typing import Callable, Iterator, List
 
 from beam_pipeline.core.console import quiet_import
 
@@ -20,11 +20,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from beam_pipeline.beam import graph, local_runner, model_files, output_dir
+from beam_pipeline.beam import dry_run, graph, local_runner, model_files, output_dir
 from beam_pipeline.beam.listing import inputs
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
+from beam_pipeline.compat import beam_internals
 from beam_pipeline.core import steps
-from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.console import native_output, progress_counts
 from beam_pipeline.core.output import run_lock
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
@@ -87,7 +88,8 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
       graph.build(pipeline, settings, runner, pooled=in_process)
-    with shown, failures.kept(log) if log else contextlib.nullcontext():
+    with shown, failures.kept(log) if log else contextlib.nullcontext(), \
+        beam_internals.package_build_around(_quiet_package_build):
       result = pipeline.run()
       done = _submitted(result, options)
       if done is not None:
@@ -174,7 +176,9 @@ def _submitted(result: PipelineResult, options: PipelineOptions):
   if _translates_only(options):
     if cloud.template_location:
       return f'Wrote a classic template to {cloud.template_location}; nothing was submitted.'
-    return 'Dry run: the job was translated and checked, and nothing was submitted.'
+    written = dry_run.write(result, options)
+    return ('Dry run: the job was translated and checked, and nothing was submitted' +
+            (f'; the job is in {written}' if written else '') + '.')
   if not getattr(result, 'has_job', False):
     return None
   job = result.job_id()
@@ -183,6 +187,19 @@ def _submitted(result: PipelineResult, options: PipelineOptions):
   if options.view_as(options_lib.ConversionOptions).no_wait:
     return 'Submitted; not waiting for the job (--no_wait). beam_pipeline.json appears in the output once it completes.'
   return None
+
+
+def _quiet_package_build(build: Callable[[], str]) -> str:
+  """Builds --setup_file's package (Beam's stager: ``python -m build``) with what the build prints
+  on standard error caught: chatter when it works, part of the error when it fails."""
+  with native_output.captured(exclusive=True) as capture:
+    mark = capture.mark()
+    try:
+      return build()
+    except Exception as e:
+      printed = capture.since(mark)
+      raise RuntimeError(f'building the package of --setup_file failed: {e}' +
+                         (f'\n{printed}' if printed else '')) from e
 
 
 def _translates_only(options: PipelineOptions) -> bool:

@@ -17,7 +17,8 @@ import time
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions
+from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions,
+                                                  TestOptions)
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.beam.listing import annotation_inputs, inputs
@@ -86,10 +87,14 @@ def _check_flags(options: PipelineOptions) -> None:
 
 def _check_credentials(options: PipelineOptions) -> None:
   """Google credentials, if any path is on Cloud Storage. Without them Beam's storage client
-  retries its credential lookup for minutes, and then says the input does not exist."""
+  retries its credential lookup for minutes, and then says the input does not exist. A dry run
+  reads only what the launch checks (the input, the model) and stages or writes nothing, so
+  it needs none for --output or Dataflow's locations: it can be tried offline."""
   ours, cloud = options.view_as(ConversionOptions), options.view_as(GoogleCloudOptions)
-  flags = (('--input', ours.input), ('--output', ours.output), ('--embedding_model', ours.embedding_model),
-           ('--temp_location', cloud.temp_location), ('--staging_location', cloud.staging_location))
+  flags = (('--input', ours.input), ('--embedding_model', ours.embedding_model))
+  if not options.view_as(TestOptions).dry_run:
+    flags += (('--output', ours.output), ('--temp_location', cloud.temp_location),
+              ('--staging_location', cloud.staging_location))
   remote = [(flag, value) for flag, value in flags if value and value.startswith('gs://')]
   if not remote:
     return
