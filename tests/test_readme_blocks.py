@@ -71,6 +71,8 @@ def why_not_offline(block: Block) -> Optional[str]:
     return 'needs a Google Cloud project (tests/test_gcs.py and the Dataflow tests run it against the emulator)'
   if re.search(r'^(docker|gcloud) ', text, re.M):
     return 'needs Docker or gcloud'
+  if 'airflow dags test' in text:
+    return 'builds and runs Airflow (tests/test_airflow.py runs this block, but make)'
   if re.search(r'^airflow ', text, re.M):
     return 'needs an Airflow deployment (tests/test_airflow.py loads and runs the DAGs)'
   if re.search(r'^make ', text, re.M):

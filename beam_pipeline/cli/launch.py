@@ -82,7 +82,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   elif not local_runner.is_direct(options):
     _show_job_submission()
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
-  shown = _progress_shown(options, in_process, conversion.progress_interval)
+  shown = _progress_shown(options, in_process, conversion.progress_interval, conversion.json)
   log = None if conversion.verbose else failures.RunLog()
   try:
     with _long_lived_objects():
@@ -121,7 +121,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
 
 
 @contextlib.contextmanager
-def _progress_shown(options: PipelineOptions, in_process: bool, interval: float) -> Iterator[None]:
+def _progress_shown(options: PipelineOptions, in_process: bool, interval: float, json_summary: bool) -> Iterator[None]:
   """Shows a local run's progress while the block runs: counted in this process, or summed
   from Beam's SDK worker processes; a Dataflow run shows none."""
   with contextlib.ExitStack() as stack:
@@ -132,7 +132,7 @@ def _progress_shown(options: PipelineOptions, in_process: bool, interval: float)
     else:
       yield
       return
-    console = stack.enter_context(progress.console())
+    console = stack.enter_context(progress.console(json_summary))
     stack.enter_context(progress.shown(console, interval, counter))
     yield
 
