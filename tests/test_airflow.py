@@ -169,3 +169,26 @@ def test_the_readmes_local_try_runs_the_dag_as_written(tmp_path):
   info, _ = read_output(tmp_path / 'work' / 'airflow-tfrecords')
   assert info['num_examples'] == 83
   assert_logged_as_information(log, 83, 86)
+
+
+def test_the_readmes_python_task_converts_with_the_api_in_this_packages_environment(airflow, sample_set, tmp_path):
+  """The README's DAG of one external_python task calling beam_pipeline.convert, its interpreter
+  this environment's, on local paths: the summary comes back to Airflow as plain values."""
+  readme = (ROOT / 'README.md').read_text()
+  dag = next(block for block in re.findall(r'^```python\n(.*?)^```$', readme, re.S | re.M) if 'external_python' in block)
+  dags = tmp_path / 'dags'
+  dags.mkdir()
+  (dags / 'python_task.py').write_text(
+      dag.replace("'/opt/tfrecords/bin/python'", repr(sys.executable))
+      .replace("'gs://my-bucket/PetImages'", repr(str(sample_set)))
+      .replace("'gs://my-bucket/tfrecords/pets'", repr(str(tmp_path / 'out')))
+      .replace('dedupe=True', 'dedupe=True, max_error_fraction=0.5'))
+  environment = dict(airflow, AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+  for command in (['dags', 'reserialize'], ['dags', 'test', 'images_to_tfrecords_in_python']):
+    done = subprocess.run([str(AIRFLOW_BIN / 'airflow'), *command], env=environment, cwd=airflow['AIRFLOW_HOME'],
+                          capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-8000:]
+  log = done.stdout + done.stderr
+  assert 'state=success' in log and "'num_examples': 27" in log, log[-8000:]
+  info, _ = read_output(tmp_path / 'out')
+  assert info['num_examples'] == 27 and info['options']['dedupe']

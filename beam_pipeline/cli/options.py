@@ -14,7 +14,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions,
@@ -48,8 +48,9 @@ class Conversion(NamedTuple):
   progress_interval: float
 
 
-def parse(argv: List[str]) -> Conversion:
-  """The command line's options, Beam's included, and the checked values of ours.
+def parse(argv: List[str], beam_options: Optional[Mapping[str, Any]] = None) -> Conversion:
+  """The command line's options, Beam's included, and the checked values of ours; ``beam_options``
+  adds Beam's options as Python values (the API's keywords), as PipelineOptions takes them.
 
   Raises UsageError with one line for anything wrong, and SystemExit(0) after
   printing the help for -h/--help.
@@ -58,7 +59,7 @@ def parse(argv: List[str]) -> Conversion:
   progress_interval = option_table.BY_NAME['progress_interval'].parse(namespace.progress_interval)
   ours = {name: value for name, value in vars(namespace).items()
           if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
-  options = PipelineOptions(beam_flags, **ours)
+  options = PipelineOptions(beam_flags, **(beam_options or {}), **ours)
   _check_flags(options)
   _check_setup_file(options.view_as(SetupOptions).setup_file)
   _check_credentials(options)
