@@ -14,7 +14,7 @@ def _requirements():
 
 setuptools.setup(
     name='beam-pipeline-tfrecords',
-    version=re.search(r"__version__ = '(.+)'", (HERE / 'beam_pipeline' / '__init__.py').read_text())[1],
+    version=re.search(r"__version__ = '(.+)'", (HERE / 'beam_pipeline' / 'version.py').read_text())[1],
     description='Turn an image collection into validated, sharded TFRecords with Apache Beam.',
     packages=setuptools.find_packages(include=['beam_pipeline', 'beam_pipeline.*']),
     python_requires='>=3.10,<3.13',

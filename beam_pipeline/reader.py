@@ -40,9 +40,12 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   ``features='detection'`` (an output converted with --annotations): (images, boxes),
   images as for 'image' and boxes a dict of 'boxes' [batch, max_boxes, 4], float32
   ymin, xmin, ymax, xmax normalized (Keras' bounding_box_format='rel_yxyx', which the
-  resize keeps), and 'classes' [batch, max_boxes], the labels.txt ids; both padded
-  with -1. ``max_boxes`` None pads to the batch's most; a number pads to it, and a
-  record with more boxes fails the read rather than lose them.
+  resize keeps), and 'classes' [batch, max_boxes], int64 and 0-based: the line of
+  labels.txt, as KerasCV's and KerasHub's detectors count classes (0 to N-1), so
+  image/object/class/label - 1 (the records and label_map.pbtxt count from 1, 0 being
+  the Object Detection API's background); both padded with -1. ``max_boxes`` None pads
+  to the batch's most; a number pads to it, and a record with more boxes fails the read
+  rather than lose them.
   With shuffle_buffer > 0, shard order and records are shuffled (use it for training).
   The dataset knows its length (``len(dataset)``, ``dataset.cardinality()``), the split's
   batches as beam_pipeline.json counts its records, the last one short unless
@@ -131,7 +134,7 @@ def _detection_features(info: RunRecord, image_size: int, max_boxes: Optional[in
 
   def parse(parsed: Dict[str, tf.Tensor]) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
     boxes = tf.stack([tf.sparse.to_dense(parsed[key]) for key in corners], axis=-1)
-    classes = tf.sparse.to_dense(parsed[keys[schemas.OBJECT_LABEL]]) - 1  # label maps count from 1
+    classes = tf.sparse.to_dense(parsed[keys[schemas.OBJECT_LABEL]]) - 1  # labels.txt's lines, as Keras counts
     if max_boxes is not None:
       with tf.control_dependencies([tf.debugging.assert_less_equal(
           tf.shape(classes)[0], max_boxes, message=f'a record has more boxes than max_boxes={max_boxes}')]):

@@ -9,6 +9,7 @@ import re
 import select
 import struct
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -67,12 +68,16 @@ def test_a_run_in_a_terminal_shows_a_progress_bar_and_no_library_chatter(tmp_pat
 
 
 def _progress_lines(done, checked: str):
-  """The standard error of a run of _tree's files that ended well, as lines: only progress, and
-  a line at the end of each phase, checking's saying it checked ``checked`` images; and those."""
+  """The progress lines of a run of _tree's files that ended well, not in a terminal: on standard
+  output before the summary (a log's progress is no warning: Airflow logs standard error as
+  warnings), standard error empty, a line at the end of each phase, checking's saying it checked
+  ``checked`` images; and those."""
   assert done.returncode == 0, done.stderr[-3000:]
-  lines = done.stderr.splitlines()
-  assert not chatter(done.stderr), done.stderr[-3000:]
-  assert [line for line in lines if not line.startswith('progress: ')] == []
+  assert done.stderr == '', done.stderr[-3000:]
+  output = done.stdout.splitlines()
+  lines = [line for line in output if line.startswith('progress: ')]
+  assert not chatter(done.stdout), done.stdout[-3000:]
+  assert output[:len(lines)] == lines and output[len(lines)].startswith('Wrote '), output
   ended = [line for line in lines if ' done: ' in line]
   assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
   assert re.match(rf'progress: checking done: {checked} images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$',
@@ -105,7 +110,7 @@ def test_beams_multi_process_mode_prints_the_workers_progress_and_no_library_cha
                  '--direct_num_workers=2', '--direct_running_mode=multi_processing')
   _, ended = _progress_lines(done, '304')
   assert re.match(r'progress: writing done: 302 images in ', ended[2])
-  assert done.stdout.startswith('Wrote 302 examples of 304 images, 2 classes, to ')
+  assert 'Wrote 302 examples of 304 images, 2 classes, to ' in done.stdout
 
 
 class _ScriptedRun:
@@ -196,7 +201,7 @@ def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):
   assert printed['splits']['train']['num_shards'] >= 2
 
   assert cli.main([*args, f'--output={tmp_path}/text']) == 0
-  text = capsys.readouterr().out.splitlines()
+  text = [line for line in capsys.readouterr().out.splitlines() if not line.startswith('progress: ')]
   assert text[0].startswith(f'Wrote 121 examples of 122 images, 3 classes, to {tmp_path}/text in ')
   for name, split in info['splits'].items():
     line = next(line for line in text if line.strip().startswith(name + ' '))
@@ -215,3 +220,12 @@ def test_verbose_lets_beams_info_lines_through(tmp_path):
                            capture_output=True, text=True, timeout=TIMEOUT, check=False)
   assert quiet.returncode == verbose.returncode == 0
   assert 'INFO:apache_beam' not in quiet.stderr and 'INFO:apache_beam' in verbose.stderr
+
+
+def test_progress_lines_go_to_standard_output_unless_it_holds_json():
+  """Not in a terminal (as under pytest), progress is the run's log, beside the summary: Airflow's
+  Beam operator logs a command's standard error at WARNING. --json keeps standard output JSON."""
+  with progress.console() as stream:
+    assert stream is sys.stdout
+  with progress.console(json=True) as stream:
+    assert stream is not sys.stdout

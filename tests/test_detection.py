@@ -326,6 +326,8 @@ def test_the_reader_gives_padded_boxes_ready_for_a_keras_detection_model(coco, t
     assert (boxes['boxes'][row, count:].numpy() == -1).all() and (boxes['classes'][row, count:].numpy() == -1).all()
     texts = [labels[i] for i in boxes['classes'][row, :count].numpy()]
     assert texts == [text.decode() for text in _values(example, 'image/object/class/text')]
+    # 0-based as Keras counts classes; the records (and label_map.pbtxt) count from 1
+    assert list(boxes['classes'][row, :count].numpy() + 1) == _values(example, 'image/object/class/label')
   padded = next(iter(reader.load(str(out), features='detection', image_size=32, batch_size=2, max_boxes=5)))
   assert padded[1]['boxes'].shape == (2, 5, 4)
   with pytest.raises(tf.errors.InvalidArgumentError, match='more boxes than max_boxes=1'):

@@ -21,6 +21,8 @@ from benchmarks import sample_set
 from helpers.commands import ROOT, TIMEOUT, user_environment
 
 MODELS_PYTHON = ROOT / '.venv-models' / 'bin' / 'python'
+VENV = Path(sys.executable).parents[1]  # the environment `make install` builds, .venv
+ACTIVATE = '. .venv/bin/activate'
 
 # What a block may use without defining it, as a reader of the README would have it: the
 # model being trained, the class names, TensorFlow.
@@ -65,10 +67,16 @@ def readme_blocks() -> List[Block]:
 def why_not_offline(block: Block) -> Optional[str]:
   """Why ``block`` cannot run on this offline machine; None if it can."""
   text = block.text
+  if '--dry_run=True' in text and not re.search(r'\$BUCKET|\$PROJECT', text):
+    return None  # a dry run reads only its local input: no credentials, no network
   if re.search(r'gs://|\$BUCKET|\$PROJECT', text):
     return 'needs a Google Cloud project (tests/test_gcs.py and the Dataflow tests run it against the emulator)'
   if re.search(r'^(docker|gcloud) ', text, re.M):
     return 'needs Docker or gcloud'
+  if 'from airflow' in text:
+    return 'needs Airflow, which cannot share this environment (tests/test_airflow.py runs this DAG)'
+  if 'airflow dags test' in text:
+    return 'builds and runs Airflow (tests/test_airflow.py runs this block, but make)'
   if re.search(r'^airflow ', text, re.M):
     return 'needs an Airflow deployment (tests/test_airflow.py loads and runs the DAGs)'
   if re.search(r'^make ', text, re.M):
@@ -104,14 +112,16 @@ def python_of(source: str) -> str:
 
 @pytest.fixture(scope='module')
 def workspace(tmp_path_factory) -> Path:
-  """A folder holding what the README's blocks start from: the sample set make run converts
-  (work/sample-images, also as PetImages), its conversion with splits (out), and a few of
-  its photos with boxes, laid out as COCO and Pascal VOC lay out theirs."""
+  """A folder holding what the README's blocks start from, as the repository's root after
+  `make run`: the environment (.venv), the sample set make run converts (work/sample-images,
+  also as PetImages), its conversion with splits (out, as Usage makes it), and a few of its
+  photos with boxes, laid out as COCO and Pascal VOC lay out theirs."""
   folder = tmp_path_factory.mktemp('readme')
+  (folder / '.venv').symlink_to(VENV)
   sample_set.write_sample_set(str(folder / 'work' / 'sample-images'))
   (folder / 'PetImages').symlink_to(folder / 'work' / 'sample-images')
-  _run(['python', '-m', 'beam_pipeline', '--input=PetImages', '--output=out', '--splits=train=0.8,validation=0.2'],
-       folder)
+  _run(['python', '-m', 'beam_pipeline', '--input=work/sample-images', '--output=out',
+        '--splits=train=0.8,validation=0.2'], folder)
   _detection_sets(folder)
   return folder
 
@@ -140,9 +150,13 @@ def _detection_sets(folder: Path) -> None:
       {'images': images, 'annotations': annotations, 'categories': [{'id': 1, 'name': 'cat'}, {'id': 2, 'name': 'dog'}]}))
 
 
-def _run(argv: List[str], cwd: Path) -> subprocess.CompletedProcess:
+def _run(argv: List[str], cwd: Path, activates: bool = False) -> subprocess.CompletedProcess:
+  """Runs ``argv`` with this environment's `python` first on the PATH, or, for a block that
+  activates .venv itself (``activates``), with none on it, as in a new shell."""
   environment = user_environment()
-  environment['PATH'] = f'{Path(sys.executable).parent}{os.pathsep}{environment["PATH"]}'  # `python` is this one
+  path = [entry for entry in environment['PATH'].split(os.pathsep) if entry != str(VENV / 'bin')]
+  environment['PATH'] = os.pathsep.join(path if activates else [str(VENV / 'bin'), *path])
+  environment.pop('VIRTUAL_ENV', None)
   done = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=TIMEOUT, check=False)
   assert done.returncode == 0, f'{argv[-1][:2000]}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}'
   return done
@@ -151,6 +165,7 @@ def _run(argv: List[str], cwd: Path) -> subprocess.CompletedProcess:
 def test_every_block_runs_or_says_why_it_cannot():
   blocks = readme_blocks()
   assert len(blocks) >= 20
+  assert _usage_block().text.startswith(ACTIVATE), 'Usage must start where a new shell is: the environment'
   run = [block for block in blocks if why_not_offline(block) is None]
   assert [(block.language, block.line) for block in run if block.language == 'sh'], 'no shell block runs'
   assert len(run) >= 8, [block.line for block in run]
@@ -168,7 +183,7 @@ def test_free_names_are_what_a_block_uses_without_defining():
                          ids=lambda block: f'README.md:{block.line}')
 def test_the_readme_block_runs(block, workspace):
   if block.language == 'sh':
-    _run(['bash', '-euo', 'pipefail', '-c', block.text], workspace)
+    _run(['bash', '-euo', 'pipefail', '-c', block.text], workspace, activates=ACTIVATE in block.text)
     return
   source = block.text
   for online, offline in OFFLINE.items():
@@ -178,3 +193,10 @@ def test_the_readme_block_runs(block, workspace):
   if python == str(MODELS_PYTHON) and not MODELS_PYTHON.exists():
     pytest.skip('.venv-models is built by make test (make models)')
   _run([python, '-c', source], workspace)
+
+
+def _usage_block() -> Block:
+  """The first block of the README's Usage: where a reader fresh from `make run` starts."""
+  usage = (ROOT / 'README.md').read_text().index('\n## Usage\n')
+  return next(block for block in readme_blocks()
+              if block.line > (ROOT / 'README.md').read_text().count('\n', 0, usage) + 1)

@@ -28,6 +28,7 @@ from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.output.run_totals import ErrorBudgetExceeded
 from beam_pipeline.core.inputs.reading import TransientReadError
 from beam_pipeline.core.rejections import InputFileError, LockLost, OutputError
+from beam_pipeline.core.user_errors import ConversionError
 
 _STEP = re.compile(r"\[while running '([^']+)'\]")
 # How a full disk or a spent quota reads, from Python (OSError), TensorFlow or Cloud Storage.
@@ -64,44 +65,43 @@ def kept(log: RunLog, logger: str = 'apache_beam') -> Iterator[RunLog]:
 
 
 def report(error: BaseException, output: str, run: str, log: Optional[RunLog]) -> int:
-  """Says why the run failed, in a few lines on standard error, with the traceback and ``log``
-  written to a log file whose path it gives; returns the exit code."""
+  """Says why the run failed (explain), on standard error; returns the exit code."""
+  failed = explain(error, output, run, log)
+  print('\n'.join(failed.lines()), file=sys.stderr)
+  return failed.exit_code
+
+
+def explain(error: BaseException, output: str, run: str, log: Optional[RunLog]) -> ConversionError:
+  """Why the run failed, in a few lines, with the traceback and ``log`` written to a log file whose
+  path the lines give."""
   text = str(error)
   budget = re.search(re.escape(ErrorBudgetExceeded.PREFIX) + r'[^\n]*', text)
   if budget:  # the message says it all, and names the errors file
-    print(f'error: {_STEP.sub("", budget.group(0)).strip()}', file=sys.stderr)
-    print(f'  {_output_state(output)}', file=sys.stderr)
-    return 1
+    return ConversionError(_STEP.sub('', budget.group(0)).strip(), 1, [_output_state(output)])
   full = _FULL.search(text)
   if full:  # the user's to fix, as a bad option is: exit code 2
-    print(f'error: the storage of --output={output} is full ({full.group(0)}): free space there or choose another '
-          'output, then rerun', file=sys.stderr)
-    print(f'  {_output_state(output)}', file=sys.stderr)
-    return 2
+    return ConversionError(f'the storage of --output={output} is full ({full.group(0)}): free space there or choose '
+                           'another output, then rerun', 2, [_output_state(output)])
   unusable = _input_file_error(error)
   if unusable:  # the user's input, not a bug: its message names the file, the cause and the fix
-    print(f'error: {unusable}\n  {_output_state(output)}', file=sys.stderr)
-    return 2
+    return ConversionError(unusable, 2, [_output_state(output)])
   cause, advice = _cause(error, output)
   step = _STEP.search(text)
-  lines = [f'error: {cause}' + (f' (in step {step.group(1)})' if step else ''), f'  {_output_state(output)}',
-           f'  {advice}']
   written = _write_log(error, output, run, log)
-  lines.append(f'  Details (the traceback and the log of the run): {written}' if written else
-               '  Details could not be written to a log file; rerun with --verbose to see them.')
-  print('\n'.join(lines), file=sys.stderr)
-  return 1
+  return ConversionError(cause + (f' (in step {step.group(1)})' if step else ''), 1, [
+      _output_state(output), advice,
+      f'Details (the traceback and the log of the run): {written}' if written else
+      'Details could not be written to a log file; rerun with --verbose to see them.'])
 
 
-def interrupted(output: str, options: PipelineOptions) -> int:
-  """Says that Ctrl-C stopped the run before its commit, and what became of the output; the exit code."""
-  print('error: interrupted (Ctrl-C) before the commit', file=sys.stderr)
-  print(f'  {_output_state(output)}', file=sys.stderr)
+def interrupted(output: str, options: PipelineOptions) -> ConversionError:
+  """That Ctrl-C stopped the run before its commit, and what became of the output."""
+  details = [_output_state(output)]
   runner = options.view_as(StandardOptions).runner or ''
   if 'dataflow' in runner.lower():
-    print('  A submitted Dataflow job goes on without this command: cancel it in the Dataflow console if it should '
-          'stop.', file=sys.stderr)
-  return interrupts.EXIT_CODE
+    details.append('A submitted Dataflow job goes on without this command: cancel it in the Dataflow console if it '
+                   'should stop.')
+  return ConversionError('interrupted (Ctrl-C) before the commit', interrupts.EXIT_CODE, details)
 
 
 def _cause(error: BaseException, output: str):

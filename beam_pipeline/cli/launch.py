@@ -5,7 +5,7 @@ import json
 import logging
 import sys
 import time
-from typing import Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional
 
 from beam_pipeline.core.console import quiet_import
 
@@ -20,16 +20,17 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from beam_pipeline.beam import graph, local_runner, model_files, output_dir
+from beam_pipeline.beam import dry_run, graph, local_runner, model_files, output_dir
 from beam_pipeline.beam.listing import inputs
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
+from beam_pipeline.compat import beam_internals
 from beam_pipeline.core import steps
-from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.console import native_output, progress_counts
 from beam_pipeline.core.output import earlier_input, run_lock
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
-from beam_pipeline.core.user_errors import ModelError, UsageError
+from beam_pipeline.core.user_errors import ConversionError, ModelError, UsageError
 from beam_pipeline.local import workers
 
 # What Beam's Dataflow client logs at INFO that a user must see, and Airflow's Beam
@@ -39,23 +40,61 @@ _SUBMISSION_LINES = ('Created job with id:', 'Submitted job:', 'To access the Da
                      'A template was just created')
 
 
+class Outcome(NamedTuple):
+  """How a conversion that did not fail ended: with what it wrote (``summary``, as
+  inspection/summary.of gives it), or at submission, with the line that says so (``said``)."""
+  summary: Optional[Dict[str, Any]]
+  said: Optional[str]
+  json: bool  # --json: the command prints the summary as JSON
+  interrupted_during_commit: bool  # Ctrl-C came during the commit, which was let finish
+
+
 def convert(argv: List[str], started: float) -> int:
-  """Runs the conversion the command line asks for; returns the exit code (2: a bad option).
-  ``started`` (time.monotonic()) is when the command started, for the summary's wall time."""
+  """Runs the conversion the command line asks for and says what it wrote; returns the exit code
+  (2: a bad option). ``started`` (time.monotonic()) is when the command started, for the
+  summary's wall time."""
+  try:
+    outcome = run(argv, started)
+  except ConversionError as e:
+    print('\n'.join(e.lines()), file=sys.stderr)
+    return e.exit_code
+  except SystemExit as e:  # --help, printed
+    return e.code or 0
+  if outcome.summary is None:
+    print(outcome.said)
+    return 0
+  print(json.dumps(outcome.summary, indent=2) if outcome.json else '\n'.join(summary.lines(outcome.summary)))
+  if outcome.interrupted_during_commit:
+    print('\n'.join(interrupted_during_commit(outcome.summary['output']).lines()), file=sys.stderr)
+    return interrupts.EXIT_CODE
+  return 0
+
+
+def run(argv: List[str], started: float, beam_options: Optional[Mapping[str, Any]] = None) -> Outcome:
+  """Runs the conversion ``argv`` asks for (``beam_options``: more of Beam's options, as Python
+  values); raises ConversionError with what the command says for a bad option, a failed or
+  interrupted run, and SystemExit after printing the help for --help."""
   # ``held``: the output's lock, a local copy of a remote --embedding_model, for the run.
   with interrupts.handled(output_dir.COMMIT_GATE) as ctrl_c, contextlib.ExitStack() as held:
     try:
-      return _convert(argv, started, held, ctrl_c)
+      return _convert(argv, started, held, ctrl_c, beam_options or {})
     except KeyboardInterrupt:
       workers.shutdown()
       workers.stop_forkserver()
-      print('error: interrupted (Ctrl-C) before the run started; nothing was written', file=sys.stderr)
-      return interrupts.EXIT_CODE
+      raise ConversionError('interrupted (Ctrl-C) before the run started; nothing was written',
+                            interrupts.EXIT_CODE) from None
 
 
-def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c: interrupts.Interrupts) -> int:
+def interrupted_during_commit(output: str) -> ConversionError:
+  """What the command says after the summary when Ctrl-C came during the commit."""
+  return ConversionError(f'interrupted (Ctrl-C) during the commit, which was let finish: --output={output} holds '
+                         'the new complete dataset', interrupts.EXIT_CODE)
+
+
+def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c: interrupts.Interrupts,
+             beam_options: Mapping[str, Any]) -> Outcome:
   try:
-    conversion = options_lib.parse(argv)
+    conversion = options_lib.parse(argv, beam_options)
     options, settings = conversion.options, conversion.settings
     in_process = local_runner.runs_in_process(options)
     _say_which_splits_win(options, settings)
@@ -68,11 +107,10 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   except UsageError as e:
     workers.shutdown()
     workers.stop_forkserver()  # a bad option: no run, no workers
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  except SystemExit as e:  # --help, printed
+    raise ConversionError(str(e), 2) from None
+  except SystemExit:  # --help, printed
     workers.stop_forkserver()
-    return e.code or 0
+    raise
   if in_process:
     workers.start()
   else:
@@ -82,45 +120,39 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   elif not local_runner.is_direct(options):
     _show_job_submission()
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
-  shown = _progress_shown(options, in_process, conversion.progress_interval)
+  shown = _progress_shown(options, in_process, conversion.progress_interval, conversion.json)
   log = None if conversion.verbose else failures.RunLog()
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
       graph.build(pipeline, settings, runner, pooled=in_process)
-    with shown, failures.kept(log) if log else contextlib.nullcontext():
+    with shown, failures.kept(log) if log else contextlib.nullcontext(), \
+        beam_internals.package_build_around(_quiet_package_build):
       result = pipeline.run()
       done = _submitted(result, options)
       if done is not None:
         if not _translates_only(options):  # submitted without waiting: the job holds the lock now
           lock.hand_over(getattr(result, 'job_id', lambda: None)())
-        print(done)
-        return 0
+        return Outcome(None, done, conversion.json, False)
       state = result.wait_until_finish()
   except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except  # runners wrap worker errors
     if ctrl_c.seen:  # however the runner wrapped it
-      return failures.interrupted(settings.output, options)
+      raise failures.interrupted(settings.output, options) from None
     if isinstance(e, KeyboardInterrupt):
       raise
-    return failures.report(e, settings.output, settings.run_id, log)
+    raise failures.explain(e, settings.output, settings.run_id, log) from None
   finally:
     gc.unfreeze()
     workers.shutdown()
   if state != PipelineState.DONE:
-    print(f'error: the pipeline ended in state {state}', file=sys.stderr)
-    return 1
+    raise ConversionError(f'the pipeline ended in state {state}', 1)
   info = RunRecord.read(settings.output, FileSystems.exists, FileSystems.open)
   wrote = summary.of(info, settings.output, time.monotonic() - started)
-  print(json.dumps(wrote, indent=2) if conversion.json else '\n'.join(summary.lines(wrote)))
-  if ctrl_c.during_commit:
-    print(f'error: interrupted (Ctrl-C) during the commit, which was let finish: --output={settings.output} holds '
-          'the new complete dataset', file=sys.stderr)
-    return interrupts.EXIT_CODE
-  return 0
+  return Outcome(wrote, None, conversion.json, ctrl_c.during_commit)
 
 
 @contextlib.contextmanager
-def _progress_shown(options: PipelineOptions, in_process: bool, interval: float) -> Iterator[None]:
+def _progress_shown(options: PipelineOptions, in_process: bool, interval: float, json_summary: bool) -> Iterator[None]:
   """Shows a local run's progress while the block runs: counted in this process, or summed
   from Beam's SDK worker processes; a Dataflow run shows none."""
   with contextlib.ExitStack() as stack:
@@ -131,7 +163,7 @@ def _progress_shown(options: PipelineOptions, in_process: bool, interval: float)
     else:
       yield
       return
-    console = stack.enter_context(progress.console())
+    console = stack.enter_context(progress.console(json_summary))
     stack.enter_context(progress.shown(console, interval, counter))
     yield
 
@@ -175,7 +207,9 @@ def _submitted(result: PipelineResult, options: PipelineOptions):
   if _translates_only(options):
     if cloud.template_location:
       return f'Wrote a classic template to {cloud.template_location}; nothing was submitted.'
-    return 'Dry run: the job was translated and checked, and nothing was submitted.'
+    written = dry_run.write(result, options)
+    return ('Dry run: the job was translated and checked, and nothing was submitted' +
+            (f'; the job is in {written}' if written else '') + '.')
   if not getattr(result, 'has_job', False):
     return None
   job = result.job_id()
@@ -184,6 +218,19 @@ def _submitted(result: PipelineResult, options: PipelineOptions):
   if options.view_as(options_lib.ConversionOptions).no_wait:
     return 'Submitted; not waiting for the job (--no_wait). beam_pipeline.json appears in the output once it completes.'
   return None
+
+
+def _quiet_package_build(build: Callable[[], str]) -> str:
+  """Builds --setup_file's package (Beam's stager: ``python -m build``) with what the build prints
+  on standard error caught: chatter when it works, part of the error when it fails."""
+  with native_output.captured(exclusive=True) as capture:
+    mark = capture.mark()
+    try:
+      return build()
+    except Exception as e:
+      printed = capture.since(mark)
+      raise RuntimeError(f'building the package of --setup_file failed: {e}' +
+                         (f'\n{printed}' if printed else '')) from e
 
 
 def _translates_only(options: PipelineOptions) -> bool:

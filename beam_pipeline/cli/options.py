@@ -14,10 +14,11 @@ import os
 import re
 import sys
 import time
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions
+from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions,
+                                                  TestOptions)
 
 from beam_pipeline.cli import arguments
 from beam_pipeline.beam.listing import annotation_inputs, inputs
@@ -47,8 +48,9 @@ class Conversion(NamedTuple):
   progress_interval: float
 
 
-def parse(argv: List[str]) -> Conversion:
-  """The command line's options, Beam's included, and the checked values of ours.
+def parse(argv: List[str], beam_options: Optional[Mapping[str, Any]] = None) -> Conversion:
+  """The command line's options, Beam's included, and the checked values of ours; ``beam_options``
+  adds Beam's options as Python values (the API's keywords), as PipelineOptions takes them.
 
   Raises UsageError with one line for anything wrong, and SystemExit(0) after
   printing the help for -h/--help.
@@ -57,7 +59,7 @@ def parse(argv: List[str]) -> Conversion:
   progress_interval = option_table.BY_NAME['progress_interval'].parse(namespace.progress_interval)
   ours = {name: value for name, value in vars(namespace).items()
           if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
-  options = PipelineOptions(beam_flags, **ours)
+  options = PipelineOptions(beam_flags, **(beam_options or {}), **ours)
   _check_flags(options)
   _check_setup_file(options.view_as(SetupOptions).setup_file)
   _check_credentials(options)
@@ -86,10 +88,14 @@ def _check_flags(options: PipelineOptions) -> None:
 
 def _check_credentials(options: PipelineOptions) -> None:
   """Google credentials, if any path is on Cloud Storage. Without them Beam's storage client
-  retries its credential lookup for minutes, and then says the input does not exist."""
+  retries its credential lookup for minutes, and then says the input does not exist. A dry run
+  reads only what the launch checks (the input, the model) and stages or writes nothing, so
+  it needs none for --output or Dataflow's locations: it can be tried offline."""
   ours, cloud = options.view_as(ConversionOptions), options.view_as(GoogleCloudOptions)
-  flags = (('--input', ours.input), ('--output', ours.output), ('--embedding_model', ours.embedding_model),
-           ('--temp_location', cloud.temp_location), ('--staging_location', cloud.staging_location))
+  flags = (('--input', ours.input), ('--embedding_model', ours.embedding_model))
+  if not options.view_as(TestOptions).dry_run:
+    flags += (('--output', ours.output), ('--temp_location', cloud.temp_location),
+              ('--staging_location', cloud.staging_location))
   remote = [(flag, value) for flag, value in flags if value and value.startswith('gs://')]
   if not remote:
     return

@@ -1,8 +1,11 @@
-"""Live progress on standard error: of a local conversion (core/console/progress_counts.py), and of verify.
+"""Live progress of a local conversion (core/console/progress_counts.py), and of verify.
 
-A terminal gets a bar (tqdm) redrawn a few times a second; any other stream
-(Airflow's and CI's logs) a plain line at every phase change and every
---progress_interval seconds.
+Where standard error is a terminal, it gets a bar (tqdm) redrawn a few times a second.
+Anywhere else (Airflow's and CI's logs, a notebook) progress is a plain line at every
+phase change and every --progress_interval seconds, on standard output beside the
+summary: it is the run's log, not a warning, and Airflow's Beam operator logs a
+command's standard error at WARNING, its standard output at INFO. With --json, whose
+standard output is the JSON alone, the lines go to standard error.
 """
 import contextlib
 import os
@@ -30,10 +33,14 @@ def line(snapshot: Snapshot, now: float) -> str:
 
 
 @contextlib.contextmanager
-def console() -> Iterator[IO[str]]:
-  """Standard error to show progress on, as a stream of its own where it is file descriptor 2:
-  while images decode, what the decoders print there is caught (core/console/native_output.py),
-  and progress must neither be caught nor be taken for a decoder's warning."""
+def console(json: bool = False) -> Iterator[IO[str]]:
+  """The stream to show progress on: standard output for lines (unless ``json``: the summary is
+  JSON there), or standard error, as a stream of its own where it is file descriptor 2: while
+  images decode, what the decoders print there is caught (core/console/native_output.py), and
+  progress must neither be caught nor be taken for a decoder's warning."""
+  if not json and not _sized_terminal(sys.stderr):
+    yield sys.stdout
+    return
   try:
     separate = sys.stderr.fileno() == 2
   except (AttributeError, OSError, ValueError):  # a stream without a descriptor (pytest's capsys)

@@ -88,7 +88,7 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
   global _pool, _count, _scratch
   if _pool is None:
     start_forkserver()
-    context = multiprocessing.get_context('forkserver')
+    context = multiprocessing_internals.forkserver_context()
     cores = _usable_cores()
     _count = workers or len(cores)
     assignments = context.SimpleQueue()

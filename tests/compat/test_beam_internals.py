@@ -1,6 +1,7 @@
 """Beam's internals as compat/beam_internals.py uses them: each fails here, loudly, when an
 upgrade of Beam moves it, and the fallbacks are Beam's public behaviour."""
 import inspect
+import os
 import pickle
 
 import apache_beam as beam
@@ -82,3 +83,21 @@ def test_the_storage_client_is_gcsios_own(tmp_path):
     client = beam_internals.storage_client()
     assert isinstance(client, storage.Client)
     assert [blob.name for blob in client.list_blobs('bucket')] == ['a/1.jpg']
+
+
+def test_the_stagers_package_build_goes_through_the_given_function_while_the_block_runs(tmp_path):
+  from apache_beam.runners.portability.stager import Stager  # pylint: disable=import-outside-toplevel
+  (tmp_path / 'setup.py').write_text("import setuptools\nsetuptools.setup(name='tiny', version='1.0', py_modules=[])\n")
+  calls = []
+
+  def around(build):
+    calls.append('before')
+    path = build()
+    calls.append(os.path.basename(path))
+    return path
+
+  original = Stager._build_setup_package  # pylint: disable=protected-access
+  with beam_internals.package_build_around(around):
+    Stager._build_setup_package(str(tmp_path / 'setup.py'), str(tmp_path / 'dist'))  # pylint: disable=protected-access
+  assert calls == ['before', 'tiny-1.0.tar.gz']
+  assert Stager._build_setup_package is original  # pylint: disable=protected-access

@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
-from beam_pipeline import __version__
+from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.messages import ShardReport
