@@ -124,8 +124,8 @@ def _parsed(kind: str, what: Any) -> Iterator[Any]:
       raise InputFileError(f'--annotations={what} {e}') from None
     return
   files = [what] if isinstance(what, str) else (
-      item.uri for batch in parts.list_input_batches(what) if not isinstance(batch, Rejection) for item in batch
-      if item.uri.lower().endswith('.xml'))
+      item.uri for item in parts.list_part(what, skip_non_images=False)
+      if not isinstance(item, Rejection) and item.uri.lower().endswith('.xml'))
   for path in files:
     with FileSystems.open(path) as f:
       annotation, problems = annotations.parse_voc(f.read(), path)

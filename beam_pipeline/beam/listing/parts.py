@@ -73,11 +73,13 @@ def list_input_batches(part: InputPart, output: Optional[str] = None,
     yield batch
 
 
-def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[InputItem, Rejection]]:
+def list_part(part: InputPart, output: Optional[str] = None, *,
+              skip_non_images: bool = True) -> Iterator[Union[InputItem, Rejection]]:
   """All items of one part, but for the files of ``output`` (the run's own, if it lies inside
   the input); manifest rows that cannot be used come out as rejections, and so do a folder's or
-  a glob's files that are no images (skipped_files: reason skipped). Each item is made behind
-  the isolation boundary: one that fails is rejected alone."""
+  a glob's files that are no images (skipped_files: reason skipped), unless
+  ``skip_non_images`` is False (a folder of VOC annotations lists its .xml files). Each item is
+  made behind the isolation boundary: one that fails is rejected alone."""
   spec = part.spec
   skip = _inside(output, spec) if output and not spec.is_manifest else None
 
@@ -101,7 +103,7 @@ def list_part(part: InputPart, output: Optional[str] = None) -> Iterator[Union[I
     yield from _read_jsonl_manifest(spec.path, part, spec.multi_label)
     return
   for path in filter(outside, paths):
-    skipped = inputs.skip_reason(spec, path)
+    skipped = inputs.skip_reason(spec, path) if skip_non_images else None
     if skipped:
       yield Rejection(path, rejections.SKIPPED, skipped)
     else:
