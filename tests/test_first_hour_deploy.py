@@ -33,7 +33,7 @@ def test_the_readmes_usage_runs_in_a_new_shell_after_the_quick_start(tmp_path):
   done = subprocess.run(['bash', '-euo', 'pipefail', '-c', block], cwd=tmp_path, env=environment,
                         capture_output=True, text=True, timeout=TIMEOUT, check=False)
   assert done.returncode == 0, done.stderr[-3000:]
-  assert 'Wrote 83 examples of 86 images, 2 classes, to out' in done.stdout
+  assert 'Wrote 83 examples of 85 images, 2 classes, to out' in done.stdout
   assert read_output(tmp_path / 'out')[0]['splits'].keys() == {'train', 'validation'}
 
 
@@ -96,8 +96,8 @@ def test_convert_writes_what_the_command_writes_and_returns_its_summary(sample_s
   assert_same_dataset(local_files(tmp_path / 'api'), local_files(tmp_path / 'command'))
   info, records = read_output(tmp_path / 'api')
   assert isinstance(summary, beam_pipeline.ConversionSummary)
-  assert (summary.output, summary.num_inputs, summary.num_examples, summary.num_errors) == (
-      str(tmp_path / 'api'), 30, 27, 3)
+  assert (summary.output, summary.num_inputs, summary.num_examples, summary.num_errors, summary.num_skipped) == (
+      str(tmp_path / 'api'), 29, 27, 2, 1)  # dog/Thumbs.db skipped
   assert {name: split.num_examples for name, split in summary.splits.items()} == {
       name: len(split_records) for name, split_records in records.items()}
   assert summary.splits['train'].files == [str(tmp_path / 'api' / shard['file'])
@@ -128,7 +128,7 @@ def test_a_run_that_fails_raises_what_the_command_says_after_its_error_line(samp
   with pytest.raises(beam_pipeline.ConversionError) as raised:
     beam_pipeline.convert(input=sample_set, output=str(tmp_path / 'out'), max_error_fraction=0.01)
   failed = raised.value
-  assert failed.exit_code == 1 and failed.message.startswith('error budget exceeded: 3 of 30 inputs')
+  assert failed.exit_code == 1 and failed.message.startswith('error budget exceeded: 2 of 29 inputs')
   assert failed.details == ('Nothing was committed: --output=' + str(tmp_path / 'out') + ' holds no complete dataset.',)
   assert str(failed) == failed.message + '\n  ' + failed.details[0]
 

@@ -72,7 +72,7 @@ def outcomes(out: Path) -> Dict[str, Tuple[str, dict]]:
   for error in read_errors(str(out)):
     assert error['uri'] not in found, f'{error["uri"]!r} rejected twice, or written and rejected'
     found[error['uri']] = (error['reason'], error)
-  assert info['num_examples'] + info['num_errors'] == len(found)
+  assert info['num_examples'] + info['num_errors'] + (info.get('num_skipped') or 0) == len(found)
   return found
 
 
@@ -534,23 +534,24 @@ def test_max_file_mb_is_an_exact_byte_limit(tmp_path):
       str(write(root / 'exactly-1mib.jpg', hostile_files.jpeg_of_size(base, MiB))): WRITTEN,
       str(write(root / 'one-byte-over.jpg', hostile_files.jpeg_of_size(base, MiB + 1))): 'file_too_large',
       str(write(root / 'big.png', big_png)): 'file_too_large',
-      str(sparse_file(root / 'sparse-300mb.mp4', 300 * MiB)): 'file_too_large',
+      str(sparse_file(root / 'sparse-300mb.jpg', 300 * MiB)): 'file_too_large',
       str(write(root / 'small.jpg', photo(3))): WRITTEN,
   }
   assert convert(tmp_path / 'in', tmp_path / 'out', '--max_file_mb=1') == 0
   assert_outcomes(tmp_path / 'out', expected)
 
 
-def test_a_folder_of_videos_is_rejected_without_reading_them(tmp_path):
+def test_a_folder_of_videos_is_skipped_without_reading_them(tmp_path):
   """24 video-sized files (sparse, 300 MB each) beside 4 photos, default limits.
 
-  Expected: the videos rejected as `file_too_large`, the photos written, and the peak RSS
-  of the run under the same bound as with a single oversized file.
+  Expected: the videos skipped as no images by their extension (they were rejected as
+  `file_too_large`), the photos written, and the peak RSS of the run under the same bound as
+  with a single oversized file.
   """
   root = tmp_path / 'in' / 'x'
   expected = {str(write(root / f'photo-{i}.jpg', photo(i))): WRITTEN for i in range(4)}
   for i in range(24):
-    expected[str(sparse_file(root / f'video-{i}.mp4', 300 * MiB))] = 'file_too_large'
+    expected[str(sparse_file(root / f'video-{i}.mp4', 300 * MiB))] = 'skipped'
   result = run_measured(tmp_path / 'in', tmp_path / 'out')
   assert result.returncode == 0, result.output[-3000:]
   assert_outcomes(tmp_path / 'out', expected)

@@ -325,13 +325,14 @@ def test_a_compressed_manifest_cut_short_or_damaged_fails_the_run_and_keeps_the_
     earlier, tmp_path, capsys, make, kind, says):
   """Cases 4 and 12. A .csv.gz or .jsonl.gz cut at a flush point (zcat: "unexpected end of
   file"), damaged, or not gzip at all. Expected: exit code 2, one `error:` line naming the
-  file, the cause and what to do, never "report it"; the earlier dataset as it was."""
+  file, the cause and what to do, never "report it"; the earlier dataset as it was. (The
+  earlier one was made from another input: --overwrite lets the run reach the manifest.)"""
   manifest = make(tmp_path, kind)
   out = tmp_path / 'out'
   shutil.copytree(earlier, out)
   before = _dataset(out)
   capsys.readouterr()
-  returncode = _convert(manifest, out)
+  returncode = _convert(manifest, out, '--overwrite')
   stderr = capsys.readouterr().err
   assert returncode == 2, stderr
   line = error_line(stderr)

@@ -42,4 +42,4 @@ def test_the_source_distribution_installs_into_a_fresh_environment_and_converts(
                    tmp_path)
   assert 'Wrote 83 examples' in converted.stdout
   info = json.loads((tmp_path / 'out' / 'beam_pipeline.json').read_text())
-  assert info['num_examples'] + info['num_errors'] == 86
+  assert info['num_examples'] + info['num_errors'] + info['num_skipped'] == 86

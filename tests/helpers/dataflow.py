@@ -42,8 +42,9 @@ def _records(data: bytes) -> Iterator[bytes]:
 
 
 def assert_every_input_accounted_for(files: Dict[str, bytes], inputs: Iterable[str]) -> None:
-  """Every input listed is written once or rejected once, nothing else: the records' image/filename
-  and the errors file's uris together are ``inputs`` exactly, and beam_pipeline.json counts them."""
+  """Every input listed is written once, rejected once or skipped once as no image, nothing else:
+  the records' image/filename and the errors file's uris together are ``inputs`` exactly, and
+  beam_pipeline.json counts them."""
   info = json.loads(files['beam_pipeline.json'])
   written = []
   for split in info['splits'].values():
@@ -58,5 +59,6 @@ def assert_every_input_accounted_for(files: Dict[str, bytes], inputs: Iterable[s
               for line in data.decode().splitlines()]
   inputs = sorted(inputs)
   assert sorted(written + rejected) == inputs, 'inputs lost, invented or accounted twice'
-  assert (info['num_examples'], info['num_errors']) == (len(written), len(rejected))
-  assert info['num_examples'] + info['num_errors'] == len(inputs)
+  skipped = info.get('num_skipped') or 0
+  assert (info['num_examples'], info['num_errors'] + skipped) == (len(written), len(rejected))
+  assert info['num_examples'] + info['num_errors'] + skipped == len(inputs)

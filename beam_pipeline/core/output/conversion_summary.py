@@ -31,6 +31,7 @@ class ConversionSummary:
   num_errors: int
   errors_by_reason: Dict[str, int]
   errors_file: str  # the errors files' path (a glob when there are several): one JSON line per rejected input
+  num_skipped: int  # files of a folder or glob that are no images (.DS_Store, notes.txt), listed in the errors file
   wall_seconds: Optional[float]
   images_per_second: Optional[float]
   text: str = dataclasses.field(repr=False)
@@ -44,7 +45,8 @@ class ConversionSummary:
                                  split.get('objects'))
               for name, split in data['splits'].items()}
     return cls(data['output'], data['num_inputs'], data['num_examples'], data['num_classes'], splits,
-               data['num_errors'], dict(data['errors_by_reason']), data['errors_file'], data.get('wall_seconds'),
+               data['num_errors'], dict(data['errors_by_reason']), data['errors_file'], data.get('num_skipped', 0),
+               data.get('wall_seconds'),
                data.get('images_per_second'), text, copy.deepcopy(dict(data)))
 
   def as_dict(self) -> Dict[str, Any]:
