@@ -22,6 +22,8 @@ setuptools.setup(
     extras_require={
         'test': [
             'pytest==9.2.0',
+            # make test runs the tests in a worker process per core (Makefile).
+            'pytest-xdist==3.8.0',
             'hypothesis==6.170.15',
             'gcp-storage-emulator==2026.7.19',
             # Cloud Storage's generation preconditions, which gcp-storage-emulator ignores (tests/helpers/fake_gcs.py).

@@ -142,6 +142,16 @@ def coco(tmp_path_factory):
   return root, _coco_set(root)
 
 
+@pytest.fixture(scope='module')
+def coco_converted(coco, tmp_path_factory) -> Path:
+  """The COCO set converted with its boxes and --skip_transform, for the tests that only read it."""
+  root, _ = coco
+  out = tmp_path_factory.mktemp('coco-converted') / 'out'
+  assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/instances.json',
+                 '--skip_transform') == 0
+  return out
+
+
 @pytest.mark.parametrize('options', [[], ['--max_side=50']], ids=['as_is', 'max_side'])
 def test_every_coco_box_is_stored_normalized_on_the_upright_image(coco, tmp_path, options):
   root, truth = coco
@@ -286,11 +296,8 @@ print(json.dumps({'decoded': decoded, 'ap': float(evaluation.stats[0])}))
 
 
 @pytest.mark.skipif(not MODELS_PYTHON.exists(), reason='make models (make test does) installs Model Garden')
-def test_model_garden_decodes_the_boxes_and_coco_evaluation_of_the_truth_gives_ap_1(coco, tmp_path):
-  root, _ = coco
-  out = tmp_path / 'out'
-  assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/instances.json',
-                 '--skip_transform') == 0
+def test_model_garden_decodes_the_boxes_and_coco_evaluation_of_the_truth_gives_ap_1(coco_converted):
+  out = coco_converted
   done = subprocess.run([str(MODELS_PYTHON), '-c', _MODEL_GARDEN_COCO, str(out)], capture_output=True, text=True,
                         check=False, timeout=600)
   assert done.returncode == 0, done.stderr[-3000:]
@@ -307,11 +314,9 @@ def test_model_garden_decodes_the_boxes_and_coco_evaluation_of_the_truth_gives_a
     assert decoded['is_crowd'] == _values(example, 'image/object/is_crowd')
 
 
-def test_the_reader_gives_padded_boxes_ready_for_a_keras_detection_model(coco, tmp_path):
-  root, truth = coco
-  out = tmp_path / 'out'
-  assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/instances.json',
-                 '--skip_transform') == 0
+def test_the_reader_gives_padded_boxes_ready_for_a_keras_detection_model(coco, coco_converted, tmp_path):
+  root, _ = coco
+  out = coco_converted
   labels = (out / 'labels.txt').read_text().split()
   records = list(_records(out).values())
   most = max(len(_values(example, 'image/object/bbox/xmin')) for example in records)

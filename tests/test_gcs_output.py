@@ -33,6 +33,16 @@ def convert(out: str, *extra: str) -> int:
                    '--skip_transform', *extra])
 
 
+@pytest.fixture(scope='module')
+def fresh(images, proxy):  # pylint: disable=unused-argument
+  """Runs into new outputs, with the first and with the second options, that the tests compare
+  theirs with: 'fresh-first' and 'fresh-second', made without faults and never changed."""
+  proxy.plan.reset()
+  assert convert('fresh-first', *FIRST) == 0
+  assert convert('fresh-second', *SECOND) == 0
+  return 'fresh-first', 'fresh-second'
+
+
 def listing(prefix: str):
   """``when`` for object listings under ``prefix`` (GET .../o?prefix=...)."""
   return lambda request: (request.method == 'GET' and request.path.endswith('/o')
@@ -51,15 +61,14 @@ def committed(out: str) -> dict:
 
 
 @pytest.mark.usefixtures('images', 'plan')
-def test_a_rerun_into_a_gs_output_with_other_options_equals_a_fresh_run():
-  assert convert('fresh-first', *FIRST) == 0
-  assert convert('fresh-second', *SECOND) == 0
-  assert len([name for name in bucket_files(BUCKET, 'fresh-first') if name.endswith('.tfrecord.gz')]) >= 3
+def test_a_rerun_into_a_gs_output_with_other_options_equals_a_fresh_run(fresh):
+  fresh_first, fresh_second = fresh
+  assert len([name for name in bucket_files(BUCKET, fresh_first) if name.endswith('.tfrecord.gz')]) >= 3
   assert convert('rerun', *FIRST) == 0
   assert convert('rerun', *SECOND) == 0
-  assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, 'fresh-second'))
+  assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, fresh_second))
   assert convert('rerun', *FIRST) == 0
-  assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, 'fresh-first'))
+  assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, fresh_first))
 
 
 @pytest.mark.usefixtures('images')
@@ -95,12 +104,11 @@ def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(pl
 
 
 @pytest.mark.usefixtures('images')
-def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(plan, monkeypatch, capsys):
+def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(fresh, plan, monkeypatch, capsys):
   """An earlier output of many gzip shards; the rerun's commit moves its own shards in, and then
   cannot delete the stale ones. Expected: exit 1 naming the commit, no marker (the earlier one
   went first), and the same rerun without faults equals a fresh run."""
   assert convert('broken-off', *FIRST) == 0
-  assert convert('broken-off-fresh', *SECOND) == 0
   shorten_gcs_retries(monkeypatch, timeout=0.3)
   plan.fail_every_nth(1, status=503, when=deletes_of('.tfrecord.gz'))
   capsys.readouterr()
@@ -112,4 +120,4 @@ def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(plan, monkeypat
   plan.reset()
   assert output_layout.RUN_RECORD not in committed('broken-off')
   assert convert('broken-off', *SECOND) == 0
-  assert_same_dataset(bucket_files(BUCKET, 'broken-off'), bucket_files(BUCKET, 'broken-off-fresh'))
+  assert_same_dataset(bucket_files(BUCKET, 'broken-off'), bucket_files(BUCKET, fresh[1]))

@@ -43,6 +43,21 @@ def convert(source: Path, out, *extra: str) -> int:
   return cli.main([f'--input={source}', f'--output={out}', *RUN_ARGS, *extra])
 
 
+@pytest.fixture(scope='module')
+def fresh(sets, tmp_path_factory) -> Tuple[Path, Path]:
+  """Run A's and run B's complete outputs, each made by one run into a new folder; a test
+  copies the one it starts from (copy_of), as it changes it."""
+  root = tmp_path_factory.mktemp('fresh')
+  for name, source in zip('ab', sets):
+    assert convert(source, root / name) == 0
+  return root / 'a', root / 'b'
+
+
+def copy_of(output: Path, out: Path) -> Path:
+  shutil.copytree(output, out)
+  return out
+
+
 def tree(out: Path) -> Dict[str, bytes]:
   return {str(path.relative_to(out)): path.read_bytes() for path in sorted(out.rglob('*')) if path.is_file()}
 
@@ -107,9 +122,8 @@ def test_another_tools_tfrecords_and_labels_are_refused_untouched(sets, tmp_path
   assert tree(out) == before
 
 
-def test_a_shard_no_record_of_ours_lists_is_a_users_even_in_our_output(sets, tmp_path, capsys):
-  out = tmp_path / 'out'
-  assert convert(sets[0], out) == 0
+def test_a_shard_no_record_of_ours_lists_is_a_users_even_in_our_output(sets, fresh, tmp_path, capsys):
+  out = copy_of(fresh[0], tmp_path / 'out')
   (out / 'train-00007-of-00009.tfrecord').write_bytes(b'a shard of my own')
   before = tree(out)
   capsys.readouterr()
@@ -119,11 +133,10 @@ def test_a_shard_no_record_of_ours_lists_is_a_users_even_in_our_output(sets, tmp
   assert tree(out) == before
 
 
-def test_what_a_dead_run_staged_is_never_committed(sets, tmp_path):
+def test_what_a_dead_run_staged_is_never_committed(sets, fresh, tmp_path):
   """A killed run's staging folder, with a shard and labels of its own: the next run clears it
   and commits only what it wrote itself."""
-  out = tmp_path / 'out'
-  assert convert(sets[0], out) == 0
+  out = copy_of(fresh[0], tmp_path / 'out')
   dead = out / output_layout.TEMP_DIR / '20260101T000000Z-0dead0'
   write_files(dead, {'train-00000-of-00001.tfrecord': b'not a tfrecord', 'labels.txt': b'bird\n'})
   assert convert(sets[0], out, '--splits=train=0.5,validation=0.5') == 0
@@ -262,12 +275,11 @@ def interrupted_at(point: str, source: Path, out: Path, tmp_path: Path) -> Tuple
   return code, log.read_text()
 
 
-def test_ctrl_c_during_the_commit_lets_it_finish_then_exits_130(sets, tmp_path):
+def test_ctrl_c_during_the_commit_lets_it_finish_then_exits_130(sets, fresh, tmp_path):
   """Interrupted right after labels.txt moved into place (the earlier marker gone, stale files
   not yet removed). Before: the earlier dataset left without its marker, and 'Nothing was
   committed' said."""
-  out = tmp_path / 'out'
-  assert convert(sets[1], out) == 0
+  out = copy_of(fresh[1], tmp_path / 'out')
   code, log = interrupted_at(f'after:{output_layout.LABELS_TXT}', sets[0], out, tmp_path)
   assert code == 130, log[-3000:]
   assert error_line(log) == (f'error: interrupted (Ctrl-C) during the commit, which was let finish: --output={out} '
@@ -276,10 +288,9 @@ def test_ctrl_c_during_the_commit_lets_it_finish_then_exits_130(sets, tmp_path):
   assert not (out / output_layout.TEMP_DIR).exists() and not (out / output_layout.LOCK).exists()
 
 
-def test_ctrl_c_before_the_commit_keeps_the_earlier_dataset_and_exits_130(sets, tmp_path):
+def test_ctrl_c_before_the_commit_keeps_the_earlier_dataset_and_exits_130(sets, fresh, tmp_path):
   """Before: 'RuntimeError: KeyboardInterrupt ... likely a bug in beam_pipeline ... report it'."""
-  out = tmp_path / 'out'
-  assert convert(sets[1], out) == 0
+  out = copy_of(fresh[1], tmp_path / 'out')
   marker = (out / MARKER).read_bytes()
   code, log = interrupted_at('checked:1', sets[0], out, tmp_path)
   assert code == 130, log[-3000:]

@@ -6,6 +6,7 @@ copy of TensorFlow's example.proto, which cannot share a process with TensorFlow
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -52,6 +53,14 @@ def photo_set(tmp_path_factory):
   return root
 
 
+@pytest.fixture(scope='module')
+def gzip_output(photo_set, tmp_path_factory):
+  """``photo_set`` converted with gzip and --skip_transform; a test that changes it copies it first."""
+  out = tmp_path_factory.mktemp('readers-gzip') / 'out'
+  assert convert(f'--input={photo_set}/in', f'--output={out}', '--compression=gzip', '--skip_transform') == 0
+  return out
+
+
 def test_index_files_index_every_record_and_the_tfrecord_package_reads_with_them(photo_set, tmp_path):
   out = tmp_path / 'out'
   assert convert(f'--input={photo_set}/in', f'--output={out}', '--index_files', '--target_shard_mb=0.01',
@@ -87,9 +96,8 @@ def test_index_files_index_every_record_and_the_tfrecord_package_reads_with_them
       f'{only["file"]}: its index file {only["index_file"]} is missing']
 
 
-def test_the_tfrecord_package_reads_every_record_of_a_gzipped_output(photo_set, tmp_path):
-  out = tmp_path / 'out'
-  assert convert(f'--input={photo_set}/in', f'--output={out}', '--compression=gzip', '--skip_transform') == 0
+def test_the_tfrecord_package_reads_every_record_of_a_gzipped_output(gzip_output):
+  out = gzip_output
   info, records = read_output(str(out))
   shards = [shard for split in info['splits'].values() for shard in split['shards']]
   read = _tfrecord_package_reads([(str(out / shard['file']), None, 'gzip', 1) for shard in shards])
@@ -122,11 +130,12 @@ def test_tensorflow_datasets_loads_every_split_with_its_features(photo_set, tmp_
     assert pairs == sorted((r['image/class/label'], (r['image/height'], r['image/width'], 3)) for r in expected)
 
 
-def test_gzip_outputs_get_no_tfds_metadata_and_a_rerun_replaces_an_old_outputs_record(photo_set, tmp_path):
+def test_gzip_outputs_get_no_tfds_metadata_and_a_rerun_replaces_an_old_outputs_record(photo_set, gzip_output,
+                                                                                     tmp_path):
   """TFDS reads no gzip shards, so none of its files are written. An output of 0.1 held the
   run record as dataset_info.json: still read, and replaced, marker and all, by a rerun."""
   out = tmp_path / 'out'
-  assert convert(f'--input={photo_set}/in', f'--output={out}', '--compression=gzip', '--skip_transform') == 0
+  shutil.copytree(gzip_output, out)
   assert not {'dataset_info.json', 'features.json', 'image.class.label.labels.txt'} & set(os.listdir(out))
   record = (out / 'beam_pipeline.json').read_text()
   (out / 'beam_pipeline.json').rename(out / 'dataset_info.json')
