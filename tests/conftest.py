@@ -8,21 +8,6 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # as the command sets it (cl
 
 from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position
 
-# The files whose tests take longest in all (pytest --durations), slowest first. `make test`
-# gives each of its two workers a whole file at a time (pytest-xdist --dist loadfile
-# --no-loadscope-reorder), in collection order: these first, so that neither worker is left
-# alone with one of them at the end. Only the order changes; a file missing here runs after.
-SLOWEST_FILES = ('test_airflow.py', 'test_crash_safety.py', 'test_readme_blocks.py', 'test_embeddings.py',
-                 'test_output_ownership.py', 'test_dataflow.py', 'test_hostile_inputs.py', 'test_training_ready.py',
-                 'test_detection.py', 'test_readers.py', 'test_gcs_output.py', 'test_isolation.py', 'test_console.py',
-                 'test_first_hour_deploy.py', 'test_inputs_nothing_lost.py', 'test_checks_nothing_lost.py')
-
-
-def pytest_collection_modifyitems(items):
-  """The slowest files' tests first (SLOWEST_FILES), each file's in its own order."""
-  rank = {name: index for index, name in enumerate(SLOWEST_FILES)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
 
 @pytest.fixture(scope='session', autouse=True)
 def offline_credentials(tmp_path_factory):
