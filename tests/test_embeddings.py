@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from beam_pipeline import reader
+from beam_pipeline import cli, reader
 from beam_pipeline.beam.model_files import fingerprint
 
 from helpers import gcs_emulator, models, photos
@@ -51,7 +51,7 @@ def test_every_stored_embedding_is_the_models_output_on_its_stored_image(cnn, sa
       str(saved[how]), list(models.SHAPE), [models.SIZE, models.SIZE, 3])
   assert embedding['images_stored'] and info['options']['embedding_batch_size'] == 5
   assert len(read_errors(out)) == 3  # the sample set's damaged files, rejected as without embeddings
-  assert run_cli('verify', out).returncode == 0
+  assert cli.main(['verify', str(out)]) == 0
 
   # The tf.Transform graph gives the embedding in its shape, beside the image.
   transform = tft.TFTransformOutput(str(out))
@@ -81,7 +81,7 @@ def test_embedding_only_keeps_everything_but_the_image_and_trains(cnn, saved, tm
   _assert_embeddings_are_the_models(cnn, every, lambda record: open(record['image/filename'], 'rb').read())
   assert [error['uri'] for error in read_errors(out)] == [str(tmp_path / 'in' / 'dog' / 'broken.jpg')]
   assert not info['embedding']['images_stored']
-  assert run_cli('verify', out).returncode == 0
+  assert cli.main(['verify', str(out)]) == 0
 
   train = reader.load(str(out), 'train', features='embedding', batch_size=4, shuffle_buffer=32, seed=1)
   assert train.element_spec[0].shape.as_list() == [None, *models.SHAPE]

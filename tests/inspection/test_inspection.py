@@ -1,4 +1,7 @@
-"""``verify`` and ``inspect`` on real outputs: damage found and named, pictures drawn."""
+"""``verify`` and ``inspect`` on real outputs: damage found and named, pictures drawn.
+
+The command runs in this process (cli.main) where only its exit code and what it says are
+checked; in a subprocess where its console must also stay free of the libraries' chatter."""
 import json
 import os
 import re
@@ -64,7 +67,7 @@ def test_verify_reports_what_the_decoders_print_in_one_line_off_the_console(tmp_
   assert result.stderr == ''
 
 
-def test_verify_names_the_shard_and_record_of_a_flipped_byte(output, tmp_path):
+def test_verify_names_the_shard_and_record_of_a_flipped_byte(output, tmp_path, capsys):
   """A byte flipped in the middle of a plain shard's third record (inside its image) fails
   that record's CRC; in a gzip shard, the stream itself."""
   out = damaged(output, tmp_path)
@@ -80,9 +83,9 @@ def test_verify_names_the_shard_and_record_of_a_flipped_byte(output, tmp_path):
     at += length // 2
   data[at] ^= 0xFF
   (out / name).write_bytes(bytes(data))
-  result = run_cli('verify', out)
-  assert result.returncode == 1
-  problems = result.stderr.splitlines()
+  capsys.readouterr()
+  assert cli.main(['verify', str(out)]) == 1
+  problems = capsys.readouterr().err.splitlines()
   first = next(line for line in problems if line.startswith('  '))
   if name.endswith('.gz'):
     assert first.startswith(f'  {name}, record ') and 'damaged' in first, problems
@@ -92,7 +95,7 @@ def test_verify_names_the_shard_and_record_of_a_flipped_byte(output, tmp_path):
   assert not any('{{' in line or 'function_node' in line for line in problems), problems
 
 
-def test_verify_finds_a_truncated_a_removed_and_a_stray_shard(output, tmp_path):
+def test_verify_finds_a_truncated_a_removed_and_a_stray_shard(output, tmp_path, capsys):
   out = damaged(output, tmp_path)
   first, second, *_ = shards(out)
   data = (out / first).read_bytes()
@@ -100,9 +103,9 @@ def test_verify_finds_a_truncated_a_removed_and_a_stray_shard(output, tmp_path):
   (out / second).unlink()
   stray = first.replace('-00000-', '-00099-')
   shutil.copy(out / first, out / stray)
-  result = run_cli('verify', out)
-  assert result.returncode == 1
-  problems = [line.strip() for line in result.stderr.splitlines() if line.startswith('  ')]
+  capsys.readouterr()
+  assert cli.main(['verify', str(out)]) == 1
+  problems = [line.strip() for line in capsys.readouterr().err.splitlines() if line.startswith('  ')]
   assert f'{second}: listed in beam_pipeline.json but missing' in problems
   assert f'{stray}: not listed in beam_pipeline.json' in problems
   truncated = [problem for problem in problems if problem.startswith(first)]
@@ -183,11 +186,12 @@ def test_verify_finds_an_embedding_that_is_not_finite(output, tmp_path, capsys):
   assert problems == [f'{shards(out)[0]}, record 3: its embedding holds values that are not finite (NaN or infinity)']
 
 
-def test_verify_refuses_an_incomplete_output(output, tmp_path):
+def test_verify_refuses_an_incomplete_output(output, tmp_path, capsys):
   out = damaged(output, tmp_path)
   (out / 'beam_pipeline.json').unlink()
-  result = run_cli('verify', out)
-  assert result.returncode == 2 and 'is not a completed conversion' in result.stderr
+  capsys.readouterr()
+  assert cli.main(['verify', str(out)]) == 2
+  assert 'is not a completed conversion' in capsys.readouterr().err
 
 
 def test_inspect_draws_a_contact_sheet_and_plots_and_lists_the_errors(output, tmp_path):
@@ -211,7 +215,7 @@ def test_inspect_draws_a_contact_sheet_and_plots_and_lists_the_errors(output, tm
   assert os.path.getsize(plots) > 10_000
 
 
-def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tmp_path):
+def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tmp_path, capsys):
   """A run with more rejections than errors_output.REJECTIONS_PER_FILE lists them in several
   files: inspect counts them all, reason by reason, and its summary names them by a glob."""
   out = tmp_path / 'out'
@@ -225,11 +229,12 @@ def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tm
   info.update(errors_file=output_layout.errors_pattern(3), errors_files=names, num_errors=30,
               errors_by_reason=errors_output.by_reason(rejected))
   (out / 'beam_pipeline.json').write_text(json.dumps(info))
-  result = run_cli('inspect', out, '--errors')
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert 'empty: 20\n' in result.stdout and 'truncated: 10\n' in result.stdout, result.stdout
-  assert '... and 17 more' in result.stdout and '... and 7 more' in result.stdout
-  assert f'see {out}/errors-*-of-00003.jsonl' in result.stdout
+  capsys.readouterr()
+  assert cli.main(['inspect', str(out), '--errors']) == 0
+  text = capsys.readouterr().out
+  assert 'empty: 20\n' in text and 'truncated: 10\n' in text, text
+  assert '... and 17 more' in text and '... and 7 more' in text
+  assert f'see {out}/errors-*-of-00003.jsonl' in text
 
 
 @pytest.mark.parametrize('edge, unit, label', [
