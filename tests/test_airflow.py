@@ -3,7 +3,6 @@
 operator, on the DirectRunner and on Dataflow (offline), or launches the Flex Template."""
 import json
 import os
-import pathlib
 import re
 import shlex
 import stat
@@ -14,15 +13,13 @@ from typing import List
 import pytest
 
 from helpers import gcs_emulator
+from helpers.airflow_logs import AIRFLOW_BIN, TIMEOUT, assert_logged_as_information
 from helpers.commands import ROOT
 from helpers.dataflow import JOB_ID, OFFLINE
 from helpers.dataset_reader import bucket_files, local_files, read_output
-from helpers.photos import write_sample_set
 
-AIRFLOW_BIN = ROOT / '.venv-airflow' / 'bin'
 DAGS = ROOT / 'deploy' / 'airflow' / 'dags'
 TASK = ROOT / 'tests' / 'helpers' / 'airflow_task.py'
-TIMEOUT = 600
 
 
 @pytest.fixture(scope='module')
@@ -88,15 +85,6 @@ def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
   assert_logged_as_information(log, 27, 29)
 
 
-def assert_logged_as_information(log: str, written: int, inputs: int) -> None:
-  """The command's progress and summary at INFO in the task's log, and no warning about a
-  Dataflow configuration on another runner (the provider's, for every run, before)."""
-  assert re.search(rf'\[info\s*\] progress: writing done: {written} images', log), log[-8000:]
-  assert re.search(rf'\[info\s*\] Wrote {written} examples of {inputs} images', log), log[-8000:]
-  assert not re.search(r'\[warning\s*\] progress: ', log), log[-8000:]
-  assert 'dataflow_config is defined but runner is different' not in log
-
-
 def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sample_set, tmp_path):
   """The Beam operator's command, rendered with the Dataflow Variables, run as Dataflow runs
   it (offline); Airflow reads the job id from its log, and the job writes the dataset."""
@@ -148,27 +136,6 @@ def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sa
   files = bucket_files('data', 'runs/20261124T000000')
   assert json.loads(files['beam_pipeline.json'])['num_examples'] == 27 and 'transform_fn/saved_model.pb' not in files
   assert json.loads(files['beam_pipeline.json'])['options']['input_root'] == 'gs://data/flex-in'
-
-
-def test_the_readmes_local_try_runs_the_dag_as_written(tmp_path):
-  """The README's block that tries the DAG on this machine, but its `make airflow` (which built
-  .venv-airflow already), in a folder laid out as the repository after `make run` (its sample
-  set: 86 files, 2 of them rejected and Thumbs.db skipped)."""
-  readme = (ROOT / 'README.md').read_text()
-  block = next(block for block in re.findall(r'^```sh\n(.*?)^```$', readme, re.S | re.M) if 'airflow dags test' in block)
-  script = '\n'.join(line for line in block.splitlines() if not line.startswith('make '))
-  (tmp_path / '.venv-airflow').symlink_to(AIRFLOW_BIN.parent)
-  (tmp_path / '.venv').symlink_to(pathlib.Path(sys.executable).parents[1])
-  (tmp_path / 'deploy').symlink_to(ROOT / 'deploy')
-  write_sample_set(str(tmp_path / 'work' / 'sample-images'))
-  environment = {name: value for name, value in os.environ.items() if not name.startswith(('AIRFLOW', 'TF_'))}
-  done = subprocess.run(['bash', '-euo', 'pipefail', '-c', script], cwd=tmp_path, env=environment,
-                        capture_output=True, text=True, timeout=TIMEOUT, check=False)
-  log = done.stdout + done.stderr
-  assert done.returncode == 0 and 'state=success' in log, log[-8000:]
-  info, _ = read_output(tmp_path / 'work' / 'airflow-tfrecords')
-  assert info['num_examples'] == 83
-  assert_logged_as_information(log, 83, 85)
 
 
 def test_the_readmes_python_task_converts_with_the_api_in_this_packages_environment(airflow, sample_set, tmp_path):

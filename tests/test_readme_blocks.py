@@ -76,7 +76,7 @@ def why_not_offline(block: Block) -> Optional[str]:
   if 'from airflow' in text:
     return 'needs Airflow, which cannot share this environment (tests/test_airflow.py runs this DAG)'
   if 'airflow dags test' in text:
-    return 'builds and runs Airflow (tests/test_airflow.py runs this block, but make)'
+    return 'builds and runs Airflow (tests/test_airflow_readme.py runs this block, but make)'
   if re.search(r'^airflow ', text, re.M):
     return 'needs an Airflow deployment (tests/test_airflow.py loads and runs the DAGs)'
   if re.search(r'^make ', text, re.M):
