@@ -116,9 +116,8 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
 
 
 def listed_files(record: RunRecord) -> Set[str]:
-  """The shard, index and errors files a run record names."""
-  names = {name for split in record.splits.values() for shard in split.shards
-           for name in (shard.file, shard.index_file) if name}
+  """The shard, index, catalog and errors files a run record names."""
+  names = {name for split in record.splits.values() for shard in split.shards for name in shard.files}
   return names | set(record.errors_files)
 
 
@@ -225,6 +224,16 @@ def _upload(local: str, remote: str) -> None:
     raise OutputError(f'cannot upload {remote}: {_cause(e)}') from e
 
 
+def download(remote: str, local: str) -> None:
+  """Copies the output's file ``remote`` to the ``local`` path (a worker's scratch folder)."""
+  os.makedirs(os.path.dirname(local), exist_ok=True)
+  try:
+    with FileSystems.open(remote, compression_type=CompressionTypes.UNCOMPRESSED) as source, open(local, 'wb') as f:
+      shutil.copyfileobj(source, f, _COPY_BUFFER_BYTES)
+  except Exception as e:  # pylint: disable=broad-except  # the storage client's own retries are spent
+    raise OutputError(f'cannot download {remote}: {_cause(e)}') from e
+
+
 def stage_text(output: str, run: str, name: str, text: str) -> None:
   """Writes a small file whole under the run's staging folder, for the commit to move."""
   try:
@@ -302,10 +311,14 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
   if output_layout.TFDS_DATASET_INFO in _relative_names(output):  # TFDS's marker: what it describes is going
     _remove([path(output, output_layout.TFDS_DATASET_INFO)])
   if written:
+    if not uris.is_remote(output):  # an object store has no folders to make
+      for folder in {os.path.dirname(name) for name in written} - {''}:
+        os.makedirs(path(output, folder), exist_ok=True)
     FileSystems.rename([temp_path(output, run, name) for name in written], [path(output, name) for name in written])
   for directory in written_dirs:
     _move_tree(output, run, directory)
-  keep = set(written) | set(last) | {output_layout.RUN_RECORD}
+  # What the new record lists stays: an --incremental run's record lists the shards it kept.
+  keep = set(written) | set(last) | {output_layout.RUN_RECORD} | listed_files(RunRecord.from_json(run_record_json))
   kept_dirs = tuple(directory + '/' for directory in written_dirs)
   names = _relative_names(output)
   listed = set().union(*(listed_files(record) for record in _records(output, names)))

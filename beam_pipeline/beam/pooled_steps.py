@@ -21,7 +21,8 @@ from beam_pipeline.core import steps, uris
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.inputs import reading
 from beam_pipeline.core.output import output_layout
-from beam_pipeline.core.messages import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
+from beam_pipeline.core.messages import (InputItem, OutputUnit, ShardPlan, ShardRewrite, ShardWritten, TransformGraph,
+                                         Validated)
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.local import workers
 
@@ -183,13 +184,26 @@ class WriteOutputs(_PooledDoFn):
       name = output_layout.shard_file(unit, settings.compression)
       staged = output_dir.staging(settings.output, settings.run_id, name, self._scratch)
       yield from self._run(steps.write_shard, (unit, staged, settings, class_names, self._model_path),
-                           functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
+                           functools.partial(self._shard_written, staged, ()), (record.uri for record in unit.records))
+    elif isinstance(unit, ShardRewrite):
+      staged = output_dir.staging(settings.output, settings.run_id, unit.file, self._scratch)
+      earlier = [self._local(name) for name in (unit.file, output_layout.catalog_file(unit.file))]
+      yield from self._run(steps.rewrite_shard, (unit, *earlier, staged, settings),
+                           functools.partial(self._shard_written, staged, earlier if self._scratch else ()))
     else:
       staged = output_dir.staging(settings.output, settings.run_id, TRANSFORM_STAGING, self._scratch)
       yield from self._run(steps.write_graph, (staged, unit, class_names),
                            functools.partial(self._graph_written, staged))
 
-  def _shard_written(self, staged: str, result: ShardWritten) -> Iterator[Any]:
+  def _local(self, name: str) -> str:
+    """A local path of the output's file ``name``: itself, or a copy in the scratch folder of a remote output's."""
+    if not self._scratch:
+      return output_dir.path(self._settings.output, name)
+    local = os.path.join(self._scratch, 'earlier', name)
+    output_dir.download(output_dir.path(self._settings.output, name), local)
+    return local
+
+  def _shard_written(self, staged: str, downloaded: Iterable[str], result: ShardWritten) -> Iterator[Any]:
     progress_counts.counts().rejected(len(result.rejections))
     for rejection in result.rejections:
       yield tags.rejected(rejection)
@@ -197,9 +211,15 @@ class WriteOutputs(_PooledDoFn):
     output_dir.stage(output, run, result.shard.file, staged)
     if result.shard.index_file:
       output_dir.stage(output, run, result.shard.index_file, output_layout.index_file(staged))
+    if result.shard.catalog_file:
+      output_dir.stage(output, run, result.shard.catalog_file, output_layout.catalog_beside(staged, result.shard.file))
+    for local in downloaded:
+      os.remove(local)
     progress_counts.counts().written(result.shard.num_examples)
     Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard.num_examples)
     yield result.shard
+    if result.replaced:
+      yield result.replaced
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
     for name in output_layout.TRANSFORM_DIRECTORIES:

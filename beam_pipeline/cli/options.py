@@ -177,6 +177,7 @@ def validate(options: PipelineOptions) -> Settings:
       target_shard_bytes=max(1, int(value['target_shard_mb'] * 2**20)),
       num_shards=value['num_shards'] or 0,
       overwrite=value['overwrite'],
+      incremental=value['incremental'],
       compression=value['compression'],
       max_pixels=value['max_pixels'],
       max_file_bytes=max(1, int(value['max_file_mb'] * 2**20)),

@@ -22,6 +22,7 @@ class InputItem(NamedTuple):
   # is then the first of them.
   labels: Tuple[str, ...] = ()
   row: int = 0  # its manifest row's number (a CSV row's, a JSON line's), 1-based; 0: not from a manifest
+  fingerprint: str = ''  # with --incremental: what the listing says of the file (fingerprints.py)
 
 
 class CheckedImage(NamedTuple):
@@ -43,6 +44,7 @@ class CheckedImage(NamedTuple):
   objects: Tuple[Any, ...] = ()  # with --annotations: its boxes.StoredObject, on the stored image
   labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
   row: int = 0  # InputItem.row: a manifest that names one image twice has its later rows rejected
+  fingerprint: str = ''  # InputItem.fingerprint
 
 
 class Rejection(NamedTuple):
@@ -96,8 +98,17 @@ class ShardPlan(OutputUnit):
   """One shard: its records in the order they are written, and its place among its split's shards."""
   split: str
   index: int
-  count: int
+  count: int  # the split's shards; 0 in an --incremental output, whose names leave it out
   records: Tuple[CheckedImage, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRewrite(OutputUnit):
+  """An --incremental output's shard that holds records of files deleted or changed since: written
+  again under its name with its other records, copied as they are, their images unread."""
+  split: str
+  file: str
+  dropped: Tuple[str, ...]  # the uris whose records go
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,14 +138,20 @@ class ShardReport:
   kib: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin of stored KiB
   objects: Optional[Dict[str, int]] = None  # with --annotations: objects per label
   index_file: Optional[str] = None  # with --index_files
+  catalog_file: Optional[str] = None  # with --incremental
+  # The report of a shard as an earlier run wrote it, which this run wrote again: its counts come
+  # off the earlier totals (run_totals.WrittenTotals.add_shard).
+  replaced: bool = False
 
   @property
   def files(self) -> List[str]:
-    """The shard's files in the output: the shard, and its index file if any."""
-    return [self.file] + ([self.index_file] if self.index_file else [])
+    """The shard's files in the output: the shard, its index file and its catalog if any."""
+    return [self.file] + [name for name in (self.index_file, self.catalog_file) if name]
 
 
 class ShardWritten(NamedTuple):
-  """What writing a shard gives: its report, and the records it could not write."""
+  """What writing a shard gives: its report, and the records it could not write; a shard written
+  again (ShardRewrite) gives the report of what it held before as well."""
   shard: ShardReport
   rejections: List[Rejection]
+  replaced: Optional[ShardReport] = None

@@ -1,0 +1,151 @@
+"""An --incremental run's own steps: today's listing met with the earlier run's catalog, file by
+file, so that only what changed is read, and new copies of catalogued pictures placed with them.
+
+The catalog is read from its files in parallel and joined by uri (CoGroupByKey), then the new
+records by content hash, so no element holds the catalog or the listing: an update costs one
+pass over both plus the work of what changed.
+"""
+import hashlib
+from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.beam import output_dir, tags
+from beam_pipeline.core import rejections
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
+from beam_pipeline.core.output import incremental_catalog
+from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output.run_record import RunRecord
+
+_KEPT, _DIRTY, _CHANGES = 'kept', 'dirty', 'changes'
+_BATCH_SIZE = 256  # as listing and validation batch items
+
+
+class Changes(NamedTuple):
+  """What the join of listing and catalog gives."""
+  todo: beam.PCollection  # lists of InputItem: new and changed files, to convert
+  kept: beam.PCollection  # Entry of each record kept as it is
+  rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted or changed file
+  counts: beam.PCollection  # one element: {added, changed, removed, unchanged: count}
+
+
+class FindChanges(beam.PTransform):
+  """From lists of today's items to Changes, against the catalog of ``earlier``'s shards in ``output``."""
+
+  def __init__(self, output: str, earlier: RunRecord):
+    super().__init__()
+    self._output = output
+    self._catalogs = [(shard.file, shard.catalog_file) for split in earlier.splits.values() for shard in split.shards]
+
+  def expand(self, batches):
+    pipeline = batches.pipeline
+    listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, _with_record_fingerprint(item))
+                                                              for item in batch])
+    catalogued = (pipeline
+                  | 'CatalogFiles' >> beam.Create(self._catalogs)
+                  | 'SpreadCatalog' >> beam.Reshuffle()
+                  | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output))
+    joined = ({'listed': listed, 'catalogued': catalogued}
+              | 'ByUri' >> beam.CoGroupByKey()
+              | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _DIRTY, _CHANGES, main='todo'))
+    todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
+                                                        ).with_output_types(List[InputItem])
+    rewrites = (joined[_DIRTY]
+                | 'ByShard' >> beam.GroupByKey()
+                | 'Rewrite' >> beam.MapTuple(_rewrite).with_output_types(ShardRewrite))
+    counts = (joined[_CHANGES]
+              | 'CountChanges' >> beam.combiners.Count.PerElement()
+              | 'AllChanges' >> beam.combiners.ToDict())
+    return Changes(todo, joined[_KEPT], rewrites, counts)
+
+
+def _with_record_fingerprint(item: InputItem) -> InputItem:
+  """The item with a fingerprint of everything its record is made from: its file's, and what the
+  listing gives besides the bytes (a manifest's label and split, its boxes), so that a relabelled
+  file or a moved box counts as changed. An unknown file fingerprint stays unknown ('')."""
+  if not item.fingerprint:
+    return item
+  given = repr((item.label, item.labels, item.split, item.extras, item.objects, item.annotated_size))
+  digest = hashlib.sha256(given.encode('utf-8', 'backslashreplace')).hexdigest()[:16]
+  return item._replace(fingerprint=f'{item.fingerprint}:{digest}')
+
+
+def _catalogued(files: Tuple[str, str], output: str) -> Iterator[Tuple[str, Tuple[str, Entry]]]:
+  shard, catalog = files
+  with FileSystems.open(output_dir.path(output, catalog), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    text = f.read().decode('utf-8', 'surrogateescape')
+  for entry in incremental_catalog.entries(text):
+    yield entry.uri, (shard, entry)
+
+
+def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+  _, sides = joined
+  items, catalogued = list(sides['listed']), list(sides['catalogued'])
+  change = incremental_catalog.change([item.fingerprint for item in items], [entry for _, entry in catalogued])
+  yield beam.pvalue.TaggedOutput(_CHANGES, change)
+  if change == incremental_catalog.UNCHANGED:
+    yield beam.pvalue.TaggedOutput(_KEPT, catalogued[0][1])
+    progress_counts.counts().checked(len(items))
+    return
+  yield from items
+  for shard, entry in catalogued:
+    yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri)))
+
+
+def _rewrite(shard: str, dropped: Iterable[Tuple[str, str]]) -> ShardRewrite:
+  dropped = sorted(dropped)
+  return ShardRewrite(dropped[0][0], shard, tuple(uri for _, uri in dropped))
+
+
+class EarlierCopies(beam.PTransform):
+  """Lists of new records, each copy of a picture the dataset holds already in that picture's
+  split, or rejected as its duplicate under ``dedupe``; the rejections tagged REJECTED."""
+
+  def __init__(self, kept: beam.PCollection, dedupe: bool):
+    super().__init__()
+    self._kept = kept
+    self._dedupe = dedupe
+
+  def expand(self, batches):
+    records = batches | 'Records' >> beam.FlatMap(lambda batch: [(record.source_sha256, record) for record in batch])
+    kept = self._kept | 'KeptByContent' >> beam.Map(lambda entry: (entry.source_sha256, (entry.uri, entry.split)))
+    placed = ({'new': records, 'kept': kept}
+              | 'ByContent' >> beam.CoGroupByKey()
+              | 'Place' >> beam.FlatMap(_placed, self._dedupe).with_outputs(tags.REJECTED, main='records'))
+    batched = placed.records | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
+                                                            ).with_output_types(List[CheckedImage])
+    return {'records': batched, tags.REJECTED: placed[tags.REJECTED]}
+
+
+def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool) -> Iterator[Any]:
+  _, sides = joined
+  new = sorted(sides['new'], key=lambda record: record.uri)
+  if not new:
+    return
+  kept = min(sides['kept'], default=None)  # the first by uri, as copies are grouped
+  if kept is None:
+    yield from new
+    return
+  uri, split = kept
+  for record in new:
+    if dedupe:
+      progress_counts.counts().rejected(1)
+      yield tags.rejected(Rejection(record.uri, rejections.DUPLICATE,
+                                    f'same content as {uri}, which the dataset holds (--dedupe keeps one copy)'))
+    else:
+      yield record._replace(split=split)
+
+
+class KeptCounts(beam.PTransform):
+  """(class, (split, records)) of the kept records, for a side input looked up class by class
+  (planning.AssignSplits)."""
+
+  def expand(self, kept):
+    return (kept
+            | 'ClassAndSplit' >> beam.Map(lambda entry: (entry.stratum, entry.split))
+            | 'Count' >> beam.combiners.Count.PerElement()
+            | 'ByClass' >> beam.MapTuple(lambda key, count: (key[0], (key[1], count))))
+
