@@ -112,6 +112,7 @@ class Settings(NamedTuple):
   input_root: Optional[str] = None  # --input_root: every input file must lie in this folder (input_root.py)
   num_shards: int = 0  # --num_shards: shards per split, of even record counts; 0: by target_shard_bytes
   overwrite: bool = False  # --overwrite: replace an output converted from another input (earlier_input.py)
+  incremental: bool = False  # --incremental: convert only what changed; the listing takes fingerprints
 
   @property
   def multi_label(self) -> bool:
