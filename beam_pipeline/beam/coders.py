@@ -20,8 +20,8 @@ from beam_pipeline.core.messages import (ContentGroup, CheckedImage, InputItem, 
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _SHARD, _GRAPH, _REWRITE = 0, 1, 2  # OutputUnitCoder's tags
-# What a record's fields other than its uri and objects take, pickled: hashes, order key, size,
-# shape, label; and what an annotated object takes.
+# What a record's fields other than its uri, fingerprint and objects take, pickled: hashes, order
+# key, size, shape, label; and what an annotated object takes.
 _RECORD_BYTES = 200
 _OBJECT_BYTES = 120
 
@@ -52,7 +52,7 @@ class _FieldsCoder(beam_internals.StreamCoder):
 
 
 def _record_bytes(record: CheckedImage) -> int:
-  return _RECORD_BYTES + len(record.uri) + _OBJECT_BYTES * len(record.objects)
+  return _RECORD_BYTES + len(record.uri) + len(record.fingerprint) + _OBJECT_BYTES * len(record.objects)
 
 
 def _records_bytes(records: Iterable[CheckedImage]) -> int:
@@ -73,7 +73,7 @@ class InputItemCoder(_FieldsCoder):
     return InputItem._make(fields)
 
   def estimated_bytes(self, value: InputItem) -> int:
-    return 16 + len(value.uri)
+    return 16 + len(value.uri) + len(value.fingerprint)
 
   def to_type_hint(self):
     return InputItem

@@ -35,8 +35,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
             | 'Input' >> beam.Create([settings.input])
             | 'Parts' >> beam.FlatMap(parts_counted)
             | 'SpreadParts' >> beam.Reshuffle()
-            | 'List' >> beam.FlatMap(batches_counted, settings.output).with_output_types(List[InputItem]).with_outputs(
-                REJECTED, main='batches'))
+            | 'List' >> beam.FlatMap(batches_counted, settings.output, settings.incremental).with_output_types(
+                List[InputItem]).with_outputs(REJECTED, main='batches'))
   batches = listed.batches | 'Distribute' >> beam.Reshuffle()
   annotation_rejections = []
   if settings.annotations:  # each image meets its annotation by uri

@@ -22,7 +22,9 @@ class InputItem(NamedTuple):
   # is then the first of them.
   labels: Tuple[str, ...] = ()
   row: int = 0  # its manifest row's number (a CSV row's, a JSON line's), 1-based; 0: not from a manifest
-  fingerprint: str = ''  # with --incremental: what the listing says of the file (fingerprints.py)
+  # What tells whether it changed since an earlier run (core/inputs/fingerprints.py); '' unless the
+  # listing was asked for it, and where its metadata is unknown.
+  fingerprint: str = ''
 
 
 class CheckedImage(NamedTuple):
@@ -44,7 +46,7 @@ class CheckedImage(NamedTuple):
   objects: Tuple[Any, ...] = ()  # with --annotations: its boxes.StoredObject, on the stored image
   labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
   row: int = 0  # InputItem.row: a manifest that names one image twice has its later rows rejected
-  fingerprint: str = ''  # InputItem.fingerprint
+  fingerprint: str = ''  # InputItem.fingerprint: what the file (and its manifest row) was when it was listed
 
 
 class Rejection(NamedTuple):
