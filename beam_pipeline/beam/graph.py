@@ -44,6 +44,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
     annotation_rejections.append(rejected)
   num_listed = listed.batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
   changes = None
+  if settings.incremental:  # what each record is made from, for the catalog
+    batches = batches | 'RecordFingerprints' >> beam.Map(incremental.with_record_fingerprints)
   if decision.earlier:  # --incremental: only new and changed files go on
     changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, decision.earlier)
     batches = changes.todo
@@ -53,14 +55,15 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
       List[CheckedImage]).with_outputs(REJECTED, main='records')
   records, earlier_rejections = checked.records, []
   if changes:  # a new copy of a picture the dataset holds goes to its split
-    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.kept, settings.dedupe)
+    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe)
     records, earlier_rejections = placed['records'], [placed[REJECTED]]
   planned = plan(records, num_listed, settings, records_per_bucket, decision, changes)
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its
   # vocabulary is labels.txt) beside them.
   graph = pipeline | 'TransformGraph' >> beam.Create(transform_graph(settings)).with_output_types(OutputUnit)
-  written = ((planned.plans, graph)
+  rewrites = [changes.rewrites] if changes else []  # shards that lost records, written again
+  written = ((planned.plans, graph, *rewrites)
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
              | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=AsSingleton(planned.labels)
                                     ).with_outputs(REJECTED, TRANSFORM_WRITTEN, main='shards'))

@@ -20,7 +20,7 @@ from beam_pipeline.core.output import incremental_catalog
 from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.core.output.run_record import RunRecord
 
-_KEPT, _DIRTY, _CHANGES = 'kept', 'dirty', 'changes'
+_KEPT, _EARLIER, _DIRTY, _CHANGES = 'kept', 'earlier', 'dirty', 'changes'
 _BATCH_SIZE = 256  # as listing and validation batch items
 
 
@@ -28,6 +28,7 @@ class Changes(NamedTuple):
   """What the join of listing and catalog gives."""
   todo: beam.PCollection  # lists of InputItem: new and changed files, to convert
   kept: beam.PCollection  # Entry of each record kept as it is
+  earlier: beam.PCollection  # (Entry, kept) of every catalogued record, kept or not
   rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted or changed file
   counts: beam.PCollection  # one element: {added, changed, removed, unchanged: count}
 
@@ -42,15 +43,14 @@ class FindChanges(beam.PTransform):
 
   def expand(self, batches):
     pipeline = batches.pipeline
-    listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, _with_record_fingerprint(item))
-                                                              for item in batch])
+    listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, item) for item in batch])
     catalogued = (pipeline
                   | 'CatalogFiles' >> beam.Create(self._catalogs)
                   | 'SpreadCatalog' >> beam.Reshuffle()
                   | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output))
     joined = ({'listed': listed, 'catalogued': catalogued}
               | 'ByUri' >> beam.CoGroupByKey()
-              | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _DIRTY, _CHANGES, main='todo'))
+              | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _EARLIER, _DIRTY, _CHANGES, main='todo'))
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
     rewrites = (joined[_DIRTY]
@@ -59,7 +59,11 @@ class FindChanges(beam.PTransform):
     counts = (joined[_CHANGES]
               | 'CountChanges' >> beam.combiners.Count.PerElement()
               | 'AllChanges' >> beam.combiners.ToDict())
-    return Changes(todo, joined[_KEPT], rewrites, counts)
+    return Changes(todo, joined[_KEPT], joined[_EARLIER], rewrites, counts)
+
+
+def with_record_fingerprints(batch: List[InputItem]) -> List[InputItem]:
+  return [_with_record_fingerprint(item) for item in batch]
 
 
 def _with_record_fingerprint(item: InputItem) -> InputItem:
@@ -86,9 +90,11 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
   items, catalogued = list(sides['listed']), list(sides['catalogued'])
   change = incremental_catalog.change([item.fingerprint for item in items], [entry for _, entry in catalogued])
   yield beam.pvalue.TaggedOutput(_CHANGES, change)
+  for _, entry in catalogued:
+    yield beam.pvalue.TaggedOutput(_EARLIER, (entry, change == incremental_catalog.UNCHANGED))
   if change == incremental_catalog.UNCHANGED:
     yield beam.pvalue.TaggedOutput(_KEPT, catalogued[0][1])
-    progress_counts.counts().checked(len(items))
+    progress_counts.counts().checked(len(items), rejected=0)
     return
   yield from items
   for shard, entry in catalogued:
@@ -101,18 +107,20 @@ def _rewrite(shard: str, dropped: Iterable[Tuple[str, str]]) -> ShardRewrite:
 
 
 class EarlierCopies(beam.PTransform):
-  """Lists of new records, each copy of a picture the dataset holds already in that picture's
-  split, or rejected as its duplicate under ``dedupe``; the rejections tagged REJECTED."""
+  """Lists of new records, each copy of a picture the dataset held (a renamed file, a copy of a
+  kept one) in that picture's split, so splits stay stable and leak-free; under ``dedupe`` a
+  copy of a picture the dataset keeps is rejected as its duplicate, tagged REJECTED."""
 
-  def __init__(self, kept: beam.PCollection, dedupe: bool):
+  def __init__(self, earlier: beam.PCollection, dedupe: bool):
     super().__init__()
-    self._kept = kept
+    self._earlier = earlier  # (Entry, kept) of every catalogued record
     self._dedupe = dedupe
 
   def expand(self, batches):
     records = batches | 'Records' >> beam.FlatMap(lambda batch: [(record.source_sha256, record) for record in batch])
-    kept = self._kept | 'KeptByContent' >> beam.Map(lambda entry: (entry.source_sha256, (entry.uri, entry.split)))
-    placed = ({'new': records, 'kept': kept}
+    earlier = self._earlier | 'EarlierByContent' >> beam.MapTuple(
+        lambda entry, kept: (entry.source_sha256, (entry.uri, entry.split, kept)))
+    placed = ({'new': records, 'earlier': earlier}
               | 'ByContent' >> beam.CoGroupByKey()
               | 'Place' >> beam.FlatMap(_placed, self._dedupe).with_outputs(tags.REJECTED, main='records'))
     batched = placed.records | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
@@ -125,16 +133,17 @@ def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool) -> It
   new = sorted(sides['new'], key=lambda record: record.uri)
   if not new:
     return
-  kept = min(sides['kept'], default=None)  # the first by uri, as copies are grouped
-  if kept is None:
+  earlier = sorted(sides['earlier'])  # by uri, as copies are grouped
+  if not earlier:
     yield from new
     return
-  uri, split = kept
+  _, split, _ = earlier[0]
+  kept = next((uri for uri, _, is_kept in earlier if is_kept), None)
   for record in new:
-    if dedupe:
+    if dedupe and kept:
       progress_counts.counts().rejected(1)
       yield tags.rejected(Rejection(record.uri, rejections.DUPLICATE,
-                                    f'same content as {uri}, which the dataset holds (--dedupe keeps one copy)'))
+                                    f'same content as {kept}, which the dataset holds (--dedupe keeps one copy)'))
     else:
       yield record._replace(split=split)
 

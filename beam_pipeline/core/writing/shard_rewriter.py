@@ -26,9 +26,7 @@ def rewrite_shard(unit: ShardRewrite, earlier_shard: str, earlier_catalog: str, 
     entries = incremental_catalog.entries(f.read())
   compression = COMPRESSIONS[settings.compression]
   try:
-    # TensorFlow's record reader, not tf.data: tf.data's thread pools hang in a worker process
-    # forked after TensorFlow started them (local/workers.py).
-    examples = list(tf.compat.v1.io.tf_record_iterator(earlier_shard, tf.io.TFRecordOptions(compression)))
+    examples = list(tf.data.TFRecordDataset(earlier_shard, compression_type=compression).as_numpy_iterator())
   except tf.errors.OpError as e:
     raise OutputError(f'{earlier_shard}: {rejections.first_line(e)}') from e
   if len(examples) != len(entries):
