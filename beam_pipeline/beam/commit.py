@@ -37,7 +37,10 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   dropped and files skipped as no images are listed with the rejections, but are no errors.
   An --incremental run's totals are the earlier dataset's with what it wrote (``written``)
   added, and it records what changed (``changes``)."""
-  dataset = WrittenTotals.of_record(decision.earlier).add(written, replace=True) if decision.earlier else written
+  dataset, moves = written, []
+  if decision.earlier:
+    dataset = WrittenTotals.of_record(decision.earlier).add(written, replace=True)
+    moves = incremental_update.close_gaps(dataset)
   errors_by_reason = {reason: count for reason, count in errors['by_reason'].items()
                       if reason not in (rejections.DUPLICATE, rejections.SKIPPED)}
   removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
@@ -68,7 +71,9 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   for name, text in tfds_files.items():
     output_dir.stage_text(settings.output, settings.run_id, name, text)
   last = [name for name in tfds_files if name == output_layout.TFDS_DATASET_INFO]
-  files = (written.files + label_files + output_layout.errors_files(num_errors_files) +
+  emptied = {name for split in written.splits.values() for shard in split.shards if not shard.num_examples
+             for name in shard.files}  # shards an update left without records: they go
+  files = ([name for name in written.files if name not in emptied] + label_files + output_layout.errors_files(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]
-  output_dir.commit(settings.output, settings.run_id, files, written_dirs, info.to_json(), last)
+  output_dir.commit(settings.output, settings.run_id, files, written_dirs, info.to_json(), last, moves)

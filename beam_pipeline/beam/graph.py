@@ -47,7 +47,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   if settings.incremental:  # what each record is made from, for the catalog
     batches = batches | 'RecordFingerprints' >> beam.Map(incremental.with_record_fingerprints)
   if decision.earlier:  # --incremental: only new and changed files go on
-    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, decision.earlier)
+    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, decision)
     batches = changes.todo
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
@@ -134,9 +134,9 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
                   | 'AllLabels' >> beam.combiners.ToList()
                   | 'SortLabels' >> beam.Map(lambda new: labels.extended_labels(earlier.labels, new) if earlier
                                              else labels.sorted_labels(new)))
-  base = decision.base if settings.incremental else None  # an --incremental output's names have no count
+  numbering = decision.numbering if settings.incremental else None  # an --incremental output's names have no count
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
-                                                        base)
+                                                        numbering)
   duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())
   rejected = (*rejected, grouped[REJECTED]) | 'PlanningRejections' >> beam.Flatten()
   return Planned(plans, class_labels, rejected, duplicates)

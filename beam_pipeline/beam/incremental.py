@@ -16,9 +16,8 @@ from beam_pipeline.beam import output_dir, tags
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
-from beam_pipeline.core.output import incremental_catalog
+from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
-from beam_pipeline.core.output.run_record import RunRecord
 
 _KEPT, _EARLIER, _DIRTY, _CHANGES = 'kept', 'earlier', 'dirty', 'changes'
 _BATCH_SIZE = 256  # as listing and validation batch items
@@ -34,12 +33,17 @@ class Changes(NamedTuple):
 
 
 class FindChanges(beam.PTransform):
-  """From lists of today's items to Changes, against the catalog of ``earlier``'s shards in ``output``."""
+  """From lists of today's items to Changes, against the catalog of the shards of the dataset
+  ``decision`` updates in ``output``; the shards it merges are written again whether or not
+  they lost records."""
 
-  def __init__(self, output: str, earlier: RunRecord):
+  def __init__(self, output: str, decision: incremental_update.Decision):
     super().__init__()
     self._output = output
-    self._catalogs = [(shard.file, shard.catalog_file) for split in earlier.splits.values() for shard in split.shards]
+    self._catalogs = [(shard.file, shard.catalog_file) for split in decision.earlier.splits.values()
+                      for shard in split.shards]
+    self._merges = decision.merges
+    self._merged_into = decision.merged_into
 
   def expand(self, batches):
     pipeline = batches.pipeline
@@ -53,9 +57,12 @@ class FindChanges(beam.PTransform):
               | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _EARLIER, _DIRTY, _CHANGES, main='todo'))
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
-    rewrites = (joined[_DIRTY]
+    merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
+    rewrites = ((joined[_DIRTY] | 'IntoMerges' >> beam.Map(_into, self._merged_into), merged)
+                | 'Rewritten' >> beam.Flatten()
                 | 'ByShard' >> beam.GroupByKey()
-                | 'Rewrite' >> beam.MapTuple(_rewrite).with_output_types(ShardRewrite))
+                | 'Rewrite' >> beam.Map(_rewrite, {merge.file: merge for merge in self._merges}
+                                             ).with_output_types(ShardRewrite))
     counts = (joined[_CHANGES]
               | 'CountChanges' >> beam.combiners.Count.PerElement()
               | 'AllChanges' >> beam.combiners.ToDict())
@@ -101,9 +108,19 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
     yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri)))
 
 
-def _rewrite(shard: str, dropped: Iterable[Tuple[str, str]]) -> ShardRewrite:
-  dropped = sorted(dropped)
-  return ShardRewrite(dropped[0][0], shard, tuple(uri for _, uri in dropped))
+def _into(dirty: Tuple[str, Tuple[str, str]], merged_into: Mapping[str, str]) -> Tuple[str, Tuple[str, str]]:
+  """A record to drop, under the shard that is written again without it: its own, or the one its
+  shard is merged into."""
+  shard, dropped = dirty
+  return merged_into.get(shard, shard), dropped
+
+
+def _rewrite(grouped: Tuple[str, Iterable[Any]], merges: Mapping[str, incremental_update.Merge]) -> ShardRewrite:
+  shard, dropped = grouped
+  dropped = sorted(value for value in dropped if value is not None)
+  merge = merges.get(shard)
+  split = merge.split if merge else dropped[0][0]
+  return ShardRewrite(split, shard, merge.sources if merge else (shard,), tuple(uri for _, uri in dropped))
 
 
 class EarlierCopies(beam.PTransform):

@@ -28,7 +28,7 @@ import json
 import os
 import shutil
 import threading
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Optional, Set, Tuple
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -280,16 +280,17 @@ COMMIT_GATE = CommitGate()
 
 
 def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable[str], run_record_json: str,
-           last: Iterable[str] = ()) -> None:
+           last: Iterable[str] = (), moves: Iterable[Tuple[str, str]] = ()) -> None:
   """Replaces the output with what ``run`` staged, if it still holds the lock: the earlier marker
-  moves into the run's staging folder, the staged files and directories move into place, what
-  the records list and this run did not write goes, the staged files ``last`` (another reader's
-  marker) follow, the new marker comes last, and the lock is given up. OutputError if the lock
-  is another run's, or the storage fails it: a rerun completes it."""
+  moves into the run's staging folder, the staged files and directories move into place, files
+  of the output move as ``moves`` (from, to) say, what the records list and this run did not
+  write goes, the staged files ``last`` (another reader's marker) follow, the new marker comes
+  last, and the lock is given up. OutputError if the lock is another run's, or the storage
+  fails it: a rerun completes it."""
   output_lock.check_held(output, run)
   COMMIT_GATE.enter()
   try:
-    _commit(output, run, list(written), list(written_dirs), run_record_json, list(last))
+    _commit(output, run, list(written), list(written_dirs), run_record_json, list(last), list(moves))
   except OutputError:
     raise
   except Exception as e:  # pylint: disable=broad-except  # Beam's BeamIOError, the storage client's errors
@@ -300,7 +301,7 @@ def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable
 
 
 def _commit(output: str, run: str, written: List[str], written_dirs: List[str], run_record_json: str,
-            last: List[str]) -> None:
+            last: List[str], moves: List[Tuple[str, str]]) -> None:
   stage_text(output, run, output_layout.RUN_RECORD, run_record_json)
   # The earlier marker (ours, of this layout or 0.1's) becomes the journal of what the output held.
   names = _relative_names(output)
@@ -317,6 +318,8 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
     FileSystems.rename([temp_path(output, run, name) for name in written], [path(output, name) for name in written])
   for directory in written_dirs:
     _move_tree(output, run, directory)
+  if moves:
+    FileSystems.rename([path(output, source) for source, _ in moves], [path(output, target) for _, target in moves])
   # What the new record lists stays: an --incremental run's record lists the shards it kept.
   keep = set(written) | set(last) | {output_layout.RUN_RECORD} | listed_files(RunRecord.from_json(run_record_json))
   kept_dirs = tuple(directory + '/' for directory in written_dirs)

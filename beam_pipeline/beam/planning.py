@@ -248,11 +248,11 @@ class PlanShards(beam.PTransform):
   """
 
   def __init__(self, target_bytes: int, sizes: sharding.RecordSizes = sharding.RecordSizes(),
-               base: Optional[Mapping[str, int]] = None):
+               numbering: Optional[Mapping[str, Any]] = None):
     super().__init__()
     self._target_bytes = target_bytes
     self._sizes = sizes
-    self._base = base  # an --incremental output's shards per split: new ones are numbered after them
+    self._numbering = numbering  # an --incremental output's: incremental_update.Numbering per split
 
   def expand(self, pairs):
     placed = pairs | 'Place' >> _BucketOffsets(functools.partial(sharding.split_bytes, sizes=self._sizes))
@@ -271,7 +271,7 @@ class PlanShards(beam.PTransform):
     return (shards
             | 'GroupByShard' >> beam.GroupByKey()
             | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsMultiMap(in_use), beam.pvalue.AsMultiMap(chunks),
-                                 self._base).with_output_types(ShardPlan))
+                                 self._numbering).with_output_types(ShardPlan))
 
 
 def assign_shards(bucket: Tuple[str, Iterable[List[CheckedImage]]], target_bytes: int,
@@ -284,13 +284,13 @@ def assign_shards(bucket: Tuple[str, Iterable[List[CheckedImage]]], target_bytes
 
 def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[CheckedImage]]],
                in_use: Mapping[Tuple[str, str], Iterable[List[int]]],
-               chunks: Mapping[str, Iterable[hash_order.KeyOffsets]], base: Optional[Mapping[str, int]] = None
+               chunks: Mapping[str, Iterable[hash_order.KeyOffsets]], numbering: Optional[Mapping[str, Any]] = None
                ) -> ShardPlan:
   (split, planned_index), batches = shard
   records = list(itertools.chain.from_iterable(batches))
   tags.records_per_key('GroupByShard').update(len(records))
   in_chunk = _only(in_use, sharding.numbering_chunk(split, planned_index))
-  return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records, base)
+  return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records, numbering)
 
 
 class DuplicateGroups(beam.CombineFn):

@@ -187,9 +187,10 @@ class WriteOutputs(_PooledDoFn):
                            functools.partial(self._shard_written, staged, ()), (record.uri for record in unit.records))
     elif isinstance(unit, ShardRewrite):
       staged = output_dir.staging(settings.output, settings.run_id, unit.file, self._scratch)
-      earlier = [self._local(name) for name in (unit.file, output_layout.catalog_file(unit.file))]
-      yield from self._run(steps.rewrite_shard, (unit, *earlier, staged, settings),
-                           functools.partial(self._shard_written, staged, earlier if self._scratch else ()))
+      earlier = [(self._local(name), self._local(output_layout.catalog_file(name))) for name in unit.sources]
+      downloaded = [path for pair in earlier for path in pair] if self._scratch else []
+      yield from self._run(steps.rewrite_shard, (unit, earlier, staged, settings),
+                           functools.partial(self._shard_written, staged, downloaded))
     else:
       staged = output_dir.staging(settings.output, settings.run_id, TRANSFORM_STAGING, self._scratch)
       yield from self._run(steps.write_graph, (staged, unit, class_names),
@@ -218,8 +219,7 @@ class WriteOutputs(_PooledDoFn):
     progress_counts.counts().written(result.shard.num_examples)
     Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard.num_examples)
     yield result.shard
-    if result.replaced:
-      yield result.replaced
+    yield from result.replaced
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
     for name in output_layout.TRANSFORM_DIRECTORIES:

@@ -163,6 +163,8 @@ def validate(options: PipelineOptions) -> Settings:
   if value['index_files'] and value['compression'] != 'none':
     raise UsageError('--index_files needs --compression=none: DALI and the tfrecord package index only '
                      'uncompressed shards')
+  if value['incremental'] and value['num_shards']:
+    raise UsageError('--incremental adds shards as the input grows, so it cannot keep --num_shards; give one of them')
   max_side = value['max_side'] or 0
   if max_side and value['min_side'] > max_side:
     raise UsageError(f'--min_side={value["min_side"]} is larger than --max_side={max_side}: every image would be '

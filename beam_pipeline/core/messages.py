@@ -106,10 +106,12 @@ class ShardPlan(OutputUnit):
 
 @dataclasses.dataclass(frozen=True)
 class ShardRewrite(OutputUnit):
-  """An --incremental output's shard that holds records of files deleted or changed since: written
-  again under its name with its other records, copied as they are, their images unread."""
+  """An --incremental output's shard written again under its name, its records copied as they are,
+  their images unread: without those of files deleted or changed since, and with those of the
+  small shards merged into it."""
   split: str
   file: str
+  sources: Tuple[str, ...]  # the earlier shards whose records it holds, in order: the shard itself first
   dropped: Tuple[str, ...]  # the uris whose records go
 
 
@@ -144,6 +146,7 @@ class ShardReport:
   # The report of a shard as an earlier run wrote it, which this run wrote again: its counts come
   # off the earlier totals (run_totals.WrittenTotals.add_shard).
   replaced: bool = False
+  rewritten: bool = False  # written again from earlier shards' records (ShardRewrite)
 
   @property
   def files(self) -> List[str]:
@@ -153,7 +156,7 @@ class ShardReport:
 
 class ShardWritten(NamedTuple):
   """What writing a shard gives: its report, and the records it could not write; a shard written
-  again (ShardRewrite) gives the report of what it held before as well."""
+  again (ShardRewrite) gives the reports of the shards whose records it took as well."""
   shard: ShardReport
   rejections: List[Rejection]
-  replaced: Optional[ShardReport] = None
+  replaced: Tuple[ShardReport, ...] = ()

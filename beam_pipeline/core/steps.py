@@ -33,11 +33,11 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   return shard_writer.write_shard(plan, file_path, settings, class_names, remote, embed=embed)
 
 
-def rewrite_shard(unit: ShardRewrite, earlier_shard: str, earlier_catalog: str, file_path: str,
+def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_path: str,
                   settings: Settings) -> ShardWritten:
   quiet_import.tensorflow()
   from beam_pipeline.core.writing import shard_rewriter  # pylint: disable=import-outside-toplevel
-  return shard_rewriter.rewrite_shard(unit, earlier_shard, earlier_catalog, file_path, settings)
+  return shard_rewriter.rewrite_shard(unit, earlier, file_path, settings)
 
 
 def check_model(spec: EmbeddingSpec, model_path: str) -> Tuple[int, ...]:

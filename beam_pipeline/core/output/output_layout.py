@@ -96,6 +96,17 @@ def catalog_file(shard: str) -> str:
   return f'{CATALOG_DIR}/{shard.split(".", 1)[0]}.jsonl'
 
 
+def shard_index(shard: str) -> int:
+  """The index in the name of an --incremental output's shard."""
+  return int(shard.split('.', 1)[0].rsplit('-', 1)[1])
+
+
+def renumbered(shard: str, index: int) -> str:
+  """The name of an --incremental output's shard under another index."""
+  stem, suffix = shard.split('.', 1)
+  return f'{stem.rsplit("-", 1)[0]}-{index:05d}.{suffix}'
+
+
 def catalog_beside(file_path: str, name: str) -> str:
   """Where a worker writes the catalog of the shard ``name`` it writes to the local ``file_path``:
   under the same folder, as the output names it."""

@@ -83,6 +83,8 @@ class WrittenTotals:
   # Shards an earlier run wrote that this one wrote again (--incremental): the earlier totals'
   # entries of them go when these totals are added to those (add).
   replaced_files: List[str] = dataclasses.field(default_factory=list)
+  # Shards written again from earlier shards' records (ShardReport.rewritten), empty ones included.
+  rewritten_files: List[str] = dataclasses.field(default_factory=list)
 
   def add_shard(self, report: ShardReport) -> 'WrittenTotals':
     """These totals (changed) with one written shard's report added, or an earlier report of a
@@ -91,6 +93,8 @@ class WrittenTotals:
     self._add_counts(report, sign)
     if report.replaced:
       self.replaced_files.append(report.file)
+    if report.rewritten:
+      self.rewritten_files.append(report.file)
     shard = Shard(file=report.file, num_examples=report.num_examples, num_bytes=report.num_bytes,
                   index_file=report.index_file, catalog_file=report.catalog_file)
     self.splits.setdefault(report.split, SplitTotals()).add(report, [] if report.replaced else [shard], sign)
@@ -103,6 +107,7 @@ class WrittenTotals:
     self._add_counts(more)
     replaced = set(more.replaced_files) if replace else set()
     self.replaced_files.extend(more.replaced_files)
+    self.rewritten_files.extend(more.rewritten_files)
     for name, split in more.splits.items():
       totals = self.splits.setdefault(name, SplitTotals())
       if replaced:

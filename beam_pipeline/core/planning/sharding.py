@@ -16,7 +16,7 @@ import collections
 import functools
 import hashlib
 import math
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core.planning import hash_order
 from beam_pipeline.core.messages import CheckedImage, ShardPlan
@@ -164,11 +164,11 @@ def number(planned_index: int, in_chunk: Iterable[int], placed: hash_order.KeyOf
 
 
 def plan_shard(split: str, numbered: Tuple[int, int], records: Iterable[CheckedImage],
-               base: Optional[Mapping[str, int]] = None) -> ShardPlan:
+               numbering: Optional[Mapping[str, Any]] = None) -> ShardPlan:
   """One shard's plan: its records in shard order, under its gap-free (index, count); in an
-  --incremental output (``base``: how many shards each split holds already) numbered after
-  the split's earlier shards, with no count."""
+  --incremental output, numbered as its split's incremental_update.Numbering says (after the
+  earlier shards; a split with none has none), with no count."""
   index, count = numbered
-  if base is not None:
-    index, count = base.get(split, 0) + index, 0
+  if numbering is not None:
+    index, count = (numbering[split].index(index) if split in numbering else index), 0
   return ShardPlan(split, index, count, tuple(sorted(records, key=_ordered)))
