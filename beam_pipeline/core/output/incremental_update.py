@@ -110,7 +110,8 @@ def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
     return Decision(None, 'the output was not written with --incremental (it has no catalog)')
   differing = changed_options(earlier.options, settings)
   if differing:
-    return Decision(None, f'{", ".join("--" + name for name in differing)} differ from the earlier run\'s')
+    verb = 'differs' if len(differing) == 1 else 'differ'
+    return Decision(None, f'{", ".join("--" + name for name in differing)} {verb} from the earlier run\'s')
   if earlier.embedding and settings.embedding and earlier.embedding.sha256 != settings.embedding.sha256:
     return Decision(None, f'--embedding_model {settings.embedding.model} is not the model the earlier run used')
   return Decision(earlier, merges=tuple(merges(earlier, settings.target_shard_bytes)))
