@@ -13,6 +13,7 @@ from typing import List
 
 import pytest
 
+from beam_pipeline import cli
 from helpers import gcs_emulator
 from helpers.commands import ROOT
 from helpers.dataflow import JOB_ID, OFFLINE
@@ -73,6 +74,7 @@ def test_both_dags_load_in_airflows_dagbag(airflow):
   assert done.returncode == 0, done.stderr[-3000:]
   loaded = json.loads(done.stdout.strip().splitlines()[-1])
   assert loaded == {'errors': {}, 'dags': {'images_to_tfrecords': ['_BeamPythonPipeline'],
+                                           'images_to_tfrecords_daily': ['_BeamPythonPipeline'],
                                            'images_to_tfrecords_flex': ['DataflowStartFlexTemplateOperator']}}
 
 
@@ -86,6 +88,25 @@ def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
   info, records = read_output(tmp_path / 'out')
   assert info['num_examples'] == len(records['train']) == 27 and info['options']['dedupe']
   assert_logged_as_information(log, 27, 29)
+
+
+def test_the_daily_dag_updates_its_output_with_what_changed(airflow, sample_set, tmp_path):
+  """A scheduled run takes its input and output from the Variables and converts only what
+  changed since the day before: here, after a conversion of the same photos, nothing."""
+  out = tmp_path / 'out'
+  assert cli.main([f'--input={sample_set}', f'--output={out}', '--incremental', '--max_error_fraction=0.5']) == 0
+  earlier = {path.name: path.stat().st_mtime_ns for path in out.glob('*.tfrecord')}
+  environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_DAILY_INPUT=str(sample_set),
+                     AIRFLOW_VAR_TFRECORDS_DAILY_OUTPUT=str(out))
+  log = run_task(environment, 'images_to_tfrecords_daily', {'options': {'max_error_fraction': 0.5}},
+                 tmp_path / 'record.json')
+  assert command_line(log) == [sys.executable, '-m', 'beam_pipeline', '--runner=DirectRunner',
+                               '--max_error_fraction=0.5', f'--input={sample_set}', f'--output={out}', '--incremental',
+                               '--labels=airflow-version=v3-3-2']
+  info, _ = read_output(out)
+  assert (info['update']['unchanged'], info['update']['shards_kept']) == (info['num_examples'], len(earlier))
+  assert {path.name: path.stat().st_mtime_ns for path in out.glob('*.tfrecord')} == earlier
+  assert re.search(r'\[info\s*\] Updated ', log), log[-8000:]
 
 
 def assert_logged_as_information(log: str, written: int, inputs: int) -> None:

@@ -5,6 +5,7 @@ Every test works in a folder of its own holding a copy of one base: photos in ``
 their --incremental output in ``out/`` (copied with their times, which the listing compares),
 run from inside it, so the catalog's uris name the test's own photos.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -19,9 +20,10 @@ from beam_pipeline import cli
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import verify
-from helpers import photos
+from helpers import fault_proxy, gcs_emulator, photos
 from helpers.commands import ROOT
-from helpers.dataset_reader import read_output
+from helpers.dataset_reader import bucket_files, read_output
+from helpers.gcs_retries import shorten_gcs_retries
 
 SPLITS = '--splits=train=0.8,validation=0.2'
 # Small shards, so that an update has many to keep and a few to write again.
@@ -262,3 +264,57 @@ def test_incremental_cannot_keep_a_number_of_shards(work, capsys):
   assert convert('--incremental', '--num_shards=4') == 2
   assert capsys.readouterr().err.splitlines() == [
       'error: --incremental adds shards as the input grows, so it cannot keep --num_shards; give one of them']
+
+
+GCS_BUCKET = 'incremental'
+
+
+def gs_convert(out: str, *extra: str) -> int:
+  return cli.main([f'--input=gs://{GCS_BUCKET}/imgs', f'--output=gs://{GCS_BUCKET}/{out}', *ARGS, *extra])
+
+
+def gs_pairs(out: str, folder: Path) -> Set[Tuple[str, str, str]]:
+  """pairs() of a gs:// output, read from a local copy of it."""
+  photos.write_files(folder, bucket_files(GCS_BUCKET, out))
+  return pairs(folder)
+
+
+def test_an_update_of_a_gs_output_through_failing_requests_keeps_the_objects_it_does_not_change(plan, tmp_path,
+                                                                                               monkeypatch):
+  """On Cloud Storage a kept shard is not even copied: its object keeps its generation. Every
+  third download and upload of the update fails once (the client retries them)."""
+  uploaded = {uri: data for uri, (_, data) in gcs_emulator.upload_photo_set(GCS_BUCKET, 'imgs/', ('cat', 'dog'),
+                                                                             8).items()}
+  assert gs_convert('out', '--incremental') == 0
+  bucket = gcs_emulator.client().bucket(GCS_BUCKET)
+
+  def generations():
+    return {blob.name: blob.generation for blob in gcs_emulator.client().list_blobs(GCS_BUCKET, prefix='out/')
+            if blob.name.endswith(('.tfrecord', '.jsonl')) and '/errors-' not in blob.name}
+
+  before = generations()
+  catalog = {json.loads(line)[0]: name for name in before if '/catalog/' in name
+             for line in bucket.blob(name).download_as_text().splitlines()}
+  added = {f'imgs/cat/new.{i}.jpg': photos.jpeg(500 + i) for i in range(2)}
+  gcs_emulator.upload(GCS_BUCKET, added)
+  gone = f'gs://{GCS_BUCKET}/imgs/dog/dog.3.jpg'
+  uploaded.update({f'gs://{GCS_BUCKET}/{name}': data for name, data in added.items()})
+  del uploaded[gone]
+  bucket.blob('imgs/dog/dog.3.jpg').delete()
+  shorten_gcs_retries(monkeypatch, timeout=30, metadata_too=True)  # retried after 0.02-0.1 s, not seconds
+  rule = plan.fail_every_nth(3, status=503, when=lambda request: (fault_proxy.is_media_download(request)
+                                                                  or fault_proxy.is_upload(request)))
+  assert gs_convert('out', '--incremental') == 0
+  assert rule.matched >= 3
+  plan.reset()
+  update = json.loads(bucket.blob(f'out/{output_layout.RUN_RECORD}').download_as_text())['update']
+  assert (update['added'], update['changed'], update['removed'], update['unchanged']) == (2, 0, 1, 15)
+  after = generations()
+  rewritten = catalog[gone]
+  kept = [name for name in before if '/catalog/' in name and name != rewritten]
+  assert kept and all(after[name] == before[name] for name in kept)
+  assert all(after[name.replace('catalog/', '').replace('.jsonl', '.tfrecord')] ==
+             before[name.replace('catalog/', '').replace('.jsonl', '.tfrecord')] for name in kept)
+  # What a fresh conversion holds: every photo there now, as it is (none is re-encoded).
+  assert ({(name, sha) for name, sha, _ in gs_pairs('out', tmp_path / 'out')} ==
+          {(uri, hashlib.sha256(data).hexdigest()) for uri, data in uploaded.items()})

@@ -219,6 +219,9 @@ OPTIONS: Tuple[Option, ...] = (
            'shards as they are; the first run, or one with other options, converts everything',
            template='Incremental update', changes_output=False, record=lambda settings: settings.incremental,
            recorded_if=lambda settings: settings.incremental),
+    Option('rebuild', 'output', Switch(), 'With --incremental: convert everything again, as if the output held '
+           'nothing (its dataset stays readable until the new one is committed)', template='Full rebuild',
+           changes_output=False),
     Option('schema', 'output', Choice(values=('default', 'simple')), 'Example keys: default (image/encoded, '
            'image/class/label, ...) or simple (image_raw, label, id)', default='default', template='Example keys',
            record=lambda settings: settings.schema),

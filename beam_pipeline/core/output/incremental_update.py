@@ -16,7 +16,7 @@ from beam_pipeline.core.settings import Settings
 
 # Options whose value the update does not depend on, though they change what a run writes:
 # the input, whose files are compared one by one (earlier_input.py checks it is the same).
-_COMPARED_ELSEWHERE = frozenset({'input', 'incremental'})
+_COMPARED_ELSEWHERE = frozenset({'input', 'incremental', 'rebuild'})
 
 
 class Merge(NamedTuple):
@@ -106,6 +106,8 @@ def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
   dataset) does."""
   if earlier is None:
     return Decision(None, 'the output holds no complete dataset yet')
+  if settings.rebuild:
+    return Decision(None, '--rebuild asks for it')
   if not earlier.options.get('incremental'):
     return Decision(None, 'the output was not written with --incremental (it has no catalog)')
   differing = changed_options(earlier.options, settings)
