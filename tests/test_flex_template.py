@@ -40,6 +40,8 @@ SAMPLES = {
     'target_shard_mb': (['150', '0.5', '1.5', '.5'], ['0', '-1', 'abc', '']),
     'num_shards': (['8', '1', '0'], ['-1', '2.5', 'many']),
     'overwrite': (['true', 'false'], ['maybe']),
+    'incremental': (['true', 'false'], ['maybe']),
+    'rebuild': (['true', 'false'], ['maybe']),
     'compression': (['none', 'gzip'], ['zstd', '']),
     'index_files': (['true', 'false'], ['maybe']),
     'image_format': (['original', 'jpeg', 'png'], ['webp', 'JPEG', '']),
