@@ -101,6 +101,8 @@ def test_the_regexes_accept_what_the_command_accepts_and_refuse_the_rest(name, t
     given[0] = f'--input={tmp_path}/in/labels.jsonl'
   if name.startswith('embedding_') and name not in paths:
     given.append('--embedding_model=gs://b/models/m.keras')
+  if name == 'rebuild':  # of an --incremental run
+    given.append('--incremental')
   for value in good:
     assert _matches(name, value), (name, value)
     if name not in paths:
