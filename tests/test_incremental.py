@@ -318,3 +318,31 @@ def test_an_update_of_a_gs_output_through_failing_requests_keeps_the_objects_it_
   # What a fresh conversion holds: every photo there now, as it is (none is re-encoded).
   assert ({(name, sha) for name, sha, _ in gs_pairs('out', tmp_path / 'out')} ==
           {(uri, hashlib.sha256(data).hexdigest()) for uri, data in uploaded.items()})
+
+
+def test_a_changed_box_changes_its_image_and_nothing_else(tmp_path, monkeypatch):
+  """With COCO annotations, an image whose box moved is converted again; the others are kept."""
+  monkeypatch.chdir(tmp_path)
+  files = photos.labelled(['cat'], 6, seed=4, name='{i}.jpg')
+  photos.write_files(tmp_path / 'imgs', files)
+
+  def coco(first_box):
+    images = [{'id': i + 1, 'file_name': name, 'width': 48, 'height': 40} for i, name in enumerate(sorted(files))]
+    boxes = [first_box] + [[4, 4, 20, 20]] * (len(images) - 1)
+    annotations = [{'id': i + 1, 'image_id': i + 1, 'category_id': 1, 'bbox': box, 'iscrowd': 0, 'area': 400}
+                   for i, box in enumerate(boxes)]
+    (tmp_path / 'coco.json').write_text(json.dumps({'images': images, 'annotations': annotations,
+                                                    'categories': [{'id': 1, 'name': 'cat'}]}))
+
+  coco([4, 4, 20, 20])
+  args = ('--annotations=coco.json', '--incremental')
+  assert convert(*args) == 0
+  assert convert(*args) == 0
+  assert update_of(tmp_path / 'out')['unchanged'] == 6
+  coco([10, 10, 30, 20])
+  assert convert(*args) == 0
+  update = update_of(tmp_path / 'out')
+  assert (update['changed'], update['unchanged']) == (1, 5)
+  _, records = read_output(str(tmp_path / 'out'))
+  moved = [record for split in records.values() for record in split if record['image/filename'] == b'imgs/0.jpg']
+  assert moved[0]['image/object/bbox/xmax'] == pytest.approx(40 / 48)

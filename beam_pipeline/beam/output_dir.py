@@ -330,7 +330,8 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
            and ((output_layout.LISTED_NAME.match(name) and name in listed) or
                 (output_layout.FIXED_NAME.match(name) and
                  (not name.startswith(kept_dirs) or output_layout.TF_TEMP_NAME.search(name))))]
-  _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs])
+  _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs] +
+          [output_layout.CATALOG_DIR])  # a catalog an update or a plain rerun left empty
   if last:
     FileSystems.rename([temp_path(output, run, name) for name in last], [path(output, name) for name in last])
   FileSystems.rename([temp_path(output, run, output_layout.RUN_RECORD)], [path(output, output_layout.RUN_RECORD)])
