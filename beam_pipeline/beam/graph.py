@@ -1,4 +1,5 @@
 """The conversion pipeline, top to bottom as the data flows."""
+import functools
 from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
@@ -128,12 +129,12 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   # records, then hands them on by their shard order key, which is independent of the split.
   kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
   assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept)
-  earlier = decision.earlier
+  in_order = (functools.partial(labels.extended_labels, decision.earlier.labels) if decision.earlier
+              else labels.sorted_labels)  # an update's new classes come after the earlier ones
   class_labels = (assigned[LABELS]
                   | 'UniqueLabels' >> beam.Distinct()
                   | 'AllLabels' >> beam.combiners.ToList()
-                  | 'SortLabels' >> beam.Map(lambda new: labels.extended_labels(earlier.labels, new) if earlier
-                                             else labels.sorted_labels(new)))
+                  | 'SortLabels' >> beam.Map(in_order))
   numbering = decision.numbering if settings.incremental else None  # an --incremental output's names have no count
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
                                                         numbering)
