@@ -17,7 +17,7 @@ Each case is made afresh for each of ``--repeat`` rounds, the two cases alternat
 local folder at ``--shards``; with ``--gcs-shards``, on the local Cloud Storage emulator too
 (tests/helpers/gcs_emulator.py; objects uploaded in parallel beforehand), where a move is a
 copy and a delete, to extrapolate to --shards by the ratio of counts. cProfile's top entries
-of the last incremental commit say where its time goes.
+of each case's last commit (timed with the profiler on) say where its time goes.
 """
 import argparse
 import concurrent.futures
@@ -144,20 +144,19 @@ def check(store: Store, shards: int, case: str, written_pct: float) -> None:
 
 def measure(store: Store, shards: int, repeat: int, written_pct: float) -> Dict[str, Any]:
   rounds: Dict[str, List[float]] = {'incremental': [], 'full': []}
-  profile = None
+  profiles: Dict[str, Optional[str]] = {}
   for round_ in range(repeat):
     for case in (('incremental', 'full') if round_ % 2 == 0 else ('full', 'incremental')):
       names, record = prepare(store, shards, case, written_pct)
-      last = case == 'incremental' and round_ == repeat - 1
-      seconds, top = timed_commit(store, names, record, profile=last)
+      seconds, top = timed_commit(store, names, record, profile=round_ == repeat - 1)
       check(store, shards, case, written_pct)
-      profile = top or profile
+      profiles[case] = top or profiles.get(case)
       rounds[case].append(round(seconds, 3))
       print(f'  {store.root} {shards:,} shards, {case}: commit {seconds:.2f} s ({len(names):,} files moved in)',
             flush=True)
   best = {case: min(values) for case, values in rounds.items()}
   return {'shards': shards, 'rounds': rounds, 'best_s': best,
-          'ratio': round(best['incremental'] / best['full'], 3), 'profile_incremental': profile}
+          'ratio': round(best['incremental'] / best['full'], 3), 'profiles': profiles}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -198,9 +197,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f'   {"gcs, linear to " + format(args.shards, ","):<26}{args.shards:>8,}{e["incremental"]:>15.1f}'
           f'{e["full"]:>9.1f}')
   for where in ('local', 'gcs'):
-    if where in report:
-      print(f'\nwhere the last incremental commit spent its time ({where}):')
-      print('\n'.join(report[where]['profile_incremental'].splitlines()[:32]))
+    for case in ('incremental', 'full'):
+      if where in report:
+        print(f'\nwhere the last {case} commit spent its time ({where}; cProfile, which slows it):')
+        print('\n'.join(report[where]['profiles'][case].splitlines()[:32]))
   print(f'results: {destination.relative_to(REPO)}')
   return 0
 
