@@ -3,7 +3,7 @@
 Usage: python -m benchmarks.incremental [--images 20000] [--repeat 3] [--target-shard-mb 2]
                                         [--splits train=0.8,validation=0.1,test=0.1] [--keep]
        python -m benchmarks.incremental --stages [--images 20000]   (after a run: the update's stages)
-       python -m benchmarks.incremental --commit [--shards 70000] [--gcs-shards 2000]   (benchmarks/commit_scale.py)
+       python -m benchmarks.incremental --commit [--shards 70000] [--gcs-shards 500]   (benchmarks/commit_scale.py)
 
 On a copy of the cached photo set (benchmarks/photo_set.py, work/bench-data/<n>/):
 
