@@ -377,6 +377,10 @@ def stages(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  if '--commit' in argv:  # its options are commit_scale's (--repeat too)
+    from benchmarks import commit_scale  # pylint: disable=import-outside-toplevel
+    return commit_scale.main([arg for arg in argv if arg != '--commit'])
   parser = argparse.ArgumentParser(prog='python -m benchmarks.incremental', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=20000, help='size of the photo set (default 20000)')
   parser.add_argument('--repeat', type=int, default=3, help='rounds of update and fresh conversion (default 3)')
@@ -388,14 +392,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                       '(benchmarks/commit_scale.py; its own options follow)')
   parser.add_argument('--stages', action='store_true', help="where an update's time goes, stage by stage, on "
                       'what an earlier run of this benchmark left (its base output and changed input)')
-  args, rest = parser.parse_known_args(argv)
+  args = parser.parse_args(argv)
   if args.stages:
     return stages(args)
-  if args.commit:
-    from benchmarks import commit_scale  # pylint: disable=import-outside-toplevel
-    return commit_scale.main(rest)
-  if rest:
-    parser.error(f'unrecognized arguments: {" ".join(rest)}')
   RESULTS.mkdir(parents=True, exist_ok=True)
   report = bench(args)
   summary = summarize(report)
