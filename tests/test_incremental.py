@@ -346,3 +346,26 @@ def test_a_changed_box_changes_its_image_and_nothing_else(tmp_path, monkeypatch)
   _, records = read_output(str(tmp_path / 'out'))
   moved = [record for split in records.values() for record in split if record['image/filename'] == b'imgs/0.jpg']
   assert moved[0]['image/object/bbox/xmax'] == pytest.approx(40 / 48)
+
+
+def test_a_file_rejected_before_is_not_read_again_while_it_is_unchanged(work):
+  """The earlier errors file says what an unchanged file got: a damaged file is rejected again
+  unread, and stops being listed once it is gone."""
+  out = work / 'out'
+  good = photos.jpeg(600)
+  broken = work / 'imgs/cat/broken.jpg'
+  broken.write_bytes(b'x' * len(good))
+  assert convert('--incremental') == 0
+  assert update_of(out)['added'] == 1
+  stat = broken.stat()
+  broken.write_bytes(good)  # the same size and time: unchanged, as far as a listing can tell
+  os.utime(broken, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  assert convert('--incremental') == 0
+  errors = (out / 'errors-00000-of-00001.jsonl').read_text().splitlines()
+  assert [json.loads(line)['reason'] for line in errors] == ['not_image']
+  update = update_of(out)
+  assert (update['added'], update['unchanged']) == (0, 2 * PER_CLASS + 1)
+  broken.unlink()
+  assert convert('--incremental') == 0
+  assert (out / 'errors-00000-of-00001.jsonl').read_text() == ''
+  assert update_of(out)['removed'] == 1

@@ -57,7 +57,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   records, earlier_rejections = checked.records, []
   if changes:  # a new copy of a picture the dataset holds goes to its split
     placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe)
-    records, earlier_rejections = placed['records'], [placed[REJECTED]]
+    records, earlier_rejections = placed['records'], [placed[REJECTED], changes.carried]
   planned = plan(records, num_listed, settings, records_per_bucket, decision, changes)
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its

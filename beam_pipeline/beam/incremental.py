@@ -6,6 +6,7 @@ records by content hash, so no element holds the catalog or the listing: an upda
 pass over both plus the work of what changed.
 """
 import hashlib
+import io
 from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Tuple
 
 import apache_beam as beam
@@ -30,6 +31,7 @@ class Changes(NamedTuple):
   earlier: beam.PCollection  # (Entry, kept) of every catalogued record, kept or not
   rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted or changed file
   counts: beam.PCollection  # one element: {added, changed, removed, unchanged: count}
+  carried: beam.PCollection  # Rejection of each unchanged file the earlier run rejected, for the errors files
 
 
 class FindChanges(beam.PTransform):
@@ -42,6 +44,7 @@ class FindChanges(beam.PTransform):
     self._output = output
     self._catalogs = [(shard.file, shard.catalog_file) for split in decision.earlier.splits.values()
                       for shard in split.shards]
+    self._errors_files = decision.earlier.errors_files
     self._merges = decision.merges
     self._merged_into = decision.merged_into
 
@@ -52,9 +55,13 @@ class FindChanges(beam.PTransform):
                   | 'CatalogFiles' >> beam.Create(self._catalogs)
                   | 'SpreadCatalog' >> beam.Reshuffle()
                   | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output))
-    joined = ({'listed': listed, 'catalogued': catalogued}
+    rejected = (pipeline
+                | 'ErrorsFiles' >> beam.Create(self._errors_files)
+                | 'ReadErrors' >> beam.FlatMap(_rejected, self._output))
+    joined = ({'listed': listed, 'catalogued': catalogued, 'rejected': rejected}
               | 'ByUri' >> beam.CoGroupByKey()
-              | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _EARLIER, _DIRTY, _CHANGES, main='todo'))
+              | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _EARLIER, _DIRTY, _CHANGES, tags.REJECTED,
+                                                                 main='todo'))
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
     merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
@@ -66,7 +73,7 @@ class FindChanges(beam.PTransform):
     counts = (joined[_CHANGES]
               | 'CountChanges' >> beam.combiners.Count.PerElement()
               | 'AllChanges' >> beam.combiners.ToDict())
-    return Changes(todo, joined[_KEPT], joined[_EARLIER], rewrites, counts)
+    return Changes(todo, joined[_KEPT], joined[_EARLIER], rewrites, counts, joined[tags.REJECTED])
 
 
 def with_record_fingerprints(batch: List[InputItem]) -> List[InputItem]:
@@ -92,13 +99,27 @@ def _catalogued(files: Tuple[str, str], output: str) -> Iterator[Tuple[str, Tupl
     yield entry.uri, (shard, entry)
 
 
+def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:
+  """The rejections of one earlier errors file that a later run may carry (incremental_catalog.carried)."""
+  with FileSystems.open(output_dir.path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    for line in io.TextIOWrapper(f, encoding='utf-8', errors='surrogateescape'):
+      rejection = Rejection.from_json(line)
+      if incremental_catalog.carried(rejection):
+        yield rejection.uri, rejection
+
+
 def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
   _, sides = joined
-  items, catalogued = list(sides['listed']), list(sides['catalogued'])
-  change = incremental_catalog.change([item.fingerprint for item in items], [entry for _, entry in catalogued])
+  items, catalogued, rejected = list(sides['listed']), list(sides['catalogued']), list(sides['rejected'])
+  earlier = [entry.fingerprint for _, entry in catalogued] + [rejection.fingerprint for rejection in rejected]
+  change = incremental_catalog.change([item.fingerprint for item in items], earlier)
   yield beam.pvalue.TaggedOutput(_CHANGES, change)
   for _, entry in catalogued:
     yield beam.pvalue.TaggedOutput(_EARLIER, (entry, change == incremental_catalog.UNCHANGED))
+  if change == incremental_catalog.UNCHANGED and rejected:  # rejected again, unread
+    progress_counts.counts().checked(len(items), rejected=len(items))
+    yield beam.pvalue.TaggedOutput(tags.REJECTED, rejected[0])
+    return
   if change == incremental_catalog.UNCHANGED:
     yield beam.pvalue.TaggedOutput(_KEPT, catalogued[0][1])
     progress_counts.counts().checked(len(items), rejected=0)

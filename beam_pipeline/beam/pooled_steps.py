@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import BinaryIO, Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -138,11 +138,16 @@ class ValidateImages(_PooledDoFn):
   metadata records, never bytes: Beam's cost per element exceeds a record's own."""
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:
-    yield from self._run(steps.validate_batch, (batch, self._settings), self._emit, (item.uri for item in batch))
+    # An --incremental run keeps each rejected input's fingerprint in the errors files.
+    fingerprints = {item.uri: item.fingerprint for item in batch} if self._settings.incremental else {}
+    yield from self._run(steps.validate_batch, (batch, self._settings), functools.partial(self._emit, fingerprints),
+                         (item.uri for item in batch))
 
-  def _emit(self, result: Validated) -> Iterator[Any]:
+  def _emit(self, fingerprints: Dict[str, str], result: Validated) -> Iterator[Any]:
     progress_counts.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))
-    for rejection in result.rejections + (result.annotation_problems or []):
+    for rejection in result.rejections:
+      yield tags.rejected(rejection._replace(fingerprint=fingerprints.get(rejection.uri, '')))
+    for rejection in result.annotation_problems or []:
       yield tags.rejected(rejection)
     if result.records:
       yield result.records

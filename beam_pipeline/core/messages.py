@@ -54,6 +54,9 @@ class Rejection(NamedTuple):
   uri: str
   reason: str
   detail: str
+  # With --incremental: the input's (InputItem.fingerprint), so that a later run need not read an
+  # unchanged file only to reject it again (incremental_catalog.CARRIED).
+  fingerprint: str = ''
 
   @classmethod
   def of(cls, uri: str, error: Any) -> 'Rejection':
@@ -61,8 +64,14 @@ class Rejection(NamedTuple):
     return cls(uri, error.reason, error.detail)
 
   def to_json(self) -> str:
-    return json.dumps({'uri': self.uri, 'reason': self.reason, 'detail': self.detail},
+    fingerprint = {'fingerprint': self.fingerprint} if self.fingerprint else {}
+    return json.dumps({'uri': self.uri, 'reason': self.reason, 'detail': self.detail, **fingerprint},
                       ensure_ascii=False, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'Rejection':
+    line = json.loads(text)
+    return cls(line['uri'], line['reason'], line['detail'], line.get('fingerprint', ''))
 
 
 class Validated(NamedTuple):

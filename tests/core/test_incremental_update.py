@@ -7,7 +7,7 @@ import random
 import pytest
 
 from beam_pipeline.core.inputs import labels
-from beam_pipeline.core.messages import ShardReport
+from beam_pipeline.core.messages import Rejection, ShardReport
 from beam_pipeline.core.output import incremental_catalog, incremental_update, output_layout, run_totals
 from beam_pipeline.core.output.incremental_catalog import ADDED, CHANGED, REMOVED, UNCHANGED
 from beam_pipeline.core.output.run_record import Shard
@@ -34,7 +34,17 @@ def entry(uri: str, fingerprint: str = 'file:1:2', split: str = 'train', label: 
     (['file:1:2', 'file:1:2'], ['file:1:2'], CHANGED),  # a manifest names it twice now
 ])
 def test_what_became_of_an_input(today, earlier, change):
-  assert incremental_catalog.change(today, [entry('a.jpg', f) for f in earlier]) == change
+  assert incremental_catalog.change(today, earlier) == change
+
+
+def test_only_what_an_unchanged_file_would_get_again_is_carried():
+  assert incremental_catalog.carried(Rejection('a.jpg', 'corrupt', 'cut short', 'file:1:2'))
+  assert not incremental_catalog.carried(Rejection('a.jpg', 'corrupt', 'cut short'))  # no fingerprint
+  for reason in ('unreadable', 'duplicate', 'changed_during_run', 'internal_error', 'skipped'):
+    assert not incremental_catalog.carried(Rejection('a.jpg', reason, '', 'file:1:2'))
+  line = Rejection('a\udcff.jpg', 'corrupt', 'cut short', 'file:1:2')
+  assert Rejection.from_json(line.to_json()) == line
+  assert 'fingerprint' not in Rejection('a.jpg', 'corrupt', 'x').to_json()  # the errors files of other runs as they were
 
 
 def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer_does():

@@ -13,7 +13,8 @@ import collections
 import json
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
-from beam_pipeline.core.messages import CheckedImage, ShardReport
+from beam_pipeline.core import rejections
+from beam_pipeline.core.messages import CheckedImage, Rejection, ShardReport
 from beam_pipeline.core.output import run_totals
 
 
@@ -86,16 +87,31 @@ def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *,
 # What today's listing says of an input the catalog holds, or of a new one.
 UNCHANGED, CHANGED, ADDED, REMOVED = 'unchanged', 'changed', 'added', 'removed'
 
+# The rejections an unchanged file would get again, whatever else changed: what its bytes (and
+# its row, its boxes, the options) are. They are carried from the earlier errors files instead
+# of being read again; the others (a read that failed, a copy of another file, a manifest's
+# repeated row, an unexpected error) are tried again.
+CARRIED = frozenset({rejections.EMPTY, rejections.NOT_IMAGE, rejections.TRUNCATED, rejections.CORRUPT,
+                     rejections.TOO_MANY_PIXELS, rejections.TOO_SMALL, rejections.FILE_TOO_LARGE,
+                     rejections.UNSUPPORTED_PIXELS, rejections.NO_LABEL, rejections.DAMAGED_JPEG,
+                     rejections.UNANNOTATED, rejections.OUTSIDE_INPUT_ROOT})
 
-def change(fingerprints: List[str], catalogued: List[Entry]) -> str:
+
+def carried(rejection: Rejection) -> bool:
+  """Whether a later run may carry ``rejection`` (an earlier errors file's) for an unchanged file."""
+  return bool(rejection.fingerprint) and rejection.reason in CARRIED
+
+
+def change(fingerprints: List[str], earlier: List[str]) -> str:
   """What became of one uri since the earlier run: the fingerprints today's listing gives it (a
-  manifest may name it twice) against its catalog entry (at most one). An unknown fingerprint
-  ('') is never unchanged: the file is read again rather than trusted."""
+  manifest may name it twice) against the one the earlier run recorded, in its catalog or its
+  errors files (at most one). An unknown fingerprint ('') is never unchanged: the file is read
+  again rather than trusted."""
   if not fingerprints:
     return REMOVED
-  if not catalogued:
+  if not earlier:
     return ADDED
-  if len(fingerprints) == 1 and fingerprints[0] and fingerprints[0] == catalogued[0].fingerprint:
+  if len(fingerprints) == 1 and fingerprints[0] and fingerprints[0] == earlier[0]:
     return UNCHANGED
   return CHANGED
 
