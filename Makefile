@@ -17,7 +17,7 @@ MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
 SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
-.PHONY: install airflow dali models run test options bench bench-planning bench-large clean
+.PHONY: install airflow dali models run test options bench bench-planning bench-large bench-incremental clean
 
 install: $(STAMP)
 
@@ -68,8 +68,15 @@ bench: install
 	$(BIN)/python -m benchmarks.storage
 
 # Planning at scale on synthetic metadata (100K, 1M and 5M records by default; about half an hour).
+# PLANNING_ARGS=--incremental: an --incremental update's planning (1M records, 1% changed).
 bench-planning: install
 	$(BIN)/python -m benchmarks.planning $(PLANNING_ARGS)
+
+# An --incremental update of 20,000 photos (1% added, 0.1% removed or replaced) against a fresh
+# conversion of the same input, side by side, and its output checked against the fresh one's.
+# INCREMENTAL_ARGS='--images 2000 --repeat 1' for a quick try; '--commit': the commit at 70,000 shards.
+bench-incremental: install
+	$(BIN)/python -m benchmarks.incremental $(INCREMENTAL_ARGS)
 
 # A million small photos end to end, against the same run at 20,000 (generates 4 GB once).
 bench-large: install

@@ -3,6 +3,8 @@ planning transforms (beam_pipeline.beam.graph.plan), on the in-process runner an
 multi-process mode.
 
 Usage: python -m benchmarks.planning [--records 100000,1000000,5000000] [--modes in_process,multi_processing]
+       python -m benchmarks.planning --incremental [--records 1000000] [--change-pct 1]
+         (an --incremental update's planning: benchmarks/incremental_planning.py)
 
 Each (N, mode) runs in a child process under benchmarks.measure (peak memory of the
 largest process, CPU over all of them). The child generates the records inside the
@@ -142,10 +144,19 @@ def extrapolate(rows: List[Dict[str, Any]], in_memory: float, encoded: float, im
 
 def main() -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.planning', description=__doc__.splitlines()[0])
-  parser.add_argument('--records', default='100000,1000000,5000000')
-  parser.add_argument('--modes', default='in_process,multi_processing')
+  parser.add_argument('--records', default=None, help='default 100000,1000000,5000000; 1000000 with --incremental')
+  parser.add_argument('--modes', default=None, help='default in_process,multi_processing; in_process with --incremental')
+  parser.add_argument('--incremental', action='store_true', help="an --incremental update's planning instead "
+                      '(benchmarks/incremental_planning.py)')
+  parser.add_argument('--change-pct', default='1', help='with --incremental: the change, in %% of the records')
   parser.add_argument('--child', nargs=3, metavar=('N', 'MODE', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.incremental:
+    from benchmarks import incremental_planning  # pylint: disable=import-outside-toplevel
+    return incremental_planning.main(['--records', args.records or '1000000', '--modes', args.modes or 'in_process',
+                                      '--change-pct', args.change_pct])
+  args.records = args.records or '100000,1000000,5000000'
+  args.modes = args.modes or 'in_process,multi_processing'
   if args.child:
     logging.getLogger('apache_beam').setLevel(logging.ERROR)  # multi-process mode's SDK workers' notices
     count, mode, path = args.child

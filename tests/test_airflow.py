@@ -12,6 +12,7 @@ from typing import List
 
 import pytest
 
+from beam_pipeline import cli
 from helpers import gcs_emulator
 from helpers.airflow_logs import AIRFLOW_BIN, TIMEOUT, assert_logged_as_information
 from helpers.commands import ROOT
@@ -59,7 +60,7 @@ def command_line(log: str) -> List[str]:
   return shlex.split(line.split('Running command: ')[1].split(' [airflow.')[0])
 
 
-def test_both_dags_load_in_airflows_dagbag(airflow):
+def test_the_dags_load_in_airflows_dagbag(airflow):
   script = ('import json\n'
             'from airflow.dag_processing.dagbag import DagBag\n'
             f'bag = DagBag(dag_folder={str(DAGS)!r})\n'
@@ -70,6 +71,7 @@ def test_both_dags_load_in_airflows_dagbag(airflow):
   assert done.returncode == 0, done.stderr[-3000:]
   loaded = json.loads(done.stdout.strip().splitlines()[-1])
   assert loaded == {'errors': {}, 'dags': {'images_to_tfrecords': ['_BeamPythonPipeline'],
+                                           'images_to_tfrecords_daily': ['_BeamPythonPipeline'],
                                            'images_to_tfrecords_flex': ['DataflowStartFlexTemplateOperator']}}
 
 
@@ -83,6 +85,25 @@ def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
   info, records = read_output(tmp_path / 'out')
   assert info['num_examples'] == len(records['train']) == 27 and info['options']['dedupe']
   assert_logged_as_information(log, 27, 29)
+
+
+def test_the_daily_dag_updates_its_output_with_what_changed(airflow, sample_set, tmp_path):
+  """A scheduled run takes its input and output from the Variables and converts only what
+  changed since the day before: here, after a conversion of the same photos, nothing."""
+  out = tmp_path / 'out'
+  assert cli.main([f'--input={sample_set}', f'--output={out}', '--incremental', '--max_error_fraction=0.5']) == 0
+  earlier = {path.name: path.stat().st_mtime_ns for path in out.glob('*.tfrecord')}
+  environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_DAILY_INPUT=str(sample_set),
+                     AIRFLOW_VAR_TFRECORDS_DAILY_OUTPUT=str(out))
+  log = run_task(environment, 'images_to_tfrecords_daily', {'options': {'max_error_fraction': 0.5}},
+                 tmp_path / 'record.json')
+  assert command_line(log) == [sys.executable, '-m', 'beam_pipeline', '--runner=DirectRunner',
+                               '--max_error_fraction=0.5', f'--input={sample_set}', f'--output={out}', '--incremental',
+                               '--labels=airflow-version=v3-3-2']
+  info, _ = read_output(out)
+  assert (info['update']['unchanged'], info['update']['shards_kept']) == (info['num_examples'], len(earlier))
+  assert {path.name: path.stat().st_mtime_ns for path in out.glob('*.tfrecord')} == earlier
+  assert re.search(r'\[info\s*\] Updated ', log), log[-8000:]
 
 
 def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sample_set, tmp_path):

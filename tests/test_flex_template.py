@@ -40,6 +40,8 @@ SAMPLES = {
     'target_shard_mb': (['150', '0.5', '1.5', '.5'], ['0', '-1', 'abc', '']),
     'num_shards': (['8', '1', '0'], ['-1', '2.5', 'many']),
     'overwrite': (['true', 'false'], ['maybe']),
+    'incremental': (['true', 'false'], ['maybe']),
+    'rebuild': (['true', 'false'], ['maybe']),
     'compression': (['none', 'gzip'], ['zstd', '']),
     'index_files': (['true', 'false'], ['maybe']),
     'image_format': (['original', 'jpeg', 'png'], ['webp', 'JPEG', '']),
@@ -99,6 +101,8 @@ def test_the_regexes_accept_what_the_command_accepts_and_refuse_the_rest(name, t
     given[0] = f'--input={tmp_path}/in/labels.jsonl'
   if name.startswith('embedding_') and name not in paths:
     given.append('--embedding_model=gs://b/models/m.keras')
+  if name == 'rebuild':  # of an --incremental run
+    given.append('--incremental')
   for value in good:
     assert _matches(name, value), (name, value)
     if name not in paths:

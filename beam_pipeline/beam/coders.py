@@ -15,12 +15,13 @@ from typing import Any, Iterable, Tuple
 import apache_beam as beam
 
 from beam_pipeline.compat import beam_internals
-from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit, ShardPlan, TransformGraph
+from beam_pipeline.core.messages import (ContentGroup, CheckedImage, InputItem, OutputUnit, ShardPlan, ShardRewrite,
+                                         TransformGraph)
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
-_SHARD, _GRAPH = 0, 1  # OutputUnitCoder's tags
-# What a record's fields other than its uri and objects take, pickled: hashes, order key, size,
-# shape, label; and what an annotated object takes.
+_SHARD, _GRAPH, _REWRITE = 0, 1, 2  # OutputUnitCoder's tags
+# What a record's fields other than its uri, fingerprint and objects take, pickled: hashes, order
+# key, size, shape, label; and what an annotated object takes.
 _RECORD_BYTES = 200
 _OBJECT_BYTES = 120
 
@@ -51,7 +52,7 @@ class _FieldsCoder(beam_internals.StreamCoder):
 
 
 def _record_bytes(record: CheckedImage) -> int:
-  return _RECORD_BYTES + len(record.uri) + _OBJECT_BYTES * len(record.objects)
+  return _RECORD_BYTES + len(record.uri) + len(record.fingerprint) + _OBJECT_BYTES * len(record.objects)
 
 
 def _records_bytes(records: Iterable[CheckedImage]) -> int:
@@ -72,7 +73,7 @@ class InputItemCoder(_FieldsCoder):
     return InputItem._make(fields)
 
   def estimated_bytes(self, value: InputItem) -> int:
-    return 16 + len(value.uri)
+    return 16 + len(value.uri) + len(value.fingerprint)
 
   def to_type_hint(self):
     return InputItem
@@ -130,16 +131,16 @@ class ShardPlanCoder(_FieldsCoder):
 
 
 class OutputUnitCoder(_FieldsCoder):
-  """A ShardPlan or a TransformGraph, behind a tag that says which."""
+  """A ShardPlan, a ShardRewrite or a TransformGraph, behind a tag that says which."""
 
   def to_fields(self, value: OutputUnit) -> tuple:
     if isinstance(value, ShardPlan):
       return _SHARD, _plan_fields(value)
-    return _GRAPH, dataclasses.astuple(value)
+    return (_REWRITE if isinstance(value, ShardRewrite) else _GRAPH), dataclasses.astuple(value)
 
   def from_fields(self, fields: tuple) -> OutputUnit:
     tag, unit = fields
-    return _plan(unit) if tag == _SHARD else TransformGraph(*unit)
+    return _plan(unit) if tag == _SHARD else ShardRewrite(*unit) if tag == _REWRITE else TransformGraph(*unit)
 
   def estimated_bytes(self, value: OutputUnit) -> int:
     return _records_bytes(value.records) if isinstance(value, ShardPlan) else 0

@@ -1,10 +1,11 @@
 """The conversion pipeline, top to bottom as the data flows."""
-from typing import List, NamedTuple, Tuple
+import functools
+from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
-from beam_pipeline.beam import coders
+from beam_pipeline.beam import coders, incremental
 from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
@@ -15,15 +16,18 @@ from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transf
 from beam_pipeline.beam.tags import DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
+from beam_pipeline.core.output import incremental_update
 from beam_pipeline.core.planning import hash_order, sharding
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
 
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool = False,
-          records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> None:
+          records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
+          decision: incremental_update.Decision = incremental_update.Decision(None)) -> None:
   """The conversion's graph; ``pooled``: the heavy steps use the local worker pool of this
-  process (the launcher of a DirectRunner run started one)."""
+  process (the launcher of a DirectRunner run started one); ``decision``: the earlier dataset an
+  --incremental run updates, if any."""
   coders.register()  # the element types declared below travel with compact coders, not per-record pickles
   # Only the input's pattern or manifest path enters the graph. Workers list it in parts
   # (subfolders, byte ranges of a manifest), in batches, which keeps per-element overhead
@@ -32,24 +36,35 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
             | 'Input' >> beam.Create([settings.input])
             | 'Parts' >> beam.FlatMap(parts_counted)
             | 'SpreadParts' >> beam.Reshuffle()
-            | 'List' >> beam.FlatMap(batches_counted, settings.output).with_output_types(List[InputItem]).with_outputs(
-                REJECTED, main='batches'))
+            | 'List' >> beam.FlatMap(batches_counted, settings.output, settings.incremental).with_output_types(
+                List[InputItem]).with_outputs(REJECTED, main='batches'))
   batches = listed.batches | 'Distribute' >> beam.Reshuffle()
   annotation_rejections = []
   if settings.annotations:  # each image meets its annotation by uri
     batches, rejected = annotation_inputs.annotated(pipeline, batches, settings)
     annotation_rejections.append(rejected)
   num_listed = listed.batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
+  changes = None
+  if settings.incremental:  # what each record is made from, for the catalog
+    batches = batches | 'RecordFingerprints' >> beam.Map(incremental.with_record_fingerprints)
+  if decision.earlier:  # --incremental: only new and changed files go on
+    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, decision)
+    batches = changes.todo
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
   checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings, pooled)).with_output_types(
       List[CheckedImage]).with_outputs(REJECTED, main='records')
-  planned = plan(checked.records, num_listed, settings, records_per_bucket)
+  records, earlier_rejections = checked.records, []
+  if changes:  # a new copy of a picture the dataset holds goes to its split
+    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe)
+    records, earlier_rejections = placed['records'], [placed[REJECTED], changes.carried]
+  planned = plan(records, num_listed, settings, records_per_bucket, decision, changes)
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its
   # vocabulary is labels.txt) beside them.
   graph = pipeline | 'TransformGraph' >> beam.Create(transform_graph(settings)).with_output_types(OutputUnit)
-  written = ((planned.plans, graph)
+  rewrites = [changes.rewrites] if changes else []  # shards that lost records, written again
+  written = ((planned.plans, graph, *rewrites)
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
              | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=AsSingleton(planned.labels)
                                     ).with_outputs(REJECTED, TRANSFORM_WRITTEN, main='shards'))
@@ -57,9 +72,12 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
   totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(SumShardReports())
-  errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], planned.rejected, written[REJECTED])
+  errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], *earlier_rejections, planned.rejected,
+             written[REJECTED])
             | 'AllRejections' >> beam.Flatten()
             | 'WriteErrors' >> WriteErrors(settings.output, settings.run_id))
+
+  counts = changes.counts if changes else pipeline | 'NoChanges' >> beam.Create([{}])
 
   # Side inputs make the commit wait for every shard and errors file.
   _ = (pipeline
@@ -67,7 +85,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
        | 'Commit' >> beam.Map(commit, written=AsSingleton(totals), labels_list=AsSingleton(planned.labels),
                               errors=AsSingleton(errors), duplicates=AsSingleton(planned.duplicates),
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
-                              runner=runner))
+                              runner=runner, changes=AsSingleton(counts), decision=decision))
 
 
 class Planned(NamedTuple):
@@ -78,12 +96,16 @@ class Planned(NamedTuple):
 
 
 def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
-         records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> Planned:
+         records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
+         decision: incremental_update.Decision = incremental_update.Decision(None),
+         changes: Optional[incremental.Changes] = None) -> Planned:
   """From lists of validated records to the plan of every shard, on metadata only.
 
   Planning's buckets are as wide as the ``num_listed`` inputs need (one element: how
   many were listed), so that no worker gathers more than about ``records_per_bucket``
-  records (hash_order.prefix_digits); the plans do not depend on the width.
+  records (hash_order.prefix_digits); the plans do not depend on the width. An --incremental
+  run's new records (``changes`` of the dataset of ``decision``) keep each class's splits in
+  their fractions, count after the earlier shards and add their classes after the earlier ones.
   """
   listed = AsSingleton(num_listed)
   # A manifest names each image once and gives each an image/source_id of its own: rows that
@@ -105,12 +127,17 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))
   # Splits follow the content hash, class by class; each content bucket places its own
   # records, then hands them on by their shard order key, which is independent of the split.
-  assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket)
+  kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
+  assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept)
+  in_order = (functools.partial(labels.extended_labels, decision.earlier.labels) if decision.earlier
+              else labels.sorted_labels)  # an update's new classes come after the earlier ones
   class_labels = (assigned[LABELS]
                   | 'UniqueLabels' >> beam.Distinct()
                   | 'AllLabels' >> beam.combiners.ToList()
-                  | 'SortLabels' >> beam.Map(labels.sorted_labels))
-  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings))
+                  | 'SortLabels' >> beam.Map(in_order))
+  numbering = decision.numbering if settings.incremental else None  # an --incremental output's names have no count
+  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
+                                                        numbering)
   duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())
   rejected = (*rejected, grouped[REJECTED]) | 'PlanningRejections' >> beam.Flatten()
   return Planned(plans, class_labels, rejected, duplicates)

@@ -28,7 +28,7 @@ import json
 import os
 import shutil
 import threading
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Optional, Set, Tuple
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -116,9 +116,8 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
 
 
 def listed_files(record: RunRecord) -> Set[str]:
-  """The shard, index and errors files a run record names."""
-  names = {name for split in record.splits.values() for shard in split.shards
-           for name in (shard.file, shard.index_file) if name}
+  """The shard, index, catalog and errors files a run record names."""
+  names = {name for split in record.splits.values() for shard in split.shards for name in shard.files}
   return names | set(record.errors_files)
 
 
@@ -225,6 +224,16 @@ def _upload(local: str, remote: str) -> None:
     raise OutputError(f'cannot upload {remote}: {_cause(e)}') from e
 
 
+def download(remote: str, local: str) -> None:
+  """Copies the output's file ``remote`` to the ``local`` path (a worker's scratch folder)."""
+  os.makedirs(os.path.dirname(local), exist_ok=True)
+  try:
+    with FileSystems.open(remote, compression_type=CompressionTypes.UNCOMPRESSED) as source, open(local, 'wb') as f:
+      shutil.copyfileobj(source, f, _COPY_BUFFER_BYTES)
+  except Exception as e:  # pylint: disable=broad-except  # the storage client's own retries are spent
+    raise OutputError(f'cannot download {remote}: {_cause(e)}') from e
+
+
 def stage_text(output: str, run: str, name: str, text: str) -> None:
   """Writes a small file whole under the run's staging folder, for the commit to move."""
   try:
@@ -271,16 +280,17 @@ COMMIT_GATE = CommitGate()
 
 
 def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable[str], run_record_json: str,
-           last: Iterable[str] = ()) -> None:
+           last: Iterable[str] = (), moves: Iterable[Tuple[str, str]] = ()) -> None:
   """Replaces the output with what ``run`` staged, if it still holds the lock: the earlier marker
-  moves into the run's staging folder, the staged files and directories move into place, what
-  the records list and this run did not write goes, the staged files ``last`` (another reader's
-  marker) follow, the new marker comes last, and the lock is given up. OutputError if the lock
-  is another run's, or the storage fails it: a rerun completes it."""
+  moves into the run's staging folder, the staged files and directories move into place, files
+  of the output move as ``moves`` (from, to) say, what the records list and this run did not
+  write goes, the staged files ``last`` (another reader's marker) follow, the new marker comes
+  last, and the lock is given up. OutputError if the lock is another run's, or the storage
+  fails it: a rerun completes it."""
   output_lock.check_held(output, run)
   COMMIT_GATE.enter()
   try:
-    _commit(output, run, list(written), list(written_dirs), run_record_json, list(last))
+    _commit(output, run, list(written), list(written_dirs), run_record_json, list(last), list(moves))
   except OutputError:
     raise
   except Exception as e:  # pylint: disable=broad-except  # Beam's BeamIOError, the storage client's errors
@@ -291,7 +301,7 @@ def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable
 
 
 def _commit(output: str, run: str, written: List[str], written_dirs: List[str], run_record_json: str,
-            last: List[str]) -> None:
+            last: List[str], moves: List[Tuple[str, str]]) -> None:
   stage_text(output, run, output_layout.RUN_RECORD, run_record_json)
   # The earlier marker (ours, of this layout or 0.1's) becomes the journal of what the output held.
   names = _relative_names(output)
@@ -302,10 +312,16 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
   if output_layout.TFDS_DATASET_INFO in _relative_names(output):  # TFDS's marker: what it describes is going
     _remove([path(output, output_layout.TFDS_DATASET_INFO)])
   if written:
+    if not uris.is_remote(output):  # an object store has no folders to make
+      for folder in {os.path.dirname(name) for name in written} - {''}:
+        os.makedirs(path(output, folder), exist_ok=True)
     FileSystems.rename([temp_path(output, run, name) for name in written], [path(output, name) for name in written])
   for directory in written_dirs:
     _move_tree(output, run, directory)
-  keep = set(written) | set(last) | {output_layout.RUN_RECORD}
+  if moves:
+    FileSystems.rename([path(output, source) for source, _ in moves], [path(output, target) for _, target in moves])
+  # What the new record lists stays: an --incremental run's record lists the shards it kept.
+  keep = set(written) | set(last) | {output_layout.RUN_RECORD} | listed_files(RunRecord.from_json(run_record_json))
   kept_dirs = tuple(directory + '/' for directory in written_dirs)
   names = _relative_names(output)
   listed = set().union(*(listed_files(record) for record in _records(output, names)))
@@ -314,7 +330,8 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
            and ((output_layout.LISTED_NAME.match(name) and name in listed) or
                 (output_layout.FIXED_NAME.match(name) and
                  (not name.startswith(kept_dirs) or output_layout.TF_TEMP_NAME.search(name))))]
-  _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs])
+  _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs] +
+          [output_layout.CATALOG_DIR])  # a catalog an update or a plain rerun left empty
   if last:
     FileSystems.rename([temp_path(output, run, name) for name in last], [path(output, name) for name in last])
   FileSystems.rename([temp_path(output, run, output_layout.RUN_RECORD)], [path(output, output_layout.RUN_RECORD)])

@@ -180,6 +180,23 @@ class _PerKey(collections.abc.Mapping):
     return len(list(self._view))
 
 
+class _KeptPerClass(collections.abc.Mapping):
+  """A multimap side input of (class, (split, records)) as {class: {split: records}}, fetched
+  class by class as _PerKey is."""
+
+  def __init__(self, view: Mapping[str, Iterable[Tuple[str, int]]]):
+    self._view = view
+
+  def __getitem__(self, stratum: str) -> Dict[str, int]:
+    return dict(self._view[stratum])
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(self._view)
+
+  def __len__(self) -> int:
+    return len(list(self._view))
+
+
 class AssignSplits(beam.PTransform):
   """(order bucket, records) with every record's split, from (content bucket, content groups).
 
@@ -189,26 +206,30 @@ class AssignSplits(beam.PTransform):
   """
 
   def __init__(self, spec: SplitSpec, listed: beam.pvalue.AsSingleton,
-               records_per_bucket: int = hash_order.RECORDS_PER_BUCKET):
+               records_per_bucket: int = hash_order.RECORDS_PER_BUCKET, kept: Optional[beam.PCollection] = None):
     super().__init__()
     self._spec = spec
     self._listed = listed  # how many inputs were listed: the order buckets are as wide as they need
     self._records_per_bucket = records_per_bucket
+    self._kept = kept  # an --incremental output's (class, (split, records)) (incremental.KeptCounts)
 
   def expand(self, buckets):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
+    kept = beam.pvalue.AsMultiMap(self._kept) if self._kept is not None else None
     return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsMultiMap(placed),
-                                              self._listed, self._records_per_bucket
+                                              self._listed, self._records_per_bucket, kept
                                               ).with_output_types(Tuple[str, List[CheckedImage]]).with_outputs(
                                                   tags.LABELS, main='records')
 
 
 def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
                   placed: Mapping[str, Iterable[hash_order.KeyOffsets]], listed: int,
-                  records_per_bucket: int = hash_order.RECORDS_PER_BUCKET) -> Iterator[Any]:
+                  records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
+                  kept: Optional[Mapping[str, Iterable[Tuple[str, int]]]] = None) -> Iterator[Any]:
   """One content bucket's records with their splits, by order bucket (as wide as ``listed``
   inputs need), then its label texts."""
-  records = list(splitting.assign_splits(bucket[0], bucket[1], spec, _PerKey(placed)))
+  records = list(splitting.assign_splits(bucket[0], bucket[1], spec, _PerKey(placed),
+                                         _KeptPerClass(kept) if kept is not None else None))
   digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
   yield from sharding.order_buckets(records, digits).items()
   texts = {record.label for record in records if record.label is not None}
@@ -226,10 +247,12 @@ class PlanShards(beam.PTransform):
   GroupByKey spreads them over workers.
   """
 
-  def __init__(self, target_bytes: int, sizes: sharding.RecordSizes = sharding.RecordSizes()):
+  def __init__(self, target_bytes: int, sizes: sharding.RecordSizes = sharding.RecordSizes(),
+               numbering: Optional[Mapping[str, Any]] = None):
     super().__init__()
     self._target_bytes = target_bytes
     self._sizes = sizes
+    self._numbering = numbering  # an --incremental output's: incremental_update.Numbering per split
 
   def expand(self, pairs):
     placed = pairs | 'Place' >> _BucketOffsets(functools.partial(sharding.split_bytes, sizes=self._sizes))
@@ -247,8 +270,8 @@ class PlanShards(beam.PTransform):
     chunks = in_use | 'NumberChunks' >> _BucketOffsets(sharding.chunk_weights)
     return (shards
             | 'GroupByShard' >> beam.GroupByKey()
-            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsMultiMap(in_use), beam.pvalue.AsMultiMap(chunks)
-                                 ).with_output_types(ShardPlan))
+            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsMultiMap(in_use), beam.pvalue.AsMultiMap(chunks),
+                                 self._numbering).with_output_types(ShardPlan))
 
 
 def assign_shards(bucket: Tuple[str, Iterable[List[CheckedImage]]], target_bytes: int,
@@ -261,12 +284,13 @@ def assign_shards(bucket: Tuple[str, Iterable[List[CheckedImage]]], target_bytes
 
 def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[CheckedImage]]],
                in_use: Mapping[Tuple[str, str], Iterable[List[int]]],
-               chunks: Mapping[str, Iterable[hash_order.KeyOffsets]]) -> ShardPlan:
+               chunks: Mapping[str, Iterable[hash_order.KeyOffsets]], numbering: Optional[Mapping[str, Any]] = None
+               ) -> ShardPlan:
   (split, planned_index), batches = shard
   records = list(itertools.chain.from_iterable(batches))
   tags.records_per_key('GroupByShard').update(len(records))
   in_chunk = _only(in_use, sharding.numbering_chunk(split, planned_index))
-  return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records)
+  return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records, numbering)
 
 
 class DuplicateGroups(beam.CombineFn):

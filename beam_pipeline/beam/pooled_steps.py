@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import BinaryIO, Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -21,7 +21,8 @@ from beam_pipeline.core import steps, uris
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.inputs import reading
 from beam_pipeline.core.output import output_layout
-from beam_pipeline.core.messages import InputItem, OutputUnit, ShardPlan, ShardWritten, TransformGraph, Validated
+from beam_pipeline.core.messages import (InputItem, OutputUnit, ShardPlan, ShardRewrite, ShardWritten, TransformGraph,
+                                         Validated)
 from beam_pipeline.core.settings import Settings
 from beam_pipeline.local import workers
 
@@ -137,11 +138,16 @@ class ValidateImages(_PooledDoFn):
   metadata records, never bytes: Beam's cost per element exceeds a record's own."""
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:
-    yield from self._run(steps.validate_batch, (batch, self._settings), self._emit, (item.uri for item in batch))
+    # An --incremental run keeps each rejected input's fingerprint in the errors files.
+    fingerprints = {item.uri: item.fingerprint for item in batch} if self._settings.incremental else {}
+    yield from self._run(steps.validate_batch, (batch, self._settings), functools.partial(self._emit, fingerprints),
+                         (item.uri for item in batch))
 
-  def _emit(self, result: Validated) -> Iterator[Any]:
+  def _emit(self, fingerprints: Dict[str, str], result: Validated) -> Iterator[Any]:
     progress_counts.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))
-    for rejection in result.rejections + (result.annotation_problems or []):
+    for rejection in result.rejections:
+      yield tags.rejected(rejection._replace(fingerprint=fingerprints.get(rejection.uri, '')))
+    for rejection in result.annotation_problems or []:
       yield tags.rejected(rejection)
     if result.records:
       yield result.records
@@ -183,13 +189,27 @@ class WriteOutputs(_PooledDoFn):
       name = output_layout.shard_file(unit, settings.compression)
       staged = output_dir.staging(settings.output, settings.run_id, name, self._scratch)
       yield from self._run(steps.write_shard, (unit, staged, settings, class_names, self._model_path),
-                           functools.partial(self._shard_written, staged), (record.uri for record in unit.records))
+                           functools.partial(self._shard_written, staged, ()), (record.uri for record in unit.records))
+    elif isinstance(unit, ShardRewrite):
+      staged = output_dir.staging(settings.output, settings.run_id, unit.file, self._scratch)
+      earlier = [(self._local(name), self._local(output_layout.catalog_file(name))) for name in unit.sources]
+      downloaded = [path for pair in earlier for path in pair] if self._scratch else []
+      yield from self._run(steps.rewrite_shard, (unit, earlier, staged, settings),
+                           functools.partial(self._shard_written, staged, downloaded))
     else:
       staged = output_dir.staging(settings.output, settings.run_id, TRANSFORM_STAGING, self._scratch)
       yield from self._run(steps.write_graph, (staged, unit, class_names),
                            functools.partial(self._graph_written, staged))
 
-  def _shard_written(self, staged: str, result: ShardWritten) -> Iterator[Any]:
+  def _local(self, name: str) -> str:
+    """A local path of the output's file ``name``: itself, or a copy in the scratch folder of a remote output's."""
+    if not self._scratch:
+      return output_dir.path(self._settings.output, name)
+    local = os.path.join(self._scratch, 'earlier', name)
+    output_dir.download(output_dir.path(self._settings.output, name), local)
+    return local
+
+  def _shard_written(self, staged: str, downloaded: Iterable[str], result: ShardWritten) -> Iterator[Any]:
     progress_counts.counts().rejected(len(result.rejections))
     for rejection in result.rejections:
       yield tags.rejected(rejection)
@@ -197,9 +217,14 @@ class WriteOutputs(_PooledDoFn):
     output_dir.stage(output, run, result.shard.file, staged)
     if result.shard.index_file:
       output_dir.stage(output, run, result.shard.index_file, output_layout.index_file(staged))
+    if result.shard.catalog_file:
+      output_dir.stage(output, run, result.shard.catalog_file, output_layout.catalog_beside(staged, result.shard.file))
+    for local in downloaded:
+      os.remove(local)
     progress_counts.counts().written(result.shard.num_examples)
     Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard.num_examples)
     yield result.shard
+    yield from result.replaced
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
     for name in output_layout.TRANSFORM_DIRECTORIES:

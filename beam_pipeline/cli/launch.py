@@ -26,7 +26,7 @@ from beam_pipeline.cli import failures, interrupts, options as options_lib, prog
 from beam_pipeline.compat import beam_internals
 from beam_pipeline.core import steps
 from beam_pipeline.core.console import native_output, progress_counts
-from beam_pipeline.core.output import earlier_input, run_lock
+from beam_pipeline.core.output import earlier_input, incremental_update, run_lock
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
@@ -98,12 +98,15 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     options, settings = conversion.options, conversion.settings
     in_process = local_runner.runs_in_process(options)
     _say_which_splits_win(options, settings)
+    earlier = None
     if not _translates_only(options):  # a dry run or a template leaves the output as it is
       lock = held.enter_context(output_dir.claim(
           settings.output, settings.run_id, run_lock.LAUNCHER if local_runner.is_direct(options) else run_lock.JOB))
-      earlier_input.check(output_dir.earlier_record(settings.output), settings)  # under the lock
+      earlier = output_dir.earlier_record(settings.output)
+      earlier_input.check(earlier, settings)  # under the lock
     if settings.embedding:
       settings = _check_model(settings, in_process, held)
+    decision = _incremental(earlier, settings)
   except UsageError as e:
     workers.shutdown()
     workers.stop_forkserver()  # a bad option: no run, no workers
@@ -125,7 +128,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
-      graph.build(pipeline, settings, runner, pooled=in_process)
+      graph.build(pipeline, settings, runner, pooled=in_process, decision=decision)
     with shown, failures.kept(log) if log else contextlib.nullcontext(), \
         beam_internals.package_build_around(_quiet_package_build):
       result = pipeline.run()
@@ -166,6 +169,17 @@ def _progress_shown(options: PipelineOptions, in_process: bool, interval: float,
     console = stack.enter_context(progress.console(json_summary))
     stack.enter_context(progress.shown(console, interval, counter))
     yield
+
+
+def _incremental(earlier: Optional[RunRecord], settings: Settings) -> incremental_update.Decision:
+  """What an --incremental run does with the output's dataset (``earlier``'s); one line when it
+  converts everything where an update was asked for."""
+  if not settings.incremental:
+    return incremental_update.Decision(None)
+  decision = incremental_update.decide(earlier, settings)
+  if decision.full_conversion and earlier is not None:
+    print(f'--incremental: converting everything, since {decision.full_conversion}', file=sys.stderr)
+  return decision
 
 
 def _say_which_splits_win(options: PipelineOptions, settings: Settings) -> None:

@@ -163,6 +163,10 @@ def validate(options: PipelineOptions) -> Settings:
   if value['index_files'] and value['compression'] != 'none':
     raise UsageError('--index_files needs --compression=none: DALI and the tfrecord package index only '
                      'uncompressed shards')
+  if value['rebuild'] and not value['incremental']:
+    raise UsageError('--rebuild is for --incremental runs (a run without --incremental converts everything anyway)')
+  if value['incremental'] and value['num_shards']:
+    raise UsageError('--incremental adds shards as the input grows, so it cannot keep --num_shards; give one of them')
   max_side = value['max_side'] or 0
   if max_side and value['min_side'] > max_side:
     raise UsageError(f'--min_side={value["min_side"]} is larger than --max_side={max_side}: every image would be '
@@ -177,6 +181,8 @@ def validate(options: PipelineOptions) -> Settings:
       target_shard_bytes=max(1, int(value['target_shard_mb'] * 2**20)),
       num_shards=value['num_shards'] or 0,
       overwrite=value['overwrite'],
+      incremental=value['incremental'],
+      rebuild=value['rebuild'],
       compression=value['compression'],
       max_pixels=value['max_pixels'],
       max_file_bytes=max(1, int(value['max_file_mb'] * 2**20)),

@@ -22,6 +22,9 @@ class InputItem(NamedTuple):
   # is then the first of them.
   labels: Tuple[str, ...] = ()
   row: int = 0  # its manifest row's number (a CSV row's, a JSON line's), 1-based; 0: not from a manifest
+  # What tells whether it changed since an earlier run (core/inputs/fingerprints.py); '' unless the
+  # listing was asked for it, and where its metadata is unknown.
+  fingerprint: str = ''
 
 
 class CheckedImage(NamedTuple):
@@ -43,6 +46,7 @@ class CheckedImage(NamedTuple):
   objects: Tuple[Any, ...] = ()  # with --annotations: its boxes.StoredObject, on the stored image
   labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
   row: int = 0  # InputItem.row: a manifest that names one image twice has its later rows rejected
+  fingerprint: str = ''  # InputItem.fingerprint: what the file (and its manifest row) was when it was listed
 
 
 class Rejection(NamedTuple):
@@ -50,6 +54,9 @@ class Rejection(NamedTuple):
   uri: str
   reason: str
   detail: str
+  # With --incremental: the input's (InputItem.fingerprint), so that a later run need not read an
+  # unchanged file only to reject it again (incremental_catalog.CARRIED).
+  fingerprint: str = ''
 
   @classmethod
   def of(cls, uri: str, error: Any) -> 'Rejection':
@@ -57,8 +64,14 @@ class Rejection(NamedTuple):
     return cls(uri, error.reason, error.detail)
 
   def to_json(self) -> str:
-    return json.dumps({'uri': self.uri, 'reason': self.reason, 'detail': self.detail},
+    fingerprint = {'fingerprint': self.fingerprint} if self.fingerprint else {}
+    return json.dumps({'uri': self.uri, 'reason': self.reason, 'detail': self.detail, **fingerprint},
                       ensure_ascii=False, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'Rejection':
+    line = json.loads(text)
+    return cls(line['uri'], line['reason'], line['detail'], line.get('fingerprint', ''))
 
 
 class Validated(NamedTuple):
@@ -96,8 +109,19 @@ class ShardPlan(OutputUnit):
   """One shard: its records in the order they are written, and its place among its split's shards."""
   split: str
   index: int
-  count: int
+  count: int  # the split's shards; 0 in an --incremental output, whose names leave it out
   records: Tuple[CheckedImage, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRewrite(OutputUnit):
+  """An --incremental output's shard written again under its name, its records copied as they are,
+  their images unread: without those of files deleted or changed since, and with those of the
+  small shards merged into it."""
+  split: str
+  file: str
+  sources: Tuple[str, ...]  # the earlier shards whose records it holds, in order: the shard itself first
+  dropped: Tuple[str, ...]  # the uris whose records go
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,14 +151,21 @@ class ShardReport:
   kib: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin of stored KiB
   objects: Optional[Dict[str, int]] = None  # with --annotations: objects per label
   index_file: Optional[str] = None  # with --index_files
+  catalog_file: Optional[str] = None  # with --incremental
+  # The report of a shard as an earlier run wrote it, which this run wrote again: its counts come
+  # off the earlier totals (run_totals.WrittenTotals.add_shard).
+  replaced: bool = False
+  rewritten: bool = False  # written again from earlier shards' records (ShardRewrite)
 
   @property
   def files(self) -> List[str]:
-    """The shard's files in the output: the shard, and its index file if any."""
-    return [self.file] + ([self.index_file] if self.index_file else [])
+    """The shard's files in the output: the shard, its index file and its catalog if any."""
+    return [self.file] + [name for name in (self.index_file, self.catalog_file) if name]
 
 
 class ShardWritten(NamedTuple):
-  """What writing a shard gives: its report, and the records it could not write."""
+  """What writing a shard gives: its report, and the records it could not write; a shard written
+  again (ShardRewrite) gives the reports of the shards whose records it took as well."""
   shard: ShardReport
   rejections: List[Rejection]
+  replaced: Tuple[ShardReport, ...] = ()

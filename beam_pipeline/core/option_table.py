@@ -214,6 +214,14 @@ OPTIONS: Tuple[Option, ...] = (
            'another --input (without it the run is refused, saying what it would replace); a rerun from the same '
            'input, a retry, replaces its output without it', template='Replace an output of another input',
            changes_output=False),
+    Option('incremental', 'output', Switch(), 'Convert only what changed since the last run into --output (new, '
+           'changed and deleted files, found by size and time or a Cloud Storage generation), leaving its other '
+           'shards as they are; the first run, or one with other options, converts everything',
+           template='Incremental update', changes_output=False, record=lambda settings: settings.incremental,
+           recorded_if=lambda settings: settings.incremental),
+    Option('rebuild', 'output', Switch(), 'With --incremental: convert everything again, as if the output held '
+           'nothing (its dataset stays readable until the new one is committed)', template='Full rebuild',
+           changes_output=False),
     Option('schema', 'output', Choice(values=('default', 'simple')), 'Example keys: default (image/encoded, '
            'image/class/label, ...) or simple (image_raw, label, id)', default='default', template='Example keys',
            record=lambda settings: settings.schema),

@@ -112,6 +112,8 @@ class Settings(NamedTuple):
   input_root: Optional[str] = None  # --input_root: every input file must lie in this folder (input_root.py)
   num_shards: int = 0  # --num_shards: shards per split, of even record counts; 0: by target_shard_bytes
   overwrite: bool = False  # --overwrite: replace an output converted from another input (earlier_input.py)
+  incremental: bool = False  # --incremental: convert what changed since the output's run (incremental_update.py)
+  rebuild: bool = False  # --rebuild: an --incremental run that converts everything
 
   @property
   def multi_label(self) -> bool:

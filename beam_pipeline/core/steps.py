@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence, Tuple
 from beam_pipeline.core.console import quiet_import
 
 from beam_pipeline.core.inputs.reading import Remote
-from beam_pipeline.core.messages import InputItem, ShardPlan, ShardWritten, TransformGraph, Validated
+from beam_pipeline.core.messages import InputItem, ShardPlan, ShardRewrite, ShardWritten, TransformGraph, Validated
 from beam_pipeline.core.settings import EmbeddingSpec, Settings
 
 
@@ -31,6 +31,13 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
     from beam_pipeline.core.writing import embedding_model  # pylint: disable=import-outside-toplevel
     embed = embedding_model.embedder(settings.embedding, model_path)
   return shard_writer.write_shard(plan, file_path, settings, class_names, remote, embed=embed)
+
+
+def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_path: str,
+                  settings: Settings) -> ShardWritten:
+  quiet_import.tensorflow()
+  from beam_pipeline.core.writing import shard_rewriter  # pylint: disable=import-outside-toplevel
+  return shard_rewriter.rewrite_shard(unit, earlier, file_path, settings)
 
 
 def check_model(spec: EmbeddingSpec, model_path: str) -> Tuple[int, ...]:

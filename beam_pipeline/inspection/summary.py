@@ -41,6 +41,8 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
       'num_damaged_jpeg': info.num_damaged_jpeg,
       'strict_jpeg': info.options.get('strict_jpeg', False),
   }
+  if info.update:
+    summary['update'] = info.update.as_dict()
   embedding = info.embedding
   if embedding:
     summary['embedding'] = {'model': embedding.model, 'sha256': embedding.sha256,
@@ -55,8 +57,27 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
   speed = ''
   if 'wall_seconds' in summary:
     speed = f' in {summary["wall_seconds"]:.1f} s ({summary["images_per_second"]:,.0f} images/s)'
+  update = summary.get('update')
+  if update and not update.get('full_conversion'):
+    return [*updated(summary, update, speed), *details(summary)]
   return [f'Wrote {counted(summary["num_examples"], "example")} of {counted(summary["num_inputs"], "image")}, '
           f'{counted(summary["num_classes"], "class", "classes")}, to {summary["output"]}{speed}', *details(summary)]
+
+
+def updated(summary: Mapping[str, Any], update: Mapping[str, Any], speed: str) -> List[str]:
+  """What an --incremental run changed: its inputs, its shards, and the classes a model's head
+  must now have."""
+  lines_ = [f'Updated {summary["output"]}{speed}: {update["added"]:,} added, {update["changed"]:,} changed, '
+            f'{update["removed"]:,} removed, {update["unchanged"]:,} unchanged; now '
+            f'{counted(summary["num_examples"], "example")}, {counted(summary["num_classes"], "class", "classes")}',
+            f'  shards: {update["shards_written"]:,} new, {update["shards_rewritten"]:,} written again, '
+            f'{update["shards_kept"]:,} kept as they were']
+  if update['new_classes']:
+    earlier = summary['num_classes'] - len(update['new_classes'])
+    lines_.append(f'The class count changed from {earlier:,} to {summary["num_classes"]:,} '
+                  f'({", ".join(update["new_classes"][:5])}{", ..." if len(update["new_classes"]) > 5 else ""} '
+                  "added after the earlier ids): a model's output layer must change with it")
+  return lines_
 
 
 def held(summary: Mapping[str, Any], info: RunRecord) -> List[str]:

@@ -36,9 +36,11 @@ def test_declared_element_types_get_these_coders_not_pickle():
 
 def test_every_metadata_type_survives_its_coder_exactly():
   item = InputItem(URI, 'd\u00f6g', 'test', EXTRAS)
+  fingerprinted = InputItem(URI, fingerprint='file:1234:1700000000123456789')
   group = ContentGroup((RECORD, RECORD._replace(uri='gs://b/x.jpg', split='train')))
   plan = ShardPlan('validation', 2, 7, (RECORD,) * 3)
-  cases = [([item], List[InputItem]), ([RECORD, RECORD], List[CheckedImage]),
+  cases = [([item, fingerprinted], List[InputItem]),
+           ([RECORD, RECORD._replace(fingerprint='gcs:17:AAAAAA==:9')], List[CheckedImage]),
            (('ab', [RECORD]), Tuple[str, List[CheckedImage]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
            (plan, ShardPlan), (plan, OutputUnit), (TransformGraph(224, 'simple'), OutputUnit),
            (TransformGraph(32, 'default', (7, 7, 1280), False), OutputUnit)]
@@ -52,6 +54,7 @@ def test_every_metadata_type_survives_its_coder_exactly():
 
 def test_sizes_are_estimated_without_encoding_yet_close_to_the_encoded_size():
   coder = coder_for(List[CheckedImage])
-  records = [RECORD._replace(uri=f'/data/cat/{i}.jpg', extras=()) for i in range(100)]
-  estimate = coder.get_impl().estimate_size(records)
-  assert 0.5 < estimate / len(coder.encode(records)) < 2
+  for fingerprint in ('', 'file:123456:1700000000123456789|row:0123456789abcdef'):
+    records = [RECORD._replace(uri=f'/data/cat/{i}.jpg', extras=(), fingerprint=fingerprint) for i in range(100)]
+    estimate = coder.get_impl().estimate_size(records)
+    assert 0.5 < estimate / len(coder.encode(records)) < 2

@@ -1,6 +1,6 @@
 """Listed images met with their annotations, and an AutoML detection CSV's rows of one image merged."""
 from beam_pipeline.core import rejections
-from beam_pipeline.core.inputs import annotated_items
+from beam_pipeline.core.inputs import annotated_items, fingerprints
 from beam_pipeline.core.inputs.annotations import AnnotatedObject, ImageAnnotation
 from beam_pipeline.core.messages import InputItem, Rejection
 
@@ -42,3 +42,18 @@ def test_the_rows_of_one_image_merge_in_row_order_with_the_first_split_given():
   item = annotated_items.merged([row(12, 'dog', 'train'), row(3), row(9, 'cat')], False)
   assert [obj.label for obj in item.objects] == ['cat', 'dog'] and item.split == 'train'
   assert annotated_items.merged([row(3)], True).reason == rejections.UNANNOTATED
+
+
+def test_an_image_whose_rows_give_boxes_changes_its_fingerprint_with_any_of_its_rows():
+  """--incremental: an image whose second box moved counts as changed, though its first row did not."""
+  def row(number, xmax):
+    item = InputItem('a.jpg', objects=(AnnotatedObject('cat', 0, 0, xmax, 1, where=f'm.csv:row {number}'),),
+                     row=number)
+    return item._replace(fingerprint=fingerprints.of_row('file:5:7', item))
+
+  first = annotated_items.merged([row(3, 0.5), row(9, 0.6)], False).fingerprint
+  assert first.startswith('file:5:7|row:')
+  assert annotated_items.merged([row(9, 0.6), row(3, 0.5)], False).fingerprint == first
+  assert annotated_items.merged([row(3, 0.5), row(9, 0.7)], False).fingerprint != first
+  assert annotated_items.merged([row(3, 0.5), row(9, 0.6)._replace(fingerprint='')], False).fingerprint == ''
+  assert annotated_items.merged([InputItem('a.jpg', row=3)], False).fingerprint == ''

@@ -42,3 +42,13 @@ def test_images_with_a_side_shorter_than_min_side_as_stored_are_too_small(tmp_pa
       ('200x10.jpg', 'too_small', '40x2 pixels as stored: a side is shorter than --min_side=4'),
       ('4x3.jpg', 'too_small', '4x3 pixels: a side is shorter than --min_side=4')]
   assert len(validation.validate_batch(items, settings()).records) == 4
+
+
+def test_a_record_carries_the_fingerprint_of_the_file_it_came_from(tmp_path):
+  """An incremental run tells from a written record whether its file changed since."""
+  photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(2, size=(32, 24)))})
+  items = [InputItem(str(tmp_path / 'cat' / '0.jpg'), fingerprint='file:1:2'),
+           InputItem(str(tmp_path / 'cat' / '1.jpg'))]
+  result = validation.validate_batch(items, settings())
+  assert sorted((os.path.basename(r.uri), r.fingerprint) for r in result.records) == [
+      ('0.jpg', 'file:1:2'), ('1.jpg', '')]

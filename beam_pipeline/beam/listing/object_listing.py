@@ -9,7 +9,7 @@ client (the one Beam's gcsio makes, with the same credentials: compat) because F
 offers neither a delimiter listing nor a streamed one.
 """
 import re
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, NamedTuple, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -42,13 +42,31 @@ def subfolders(prefix: str) -> Iterator[str]:
       yield f'gs://{bucket}/{folder}'
 
 
+class ListedObject(NamedTuple):
+  """An object as a listing gives it, with what tells one version of it from another."""
+  uri: str
+  generation: Optional[int]
+  crc32c: Optional[str]  # base64, as the API gives it
+  size: Optional[int]
+
+
 def objects(prefix: str, below: bool) -> Iterator[str]:
   """The objects whose names start with ``prefix`` (a gs:// uri), as gs:// uris; only those
   with no further '/' unless ``below``."""
+  return (listed.uri for listed in _listed(prefix, below, 'name'))
+
+
+def object_versions(prefix: str, below: bool) -> Iterator[ListedObject]:
+  """objects(), each with its generation, CRC32C and size: fields of the same listing, so no
+  request more than objects() makes."""
+  return _listed(prefix, below, 'name,generation,crc32c,size')
+
+
+def _listed(prefix: str, below: bool, fields: str) -> Iterator[ListedObject]:
   bucket, name = _split(prefix)
-  for page in _pages(bucket, name, delimiter=None if below else '/', fields='items(name),nextPageToken'):
+  for page in _pages(bucket, name, delimiter=None if below else '/', fields=f'items({fields}),nextPageToken'):
     for blob in page:
-      yield f'gs://{bucket}/{blob.name}'
+      yield ListedObject(f'gs://{bucket}/{blob.name}', blob.generation, blob.crc32c, blob.size)
 
 
 def _split(uri: str) -> Tuple[str, str]:

@@ -10,13 +10,14 @@ import os
 import re
 from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from apache_beam.io.filesystem import CompressionTypes, FileSystem
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import tags
 from beam_pipeline.beam.listing import inputs, local_files, manifest_files, object_listing
 from beam_pipeline.core import isolation, rejections
 from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.inputs import fingerprints as input_fingerprints
 from beam_pipeline.core.inputs import manifest_parts, manifest_rows, manifest_text
 from beam_pipeline.core.messages import InputItem, Rejection
 from beam_pipeline.core.rejections import Rejected
@@ -56,12 +57,12 @@ def input_parts(spec: InputSpec, part_bytes: int = manifest_parts.PART_BYTES) ->
     yield InputPart(spec)
 
 
-def list_input_batches(part: InputPart, output: Optional[str] = None,
-                       size: int = LIST_BATCH_SIZE) -> Iterator[Union[List[InputItem], Rejection]]:
+def list_input_batches(part: InputPart, output: Optional[str] = None, size: int = LIST_BATCH_SIZE, *,
+                       fingerprints: bool = False) -> Iterator[Union[List[InputItem], Rejection]]:
   """list_part with its items in lists of ``size`` (the unit of work validation workers
   take); a manifest row that names no usable input comes out alone."""
   batch = []
-  for item in list_part(part, output):
+  for item in list_part(part, output, fingerprints=fingerprints):
     if isinstance(item, Rejection):
       yield item
       continue
@@ -73,42 +74,63 @@ def list_input_batches(part: InputPart, output: Optional[str] = None,
     yield batch
 
 
-def list_part(part: InputPart, output: Optional[str] = None, *,
-              skip_non_images: bool = True) -> Iterator[Union[InputItem, Rejection]]:
+def list_part(part: InputPart, output: Optional[str] = None, *, skip_non_images: bool = True,
+              fingerprints: bool = False) -> Iterator[Union[InputItem, Rejection]]:
   """All items of one part, but for the files of ``output`` (the run's own, if it lies inside
   the input); manifest rows that cannot be used come out as rejections, and so do a folder's or
   a glob's files that are no images (skipped_files: reason skipped), unless
   ``skip_non_images`` is False (a folder of VOC annotations lists its .xml files). Each item is
-  made behind the isolation boundary: one that fails is rejected alone."""
+  made behind the isolation boundary: one that fails is rejected alone. With ``fingerprints``
+  (--incremental), each item has its fingerprint (core/inputs/fingerprints.py): from the
+  listing's own metadata, or for a local file or a manifest's row one os.stat or metadata
+  request more; without, it has none ('')."""
   spec = part.spec
   skip = _inside(output, spec) if output and not spec.is_manifest else None
 
   def outside(path: str) -> bool:
     return not skip or not (os.path.abspath(path) if local_files.is_local(path) else path).startswith(skip + '/')
 
+  if spec.kind == CSV:
+    yield from _read_csv_manifest(spec.path, part, spec.multi_label, fingerprints)
+    return
+  if spec.is_manifest:
+    yield from _read_jsonl_manifest(spec.path, part, spec.multi_label, fingerprints)
+    return
   root = spec.path[:-len('/**')] if spec.kind == DIRECTORY else None
-  if part.prefix:
-    matches = re.compile(FileSystem.translate_pattern(spec.path)).match
-    paths = filter(matches, object_listing.objects(part.prefix, part.below))
-  elif spec.kind == DIRECTORY:
-    paths = (local_files.walk_local_files(root, skip=skip) if local_files.is_local_dir(root)
-             else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
-  elif spec.kind == GLOB:
-    paths = (local_files.match_local_glob(spec.path, skip) if local_files.is_local(spec.path)
-             else (m.path for m in FileSystems.match([spec.path])[0].metadata_list))
-  elif spec.kind == CSV:
-    yield from _read_csv_manifest(spec.path, part, spec.multi_label)
-    return
-  else:
-    yield from _read_jsonl_manifest(spec.path, part, spec.multi_label)
-    return
-  for path in filter(outside, paths):
+  for path, fingerprint in _listed_files(part, root, skip, fingerprints):
+    if not outside(path):
+      continue
     skipped = inputs.skip_reason(spec, path) if skip_non_images else None
     if skipped:
       yield Rejection(path, rejections.SKIPPED, skipped)
     else:
-      yield (_listed(path, path, _path_item, path, root + '/') if root
-             else _listed(path, path, _path_item, path))
+      yield _listed(path, path, _path_item, path, root + '/' if root else None, fingerprint)
+
+
+def _listed_files(part: InputPart, root: Optional[str], skip: Optional[str],
+                  fingerprints: bool) -> Iterator[Tuple[str, Optional[str]]]:
+  """The files of a folder, glob or Cloud Storage part, each with its fingerprint if asked for
+  (None: a local file's, which _path_item takes), else ''."""
+  spec = part.spec
+  if part.prefix:
+    matches = re.compile(FileSystem.translate_pattern(spec.path)).match
+    if not fingerprints:
+      yield from ((uri, '') for uri in filter(matches, object_listing.objects(part.prefix, part.below)))
+      return
+    for listed in object_listing.object_versions(part.prefix, part.below):
+      if matches(listed.uri):
+        yield listed.uri, input_fingerprints.of_object(listed.generation, listed.crc32c, listed.size)
+    return
+  if spec.kind == DIRECTORY and local_files.is_local_dir(root):
+    paths = local_files.walk_local_files(root, skip=skip)
+  elif spec.kind == GLOB and local_files.is_local(spec.path):
+    paths = local_files.match_local_glob(spec.path, skip)
+  else:
+    for metadata in FileSystems.match([spec.path])[0].metadata_list:
+      yield metadata.path, (input_fingerprints.of_metadata(metadata.size_in_bytes, metadata.last_updated_in_seconds)
+                            if fingerprints else '')
+    return
+  yield from ((path, None if fingerprints else '') for path in paths)
 
 
 def _inside(output: str, spec: InputSpec) -> Optional[str]:
@@ -129,12 +151,16 @@ def _listed(where: str, text: str, make: Callable[..., InputItem], *args) -> Uni
   return Rejection.of(where, item) if isinstance(item, Rejected) else item
 
 
-def _path_item(path: str, root: Optional[str] = None) -> InputItem:
+def _path_item(path: str, root: Optional[str] = None, fingerprint: Optional[str] = '') -> InputItem:
+  """The item of a listed file; a local file's fingerprint (None) is taken here, behind the
+  isolation boundary."""
   isolation.fault_point(isolation.LIST)
-  return InputItem(path, split=inputs.split_folder(root, path) if root else None)
+  fingerprint = input_fingerprints.of_local_file(path) if fingerprint is None else fingerprint
+  return InputItem(path, split=inputs.split_folder(root, path) if root else None, fingerprint=fingerprint)
 
 
-def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
+def _read_csv_manifest(path: str, part: InputPart, multi_label: bool,
+                       fingerprints: bool) -> Iterator[Union[InputItem, Rejection]]:
   first_row = part.rows.first_row if part.rows else 1
   with manifest_files.open_text(path, part.rows) as text:
     # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
@@ -153,20 +179,40 @@ def _read_csv_manifest(path: str, part: InputPart, multi_label: bool) -> Iterato
       if not any(cell.strip() for cell in row):
         continue
       yield _numbered(_listed(where, ','.join(row), manifest_rows.csv_row_item, path, part.header, row, where,
-                              multi_label), row_number)
+                              multi_label), row_number, fingerprints)
 
 
-def _read_jsonl_manifest(path: str, part: InputPart, multi_label: bool) -> Iterator[Union[InputItem, Rejection]]:
+def _read_jsonl_manifest(path: str, part: InputPart, multi_label: bool,
+                         fingerprints: bool) -> Iterator[Union[InputItem, Rejection]]:
   with manifest_files.open_text(path, part.rows) as text:
     for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
       if line.strip():
         yield _numbered(_listed(manifest_rows.row_name(path, False, line_number), line, manifest_rows.jsonl_line_item,
-                                path, line, multi_label), line_number)
+                                path, line, multi_label), line_number, fingerprints)
 
 
-def _numbered(item: Union[InputItem, Rejection], row: int) -> Union[InputItem, Rejection]:
-  """An item with the number of the manifest row that lists it."""
-  return item._replace(row=row) if isinstance(item, InputItem) else item
+def _numbered(item: Union[InputItem, Rejection], row: int, fingerprints: bool) -> Union[InputItem, Rejection]:
+  """An item with the number of the manifest row that lists it, and its fingerprint if asked for."""
+  if not isinstance(item, InputItem):
+    return item
+  if fingerprints:
+    return item._replace(row=row, fingerprint=input_fingerprints.of_row(_named_file_fingerprint(item.uri), item))
+  return item._replace(row=row)
+
+
+def _named_file_fingerprint(uri: str) -> str:
+  """The fingerprint of the file a manifest row names: one os.stat if it is local, else one
+  metadata request (FileSystems.match of the uri itself), never a read; UNKNOWN if it has none."""
+  if local_files.is_local(uri):
+    return input_fingerprints.of_local_file(uri)
+  if re.search(r'[*?[]', uri):  # FileSystems.match would list it as a pattern: of how many objects?
+    return input_fingerprints.UNKNOWN
+  try:
+    found = [m for m in FileSystems.match([uri])[0].metadata_list if m.path == uri]
+  except BeamIOError:  # missing, unreachable: its read will say why
+    return input_fingerprints.UNKNOWN
+  return (input_fingerprints.of_metadata(found[0].size_in_bytes, found[0].last_updated_in_seconds) if found
+          else input_fingerprints.UNKNOWN)
 
 
 def parts_counted(spec: InputSpec) -> Iterator[InputPart]:
@@ -177,11 +223,11 @@ def parts_counted(spec: InputSpec) -> Iterator[InputPart]:
   progress_counts.counts().parts_planned(count)
 
 
-def batches_counted(part: InputPart, output: str) -> Iterator[Any]:
+def batches_counted(part: InputPart, output: str, fingerprints: bool = False) -> Iterator[Any]:
   """list_input_batches for the pipeline: counted for the progress line, a manifest row that
-  names no usable input rejected (tagged)."""
+  names no usable input rejected (tagged); ``fingerprints``: Settings.incremental."""
   counts = progress_counts.counts()
-  for batch in list_input_batches(part, output):
+  for batch in list_input_batches(part, output, fingerprints=fingerprints):
     if isinstance(batch, Rejection):
       if batch.reason != rejections.SKIPPED:  # a skipped file is no image: progress counts images
         counts.listed(1)

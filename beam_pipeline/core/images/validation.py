@@ -105,7 +105,8 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
       num_bytes=len(prepared.stored), format=info.format, height=info.height, width=info.width,
       channels=info.channels, reencoded=info.reencoded,
       order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage),
-      objects=objects, labels=loaded.item.labels if loaded.label is not None else (), row=loaded.item.row), problems)
+      objects=objects, labels=loaded.item.labels if loaded.label is not None else (), row=loaded.item.row,
+      fingerprint=loaded.item.fingerprint), problems)
 
 
 def _stored_objects(item: InputItem, info: image_info.ImageInfo, settings: Settings

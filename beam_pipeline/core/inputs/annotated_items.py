@@ -5,6 +5,7 @@ gives no box is a negative, or rejected under --drop_unannotated."""
 from typing import Iterable, Iterator, List, Union
 
 from beam_pipeline.core import rejections, uris
+from beam_pipeline.core.inputs import fingerprints
 from beam_pipeline.core.inputs.annotations import ImageAnnotation
 from beam_pipeline.core.messages import InputItem, Rejection
 
@@ -47,7 +48,8 @@ def merged(rows: List[InputItem], drop_unannotated: bool) -> Union[InputItem, Re
   if drop_unannotated and not objects:
     return Rejection(rows[0].uri, rejections.UNANNOTATED, 'no row gives it a box (--drop_unannotated)')
   split = next((row.split for row in rows if row.split), None)
-  return rows[0]._replace(objects=objects, split=split)
+  fingerprint = fingerprints.of_rows(row.fingerprint for row in sorted(rows, key=lambda row: row.row))
+  return rows[0]._replace(objects=objects, split=split, fingerprint=fingerprint)
 
 
 def _row_number(where: str) -> int:

@@ -100,6 +100,13 @@ def sorted_labels(labels: Iterable[str]) -> List[str]:
   return sorted(unique)
 
 
+def extended_labels(earlier: List[str], labels: Iterable[str]) -> List[str]:
+  """An --incremental output's classes: the earlier ones with their ids, then the new ones in
+  class order (sorted_labels), so that no record written before changes its meaning."""
+  known = set(earlier)
+  return list(earlier) + sorted_labels(label for label in labels if label not in known)
+
+
 def labels_txt(labels: List[str]) -> str:
   """One label per line; the line number (from 0) is the class id."""
   return ''.join(label + '\n' for label in labels)

@@ -5,6 +5,10 @@ inspect, the readers and TensorFlow Datasets' metadata never disagree:
 
     beam_pipeline.json                   the run record, and the commit marker (written last)
     train-00003-of-00012.tfrecord[.gz]   shards, numbered from 0 per split
+    train-00003.tfrecord[.gz]            an --incremental output's shards: no count in the name,
+                                           since a run adds shards without renaming the others
+    catalog/train-00003.jsonl            an --incremental output's catalog: per shard, what each
+                                           record was made from (incremental_catalog.py)
     train-00003-of-00012.tfrecord.idx    their index files (--index_files)
     errors-00000-of-00001.jsonl          the rejections, in as many files as their number needs
     labels.txt, label_map.pbtxt          the classes (label_map with --annotations)
@@ -36,13 +40,17 @@ GZIP_SHARD_SUFFIX = '.tfrecord.gz'
 SHARD_SUFFIXES = (SHARD_SUFFIX, GZIP_SHARD_SUFFIX)
 INDEX_SUFFIX = '.idx'
 _DIGITS = '[0-9]' * 5
-# Shards as a glob; it matches their index files too, which SHARD_SUFFIXES tell apart.
-SHARD_GLOB = f'*-{_DIGITS}-of-{_DIGITS}{SHARD_SUFFIX}*'
-# Shards and their index files as a regular expression (split names are lowercase words).
-SHARD_PATTERN = (rf'[a-z][a-z0-9_]*-\d{{5}}-of-\d{{5}}{re.escape(SHARD_SUFFIX)}'
+# Shards of both layouts as a glob ('train-00003-of-00012' ends in five digits too); it matches
+# their index files as well, which SHARD_SUFFIXES tell apart.
+SHARD_GLOB = f'*-{_DIGITS}{SHARD_SUFFIX}*'
+# Shards and their index files, of both layouts, as a regular expression (split names are lowercase words).
+SHARD_PATTERN = (rf'[a-z][a-z0-9_]*-\d{{5}}(?:-of-\d{{5}})?{re.escape(SHARD_SUFFIX)}'
                  rf'(?:\.gz|{re.escape(INDEX_SUFFIX)})?')
-# Shards in TensorFlow Datasets' template language.
+# Shards in TensorFlow Datasets' template language: with a count, and an --incremental output's.
 TFDS_SHARD_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
+TFDS_INCREMENTAL_SHARD_TEMPLATE = '{SPLIT}-{SHARD_INDEX}.{FILEFORMAT}'
+CATALOG_DIR = 'catalog'
+CATALOG_PATTERN = rf'{CATALOG_DIR}/[a-z][a-z0-9_]*-\d{{5}}\.jsonl'
 ERRORS_PATTERN = r'errors-\d{5}-of-\d{5}\.jsonl'
 
 # The tf.Transform graph: its directories, and the exact files tf.Transform writes there (a
@@ -68,7 +76,7 @@ OLD_TFDS_LABEL_NAMES = 'image-class-label.labels.txt'
 
 
 # Files only a run's records can make ours: the same names may be a user's own shards.
-LISTED_NAME = re.compile(rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN})$')
+LISTED_NAME = re.compile(rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN}|{CATALOG_PATTERN})$')
 # Files ours by their names alone, in an output of ours (paths relative to it).
 _FIXED = (RUN_RECORD, OLD_RUN_RECORD, LABELS_TXT, LABEL_MAP, LOCK, TFDS_FEATURES, OLD_TFDS_LABEL_NAMES,
           *(tfds_label_names(schema) for schema in schemas.SCHEMAS))
@@ -77,9 +85,36 @@ FIXED_NAME = re.compile(rf'^(?:{"|".join(map(re.escape, _FIXED))}|{_TRANSFORM_FI
 
 def shard_file(plan: ShardPlan, compression: str) -> str:
   """The name of the shard ``plan`` is written to: numbered from 0, zero-padded so that names
-  sort in shard order."""
+  sort in shard order; with the split's count, but for an --incremental output's (count 0)."""
   suffix = GZIP_SHARD_SUFFIX if compression == 'gzip' else SHARD_SUFFIX
-  return f'{plan.split}-{plan.index:05d}-of-{plan.count:05d}{suffix}'
+  count = f'-of-{plan.count:05d}' if plan.count else ''
+  return f'{plan.split}-{plan.index:05d}{count}{suffix}'
+
+
+def catalog_file(shard: str) -> str:
+  """The catalog of an --incremental output's shard: what its records were made from."""
+  return f'{CATALOG_DIR}/{shard.split(".", 1)[0]}.jsonl'
+
+
+def shard_index(shard: str) -> int:
+  """The index in the name of an --incremental output's shard."""
+  return int(shard.split('.', 1)[0].rsplit('-', 1)[1])
+
+
+def renumbered(shard: str, index: int) -> str:
+  """The name of an --incremental output's shard under another index."""
+  stem, suffix = shard.split('.', 1)
+  return f'{stem.rsplit("-", 1)[0]}-{index:05d}.{suffix}'
+
+
+def catalog_beside(file_path: str, name: str) -> str:
+  """Where a worker writes the catalog of the shard ``name`` it writes to the local ``file_path``:
+  under the same folder, as the output names it."""
+  return file_path[:len(file_path) - len(name)] + catalog_file(name)
+
+
+def tfds_template(incremental: bool) -> str:
+  return TFDS_INCREMENTAL_SHARD_TEMPLATE if incremental else TFDS_SHARD_TEMPLATE
 
 
 def index_file(shard: str) -> str:

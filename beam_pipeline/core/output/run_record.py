@@ -55,6 +55,11 @@ class Shard(_Json):
   num_examples: int
   num_bytes: int
   index_file: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --index_files
+  catalog_file: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --incremental
+
+  @property
+  def files(self) -> List[str]:
+    return [self.file] + [name for name in (self.index_file, self.catalog_file) if name]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,6 +107,22 @@ class Embedding(_Json):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Update(_Json):
+  """What an --incremental run changed: its inputs since the earlier run's (each input once:
+  a changed file's earlier record was replaced), and the output's shards. A run that converted
+  everything says why."""
+  added: int
+  changed: int
+  removed: int
+  unchanged: int
+  shards_written: int  # new shards
+  shards_rewritten: int  # earlier shards that lost records, written again under their names
+  shards_kept: int  # earlier shards left as they were
+  new_classes: List[str]
+  full_conversion: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunRecord(_Json):
   """A completed run's beam_pipeline.json; its JSON keys are these fields, in this order."""
   tool: str = TOOL
@@ -130,6 +151,7 @@ class RunRecord(_Json):
   schema: str
   embedding: Optional[Embedding] = None
   options: Dict[str, Any]  # the settings as given (Settings.as_dict), and the runner
+  update: Optional[Update] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --incremental
 
   def input_given(self) -> Optional[str]:
     """The --input the run converted, as given (a folder without the '/**' its listing adds);
@@ -161,11 +183,12 @@ class RunRecord(_Json):
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'RunRecord':
     """The record of parsed JSON, of this version or an earlier one."""
-    embedding = data.get('embedding')
+    embedding, update = data.get('embedding'), data.get('update')
     return _typed(cls, data, splits={name: Split.from_dict(split) for name, split in data['splits'].items()},
                   errors_files=data.get('errors_files', [data['errors_file']]),
                   duplicates=_typed(Duplicates, data['duplicates']),
-                  embedding=_typed(Embedding, embedding) if embedding else None)
+                  embedding=_typed(Embedding, embedding) if embedding else None,
+                  update=_typed(Update, update) if update else None)
 
   @classmethod
   def from_json(cls, text: str) -> 'RunRecord':

@@ -10,7 +10,7 @@ from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.messages import ShardReport
-from beam_pipeline.core.output.run_record import Duplicates, Embedding, RunRecord, Shard, Split
+from beam_pipeline.core.output.run_record import Duplicates, Embedding, RunRecord, Shard, Split, Update
 from beam_pipeline.core.settings import EmbeddingSpec
 
 
@@ -55,17 +55,18 @@ class SplitTotals:
   kib: Dict[str, int] = dataclasses.field(default_factory=dict)
   objects: Optional[Dict[str, int]] = None  # with --annotations
 
-  def add(self, more: Union[ShardReport, 'SplitTotals'], shards: List[Shard]) -> None:
+  def add(self, more: Union[ShardReport, 'SplitTotals', Split], shards: List[Shard], sign: int = 1) -> None:
     """These totals (changed) with the examples, bytes and histograms of ``more`` (a shard's
-    report or another split's totals) and its ``shards`` added."""
-    self.num_examples += more.num_examples
-    self.num_bytes += more.num_bytes
+    report, another split's totals or an earlier run record's split) and its ``shards`` added;
+    taken off with ``sign`` -1."""
+    self.num_examples += sign * more.num_examples
+    self.num_bytes += sign * more.num_bytes
     self.shards.extend(shards)
     for mine, theirs in ((self.classes, more.classes), (self.longer_side_px, more.longer_side_px),
                          (self.kib, more.kib)):
-      _add_counts(mine, theirs)
+      _add_counts(mine, theirs, sign)
     if more.objects is not None:
-      self.objects = _add_counts(self.objects or {}, more.objects)
+      self.objects = _add_counts(self.objects or {}, more.objects, sign)
 
 
 @dataclasses.dataclass
@@ -79,33 +80,61 @@ class WrittenTotals:
   num_resized: int = 0
   num_rotated: int = 0
   num_damaged_jpeg: int = 0
+  # Shards an earlier run wrote that this one wrote again (--incremental): the earlier totals'
+  # entries of them go when these totals are added to those (add).
+  replaced_files: List[str] = dataclasses.field(default_factory=list)
+  # Shards written again from earlier shards' records (ShardReport.rewritten), empty ones included.
+  rewritten_files: List[str] = dataclasses.field(default_factory=list)
 
   def add_shard(self, report: ShardReport) -> 'WrittenTotals':
-    """These totals (changed) with one written shard's report added."""
-    self._add_counts(report)
+    """These totals (changed) with one written shard's report added, or an earlier report of a
+    shard written again (``report.replaced``) taken off."""
+    sign = -1 if report.replaced else 1
+    self._add_counts(report, sign)
+    if report.replaced:
+      self.replaced_files.append(report.file)
+    if report.rewritten:
+      self.rewritten_files.append(report.file)
     shard = Shard(file=report.file, num_examples=report.num_examples, num_bytes=report.num_bytes,
-                  index_file=report.index_file)
-    self.splits.setdefault(report.split, SplitTotals()).add(report, [shard])
+                  index_file=report.index_file, catalog_file=report.catalog_file)
+    self.splits.setdefault(report.split, SplitTotals()).add(report, [] if report.replaced else [shard], sign)
     return self
 
-  def add(self, more: 'WrittenTotals') -> 'WrittenTotals':
-    """These totals (changed) with the totals ``more`` added."""
+  def add(self, more: 'WrittenTotals', replace: bool = False) -> 'WrittenTotals':
+    """These totals (changed) with the totals ``more`` added. With ``replace`` (these being an
+    earlier run's, of_record), the shards ``more`` wrote again leave these totals' lists; their
+    counts come off with its replaced reports."""
     self._add_counts(more)
+    replaced = set(more.replaced_files) if replace else set()
+    self.replaced_files.extend(more.replaced_files)
+    self.rewritten_files.extend(more.rewritten_files)
     for name, split in more.splits.items():
-      self.splits.setdefault(name, SplitTotals()).add(split, split.shards)
+      totals = self.splits.setdefault(name, SplitTotals())
+      if replaced:
+        totals.shards = [shard for shard in totals.shards if shard.file not in replaced]
+      totals.add(split, split.shards)
     return self
 
-  def _add_counts(self, more: Union[ShardReport, 'WrittenTotals']) -> None:
-    self.num_reencoded += more.num_reencoded
-    self.num_resized += more.num_resized
-    self.num_rotated += more.num_rotated
-    self.num_damaged_jpeg += more.num_damaged_jpeg
+  @classmethod
+  def of_record(cls, record: RunRecord) -> 'WrittenTotals':
+    """The totals of what an earlier run's record says it wrote: where an --incremental run's
+    own totals are added (add)."""
+    totals = cls(num_reencoded=record.num_reencoded, num_resized=record.num_resized, num_rotated=record.num_rotated,
+                 num_damaged_jpeg=record.num_damaged_jpeg - record.errors_by_reason.get(rejections.DAMAGED_JPEG, 0))
+    for name, split in record.splits.items():
+      totals.splits.setdefault(name, SplitTotals()).add(split, list(split.shards))
+    return totals
+
+  def _add_counts(self, more: Union[ShardReport, 'WrittenTotals'], sign: int = 1) -> None:
+    self.num_reencoded += sign * more.num_reencoded
+    self.num_resized += sign * more.num_resized
+    self.num_rotated += sign * more.num_rotated
+    self.num_damaged_jpeg += sign * more.num_damaged_jpeg
 
   @property
   def files(self) -> List[str]:
-    """Every shard and index file written."""
-    return [name for split in self.splits.values() for shard in split.shards
-            for name in (shard.file, shard.index_file) if name]
+    """Every shard, index and catalog file written."""
+    return [name for split in self.splits.values() for shard in split.shards for name in shard.files]
 
   @property
   def num_examples(self) -> int:
@@ -120,16 +149,20 @@ def written_totals(reports: Iterable[ShardReport]) -> WrittenTotals:
   return totals
 
 
-def _add_counts(into: Dict[str, int], more: Mapping[str, int]) -> Dict[str, int]:
+def _add_counts(into: Dict[str, int], more: Mapping[str, int], sign: int = 1) -> Dict[str, int]:
+  """``into`` (changed) with ``more``'s counts added (``sign`` -1: taken off); a count that comes
+  to 0 goes, as if it had never been counted."""
   for key, count in more.items():
-    into[key] = into.get(key, 0) + count
+    into[key] = into.get(key, 0) + sign * count
+    if not into[key]:
+      del into[key]
   return into
 
 
 def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mapping[str, int],
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None,
-          num_skipped: int = 0) -> RunRecord:
+          num_skipped: int = 0, update: Optional[Update] = None) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
   written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
   up the groups of identical files: num_groups, num_extra_copies, num_label_conflicts, and the
@@ -169,6 +202,7 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
       schema=settings['schema'],
       embedding=embedding,
       options=dict(settings, runner=runner),
+      update=update,
   )
 
 

@@ -45,7 +45,8 @@ def files(info: run_record.RunRecord) -> Dict[str, str]:
 
 
 def _dataset_info(info: run_record.RunRecord) -> Dict[str, Any]:
-  splits = [{'name': name, 'filepathTemplate': output_layout.TFDS_SHARD_TEMPLATE, 'numBytes': str(split.num_bytes),
+  template = output_layout.tfds_template(bool(info.options.get('incremental')))
+  splits = [{'name': name, 'filepathTemplate': template, 'numBytes': str(split.num_bytes),
              'shardLengths': [str(shard.num_examples) for shard in split.shards]}
             for name, split in sorted(info.splits.items())]
   supervised = _supervised_keys(info)

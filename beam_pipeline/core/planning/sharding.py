@@ -16,7 +16,7 @@ import collections
 import functools
 import hashlib
 import math
-from typing import Dict, Iterable, List, NamedTuple, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core.planning import hash_order
 from beam_pipeline.core.messages import CheckedImage, ShardPlan
@@ -163,7 +163,12 @@ def number(planned_index: int, in_chunk: Iterable[int], placed: hash_order.KeyOf
   return placed.before[chunk] + sorted(set(in_chunk)).index(planned_index), placed.total
 
 
-def plan_shard(split: str, numbered: Tuple[int, int], records: Iterable[CheckedImage]) -> ShardPlan:
-  """One shard's plan: its records in shard order, under its gap-free (index, count)."""
+def plan_shard(split: str, numbered: Tuple[int, int], records: Iterable[CheckedImage],
+               numbering: Optional[Mapping[str, Any]] = None) -> ShardPlan:
+  """One shard's plan: its records in shard order, under its gap-free (index, count); in an
+  --incremental output, numbered as its split's incremental_update.Numbering says (after the
+  earlier shards; a split with none has none), with no count."""
   index, count = numbered
+  if numbering is not None:
+    index, count = (numbering[split].index(index) if split in numbering else index), 0
   return ShardPlan(split, index, count, tuple(sorted(records, key=_ordered)))

@@ -11,7 +11,7 @@ only moves groups that sit next to a boundary.
 import collections
 import itertools
 import re
-from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from beam_pipeline.core import isolation, rejections, split_names
 from beam_pipeline.core.planning import hash_order
@@ -124,19 +124,34 @@ def class_weights(bucket: str, groups: Iterable[ContentGroup]) -> Iterable[Tuple
   return weights.items()
 
 
+def fractions_after(spec: SplitSpec, kept: Mapping[str, int], new: int) -> Tuple[float, ...]:
+  """The fractions ``new`` images of a class are split by, when the class already holds ``kept``
+  images per split (an --incremental output's): each split gets what it lacks of its share of
+  the class's total after, in proportion where a split already holds more than its share, so
+  the class's fractions come back to the requested ones as closely as the new images allow."""
+  total = sum(kept.values()) + new
+  lacking = [max(0.0, fraction * total - kept.get(name, 0)) for name, fraction in zip(spec.names, spec.fractions)]
+  if not new or not kept or sum(lacking) <= 0:
+    return spec.fractions
+  return tuple(value / sum(lacking) for value in lacking)
+
+
 def assign_splits(bucket: str, groups: Iterable[ContentGroup], spec: SplitSpec,
-                  placed: hash_order.Offsets) -> Iterator[CheckedImage]:
-  """Gives every record of one content bucket its split; ``placed`` holds every bucket's class_weights."""
+                  placed: hash_order.Offsets, kept: Optional[Mapping[str, Mapping[str, int]]] = None
+                  ) -> Iterator[CheckedImage]:
+  """Gives every record of one content bucket its split; ``placed`` holds every bucket's class_weights,
+  ``kept`` each class's images per split that an --incremental output holds already."""
   pending: Dict[str, List[ContentGroup]] = collections.defaultdict(list)
   for group in groups:
     if group.records[0].split:
       yield from group.records
     else:
       pending[group.stratum].append(group)
-  boundaries = list(itertools.accumulate(spec.fractions))
   for stratum, stratum_groups in pending.items():
     stratum_groups.sort(key=lambda g: g.records[0].source_sha256)
     total = placed[stratum].total
+    boundaries = list(itertools.accumulate(fractions_after(spec, kept[stratum], total) if kept is not None
+                                           else spec.fractions))
     for group, midpoint in hash_order.midpoints(stratum_groups, lambda g: g.weight, bucket, placed[stratum]):
       index = next((i for i, bound in enumerate(boundaries) if midpoint / total < bound), len(boundaries) - 1)
       for record in group.records:

@@ -5,7 +5,6 @@ a local run. It writes a local file with TensorFlow's TFRecordWriter, under the
 temporary name it is given; the Beam side moves or uploads it into place, so a
 worker never touches a final name, and every shard is framed by the same writer.
 """
-import collections
 import functools
 import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -16,7 +15,7 @@ import tensorflow as tf
 from beam_pipeline.core import isolation
 from beam_pipeline.core.images import image_info, reencoding
 from beam_pipeline.core.inputs import reading
-from beam_pipeline.core.output import run_totals
+from beam_pipeline.core.output import incremental_catalog
 from beam_pipeline.core.writing import examples, record_index
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.images import pillow_limit
@@ -46,9 +45,8 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   class_ids = {label: index for index, label in enumerate(class_names)}
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected: List[Rejection] = []
-  labels, longer_sides, stored_bytes, lengths = [], [], [], []
-  objects = collections.Counter()
-  reencoded = resized = rotated = damaged = 0
+  written: List[incremental_catalog.Entry] = []
+  lengths = []
   batch_size = settings.embedding.batch_size if embed else 1
   read = functools.partial(_read, settings=settings, open_remote=remote and remote.open)
   stored = _stored(reading.read_files(isolation.READ, read, plan.records, lambda record: record.uri, remote),
@@ -70,29 +68,32 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
         except Exception as e:  # pylint: disable=broad-except
           raise OutputError(f'{file_path}: {rejections.first_line(e)}') from e
         lengths.append(len(example))
-        labels.append(record.labels if settings.multi_label else record.label)
-        objects.update(obj.label for obj in record.objects)
-        longer_sides.append(max(record.height, record.width))
-        stored_bytes.append(len(image))
-        reencoded += record.reencoded
-        resized += original_size != (record.height, record.width)
-        rotated += turned
-        damaged += record.damaged
+        written.append(incremental_catalog.entry(record, len(image), original_size != (record.height, record.width),
+                                                 turned))
   name = output_layout.shard_file(plan, settings.compression)
   if settings.index_files:
-    _write_index(output_layout.index_file(file_path), lengths)
-  report = ShardReport(split=plan.split, file=name, num_examples=len(labels), num_bytes=os.path.getsize(file_path),
-                       num_reencoded=reencoded, num_resized=resized, num_rotated=rotated, num_damaged_jpeg=damaged,
-                       objects=dict(objects) if settings.annotations else None,
-                       index_file=output_layout.index_file(name) if settings.index_files else None,
-                       **run_totals.image_statistics(labels, longer_sides, stored_bytes))
+    write_index(output_layout.index_file(file_path), lengths)
+  catalog = None
+  if settings.incremental:
+    catalog = output_layout.catalog_file(name)
+    write_text(output_layout.catalog_beside(file_path, name), incremental_catalog.text(written))
+  report = incremental_catalog.report(plan.split, name, written, os.path.getsize(file_path),
+                                      multi_label=settings.multi_label, annotations=bool(settings.annotations),
+                                      index_file=output_layout.index_file(name) if settings.index_files else None,
+                                      catalog_file=catalog)
   return ShardWritten(report, rejected)
 
 
-def _write_index(path: str, lengths: List[int]) -> None:
+def write_index(path: str, lengths: List[int]) -> None:
+  write_text(path, record_index.text(lengths))
+
+
+def write_text(path: str, text: str) -> None:
+  """Writes a small local file whole (an index file, a catalog); OutputError if it cannot."""
   try:
-    with open(path, 'w', encoding='ascii') as f:
-      f.write(record_index.text(lengths))
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    with open(path, 'w', encoding='utf-8', errors='backslashreplace') as f:
+      f.write(text)
   except OSError as e:
     raise OutputError(f'{path}: {rejections.first_line(e)}') from e
 

@@ -1,14 +1,19 @@
-"""Two DAGs that turn an image collection into TFRecords with beam_pipeline.
+"""Three DAGs that turn an image collection into TFRecords with beam_pipeline.
 
 ``images_to_tfrecords`` runs ``python -m beam_pipeline`` with Airflow's Beam operator,
 on the Airflow worker (DirectRunner) or on Dataflow (DataflowRunner), by the param
 ``runner``. ``images_to_tfrecords_flex`` launches the Flex Template built from
-deploy/dataflow (see the README).
+deploy/dataflow (see the README). ``images_to_tfrecords_daily`` runs every day into one
+output with --incremental: each run converts only the photos added, changed or deleted
+since the day before (the param ``rebuild`` converts everything again).
 
 Params: ``input`` (a glob, directory or manifest), ``output`` (default: a directory
 under the Variable ``tfrecords_output_root`` named for the run's date and time, so
 a retry of a run rewrites the same output), and ``options``: any other option of
 the command, as a JSON object ({"splits": "train=0.8,validation=0.2", "dedupe": true}).
+
+The daily DAG's input and output default to the Variables ``tfrecords_daily_input`` and
+``tfrecords_daily_output``, so scheduled runs need no params.
 
 Variables: ``tfrecords_python`` (the interpreter of the environment beam_pipeline is
 installed in: Airflow and TensorFlow cannot share one), ``tfrecords_output_root``,
@@ -52,6 +57,19 @@ def conversion_options(params: Mapping[str, Any], run_after: datetime.datetime, 
           **({'input_root': input_root} if input_root else {})}
 
 
+def daily_options(params: Mapping[str, Any], variables: Any) -> Dict[str, Any]:
+  """The daily run's options: an --incremental update of one output (the Variables'
+  tfrecords_daily_input and tfrecords_daily_output, unless the params give others), or with
+  ``rebuild`` a conversion of everything into it."""
+  daily = {**params, 'input': params['input'] or variables.get('tfrecords_daily_input', ''),
+           'output': params['output'] or variables.get('tfrecords_daily_output', '')}
+  if not daily['output']:
+    raise ValueError('give the param output, or set the Variable tfrecords_daily_output: the one output each '
+                     'daily run updates')
+  options = conversion_options(daily, datetime.datetime.min, variables)
+  return {**options, 'incremental': True, **({'rebuild': True} if params['rebuild'] else {})}
+
+
 def dataflow_options(params: Mapping[str, Any], variables: Any) -> Dict[str, Any]:
   """What a DataflowRunner run adds: where to stage, the workers' image, and --no_wait, as
   Airflow itself waits for the job (by the id the command logs)."""
@@ -83,22 +101,34 @@ class _BeamPythonPipeline(BeamRunPythonPipelineOperator):
 
 
 MACROS = {'conversion_options': conversion_options, 'dataflow_options': dataflow_options,
-          'template_parameters': template_parameters}
+          'template_parameters': template_parameters, 'daily_options': daily_options}
+RUNNER = Param('DirectRunner', enum=['DirectRunner', 'DataflowRunner'])
 
-with DAG('images_to_tfrecords', schedule=None, catchup=False, render_template_as_native_obj=True,
-         user_defined_macros=MACROS, tags=['tfrecords'], doc_md=__doc__,
-         params={**PARAMS, 'runner': Param('DirectRunner', enum=['DirectRunner', 'DataflowRunner'])}):
-  _BeamPythonPipeline(
+
+def _convert(options: str) -> _BeamPythonPipeline:
+  """The task that runs the command with the ``options`` (a template of a dict)."""
+  return _BeamPythonPipeline(
       task_id='convert',
       py_interpreter='{{ var.value.tfrecords_python }}',
       py_file='beam_pipeline',
       py_options=['-m'],
       runner='{{ params.runner }}',
-      default_pipeline_options='{{ conversion_options(params, dag_run.run_after, var.value) }}',
+      default_pipeline_options=options,
       pipeline_options='{{ dataflow_options(params, var.value) }}',
       dataflow_config={'job_name': JOB_NAME, 'project_id': "{{ var.value.get('tfrecords_project', '') }}",
                        'location': "{{ var.value.get('tfrecords_region', '') }}", 'wait_until_finished': True},
   )
+
+with DAG('images_to_tfrecords', schedule=None, catchup=False, render_template_as_native_obj=True,
+         user_defined_macros=MACROS, tags=['tfrecords'], doc_md=__doc__, params={**PARAMS, 'runner': RUNNER}):
+  _convert('{{ conversion_options(params, dag_run.run_after, var.value) }}')
+
+# One run at a time: the output takes one run at a time anyway, and a second would be refused.
+with DAG('images_to_tfrecords_daily', schedule='@daily', start_date=datetime.datetime(2026, 1, 1), catchup=False,
+         max_active_runs=1, render_template_as_native_obj=True, user_defined_macros=MACROS, tags=['tfrecords'],
+         doc_md=__doc__, params={**PARAMS, 'runner': RUNNER, 'rebuild': Param(False, type='boolean', description=(
+             'Convert everything again instead of what changed since the last run.'))}):
+  _convert('{{ daily_options(params, var.value) }}')
 
 with DAG('images_to_tfrecords_flex', schedule=None, catchup=False, render_template_as_native_obj=True,
          user_defined_macros=MACROS, tags=['tfrecords'], doc_md=__doc__, params=PARAMS):

@@ -1,0 +1,198 @@
+"""An --incremental run's own steps: today's listing met with the earlier run's catalog, file by
+file, so that only what changed is read, and new copies of catalogued pictures placed with them.
+
+The catalog is read from its files in parallel and joined by uri (CoGroupByKey), then the new
+records by content hash, so no element holds the catalog or the listing: an update costs one
+pass over both plus the work of what changed.
+"""
+import hashlib
+import io
+from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.beam import output_dir, tags
+from beam_pipeline.core import rejections
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
+from beam_pipeline.core.output import incremental_catalog, incremental_update
+from beam_pipeline.core.output.incremental_catalog import Entry
+
+_KEPT, _EARLIER, _DIRTY, _CHANGES = 'kept', 'earlier', 'dirty', 'changes'
+_BATCH_SIZE = 256  # as listing and validation batch items
+
+
+class Changes(NamedTuple):
+  """What the join of listing and catalog gives."""
+  todo: beam.PCollection  # lists of InputItem: new and changed files, to convert
+  kept: beam.PCollection  # Entry of each record kept as it is
+  earlier: beam.PCollection  # (Entry, kept) of every catalogued record, kept or not
+  rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted or changed file
+  counts: beam.PCollection  # one element: {added, changed, removed, unchanged: count}
+  carried: beam.PCollection  # Rejection of each unchanged file the earlier run rejected, for the errors files
+
+
+class FindChanges(beam.PTransform):
+  """From lists of today's items to Changes, against the catalog of the shards of the dataset
+  ``decision`` updates in ``output``; the shards it merges are written again whether or not
+  they lost records."""
+
+  def __init__(self, output: str, decision: incremental_update.Decision):
+    super().__init__()
+    self._output = output
+    self._catalogs = [(shard.file, shard.catalog_file) for split in decision.earlier.splits.values()
+                      for shard in split.shards]
+    self._errors_files = decision.earlier.errors_files
+    self._merges = decision.merges
+    self._merged_into = decision.merged_into
+
+  def expand(self, batches):
+    pipeline = batches.pipeline
+    listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, item) for item in batch])
+    catalogued = (pipeline
+                  | 'CatalogFiles' >> beam.Create(self._catalogs)
+                  | 'SpreadCatalog' >> beam.Reshuffle()
+                  | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output))
+    rejected = (pipeline
+                | 'ErrorsFiles' >> beam.Create(self._errors_files)
+                | 'ReadErrors' >> beam.FlatMap(_rejected, self._output))
+    joined = ({'listed': listed, 'catalogued': catalogued, 'rejected': rejected}
+              | 'ByUri' >> beam.CoGroupByKey()
+              | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _EARLIER, _DIRTY, _CHANGES, tags.REJECTED,
+                                                                 main='todo'))
+    todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
+                                                        ).with_output_types(List[InputItem])
+    merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
+    rewrites = ((joined[_DIRTY] | 'IntoMerges' >> beam.Map(_into, self._merged_into), merged)
+                | 'Rewritten' >> beam.Flatten()
+                | 'ByShard' >> beam.GroupByKey()
+                | 'Rewrite' >> beam.Map(_rewrite, {merge.file: merge for merge in self._merges}
+                                             ).with_output_types(ShardRewrite))
+    counts = (joined[_CHANGES]
+              | 'CountChanges' >> beam.combiners.Count.PerElement()
+              | 'AllChanges' >> beam.combiners.ToDict())
+    return Changes(todo, joined[_KEPT], joined[_EARLIER], rewrites, counts, joined[tags.REJECTED])
+
+
+def with_record_fingerprints(batch: List[InputItem]) -> List[InputItem]:
+  return [_with_record_fingerprint(item) for item in batch]
+
+
+def _with_record_fingerprint(item: InputItem) -> InputItem:
+  """The item with a fingerprint of everything its record is made from: its file's, and what the
+  listing gives besides the bytes (a manifest's label and split, its boxes), so that a relabelled
+  file or a moved box counts as changed. An unknown file fingerprint stays unknown ('')."""
+  if not item.fingerprint:
+    return item
+  given = repr((item.label, item.labels, item.split, item.extras, item.objects, item.annotated_size))
+  digest = hashlib.sha256(given.encode('utf-8', 'backslashreplace')).hexdigest()[:16]
+  return item._replace(fingerprint=f'{item.fingerprint}:{digest}')
+
+
+def _catalogued(files: Tuple[str, str], output: str) -> Iterator[Tuple[str, Tuple[str, Entry]]]:
+  shard, catalog = files
+  with FileSystems.open(output_dir.path(output, catalog), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    text = f.read().decode('utf-8', 'surrogateescape')
+  for entry in incremental_catalog.entries(text):
+    yield entry.uri, (shard, entry)
+
+
+def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:
+  """The rejections of one earlier errors file that a later run may carry (incremental_catalog.carried)."""
+  with FileSystems.open(output_dir.path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    for line in io.TextIOWrapper(f, encoding='utf-8', errors='surrogateescape'):
+      rejection = Rejection.from_json(line)
+      if incremental_catalog.carried(rejection):
+        yield rejection.uri, rejection
+
+
+def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+  _, sides = joined
+  items, catalogued, rejected = list(sides['listed']), list(sides['catalogued']), list(sides['rejected'])
+  earlier = [entry.fingerprint for _, entry in catalogued] + [rejection.fingerprint for rejection in rejected]
+  change = incremental_catalog.change([item.fingerprint for item in items], earlier)
+  yield beam.pvalue.TaggedOutput(_CHANGES, change)
+  for _, entry in catalogued:
+    yield beam.pvalue.TaggedOutput(_EARLIER, (entry, change == incremental_catalog.UNCHANGED))
+  if change == incremental_catalog.UNCHANGED and rejected:  # rejected again, unread
+    progress_counts.counts().checked(len(items), rejected=len(items))
+    yield beam.pvalue.TaggedOutput(tags.REJECTED, rejected[0])
+    return
+  if change == incremental_catalog.UNCHANGED:
+    yield beam.pvalue.TaggedOutput(_KEPT, catalogued[0][1])
+    progress_counts.counts().checked(len(items), rejected=0)
+    return
+  yield from items
+  for shard, entry in catalogued:
+    yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri)))
+
+
+def _into(dirty: Tuple[str, Tuple[str, str]], merged_into: Mapping[str, str]) -> Tuple[str, Tuple[str, str]]:
+  """A record to drop, under the shard that is written again without it: its own, or the one its
+  shard is merged into."""
+  shard, dropped = dirty
+  return merged_into.get(shard, shard), dropped
+
+
+def _rewrite(grouped: Tuple[str, Iterable[Any]], merges: Mapping[str, incremental_update.Merge]) -> ShardRewrite:
+  shard, dropped = grouped
+  dropped = sorted(value for value in dropped if value is not None)
+  merge = merges.get(shard)
+  split = merge.split if merge else dropped[0][0]
+  return ShardRewrite(split, shard, merge.sources if merge else (shard,), tuple(uri for _, uri in dropped))
+
+
+class EarlierCopies(beam.PTransform):
+  """Lists of new records, each copy of a picture the dataset held (a renamed file, a copy of a
+  kept one) in that picture's split, so splits stay stable and leak-free; under ``dedupe`` a
+  copy of a picture the dataset keeps is rejected as its duplicate, tagged REJECTED."""
+
+  def __init__(self, earlier: beam.PCollection, dedupe: bool):
+    super().__init__()
+    self._earlier = earlier  # (Entry, kept) of every catalogued record
+    self._dedupe = dedupe
+
+  def expand(self, batches):
+    records = batches | 'Records' >> beam.FlatMap(lambda batch: [(record.source_sha256, record) for record in batch])
+    earlier = self._earlier | 'EarlierByContent' >> beam.MapTuple(
+        lambda entry, kept: (entry.source_sha256, (entry.uri, entry.split, kept)))
+    placed = ({'new': records, 'earlier': earlier}
+              | 'ByContent' >> beam.CoGroupByKey()
+              | 'Place' >> beam.FlatMap(_placed, self._dedupe).with_outputs(tags.REJECTED, main='records'))
+    batched = placed.records | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
+                                                            ).with_output_types(List[CheckedImage])
+    return {'records': batched, tags.REJECTED: placed[tags.REJECTED]}
+
+
+def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool) -> Iterator[Any]:
+  _, sides = joined
+  new = sorted(sides['new'], key=lambda record: record.uri)
+  if not new:
+    return
+  earlier = sorted(sides['earlier'])  # by uri, as copies are grouped
+  if not earlier:
+    yield from new
+    return
+  _, split, _ = earlier[0]
+  kept = next((uri for uri, _, is_kept in earlier if is_kept), None)
+  for record in new:
+    if dedupe and kept:
+      progress_counts.counts().rejected(1)
+      yield tags.rejected(Rejection(record.uri, rejections.DUPLICATE,
+                                    f'same content as {kept}, which the dataset holds (--dedupe keeps one copy)'))
+    else:
+      yield record._replace(split=split)
+
+
+class KeptCounts(beam.PTransform):
+  """(class, (split, records)) of the kept records, for a side input looked up class by class
+  (planning.AssignSplits)."""
+
+  def expand(self, kept):
+    return (kept
+            | 'ClassAndSplit' >> beam.Map(lambda entry: (entry.stratum, entry.split))
+            | 'Count' >> beam.combiners.Count.PerElement()
+            | 'ByClass' >> beam.MapTuple(lambda key, count: (key[0], (key[1], count))))
+

@@ -1,0 +1,121 @@
+"""An --incremental output's catalog: for each shard, one JSON line per record, in the shard's order,
+saying what the record was made from and what it counts for.
+
+A later run compares it with today's listing (by uri and fingerprint) to find what was
+added, changed and deleted; it places a new copy of a catalogued picture in that picture's
+split, keeps each class's split fractions from the catalogued counts, and writes a shard
+that lost records again from its own bytes, recounting its report from these lines
+without reading an image. One file per shard, beside the data, so the catalog is read in
+parallel like the shards and no element holds all of it; a kept shard keeps its catalog
+file untouched as well.
+"""
+import collections
+import json
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+
+from beam_pipeline.core import rejections
+from beam_pipeline.core.messages import CheckedImage, Rejection, ShardReport
+from beam_pipeline.core.output import run_totals
+
+
+class Entry(NamedTuple):
+  """One record of a shard: its input, and what it counts for in the run record."""
+  uri: str
+  fingerprint: str  # the input's, as listed (fingerprints.py); '' if unknown: never taken as unchanged
+  source_sha256: str
+  split: str
+  label: Optional[str]
+  labels: Tuple[str, ...]  # --multi_label
+  objects: Tuple[str, ...]  # --annotations: each object's class
+  longer_side: int  # of the stored image
+  stored_bytes: int
+  reencoded: bool
+  resized: bool
+  rotated: bool
+  damaged: bool
+
+  @property
+  def stratum(self) -> str:
+    """What its split was stratified by (messages.ContentGroup.stratum)."""
+    return self.label or (self.objects[0] if self.objects else '')
+
+
+def entry(record: CheckedImage, stored_bytes: int, resized: bool, rotated: bool) -> Entry:
+  """The catalog entry of a record as written."""
+  return Entry(record.uri, record.fingerprint, record.source_sha256, record.split, record.label, tuple(record.labels),
+               tuple(obj.label for obj in record.objects), max(record.height, record.width), stored_bytes,
+               bool(record.reencoded), bool(resized), bool(rotated), bool(record.damaged))
+
+
+def line(value: Entry) -> str:
+  """An entry as one line of its shard's catalog file."""
+  return json.dumps(list(value), ensure_ascii=False, separators=(',', ':')) + '\n'
+
+
+def parse(text: str) -> Entry:
+  fields = json.loads(text)
+  fields[5], fields[6] = tuple(fields[5]), tuple(fields[6])
+  return Entry._make(fields)
+
+
+def text(entries: Iterable[Entry]) -> str:
+  return ''.join(map(line, entries))
+
+
+def entries(text_of_file: str) -> List[Entry]:
+  """The entries of one catalog file, in the shard's order."""
+  return [parse(value) for value in text_of_file.splitlines() if value.strip()]
+
+
+def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *, multi_label: bool,
+           annotations: bool, index_file: Optional[str] = None, catalog_file: Optional[str] = None) -> ShardReport:
+  """The report of a shard holding ``shard_entries``: what the writer reports of it, counted
+  again from its catalog alone."""
+  labels = [value.labels if multi_label else value.label for value in shard_entries]
+  objects = collections.Counter(label for value in shard_entries for label in value.objects)
+  return ShardReport(split=split, file=file, num_examples=len(shard_entries), num_bytes=num_bytes,
+                     num_reencoded=sum(value.reencoded for value in shard_entries),
+                     num_resized=sum(value.resized for value in shard_entries),
+                     num_rotated=sum(value.rotated for value in shard_entries),
+                     num_damaged_jpeg=sum(value.damaged for value in shard_entries),
+                     objects=dict(objects) if annotations else None, index_file=index_file,
+                     catalog_file=catalog_file,
+                     **run_totals.image_statistics(labels, [value.longer_side for value in shard_entries],
+                                                   [value.stored_bytes for value in shard_entries]))
+
+
+# What today's listing says of an input the catalog holds, or of a new one.
+UNCHANGED, CHANGED, ADDED, REMOVED = 'unchanged', 'changed', 'added', 'removed'
+
+# The rejections an unchanged file would get again, whatever else changed: what its bytes (and
+# its row, its boxes, the options) are. They are carried from the earlier errors files instead
+# of being read again; the others (a read that failed, a copy of another file, a manifest's
+# repeated row, an unexpected error) are tried again.
+CARRIED = frozenset({rejections.EMPTY, rejections.NOT_IMAGE, rejections.TRUNCATED, rejections.CORRUPT,
+                     rejections.TOO_MANY_PIXELS, rejections.TOO_SMALL, rejections.FILE_TOO_LARGE,
+                     rejections.UNSUPPORTED_PIXELS, rejections.NO_LABEL, rejections.DAMAGED_JPEG,
+                     rejections.UNANNOTATED, rejections.OUTSIDE_INPUT_ROOT})
+
+
+def carried(rejection: Rejection) -> bool:
+  """Whether a later run may carry ``rejection`` (an earlier errors file's) for an unchanged file."""
+  return bool(rejection.fingerprint) and rejection.reason in CARRIED
+
+
+def change(fingerprints: List[str], earlier: List[str]) -> str:
+  """What became of one uri since the earlier run: the fingerprints today's listing gives it (a
+  manifest may name it twice) against the one the earlier run recorded, in its catalog or its
+  errors files (at most one). An unknown fingerprint ('') is never unchanged: the file is read
+  again rather than trusted."""
+  if not fingerprints:
+    return REMOVED
+  if not earlier:
+    return ADDED
+  if len(fingerprints) == 1 and fingerprints[0] and fingerprints[0] == earlier[0]:
+    return UNCHANGED
+  return CHANGED
+
+
+def counts_by_stratum(values: Iterable[Entry]) -> Dict[Tuple[str, str], int]:
+  """((stratum, split), records) of kept entries: what each class holds of each split already."""
+  return dict(collections.Counter((value.stratum, value.split) for value in values))

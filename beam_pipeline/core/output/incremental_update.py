@@ -1,0 +1,171 @@
+"""Whether an --incremental run updates the dataset its output holds or converts everything.
+
+An update converts only what changed and leaves the other shards as they are, so it is
+only right where today's options would have made those shards: an earlier complete
+dataset written with --incremental (it has a catalog), by the options that shape what a
+record holds and where it goes. Anything else is converted whole, in the incremental
+layout, and the run says why in one line.
+"""
+import dataclasses
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+from beam_pipeline.core import option_table
+from beam_pipeline.core.output import incremental_catalog, output_layout, run_totals
+from beam_pipeline.core.output.run_record import RunRecord, Shard, Update
+from beam_pipeline.core.settings import Settings
+
+# Options whose value the update does not depend on, though they change what a run writes:
+# the input, whose files are compared one by one (earlier_input.py checks it is the same).
+_COMPARED_ELSEWHERE = frozenset({'input', 'incremental', 'rebuild'})
+
+
+class Merge(NamedTuple):
+  """Small shards of one split written again as one, under the first one's name."""
+  split: str
+  file: str
+  sources: Tuple[str, ...]
+
+
+# A shard smaller than this share of the target size is small: increments smaller than a shard
+# leave one such shard per split each, and a run merges them once a split holds two.
+SMALL_SHARD = 0.5
+
+
+def merges(earlier: RunRecord, target_bytes: int) -> List[Merge]:
+  """The merges of an update of ``earlier``: per split, its small shards in order, packed into as
+  few shards of at most the target size as go (a greedy pass), each of two or more."""
+  planned = []
+  for name, split in sorted(earlier.splits.items()):
+    small = [shard for shard in split.shards if shard.num_bytes < SMALL_SHARD * target_bytes]
+    if len(small) < 2:
+      continue
+    packed: List[List[Shard]] = [[]]
+    for shard in small:
+      if packed[-1] and sum(s.num_bytes for s in packed[-1]) + shard.num_bytes > target_bytes:
+        packed.append([])
+      packed[-1].append(shard)
+    planned.extend(Merge(name, sources[0].file, tuple(s.file for s in sources)) for sources in packed
+                   if len(sources) > 1)
+  return planned
+
+
+class Numbering(NamedTuple):
+  """How a split's new shards are numbered in an update: into the indexes merges freed, then
+  after the split's earlier shards."""
+  count: int  # the split's earlier shards
+  free: Tuple[int, ...] = ()
+
+  def index(self, new: int) -> int:
+    """The index of the split's ``new``-th new shard (from 0)."""
+    return self.free[new] if new < len(self.free) else self.count + new - len(self.free)
+
+
+class Decision(NamedTuple):
+  """The earlier dataset an --incremental run updates and the small shards it merges, or why it
+  converts everything."""
+  earlier: Optional[RunRecord]
+  full_conversion: Optional[str] = None  # one line, for the console and the run record
+  merges: Tuple[Merge, ...] = ()
+
+  @property
+  def numbering(self) -> Dict[str, Numbering]:
+    """How each split's new shards are numbered."""
+    if not self.earlier:
+      return {}
+    free: Dict[str, List[int]] = {}
+    for merge in self.merges:
+      free.setdefault(merge.split, []).extend(output_layout.shard_index(file) for file in merge.sources[1:])
+    return {name: Numbering(len(split.shards), tuple(sorted(free.get(name, ()))))
+            for name, split in self.earlier.splits.items()}
+
+  @property
+  def merged_into(self) -> Dict[str, str]:
+    """The shard each merged shard's records go to."""
+    return {source: merge.file for merge in self.merges for source in merge.sources}
+
+
+def gap_moves(shards: List[Shard]) -> List[Tuple[str, str]]:
+  """(from, to) names that leave a split's shards (``shards``, of an --incremental output)
+  numbered without gaps, as TensorFlow Datasets reads them: the last shards move into the
+  gaps merges left where fewer new shards filled them. Index and catalog files move with them."""
+  by_index = {output_layout.shard_index(shard.file): shard for shard in shards}
+  gaps = sorted(set(range(len(shards))) - set(by_index))
+  moves = []
+  for gap, index in zip(gaps, sorted((i for i in by_index if i >= len(shards)), reverse=True)):
+    shard = by_index[index]
+    renamed = output_layout.renumbered(shard.file, gap)
+    moves.extend(zip(shard.files, [renamed] + [name for name in (output_layout.index_file(renamed)
+                                                                 if shard.index_file else None,
+                                                                 output_layout.catalog_file(renamed)
+                                                                 if shard.catalog_file else None) if name]))
+  return moves
+
+
+def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
+  """What an --incremental run into an output whose run record is ``earlier`` (None: no complete
+  dataset) does."""
+  if earlier is None:
+    return Decision(None, 'the output holds no complete dataset yet')
+  if settings.rebuild:
+    return Decision(None, '--rebuild asks for it')
+  if not earlier.options.get('incremental'):
+    return Decision(None, 'the output was not written with --incremental (it has no catalog)')
+  differing = changed_options(earlier.options, settings)
+  if differing:
+    verb = 'differs' if len(differing) == 1 else 'differ'
+    return Decision(None, f'{", ".join("--" + name for name in differing)} {verb} from the earlier run\'s')
+  if earlier.embedding and settings.embedding and earlier.embedding.sha256 != settings.embedding.sha256:
+    return Decision(None, f'--embedding_model {settings.embedding.model} is not the model the earlier run used')
+  return Decision(earlier, merges=tuple(merges(earlier, settings.target_shard_bytes)))
+
+
+def changed_options(recorded: Dict[str, object], settings: Settings) -> List[str]:
+  """The options that change what a record holds whose value differs from ``recorded``'s (an
+  earlier run record's options)."""
+  today = option_table.recorded(settings)
+  return [option.name for option in option_table.OPTIONS
+          if option.changes_output and option.record and option.name not in _COMPARED_ELSEWHERE
+          and _normal(today.get(option.name)) != _normal(recorded.get(option.name))]
+
+
+def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:
+  """The moves (gap_moves) that number each split of ``dataset`` (an updated --incremental
+  output's totals) without gaps; its shards' entries (changed) take the new names. A shard
+  written again without any record goes first: its earlier file is deleted with the commit."""
+  moves = []
+  for split in dataset.splits.values():
+    split.shards = [shard for shard in split.shards if shard.num_examples]
+    split_moves = gap_moves(split.shards)
+    renamed = dict(split_moves)
+    split.shards = [dataclasses.replace(shard, file=renamed[shard.file],
+                                        index_file=renamed.get(shard.index_file) if shard.index_file else None,
+                                        catalog_file=renamed.get(shard.catalog_file) if shard.catalog_file else None)
+                    if shard.file in renamed else shard for shard in split.shards]
+    moves.extend(split_moves)
+  return moves
+
+
+def update(decision: Decision, changes: Mapping[str, int], written: run_totals.WrittenTotals,
+           dataset: run_totals.WrittenTotals, labels: List[str]) -> Update:
+  """What the run record of an --incremental run says it changed: ``changes`` counts its inputs
+  by what became of them (incremental_catalog.change), ``written`` is what it wrote, ``dataset``
+  the whole dataset after it, with its ``labels``."""
+  shards = sum(len(split.shards) for split in dataset.splits.values())
+  rewritten = set(written.rewritten_files)
+  new = sum(1 for split in written.splits.values() for shard in split.shards if shard.file not in rewritten)
+  rewritten_live = sum(1 for split in written.splits.values() for shard in split.shards
+                       if shard.file in rewritten and shard.num_examples)
+  earlier = decision.earlier.labels if decision.earlier else []
+  return Update(added=changes.get(incremental_catalog.ADDED, 0) if decision.earlier else dataset.num_examples,
+                changed=changes.get(incremental_catalog.CHANGED, 0),
+                removed=changes.get(incremental_catalog.REMOVED, 0),
+                unchanged=changes.get(incremental_catalog.UNCHANGED, 0),
+                shards_written=new, shards_rewritten=rewritten_live,
+                shards_kept=shards - new - rewritten_live,
+                new_classes=labels[len(earlier):] if decision.earlier else [],
+                full_conversion=decision.full_conversion)
+
+
+def _normal(value: object) -> object:
+  """A recorded value as JSON gives it back: what is not recorded is not given (False, None)."""
+  return None if value is False else value

@@ -1,0 +1,337 @@
+"""An --incremental update's planning at scale, simulated (issue 36): N catalogued records and
+today's listing of them with a change, through the pipeline's own incremental transforms.
+
+Usage: python -m benchmarks.incremental_planning [--records 1000000] [--change-pct 1] [--modes in_process]
+       (also: python -m benchmarks.planning --incremental [--records 1000000,5000000])
+
+As benchmarks.planning does for a first conversion, each N runs in a child process under
+benchmarks.measure. The child writes the earlier dataset's catalog (one JSON-lines file per
+shard, incremental_catalog.line, shards of 150 MiB of ~110 KB records in three splits, a
+copy every hundredth record) and its run record's shard list under a scratch folder, then
+builds a pipeline that generates today's listing in chunks (a thousand InputItems an
+element) and runs it through
+
+* incremental.FindChanges: the catalog read shard by shard and joined with the listing by
+  uri (CoGroupByKey, incremental_catalog.change per uri), the dropped records grouped by
+  shard into ShardRewrites, incremental_update.merges' merges;
+* a stand-in for validation (todo items to CheckedImages, no pixels);
+* incremental.EarlierCopies: the new records joined with every catalogued record by
+  content hash, a new copy of an earlier picture placed in its split;
+* graph.plan with the earlier dataset's Decision and the Changes: KeptCounts per (class,
+  split) as AssignSplits' side input, then planning's own groupings.
+
+Today's listing: of the catalogued files, change_pct/3 % changed (new fingerprint and
+content) and as many removed; as many new ones added, one in ten a copy of a catalogued
+picture under a new name. The largest group each keyed step held (Beam distributions:
+planning's records_per_key_*, and ByUri, ByContent and ByShard counted here) must not grow
+with N, only with the change; the size of what the graph carries (the pickled Decision,
+the list of catalog files) is reported beside them, as is the time per record.
+"""
+import argparse
+import hashlib
+import json
+import logging
+import math
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from benchmarks.planning import CHUNK, CLASSES, DUPLICATE_EVERY, RESULTS, SPLITS
+
+SCRATCH = Path(__file__).resolve().parents[1] / 'work' / 'bench-out' / 'incremental-planning'
+TARGET_SHARD_BYTES = 150 * 2**20
+MEAN_BYTES = 110_000
+STAGES = ('ByUri', 'ByContent', 'ByShard', 'GroupByContent', 'GroupByOrder', 'GroupByShard')
+_SPREAD = 2654435761  # Knuth's multiplicative hash: changes spread over the whole catalog
+
+
+def _fate(index: int, change_pct: float) -> str:
+  """What became of catalogued file ``index`` since the earlier run."""
+  every = round(300 / change_pct)  # change_pct/3 % each changed and removed
+  slot = (index * _SPREAD) % every
+  return 'removed' if slot == 0 else 'changed' if slot == 1 else 'unchanged'
+
+
+def num_added(count: int, change_pct: float) -> int:
+  return max(1, round(count * change_pct / 300))
+
+
+def _label(rng: np.random.Generator, count: int) -> np.ndarray:
+  return np.minimum(rng.zipf(1.3, count), CLASSES) - 1
+
+
+def _uri(index: int, label: str) -> str:
+  return f'gs://photo-collection/scraped/2026/{label}/{index:010d}.jpg'
+
+
+def _sha(index: int, version: int = 0) -> str:
+  return hashlib.sha256(index.to_bytes(8, 'little') + version.to_bytes(1, 'little')).hexdigest()
+
+
+def _content(index: int) -> str:
+  """A catalogued record's content hash: a copy every DUPLICATE_EVERY records."""
+  return _sha(index - 1 if index % DUPLICATE_EVERY == DUPLICATE_EVERY - 1 else index)
+
+
+def _fingerprint(index: int, version: int = 0) -> str:
+  return f'gcs:{1700000000000000 + index * 10 + version}:{index & 0xffffffff:08x}:0123456789abcdef'
+
+
+def _labels(start: int, count: int) -> List[str]:
+  classes = _label(np.random.default_rng(start), count)
+  return [f'class_{c:04d}' for c in classes]
+
+
+def _split(sha: str) -> str:
+  value = int(sha[:8], 16) / 2**32
+  return 'train' if value < 0.8 else 'validation' if value < 0.9 else 'test'
+
+
+def write_catalog(count: int, folder: Path) -> Any:
+  """The earlier dataset of ``count`` records: catalog files under ``folder`` and the
+  Decision of an update of it (its RunRecord lists every shard)."""
+  from beam_pipeline.core.messages import ShardReport  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output import incremental_catalog, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output.incremental_catalog import Entry  # pylint: disable=import-outside-toplevel
+  shutil.rmtree(folder, ignore_errors=True)
+  (folder / 'catalog').mkdir(parents=True)
+  per_shard = TARGET_SHARD_BYTES // MEAN_BYTES
+  open_shards: Dict[str, Tuple[int, List[Entry]]] = {}
+  reports = []
+
+  def close(split: str) -> None:
+    number, entries = open_shards.pop(split)
+    name = f'{split}-{number:05d}.tfrecord'
+    (folder / 'catalog' / f'{split}-{number:05d}.jsonl').write_text(incremental_catalog.text(entries))
+    reports.append(incremental_catalog.report(split, name, entries, sum(e.stored_bytes for e in entries),
+                                              multi_label=False, annotations=False,
+                                              catalog_file=f'catalog/{split}-{number:05d}.jsonl'))
+
+  numbers = {'train': 0, 'validation': 0, 'test': 0}
+  for start in range(0, count, CHUNK):
+    labels = _labels(start, min(CHUNK, count - start))
+    for offset, label in enumerate(labels):
+      index = start + offset
+      sha = _content(index)
+      split = _split(sha)
+      entry = Entry(_uri(index, label), _fingerprint(index), sha, split, label, (), (), 500, MEAN_BYTES, False,
+                    False, False, False)
+      if split not in open_shards:
+        open_shards[split] = (numbers[split], [])
+        numbers[split] += 1
+      open_shards[split][1].append(entry)
+      if len(open_shards[split][1]) >= per_shard:
+        close(split)
+  for split in list(open_shards):
+    close(split)
+  settings = {'input': 'gs://photo-collection/**', 'output': str(folder), 'incremental': True, 'schema': 'default',
+              'compression': 'none', 'splits': {'train': 0.8, 'validation': 0.1, 'test': 0.1}}
+  labels = sorted({label for report in reports for label in report.classes})
+  record = run_totals.build(written=run_totals.written_totals(reports), labels=labels, errors_by_reason={},
+                            num_errors_files=0, duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []},
+                            dedupe=False, num_removed=0, settings=settings, runner='DirectRunner')
+  started = time.monotonic()
+  merges = incremental_update.merges(record, TARGET_SHARD_BYTES)
+  merges_s = time.monotonic() - started
+  return incremental_update.Decision(record, merges=tuple(merges)), merges_s
+
+
+def listing_chunk(chunk: Tuple[int, int], catalogued: int, change_pct: float) -> List[Any]:
+  """Today's listing of items ``start`` to ``start + count``: catalogued ones below
+  ``catalogued`` (removed ones left out, changed ones with a new fingerprint), new ones above."""
+  from beam_pipeline.core.messages import InputItem  # pylint: disable=import-outside-toplevel
+  start, count = chunk
+  items = []
+  for offset, label in enumerate(_labels(start, count) if start < catalogued else
+                                 [f'class_{c:04d}' for c in _label(np.random.default_rng(start), count)]):
+    index = start + offset
+    if index < catalogued:
+      fate = _fate(index, change_pct)
+      if fate == 'removed':
+        continue
+      items.append(InputItem(_uri(index, label), label=label, fingerprint=_fingerprint(index, fate == 'changed')))
+    else:
+      items.append(InputItem(_uri(index, label), label=label, fingerprint=_fingerprint(index)))
+  return items
+
+
+def validated(batch: List[Any], catalogued: int) -> List[Any]:
+  """Validation's stand-in: CheckedImages of the items to convert, without pixels; a changed
+  file has new content, one new file in ten is a copy of a catalogued picture."""
+  from beam_pipeline.core.messages import CheckedImage  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import sharding  # pylint: disable=import-outside-toplevel
+  records = []
+  for item in batch:
+    index = int(item.uri.rsplit('/', 1)[1].split('.')[0])
+    if index < catalogued:
+      content = _sha(index, 1)
+    elif index % 10 == 0:
+      content = _content((index * _SPREAD) % catalogued)
+    else:
+      content = _sha(index)
+    records.append(CheckedImage(item.uri, item.label, None, (), content, content, MEAN_BYTES, 'jpeg', 375, 500, 3,
+                                False, sharding.order_key(content, item.uri), fingerprint=item.fingerprint))
+  return records
+
+
+def _counted(stage: str, function):
+  """``function`` of a grouped element, counting the element's group into stage's distribution."""
+  def counted(grouped, *args):
+    from beam_pipeline.beam import tags  # pylint: disable=import-outside-toplevel
+    _, values = grouped
+    size = sum(len(list(v)) for v in values.values()) if isinstance(values, dict) else len(list(values))
+    tags.records_per_key(stage).update(size)
+    return function(grouped, *args)
+  return counted
+
+
+def _measured_compare(joined):
+  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  _instrument()  # in a worker process of its own, too
+  return _counted('ByUri', incremental._ORIGINAL['compare'])(joined)  # pylint: disable=protected-access
+
+
+def _measured_placed(joined, dedupe):
+  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  _instrument()  # in a worker process of its own, too
+  return _counted('ByContent', incremental._ORIGINAL['placed'])(joined, dedupe)  # pylint: disable=protected-access
+
+
+def _measured_rewrite(grouped, merges):
+  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  _instrument()  # in a worker process of its own, too
+  return _counted('ByShard', incremental._ORIGINAL['rewrite'])(grouped, merges)  # pylint: disable=protected-access
+
+
+def _instrument() -> None:
+  """The incremental module's per-group functions, counting each group's size as they run."""
+  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  if not hasattr(incremental, '_ORIGINAL'):
+    incremental._ORIGINAL = {'compare': incremental._compare, 'placed': incremental._placed,  # pylint: disable=protected-access
+                             'rewrite': incremental._rewrite}  # pylint: disable=protected-access
+    incremental._compare, incremental._placed, incremental._rewrite = (  # pylint: disable=protected-access
+        _measured_compare, _measured_placed, _measured_rewrite)
+
+
+def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
+  """Plans an update of ``count`` catalogued records in this process's pipeline; what the child reports."""
+  import apache_beam as beam  # pylint: disable=import-outside-toplevel
+  from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
+  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
+
+  from beam_pipeline.beam import coders, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.messages import CheckedImage, InputItem  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel
+
+  _instrument()
+  folder = SCRATCH / str(count)
+  started = time.monotonic()
+  decision, merges_s = write_catalog(count, folder)
+  catalog_s = time.monotonic() - started
+  shards = sum(len(split.shards) for split in decision.earlier.splits.values())
+  added = num_added(count, change_pct)
+  total = count + added
+  flags = ['--direct_running_mode=multi_processing', '--direct_num_workers=2'] if mode == 'multi_processing' else []
+  options = PipelineOptions(flags)
+  settings = Settings(InputSpec('glob', 'gs://photo-collection/**'), str(folder), LabelSource('manifest'),
+                      'default', TARGET_SHARD_BYTES, 'none', 10**8, 100 * 2**20, splitting.parse_splits(SPLITS), False,
+                      224, True, 32, 0.05, incremental=True)
+  coders.register()
+  p = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
+  chunks = ([(start, min(CHUNK, count - start)) for start in range(0, count, CHUNK)] +
+            [(start, min(CHUNK, total - start)) for start in range(count, total, CHUNK)])
+  batches = (p
+             | 'Chunks' >> beam.Create(chunks)
+             | 'Listing' >> beam.Map(listing_chunk, count, change_pct).with_output_types(List[InputItem]))
+  num_listed = batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
+  changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), decision)
+  records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
+  placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, False)
+  planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)
+  _ = (planned.plans
+       | 'PlanSizes' >> beam.Map(lambda plan: len(plan.records))
+       | 'Planned' >> beam.CombineGlobally(sum)
+       | 'KeepPlanned' >> beam.Map(lambda n: Path(folder / 'planned.json').write_text(json.dumps(n))))
+  _ = (changes.rewrites
+       | 'RewriteSizes' >> beam.Map(lambda rewrite: len(rewrite.dropped))
+       | 'Rewrites' >> beam.combiners.ToList()
+       | 'KeepRewrites' >> beam.Map(lambda sizes: Path(folder / 'rewrites.json').write_text(
+           json.dumps([len(sizes), sum(sizes)]))))
+  _ = (changes.counts | 'KeepCounts' >> beam.Map(lambda c: Path(folder / 'counts.json').write_text(json.dumps(c))))
+  _ = (changes.kept
+       | 'KeptCountsAgain' >> incremental.KeptCounts()  # plan's own is inside it: its number of keys
+       | 'KeptKeys' >> beam.combiners.Count.Globally()
+       | 'KeepKeptKeys' >> beam.Map(lambda n: Path(folder / 'kept_keys.json').write_text(json.dumps(n))))
+  started = time.monotonic()
+  result = p.run()
+  result.wait_until_finish()
+  seconds = time.monotonic() - started
+  distributions = result.metrics().query(MetricsFilter().with_namespace('beam_pipeline'))['distributions']
+  largest = {d.key.metric.name.replace('records_per_key_', ''): d.committed.max for d in distributions}
+  keys = {d.key.metric.name.replace('records_per_key_', ''): d.committed.count for d in distributions}
+  rewrites, dropped = json.loads((folder / 'rewrites.json').read_text())
+  report = {'records': count, 'mode': mode, 'change_pct': change_pct, 'seconds': round(seconds, 2),
+            'us_per_record': round(seconds / count * 1e6, 2), 'catalog_write_s': round(catalog_s, 1),
+            'merges_s': round(merges_s, 4), 'largest_key': largest, 'keys': keys,
+            'counts': json.loads((folder / 'counts.json').read_text()),
+            'planned': json.loads((folder / 'planned.json').read_text()),
+            'shards': shards, 'shards_rewritten': rewrites, 'records_dropped': dropped,
+            'kept_count_keys': json.loads((folder / 'kept_keys.json').read_text()),
+            'decision_pickle_bytes': len(pickle.dumps(decision)),
+            'catalog_bytes': sum(path.stat().st_size for path in (folder / 'catalog').iterdir())}
+  report['listed'] = total - sum(1 for i in range(count) if _fate(i, change_pct) == 'removed')
+  shutil.rmtree(folder, ignore_errors=True)
+  return report
+
+
+def main(argv: List[str] = None) -> int:
+  parser = argparse.ArgumentParser(prog='python -m benchmarks.incremental_planning', description=__doc__.splitlines()[0])
+  parser.add_argument('--records', default='1000000', help='catalogued records, comma-separated (5000000: ~x5 time)')
+  parser.add_argument('--change-pct', type=float, default=1.0, help='changed + removed + added, in %% of the records')
+  parser.add_argument('--modes', default='in_process')
+  parser.add_argument('--child', nargs=3, metavar=('N', 'MODE', 'RESULT'), help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.child:
+    logging.getLogger('apache_beam').setLevel(logging.ERROR)
+    count, mode, path = args.child
+    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct)))
+    return 0
+  RESULTS.mkdir(parents=True, exist_ok=True)
+  rows = []
+  for count in map(int, args.records.split(',')):
+    for mode in args.modes.split(','):
+      child = RESULTS / f'incremental-planning-{count}-{mode}.json'
+      measured = RESULTS / f'incremental-planning-{count}-{mode}.memory.json'
+      subprocess.run([sys.executable, '-m', 'benchmarks.measure', str(measured), sys.executable, '-m',
+                      'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count),
+                      mode, str(child)], check=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+      row = json.loads(child.read_text())
+      memory = json.loads(measured.read_text())
+      row.update(largest_process_mb=memory['max_process_rss_mb'], peak_pss_mb=memory['peak_pss_mb'],
+                 cpu_s=memory['cpu_s'])
+      rows.append(row)
+      largest = ', '.join(f'{stage} {row["largest_key"].get(stage, 0):,} of {row["keys"].get(stage, 0):,} keys'
+                          for stage in STAGES)
+      print(f'{count:>11,} {mode:<16} {row["seconds"]:>8.1f} s {row["us_per_record"]:>6.2f} us/record '
+            f'largest process {row["largest_process_mb"]:>6.0f} MB; largest key: {largest}', flush=True)
+      print(f'{"":>12} changes {row["counts"]}; planned {row["planned"]:,} new records; '
+            f'{row["shards_rewritten"]:,} of {row["shards"]:,} shards rewritten ({row["records_dropped"]:,} records '
+            f'dropped); KeptCounts keys {row["kept_count_keys"]:,}; the graph carries a Decision of '
+            f'{row["decision_pickle_bytes"] / 2**20:.1f} MiB; catalog {row["catalog_bytes"] / 2**20:.0f} MiB '
+            f'(written in {row["catalog_write_s"]} s); merges() {row["merges_s"] * 1000:.1f} ms', flush=True)
+  destination = RESULTS / 'incremental-planning.json'
+  destination.write_text(json.dumps({'rows': rows}, indent=2))
+  print(f'results: {destination}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

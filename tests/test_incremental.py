@@ -1,0 +1,371 @@
+"""--incremental: a run converts only what changed since the output's run, leaves every other
+shard as it was, and the output stays the one dataset a fresh conversion would make.
+
+Every test works in a folder of its own holding a copy of one base: photos in ``imgs/`` and
+their --incremental output in ``out/`` (copied with their times, which the listing compares),
+run from inside it, so the catalog's uris name the test's own photos.
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Set, Tuple
+
+import pytest
+
+from beam_pipeline import cli
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.output.run_record import RunRecord
+from beam_pipeline.inspection import verify
+from helpers import fault_proxy, gcs_emulator, photos
+from helpers.commands import ROOT
+from helpers.dataset_reader import bucket_files, read_output
+from helpers.gcs_retries import shorten_gcs_retries
+
+SPLITS = '--splits=train=0.8,validation=0.2'
+# Small shards, so that an update has many to keep and a few to write again.
+ARGS = ('--runner=DirectRunner', '--skip_transform', SPLITS, '--target_shard_mb=0.03')
+PER_CLASS = 60
+AT_POINT = ROOT / 'tests' / 'helpers' / 'at_point.py'
+
+
+def convert(*extra: str, output: str = 'out') -> int:
+  return cli.main(['--input=imgs', f'--output={output}', *ARGS, *extra])
+
+
+@pytest.fixture(scope='module')
+def base(tmp_path_factory) -> Path:
+  """cat and dog photos, and their --incremental output."""
+  root = tmp_path_factory.mktemp('incremental')
+  photos.write_files(root / 'imgs', photos.labelled(['cat', 'dog'], PER_CLASS, seed=3))
+  cwd = os.getcwd()
+  os.chdir(root)
+  try:
+    assert convert('--incremental') == 0
+  finally:
+    os.chdir(cwd)
+  return root
+
+
+@pytest.fixture
+def work(base, tmp_path, monkeypatch) -> Path:
+  """A copy of the base to change, the current directory for the test."""
+  folder = tmp_path / 'w'
+  shutil.copytree(base, folder, symlinks=True)
+  monkeypatch.chdir(folder)
+  return folder
+
+
+def shard_states(out: Path) -> Dict[str, Tuple[bytes, int, int]]:
+  """Every shard and catalog file: its bytes, modification time and inode."""
+  found = {}
+  for path in sorted(out.glob('*.tfrecord')) + sorted((out / output_layout.CATALOG_DIR).glob('*.jsonl')):
+    stat = path.stat()
+    found[str(path.relative_to(out))] = (path.read_bytes(), stat.st_mtime_ns, stat.st_ino)
+  return found
+
+
+def pairs(out: Path) -> Set[Tuple[str, str, str]]:
+  """(image/filename, image/key/sha256, split) of every record."""
+  _, records = read_output(str(out))
+  return {(record['image/filename'].decode(), record['image/key/sha256'].decode(), split)
+          for split, split_records in records.items() for record in split_records}
+
+
+def update_of(out: Path) -> dict:
+  return json.loads((out / output_layout.RUN_RECORD).read_text())['update']
+
+
+def assert_verified(out: Path) -> None:
+  info = RunRecord.read(str(out))
+  report = verify.verify(str(out), info)
+  assert not report.problems, report.problems
+
+
+def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsys):
+  """Six new photos (one of a new class), two deleted, one replaced by another picture, one
+  renamed, one touched: the update reads only those, writes them to new shards, writes again
+  only the shards that held a deleted or replaced record, and leaves the dataset a fresh
+  conversion of today's photos would hold, with the earlier classes' ids and splits."""
+  out = work / 'out'
+  before, earlier_pairs = shard_states(out), pairs(out)
+  earlier_split = {name: split for name, _, split in earlier_pairs}
+  photos.write_files(work / 'imgs', photos.labelled(['bird'], 4, seed=9))
+  photos.write_files(work / 'imgs', {'cat/new.0.jpg': photos.jpeg(101), 'dog/new.0.jpg': photos.jpeg(102)})
+  (work / 'imgs/cat/cat.1.jpg').unlink()
+  (work / 'imgs/dog/dog.2.jpg').unlink()
+  (work / 'imgs/cat/cat.3.jpg').write_bytes(photos.jpeg(103))
+  (work / 'imgs/dog/dog.4.jpg').rename(work / 'imgs/dog/renamed.jpg')
+  os.utime(work / 'imgs/cat/cat.5.jpg', ns=(1, 1))
+  capsys.readouterr()
+
+  assert convert('--incremental') == 0
+
+  said = capsys.readouterr().out
+  update = update_of(out)
+  assert {key: update[key] for key in ('added', 'changed', 'removed', 'unchanged', 'new_classes')} == {
+      'added': 7, 'changed': 2, 'removed': 3, 'unchanged': 2 * PER_CLASS - 5, 'new_classes': ['bird']}
+  assert 'The class count changed from 2 to 3 (bird added after the earlier ids)' in said
+  # Today's photos, converted afresh: the same pictures under the same names.
+  assert convert(output='fresh') == 0
+  now = pairs(out)
+  assert {(name, sha) for name, sha, _ in now} == {(name, sha) for name, sha, _ in pairs(work / 'fresh')}
+  # Earlier records keep their splits (a replaced file is a new picture); the renamed picture keeps its own.
+  split = {name: split for name, _, split in now}
+  moved = [name for name in split if name in earlier_split and split[name] != earlier_split[name]]
+  assert moved in ([], ['imgs/cat/cat.3.jpg'])
+  assert split['imgs/dog/renamed.jpg'] == earlier_split['imgs/dog/dog.4.jpg']
+  # Only shards that held a record of a changed or deleted file were written again.
+  after = shard_states(out)
+  info = RunRecord.read(str(out))
+  catalogued = {}
+  for name in before:
+    if name.startswith(output_layout.CATALOG_DIR):
+      for line in before[name][0].decode().splitlines():
+        catalogued[json.loads(line)[0]] = name
+  touched = {catalogued[uri] for uri in ('imgs/cat/cat.1.jpg', 'imgs/dog/dog.2.jpg', 'imgs/cat/cat.3.jpg',
+                                         'imgs/dog/dog.4.jpg', 'imgs/cat/cat.5.jpg')}
+  untouched = [name for name in before if name.startswith(output_layout.CATALOG_DIR) and name not in touched]
+  assert untouched and len(untouched) >= len(before) // 2 - len(touched)
+  for catalog in untouched:
+    shard = catalog[len(output_layout.CATALOG_DIR) + 1:-len('.jsonl')] + output_layout.SHARD_SUFFIX
+    assert after[catalog] == before[catalog] and after[shard] == before[shard], f'{shard} was written again'
+  assert update['shards_kept'] == len(untouched)
+  assert update['shards_kept'] + update['shards_rewritten'] + update['shards_written'] == sum(
+      len(split.shards) for split in info.splits.values())
+  # Labels keep their ids; TensorFlow Datasets' names and the record follow.
+  assert (out / output_layout.LABELS_TXT).read_text() == 'cat\ndog\nbird\n'
+  assert (out / output_layout.tfds_label_names('default')).read_text() == 'cat\ndog\nbird\n'
+  assert info.labels == ['cat', 'dog', 'bird']
+  assert_verified(out)
+  tfds = pytest.importorskip('tensorflow_datasets')
+  builder = tfds.builder_from_directory(str(out))
+  assert sum(split.num_examples for split in builder.info.splits.values()) == len(now)
+  assert sum(1 for _ in builder.as_dataset(split='validation')) == info.splits['validation'].num_examples
+
+
+def test_an_unchanged_input_writes_no_shard(work):
+  out = work / 'out'
+  before = shard_states(out)
+  assert convert('--incremental') == 0
+  update = update_of(out)
+  assert (update['added'], update['changed'], update['removed'], update['unchanged']) == (0, 0, 0, 2 * PER_CLASS)
+  assert update['shards_written'] == update['shards_rewritten'] == 0
+  assert shard_states(out) == before
+
+
+def test_other_options_or_an_output_without_a_catalog_give_a_full_conversion_said_in_one_line(work, capsys):
+  out = work / 'out'
+  capsys.readouterr()
+  assert convert('--incremental', '--max_side=32') == 0
+  assert capsys.readouterr().err.splitlines()[0] == (
+      "--incremental: converting everything, since --max_side differs from the earlier run's")
+  assert update_of(out)['full_conversion'] == "--max_side differs from the earlier run's"
+  info = RunRecord.read(str(out))
+  assert all(int(side) <= 32 for split in info.splits.values() for side in split.longer_side_px)
+  assert convert(output='plain') == 0  # no --incremental: the usual layout
+  assert convert('--incremental', output='plain') == 0
+  assert 'the output was not written with --incremental' in capsys.readouterr().err
+  assert not list((work / 'plain').glob('*-of-*.tfrecord'))
+  assert update_of(work / 'plain')['added'] == 2 * PER_CLASS
+
+
+def test_small_increments_are_merged_instead_of_piling_up(work):
+  """Each increment is smaller than a shard: it leaves one small shard a split; once a split
+  holds two, a run merges them (and only them)."""
+  out = work / 'out'
+  target = 0.03 * 2**20
+  for step in range(4):
+    big = {name: state for name, state in shard_states(out).items()
+           if name.endswith(output_layout.SHARD_SUFFIX) and len(state[0]) >= output_layout_half(target)}
+    photos.write_files(work / 'imgs', {f'cat/step{step}.{i}.jpg': photos.jpeg(200 + 10 * step + i) for i in range(3)})
+    assert convert('--incremental') == 0
+    info = RunRecord.read(str(out))
+    for name, split in info.splits.items():
+      small = [shard.file for shard in split.shards if shard.num_bytes < output_layout_half(target)]
+      assert len(small) <= 2, (step, name, small)
+      assert [shard.file for shard in split.shards] == [f'{name}-{i:05d}.tfrecord' for i in range(len(split.shards))]
+    after = shard_states(out)
+    assert all(after[name] == state for name, state in big.items()), f'a full shard was written again at {step}'
+  assert_verified(out)
+
+
+def output_layout_half(target: float) -> float:
+  from beam_pipeline.core.output import incremental_update  # pylint: disable=import-outside-toplevel
+  return incremental_update.SMALL_SHARD * target
+
+
+def test_new_copies_of_kept_pictures_go_to_their_split_or_go_as_duplicates(work):
+  out = work / 'out'
+  split = {name: split for name, _, split in pairs(out)}
+  shutil.copy(work / 'imgs/cat/cat.7.jpg', work / 'imgs/cat/copy.jpg')
+  assert convert('--incremental') == 0
+  now = {name: split for name, _, split in pairs(out)}
+  assert now['imgs/cat/copy.jpg'] == split['imgs/cat/cat.7.jpg']
+  shutil.copy(work / 'imgs/dog/dog.8.jpg', work / 'imgs/dog/copy.jpg')
+  assert convert('--incremental', '--dedupe', output='deduped') == 0
+  assert convert('--incremental', '--dedupe', output='deduped') == 0  # nothing changed: still dropped
+  errors = [json.loads(line) for line in (work / 'deduped/errors-00000-of-00001.jsonl').read_text().splitlines()]
+  # The first of each pair by uri is kept, as in any run: dog/copy.jpg before dog/dog.8.jpg.
+  assert {(error['uri'], error['reason']) for error in errors} == {('imgs/cat/copy.jpg', 'duplicate'),
+                                                                  ('imgs/dog/dog.8.jpg', 'duplicate')}
+
+
+def test_the_class_fractions_stay_within_a_point_of_the_target(work):
+  out = work / 'out'
+  photos.write_files(work / 'imgs', photos.labelled(['cat', 'dog'], 25, seed=11, name='{label}/more.{i}.jpg'))
+  assert convert('--incremental') == 0
+  info = RunRecord.read(str(out))
+  for label in ('cat', 'dog'):
+    validation = info.splits['validation'].classes[label]
+    total = validation + info.splits['train'].classes[label]
+    assert abs(validation / total - 0.2) <= 0.01, (label, validation, total)
+
+
+def test_a_failed_update_keeps_the_earlier_dataset_and_a_rerun_completes_it(work, capsys):
+  out = work / 'out'
+  before, marker = shard_states(out), (out / output_layout.RUN_RECORD).read_bytes()
+  photos.write_files(work / 'imgs', {f'cat/new.{i}.jpg': photos.jpeg(300 + i) for i in range(3)})
+  photos.write_files(work / 'imgs', {f'dog/broken.{i}.jpg': b'not a jpeg' for i in range(20)})
+  (work / 'imgs/cat/cat.9.jpg').unlink()
+  assert convert('--incremental') == 1
+  assert 'error budget exceeded' in capsys.readouterr().err
+  assert (out / output_layout.RUN_RECORD).read_bytes() == marker and shard_states(out) == before
+  assert_verified(out)
+  for broken in (work / 'imgs/dog').glob('broken.*'):
+    broken.unlink()
+  assert convert('--incremental') == 0
+  update = update_of(out)
+  assert (update['added'], update['removed']) == (3, 1)
+  assert_verified(out)
+
+
+def test_a_kill_within_the_commit_is_repaired_by_a_rerun(work):
+  """Killed once the updated shards are in place, the output holds no complete dataset; the rerun
+  converts it whole, and it holds what a fresh conversion holds."""
+  out = work / 'out'
+  photos.write_files(work / 'imgs', {f'dog/new.{i}.jpg': photos.jpeg(400 + i) for i in range(3)})
+  (work / 'imgs/dog/dog.10.jpg').unlink()
+  ended = subprocess.run([sys.executable, str(AT_POINT), 'kill', 'after:labels.txt', '--input=imgs', '--output=out',
+                          *ARGS, '--incremental'], capture_output=True, text=True, timeout=600, check=False)
+  assert ended.returncode == -9, ended.stderr[-2000:]
+  assert not (out / output_layout.RUN_RECORD).exists()
+  assert convert('--incremental') == 0
+  assert update_of(out)['full_conversion'] == 'the output holds no complete dataset yet'
+  assert convert(output='fresh') == 0
+  assert {(name, sha) for name, sha, _ in pairs(out)} == {(name, sha) for name, sha, _ in pairs(work / 'fresh')}
+  assert_verified(out)
+
+
+def test_incremental_cannot_keep_a_number_of_shards(work, capsys):
+  assert convert('--incremental', '--num_shards=4') == 2
+  assert capsys.readouterr().err.splitlines() == [
+      'error: --incremental adds shards as the input grows, so it cannot keep --num_shards; give one of them']
+
+
+GCS_BUCKET = 'incremental'
+
+
+def gs_convert(out: str, *extra: str) -> int:
+  return cli.main([f'--input=gs://{GCS_BUCKET}/imgs', f'--output=gs://{GCS_BUCKET}/{out}', *ARGS, *extra])
+
+
+def gs_pairs(out: str, folder: Path) -> Set[Tuple[str, str, str]]:
+  """pairs() of a gs:// output, read from a local copy of it."""
+  photos.write_files(folder, bucket_files(GCS_BUCKET, out))
+  return pairs(folder)
+
+
+def test_an_update_of_a_gs_output_through_failing_requests_keeps_the_objects_it_does_not_change(plan, tmp_path,
+                                                                                               monkeypatch):
+  """On Cloud Storage a kept shard is not even copied: its object keeps its generation. Every
+  third download and upload of the update fails once (the client retries them)."""
+  uploaded = {uri: data for uri, (_, data) in gcs_emulator.upload_photo_set(GCS_BUCKET, 'imgs/', ('cat', 'dog'),
+                                                                             8).items()}
+  assert gs_convert('out', '--incremental') == 0
+  bucket = gcs_emulator.client().bucket(GCS_BUCKET)
+
+  def generations():
+    return {blob.name: blob.generation for blob in gcs_emulator.client().list_blobs(GCS_BUCKET, prefix='out/')
+            if blob.name.endswith(('.tfrecord', '.jsonl')) and '/errors-' not in blob.name}
+
+  before = generations()
+  catalog = {json.loads(line)[0]: name for name in before if '/catalog/' in name
+             for line in bucket.blob(name).download_as_text().splitlines()}
+  added = {f'imgs/cat/new.{i}.jpg': photos.jpeg(500 + i) for i in range(2)}
+  gcs_emulator.upload(GCS_BUCKET, added)
+  gone = f'gs://{GCS_BUCKET}/imgs/dog/dog.3.jpg'
+  uploaded.update({f'gs://{GCS_BUCKET}/{name}': data for name, data in added.items()})
+  del uploaded[gone]
+  bucket.blob('imgs/dog/dog.3.jpg').delete()
+  shorten_gcs_retries(monkeypatch, timeout=30, metadata_too=True)  # retried after 0.02-0.1 s, not seconds
+  rule = plan.fail_every_nth(3, status=503, when=lambda request: (fault_proxy.is_media_download(request)
+                                                                  or fault_proxy.is_upload(request)))
+  assert gs_convert('out', '--incremental') == 0
+  assert rule.matched >= 3
+  plan.reset()
+  update = json.loads(bucket.blob(f'out/{output_layout.RUN_RECORD}').download_as_text())['update']
+  assert (update['added'], update['changed'], update['removed'], update['unchanged']) == (2, 0, 1, 15)
+  after = generations()
+  rewritten = catalog[gone]
+  kept = [name for name in before if '/catalog/' in name and name != rewritten]
+  assert kept and all(after[name] == before[name] for name in kept)
+  assert all(after[name.replace('catalog/', '').replace('.jsonl', '.tfrecord')] ==
+             before[name.replace('catalog/', '').replace('.jsonl', '.tfrecord')] for name in kept)
+  # What a fresh conversion holds: every photo there now, as it is (none is re-encoded).
+  assert ({(name, sha) for name, sha, _ in gs_pairs('out', tmp_path / 'out')} ==
+          {(uri, hashlib.sha256(data).hexdigest()) for uri, data in uploaded.items()})
+
+
+def test_a_changed_box_changes_its_image_and_nothing_else(tmp_path, monkeypatch):
+  """With COCO annotations, an image whose box moved is converted again; the others are kept."""
+  monkeypatch.chdir(tmp_path)
+  files = photos.labelled(['cat'], 6, seed=4, name='{i}.jpg')
+  photos.write_files(tmp_path / 'imgs', files)
+
+  def coco(first_box):
+    images = [{'id': i + 1, 'file_name': name, 'width': 48, 'height': 40} for i, name in enumerate(sorted(files))]
+    boxes = [first_box] + [[4, 4, 20, 20]] * (len(images) - 1)
+    annotations = [{'id': i + 1, 'image_id': i + 1, 'category_id': 1, 'bbox': box, 'iscrowd': 0, 'area': 400}
+                   for i, box in enumerate(boxes)]
+    (tmp_path / 'coco.json').write_text(json.dumps({'images': images, 'annotations': annotations,
+                                                    'categories': [{'id': 1, 'name': 'cat'}]}))
+
+  coco([4, 4, 20, 20])
+  args = ('--annotations=coco.json', '--incremental')
+  assert convert(*args) == 0
+  assert convert(*args) == 0
+  assert update_of(tmp_path / 'out')['unchanged'] == 6
+  coco([10, 10, 30, 20])
+  assert convert(*args) == 0
+  update = update_of(tmp_path / 'out')
+  assert (update['changed'], update['unchanged']) == (1, 5)
+  _, records = read_output(str(tmp_path / 'out'))
+  moved = [record for split in records.values() for record in split if record['image/filename'] == b'imgs/0.jpg']
+  assert moved[0]['image/object/bbox/xmax'] == pytest.approx(40 / 48)
+
+
+def test_a_file_rejected_before_is_not_read_again_while_it_is_unchanged(work):
+  """The earlier errors file says what an unchanged file got: a damaged file is rejected again
+  unread, and stops being listed once it is gone."""
+  out = work / 'out'
+  good = photos.jpeg(600)
+  broken = work / 'imgs/cat/broken.jpg'
+  broken.write_bytes(b'x' * len(good))
+  assert convert('--incremental') == 0
+  assert update_of(out)['added'] == 1
+  stat = broken.stat()
+  broken.write_bytes(good)  # the same size and time: unchanged, as far as a listing can tell
+  os.utime(broken, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  assert convert('--incremental') == 0
+  errors = (out / 'errors-00000-of-00001.jsonl').read_text().splitlines()
+  assert [json.loads(line)['reason'] for line in errors] == ['not_image']
+  update = update_of(out)
+  assert (update['added'], update['unchanged']) == (0, 2 * PER_CLASS + 1)
+  broken.unlink()
+  assert convert('--incremental') == 0
+  assert (out / 'errors-00000-of-00001.jsonl').read_text() == ''
+  assert update_of(out)['removed'] == 1
