@@ -337,28 +337,12 @@ def print_report(report: Dict[str, Any], summary: Dict[str, Any]) -> None:
     print(f'!! {problem}')
 
 
-STAGES = r"""
-import os, shutil, sys, time
-from beam_pipeline.local import workers
-from benchmarks import stages
-output, argv = sys.argv[1], sys.argv[2:]
-timings = {}
-start = time.perf_counter()
-workers.start_forkserver()
-stages._time_bundles(timings, start)
-from beam_pipeline import cli
-code = cli.main(argv)
-ended = time.perf_counter() - start
-first = min((s[0] for s in timings.values()), default=ended)
-print(f'{"starts at":>9} {"wall s":>7} {"CPU s":>6}  stage')
-print(f'{0:9.2f} {first:7.2f} {"":>6}  start-up: imports, options, graph, translation')
-for name, (began, wall, cpu) in sorted(timings.items(), key=lambda item: item[1][0]):
-  if wall >= 0.05:
-    print(f'{began:9.2f} {wall:7.2f} {cpu:6.2f}  {stages._summary(name)}')
-print(f'{ended:9.2f} total, exit code {code}')
-sys.stdout.flush()
-os._exit(code)
-"""
+# A fresh process: benchmarks.stages.timed_run starts the workers' server before Beam is imported.
+STAGES = ('import os, sys\n'
+          'from benchmarks import stages\n'
+          'code = stages.timed_run(sys.argv[1:])\n'
+          'sys.stdout.flush()\n'
+          'os._exit(code)\n')
 
 
 def stages(args: argparse.Namespace) -> int:
@@ -371,7 +355,7 @@ def stages(args: argparse.Namespace) -> int:
   shutil.rmtree(output, ignore_errors=True)
   shutil.copytree(scratch / 'base', output)
   argv = converter(scratch / 'input', output, args)[3:]
-  code = subprocess.run([sys.executable, '-c', STAGES, str(output), *argv], cwd=REPO, check=False).returncode
+  code = subprocess.run([sys.executable, '-c', STAGES, *argv], cwd=REPO, check=False).returncode
   shutil.rmtree(output, ignore_errors=True)
   return code
 

@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+from benchmarks import planning
 from benchmarks.planning import CHUNK, CLASSES, DUPLICATE_EVERY, RESULTS, SPLITS
 
 SCRATCH = Path(__file__).resolve().parents[1] / 'work' / 'bench-out' / 'incremental-planning'
@@ -308,15 +309,8 @@ def main(argv: List[str] = None) -> int:
   rows = []
   for count in map(int, args.records.split(',')):
     for mode in args.modes.split(','):
-      child = RESULTS / f'incremental-planning-{count}-{mode}.json'
-      measured = RESULTS / f'incremental-planning-{count}-{mode}.memory.json'
-      subprocess.run([sys.executable, '-m', 'benchmarks.measure', str(measured), sys.executable, '-m',
-                      'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count),
-                      mode, str(child)], check=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
-      row = json.loads(child.read_text())
-      memory = json.loads(measured.read_text())
-      row.update(largest_process_mb=memory['max_process_rss_mb'], peak_pss_mb=memory['peak_pss_mb'],
-                 cpu_s=memory['cpu_s'])
+      row = planning.measured_child(f'incremental-planning-{count}-{mode}', [
+          'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count), mode])
       rows.append(row)
       largest = ', '.join(f'{stage} {row["largest_key"].get(stage, 0):,} of {row["keys"].get(stage, 0):,} keys'
                           for stage in STAGES)

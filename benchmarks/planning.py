@@ -142,6 +142,19 @@ def extrapolate(rows: List[Dict[str, Any]], in_memory: float, encoded: float, im
           'record_bytes_in_memory': round(in_memory), 'record_bytes_encoded': round(encoded)}
 
 
+def measured_child(name: str, module_args: List[str]) -> Dict[str, Any]:
+  """The row a ``python -m MODULE_ARGS... RESULT`` child writes to RESULTS/NAME.json, with the
+  memory and CPU benchmarks.measure measured of it (RESULTS/NAME.memory.json)."""
+  child, measured = RESULTS / f'{name}.json', RESULTS / f'{name}.memory.json'
+  subprocess.run([sys.executable, '-m', 'benchmarks.measure', str(measured), sys.executable, '-m', *module_args,
+                  str(child)], check=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+  row = json.loads(child.read_text())
+  memory = json.loads(measured.read_text())
+  row.update(largest_process_mb=memory['max_process_rss_mb'], peak_pss_mb=memory['peak_pss_mb'],
+             cpu_s=memory['cpu_s'])
+  return row
+
+
 def main() -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.planning', description=__doc__.splitlines()[0])
   parser.add_argument('--records', default=None, help='default 100000,1000000,5000000; 1000000 with --incremental')
@@ -166,14 +179,7 @@ def main() -> int:
   rows = []
   for count in map(int, args.records.split(',')):
     for mode in args.modes.split(','):
-      child, measured = RESULTS / f'planning-{count}-{mode}.json', RESULTS / f'planning-{count}-{mode}.memory.json'
-      subprocess.run([sys.executable, '-m', 'benchmarks.measure', str(measured), sys.executable, '-m',
-                      'benchmarks.planning', '--child', str(count), mode, str(child)], check=True,
-                     env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
-      row = json.loads(child.read_text())
-      memory = json.loads(measured.read_text())
-      row.update(largest_process_mb=memory['max_process_rss_mb'], peak_pss_mb=memory['peak_pss_mb'],
-                 cpu_s=memory['cpu_s'])
+      row = measured_child(f'planning-{count}-{mode}', ['benchmarks.planning', '--child', str(count), mode])
       rows.append(row)
       largest = ', '.join(f'{stage} {row["largest_key"].get(stage, 0):,} of {row["keys"].get(stage, 0):,} keys'
                           for stage in STAGES)

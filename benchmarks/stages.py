@@ -49,6 +49,27 @@ def _summary(stage_name: str) -> str:
   return ', '.join(dict.fromkeys(names))
 
 
+def timed_run(argv: List[str]) -> int:
+  """Runs the converter with ``argv`` in this process and prints where its time went, stage by
+  stage; its exit code. Call it first thing in a fresh process: it starts the workers' server
+  before Beam is imported, as python -m beam_pipeline does."""
+  stages: Dict[str, List[float]] = {}
+  start = time.perf_counter()  # the process's own start-up (interpreter, site) is not in the figures
+  workers.start_forkserver()
+  _time_bundles(stages, start)
+  from beam_pipeline import cli  # pylint: disable=import-outside-toplevel
+  code = cli.main(argv)
+  ended = time.perf_counter() - start
+  first = min((s[0] for s in stages.values()), default=ended)
+  print(f'\n{"starts at":>9} {"wall s":>7} {"CPU s":>6}  stage')
+  print(f'{0:9.2f} {first:7.2f} {"":>6}  start-up: imports, options, graph, translation')
+  for name, (began, wall, cpu) in sorted(stages.items(), key=lambda item: item[1][0]):
+    if wall >= 0.05:
+      print(f'{began:9.2f} {wall:7.2f} {cpu:6.2f}  {_summary(name)}')
+  print(f'{ended:9.2f} total, exit code {code}')
+  return code
+
+
 def main(argv: Optional[List[str]] = None) -> NoReturn:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.stages', description=__doc__.split('\n\n')[0])
   parser.add_argument('--images', type=int, default=2000)
@@ -60,20 +81,7 @@ def main(argv: Optional[List[str]] = None) -> NoReturn:
       f.read()
   output = SCRATCH / str(args.images) / 'stages'
   shutil.rmtree(output, ignore_errors=True)
-  stages: Dict[str, List[float]] = {}
-  start = time.perf_counter()  # the process's own start-up (interpreter, site) is not in the figures
-  workers.start_forkserver()  # as python -m beam_pipeline does, before Beam is imported
-  _time_bundles(stages, start)
-  from beam_pipeline import cli  # pylint: disable=import-outside-toplevel
-  code = cli.main([f'--input={images}', f'--output={output}', '--runner=DirectRunner', *args.flags])
-  ended = time.perf_counter() - start
-  first = min((s[0] for s in stages.values()), default=ended)
-  print(f'\n{"starts at":>9} {"wall s":>7} {"CPU s":>6}  stage')
-  print(f'{0:9.2f} {first:7.2f} {"":>6}  start-up: imports, options, graph, translation')
-  for name, (began, wall, cpu) in sorted(stages.items(), key=lambda item: item[1][0]):
-    if wall >= 0.05:
-      print(f'{began:9.2f} {wall:7.2f} {cpu:6.2f}  {_summary(name)}')
-  print(f'{ended:9.2f} total, exit code {code}')
+  code = timed_run([f'--input={images}', f'--output={output}', '--runner=DirectRunner', *args.flags])
   shutil.rmtree(output, ignore_errors=True)
   sys.stdout.flush()
   os._exit(code)  # as python -m beam_pipeline does: no interpreter teardown
