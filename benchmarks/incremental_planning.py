@@ -24,8 +24,8 @@ Today's listing: of the catalogued files, change_pct/3 % changed (new fingerprin
 content) and as many removed; as many new ones added, one in ten a copy of a catalogued
 picture under a new name. The largest group each keyed step held (Beam distributions:
 planning's records_per_key_*, and ByUri, ByContent and ByShard counted here) must not grow
-with N, only with the change; the size of what the graph carries (the pickled Decision,
-the list of catalog files) is reported beside them, as is the time per record.
+with N, only with the change; the size of what the graph carries (the pickled Decision) is
+reported beside them, as is the time per record.
 """
 import argparse
 import hashlib
@@ -96,8 +96,8 @@ def _split(sha: str) -> str:
 
 
 def write_catalog(count: int, folder: Path) -> Any:
-  """The earlier dataset of ``count`` records: catalog files under ``folder`` and the
-  Decision of an update of it (its RunRecord lists every shard)."""
+  """The earlier dataset of ``count`` records: catalog files under ``folder``, its RunRecord
+  (which lists every shard) and the Decision of an update of it."""
   from beam_pipeline.core.messages import ShardReport  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output import incremental_catalog, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output.incremental_catalog import Entry  # pylint: disable=import-outside-toplevel
@@ -141,7 +141,7 @@ def write_catalog(count: int, folder: Path) -> Any:
   started = time.monotonic()
   merges = incremental_update.merges(record, TARGET_SHARD_BYTES)
   merges_s = time.monotonic() - started
-  return incremental_update.Decision(record, merges=tuple(merges)), merges_s
+  return record, incremental_update.Decision.update(record, tuple(merges)), merges_s
 
 
 def listing_chunk(chunk: Tuple[int, int], catalogued: int, change_pct: float) -> List[Any]:
@@ -235,9 +235,9 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
   _instrument()
   folder = SCRATCH / str(count)
   started = time.monotonic()
-  decision, merges_s = write_catalog(count, folder)
+  record, decision, merges_s = write_catalog(count, folder)
   catalog_s = time.monotonic() - started
-  shards = sum(len(split.shards) for split in decision.earlier.splits.values())
+  shards = sum(len(split.shards) for split in record.splits.values())
   added = num_added(count, change_pct)
   total = count + added
   flags = ['--direct_running_mode=multi_processing', '--direct_num_workers=2'] if mode == 'multi_processing' else []
@@ -253,7 +253,8 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
              | 'Chunks' >> beam.Create(chunks)
              | 'Listing' >> beam.Map(listing_chunk, count, change_pct).with_output_types(List[InputItem]))
   num_listed = batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
-  changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), decision)
+  earlier = p | 'EarlierRecord' >> beam.Create([record])  # the pipeline reads it from the output
+  changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision.merges)
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, False)
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)

@@ -1,6 +1,6 @@
 """The written shards' reports summed up as they come, and the commit that ends the run."""
 import functools
-from typing import Any, Iterable, List, Mapping
+from typing import Any, Iterable, List, Mapping, Optional
 
 import apache_beam as beam
 
@@ -9,6 +9,7 @@ from beam_pipeline.core import rejections
 from beam_pipeline.core.inputs import labels
 from beam_pipeline.core.messages import ShardReport
 from beam_pipeline.core.output import incremental_update, output_layout, run_totals, tfds_metadata
+from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.output.run_totals import WrittenTotals
 from beam_pipeline.core.settings import Settings
 
@@ -31,15 +32,15 @@ class SumShardReports(beam.CombineFn):
 
 def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping[str, Any],
            duplicates: Mapping[str, Any], transform_written: List[List[str]], settings: Settings, runner: str,
-           changes: Mapping[str, int], decision: incremental_update.Decision) -> None:
+           changes: Mapping[str, int], decision: incremental_update.Decision, earlier: Optional[RunRecord]) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
   dropped and files skipped as no images are listed with the rejections, but are no errors.
-  An --incremental run's totals are the earlier dataset's with what it wrote (``written``)
-  added, and it records what changed (``changes``)."""
+  An update's totals are those of the dataset it updates (``earlier``: its run record) with
+  what it wrote (``written``) added, and it records what changed (``changes``)."""
   dataset, moves = written, []
-  if decision.earlier:
-    dataset = WrittenTotals.of_record(decision.earlier).add(written, replace=True)
+  if decision.updates:
+    dataset = WrittenTotals.of_record(earlier).add(written, replace=True)
     moves = incremental_update.close_gaps(dataset)
   errors_by_reason = {reason: count for reason, count in errors['by_reason'].items()
                       if reason not in (rejections.DUPLICATE, rejections.SKIPPED)}
@@ -61,7 +62,7 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
     output_dir.stage_text(settings.output, settings.run_id, output_layout.LABEL_MAP,
                           labels.label_map_pbtxt(labels_list))
     label_files.append(output_layout.LABEL_MAP)
-  update = incremental_update.update(decision, changes, written, dataset, labels_list) if settings.incremental else None
+  update = incremental_update.what_changed(decision, changes, written, dataset, labels_list) if settings.incremental else None
   info = run_totals.build(written=dataset, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, num_skipped=skipped,
@@ -73,7 +74,8 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   last = [name for name in tfds_files if name == output_layout.TFDS_DATASET_INFO]
   emptied = {name for split in written.splits.values() for shard in split.shards if not shard.num_examples
              for name in shard.files}  # shards an update left without records: they go
-  files = ([name for name in written.files if name not in emptied] + label_files + output_layout.errors_files(num_errors_files) +
+  files = ([name for name in written.files if name not in emptied] + label_files +
+           output_layout.errors_files(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]
   output_dir.commit(settings.output, settings.run_id, files, written_dirs, info.to_json(), last, moves)

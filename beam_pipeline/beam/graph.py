@@ -5,7 +5,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
 
-from beam_pipeline.beam import coders, incremental
+from beam_pipeline.beam import coders, incremental, output_dir
 from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
@@ -24,7 +24,7 @@ from beam_pipeline.core.settings import Settings
 
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool = False,
           records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
-          decision: incremental_update.Decision = incremental_update.Decision(None)) -> None:
+          decision: incremental_update.Decision = incremental_update.Decision()) -> None:
   """The conversion's graph; ``pooled``: the heavy steps use the local worker pool of this
   process (the launcher of a DirectRunner run started one); ``decision``: the earlier dataset an
   --incremental run updates, if any."""
@@ -44,12 +44,16 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
     batches, rejected = annotation_inputs.annotated(pipeline, batches, settings)
     annotation_rejections.append(rejected)
   num_listed = listed.batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
-  changes = None
   if settings.incremental:  # what each record is made from, for the catalog
     batches = batches | 'RecordFingerprints' >> beam.Map(incremental.with_record_fingerprints)
-  if decision.earlier:  # --incremental: only new and changed files go on
-    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, decision)
+  changes = None
+  if decision.updates:  # only new and changed files go on, found against the record of the dataset updated
+    earlier = (pipeline | 'Output' >> beam.Create([settings.output])
+               | 'EarlierRecord' >> beam.Map(output_dir.earlier_record))
+    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, earlier, decision.merges)
     batches = changes.todo
+  else:
+    earlier = pipeline | 'NoEarlierRecord' >> beam.Create([None])
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
   checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings, pooled)).with_output_types(
@@ -85,7 +89,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
        | 'Commit' >> beam.Map(commit, written=AsSingleton(totals), labels_list=AsSingleton(planned.labels),
                               errors=AsSingleton(errors), duplicates=AsSingleton(planned.duplicates),
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
-                              runner=runner, changes=AsSingleton(counts), decision=decision))
+                              runner=runner, changes=AsSingleton(counts), decision=decision,
+                              earlier=AsSingleton(earlier)))
 
 
 class Planned(NamedTuple):
@@ -97,7 +102,7 @@ class Planned(NamedTuple):
 
 def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
          records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
-         decision: incremental_update.Decision = incremental_update.Decision(None),
+         decision: incremental_update.Decision = incremental_update.Decision(),
          changes: Optional[incremental.Changes] = None) -> Planned:
   """From lists of validated records to the plan of every shard, on metadata only.
 
@@ -129,13 +134,13 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   # records, then hands them on by their shard order key, which is independent of the split.
   kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
   assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept)
-  in_order = (functools.partial(labels.extended_labels, decision.earlier.labels) if decision.earlier
+  in_order = (functools.partial(labels.extended_labels, list(decision.labels)) if decision.updates
               else labels.sorted_labels)  # an update's new classes come after the earlier ones
   class_labels = (assigned[LABELS]
                   | 'UniqueLabels' >> beam.Distinct()
                   | 'AllLabels' >> beam.combiners.ToList()
                   | 'SortLabels' >> beam.Map(in_order))
-  numbering = decision.numbering if settings.incremental else None  # an --incremental output's names have no count
+  numbering = decision.numbered if settings.incremental else None  # an --incremental output's names have no count
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
                                                         numbering)
   duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())

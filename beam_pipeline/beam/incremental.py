@@ -35,28 +35,26 @@ class Changes(NamedTuple):
 
 
 class FindChanges(beam.PTransform):
-  """From lists of today's items to Changes, against the catalog of the shards of the dataset
-  ``decision`` updates in ``output``; the shards it merges are written again whether or not
-  they lost records."""
+  """From lists of today's items to Changes, against the catalog and the errors files of the
+  dataset in ``output`` whose run record is ``earlier`` (one element); the shards ``merges``
+  names are written again whether or not they lost records."""
 
-  def __init__(self, output: str, decision: incremental_update.Decision):
+  def __init__(self, output: str, earlier: beam.PCollection, merges: Tuple[incremental_update.Merge, ...]):
     super().__init__()
     self._output = output
-    self._catalogs = [(shard.file, shard.catalog_file) for split in decision.earlier.splits.values()
-                      for shard in split.shards]
-    self._errors_files = decision.earlier.errors_files
-    self._merges = decision.merges
-    self._merged_into = decision.merged_into
+    self._earlier = earlier
+    self._merges = merges
 
   def expand(self, batches):
     pipeline = batches.pipeline
     listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, item) for item in batch])
-    catalogued = (pipeline
-                  | 'CatalogFiles' >> beam.Create(self._catalogs)
+    catalogued = (self._earlier
+                  | 'CatalogFiles' >> beam.FlatMap(lambda record: [(shard.file, shard.catalog_file) for split in
+                                                                   record.splits.values() for shard in split.shards])
                   | 'SpreadCatalog' >> beam.Reshuffle()
                   | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output))
-    rejected = (pipeline
-                | 'ErrorsFiles' >> beam.Create(self._errors_files)
+    rejected = (self._earlier
+                | 'ErrorsFiles' >> beam.FlatMap(lambda record: record.errors_files)
                 | 'ReadErrors' >> beam.FlatMap(_rejected, self._output))
     joined = ({'listed': listed, 'catalogued': catalogued, 'rejected': rejected}
               | 'ByUri' >> beam.CoGroupByKey()
@@ -65,7 +63,8 @@ class FindChanges(beam.PTransform):
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
     merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
-    rewrites = ((joined[_DIRTY] | 'IntoMerges' >> beam.Map(_into, self._merged_into), merged)
+    merged_into = {source: merge.file for merge in self._merges for source in merge.sources}
+    rewrites = ((joined[_DIRTY] | 'IntoMerges' >> beam.Map(_into, merged_into), merged)
                 | 'Rewritten' >> beam.Flatten()
                 | 'ByShard' >> beam.GroupByKey()
                 | 'Rewrite' >> beam.Map(_rewrite, {merge.file: merge for merge in self._merges}

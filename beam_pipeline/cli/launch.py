@@ -175,7 +175,7 @@ def _incremental(earlier: Optional[RunRecord], settings: Settings) -> incrementa
   """What an --incremental run does with the output's dataset (``earlier``'s); one line when it
   converts everything where an update was asked for."""
   if not settings.incremental:
-    return incremental_update.Decision(None)
+    return incremental_update.Decision()
   decision = incremental_update.decide(earlier, settings)
   if decision.full_conversion and earlier is not None:
     print(f'--incremental: converting everything, since {decision.full_conversion}', file=sys.stderr)

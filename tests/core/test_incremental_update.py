@@ -122,8 +122,8 @@ def test_small_shards_merge_only_once_a_split_holds_two_and_only_into_full_ones(
                                              ('train-00001.tfrecord', 'train-00003.tfrecord')),
                     incremental_update.Merge('train', 'train-00004.tfrecord',
                                              ('train-00004.tfrecord', 'train-00005.tfrecord'))]
-  decision = incremental_update.Decision(earlier, merges=tuple(merges))
-  numbering = decision.numbering
+  decision = incremental_update.Decision.update(earlier, tuple(merges))
+  numbering = decision.numbered
   assert numbering['train'] == incremental_update.Numbering(6, (3, 5))
   assert [numbering['train'].index(i) for i in range(4)] == [3, 5, 6, 7]
   assert [numbering['validation'].index(i) for i in range(2)] == [2, 3]
@@ -188,11 +188,12 @@ def test_only_an_incremental_output_made_with_the_same_options_is_updated():
   settings = values.settings(incremental=True)
   record = dataclasses.replace(values_record([]), options={**settings.as_dict(), 'runner': 'DirectRunner'})
   assert incremental_update.decide(None, settings).full_conversion == 'the output holds no complete dataset yet'
-  assert incremental_update.decide(record, settings).earlier is record
+  decision = incremental_update.decide(record, settings)
+  assert decision.updates and decision.labels == ('cat', 'dog', 'bird') and not decision.full_conversion
   plain = dataclasses.replace(record, options={**record.options, 'incremental': None})
   assert 'not written with --incremental' in incremental_update.decide(plain, settings).full_conversion
   other = values.settings(incremental=True, dedupe=True, compression='gzip')
   assert incremental_update.decide(record, other).full_conversion == "--dedupe, --compression differ from the earlier run's"
   # The output's own options do not count: where it is, how many reads are in flight.
   assert incremental_update.decide(record, values.settings(incremental=True, output='/other',
-                                                           read_threads=3)).earlier is record
+                                                           read_threads=3)).updates

@@ -61,22 +61,33 @@ class Numbering(NamedTuple):
 
 
 class Decision(NamedTuple):
-  """The earlier dataset an --incremental run updates and the small shards it merges, or why it
-  converts everything."""
-  earlier: Optional[RunRecord]
+  """What an --incremental run does, decided at launch from the output's run record: update its
+  dataset (merging the small shards ``merges`` names), or convert everything and say why.
+
+  The pipeline's graph carries it, so it holds only what does not grow with the dataset but
+  for its classes and the small shards a run merges: the record itself (a line per shard, 70,000
+  of them at 100 million images) is read again by the pipeline where it is needed.
+  """
+  updates: bool = False
   full_conversion: Optional[str] = None  # one line, for the console and the run record
+  labels: Tuple[str, ...] = ()  # the earlier dataset's classes, in id order
+  numbering: Tuple[Tuple[str, Numbering], ...] = ()  # (split, how its new shards are numbered)
   merges: Tuple[Merge, ...] = ()
 
-  @property
-  def numbering(self) -> Dict[str, Numbering]:
-    """How each split's new shards are numbered."""
-    if not self.earlier:
-      return {}
+  @classmethod
+  def update(cls, earlier: RunRecord, merged: Tuple[Merge, ...] = ()) -> 'Decision':
+    """The update of the dataset whose record is ``earlier``, with the merges ``merged``."""
     free: Dict[str, List[int]] = {}
-    for merge in self.merges:
+    for merge in merged:
       free.setdefault(merge.split, []).extend(output_layout.shard_index(file) for file in merge.sources[1:])
-    return {name: Numbering(len(split.shards), tuple(sorted(free.get(name, ()))))
-            for name, split in self.earlier.splits.items()}
+    numbering = tuple((name, Numbering(len(split.shards), tuple(sorted(free.get(name, ())))))
+                      for name, split in sorted(earlier.splits.items()))
+    return cls(True, labels=tuple(earlier.labels), numbering=numbering, merges=merged)
+
+  @property
+  def numbered(self) -> Dict[str, Numbering]:
+    """How each split's new shards are numbered."""
+    return dict(self.numbering)
 
   @property
   def merged_into(self) -> Dict[str, str]:
@@ -105,18 +116,20 @@ def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
   """What an --incremental run into an output whose run record is ``earlier`` (None: no complete
   dataset) does."""
   if earlier is None:
-    return Decision(None, 'the output holds no complete dataset yet')
+    return Decision(full_conversion='the output holds no complete dataset yet')
   if settings.rebuild:
-    return Decision(None, '--rebuild asks for it')
+    return Decision(full_conversion='--rebuild asks for it')
   if not earlier.options.get('incremental'):
-    return Decision(None, 'the output was not written with --incremental (it has no catalog)')
+    return Decision(full_conversion='the output was not written with --incremental (it has no catalog)')
   differing = changed_options(earlier.options, settings)
   if differing:
     verb = 'differs' if len(differing) == 1 else 'differ'
-    return Decision(None, f'{", ".join("--" + name for name in differing)} {verb} from the earlier run\'s')
+    return Decision(full_conversion=f'{", ".join("--" + name for name in differing)} {verb} from the earlier '
+                    "run's")
   if earlier.embedding and settings.embedding and earlier.embedding.sha256 != settings.embedding.sha256:
-    return Decision(None, f'--embedding_model {settings.embedding.model} is not the model the earlier run used')
-  return Decision(earlier, merges=tuple(merges(earlier, settings.target_shard_bytes)))
+    return Decision(full_conversion=f'--embedding_model {settings.embedding.model} is not the model the earlier '
+                    'run used')
+  return Decision.update(earlier, tuple(merges(earlier, settings.target_shard_bytes)))
 
 
 def changed_options(recorded: Dict[str, object], settings: Settings) -> List[str]:
@@ -145,7 +158,7 @@ def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:
   return moves
 
 
-def update(decision: Decision, changes: Mapping[str, int], written: run_totals.WrittenTotals,
+def what_changed(decision: Decision, changes: Mapping[str, int], written: run_totals.WrittenTotals,
            dataset: run_totals.WrittenTotals, labels: List[str]) -> Update:
   """What the run record of an --incremental run says it changed: ``changes`` counts its inputs
   by what became of them (incremental_catalog.change), ``written`` is what it wrote, ``dataset``
@@ -155,14 +168,13 @@ def update(decision: Decision, changes: Mapping[str, int], written: run_totals.W
   new = sum(1 for split in written.splits.values() for shard in split.shards if shard.file not in rewritten)
   rewritten_live = sum(1 for split in written.splits.values() for shard in split.shards
                        if shard.file in rewritten and shard.num_examples)
-  earlier = decision.earlier.labels if decision.earlier else []
-  return Update(added=changes.get(incremental_catalog.ADDED, 0) if decision.earlier else dataset.num_examples,
+  return Update(added=changes.get(incremental_catalog.ADDED, 0) if decision.updates else dataset.num_examples,
                 changed=changes.get(incremental_catalog.CHANGED, 0),
                 removed=changes.get(incremental_catalog.REMOVED, 0),
                 unchanged=changes.get(incremental_catalog.UNCHANGED, 0),
                 shards_written=new, shards_rewritten=rewritten_live,
                 shards_kept=shards - new - rewritten_live,
-                new_classes=labels[len(earlier):] if decision.earlier else [],
+                new_classes=labels[len(decision.labels):] if decision.updates else [],
                 full_conversion=decision.full_conversion)
 
 
