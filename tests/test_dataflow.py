@@ -75,6 +75,27 @@ def test_a_dataflow_job_on_cloud_storage_writes_what_the_direct_runner_writes(gc
   assert_graph_works(files, tmp_path / 'copy')
 
 
+def test_an_incremental_update_as_a_dataflow_job_writes_what_the_direct_runner_writes(gcs, sample_set):
+  """The same --incremental update of a gs:// output, one on each runner, after one photo came and
+  one went: the job reads the earlier record and catalog where they lie, and writes again only
+  the shard that lost its record."""
+  inputs = local_files(sample_set)
+  gcs_emulator.upload('data', {f'inc/{name}': data for name, data in inputs.items()})
+  for out in ('inc-direct', 'inc-dataflow'):
+    assert convert('--input=gs://data/inc', f'--output=gs://data/{out}', '--incremental', *OPTIONS) == 0
+  gone = next(name for name in sorted(inputs) if name.endswith('.jpg'))
+  gcs_emulator.client().bucket('data').blob(f'inc/{gone}').delete()
+  gcs_emulator.upload('data', {'inc/Cat/new.jpg': inputs[gone]})  # the same picture under a new name
+  assert convert('--input=gs://data/inc', '--output=gs://data/inc-direct', '--incremental', *OPTIONS) == 0
+  result = run_offline('--input=gs://data/inc', '--output=gs://data/inc-dataflow', '--incremental', *OPTIONS,
+                       *DATAFLOW)
+  assert result.returncode == 0, result.stderr[-4000:]
+  files = bucket_files('data', 'inc-dataflow')
+  assert_same_dataset(files, bucket_files('data', 'inc-direct'))
+  update = json.loads(files['beam_pipeline.json'])['update']
+  assert (update['added'], update['removed'], update['shards_rewritten']) == (1, 1, 1)
+
+
 def test_a_dry_run_and_a_classic_template_translate_the_job_and_touch_no_output(gcs, sample_set, tmp_path):
   (tmp_path / 'out').mkdir()
   (tmp_path / 'out' / 'beam_pipeline.json').write_text('{"from": "an earlier run"}')
