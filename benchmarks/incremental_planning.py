@@ -254,7 +254,7 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
              | 'Listing' >> beam.Map(listing_chunk, count, change_pct).with_output_types(List[InputItem]))
   num_listed = batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
   earlier = p | 'EarlierRecord' >> beam.Create([record])  # the pipeline reads it from the output
-  changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision.merges)
+  changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision)
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, False)
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)

@@ -50,7 +50,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   if decision.updates:  # only new and changed files go on, found against the record of the dataset updated
     earlier = (pipeline | 'Output' >> beam.Create([settings.output])
                | 'EarlierRecord' >> beam.Map(output_dir.earlier_record))
-    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, earlier, decision.merges)
+    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, earlier, decision)
     batches = changes.todo
   else:
     earlier = pipeline | 'NoEarlierRecord' >> beam.Create([None])

@@ -36,14 +36,15 @@ class Changes(NamedTuple):
 
 class FindChanges(beam.PTransform):
   """From lists of today's items to Changes, against the catalog and the errors files of the
-  dataset in ``output`` whose run record is ``earlier`` (one element); the shards ``merges``
-  names are written again whether or not they lost records."""
+  dataset in ``output`` whose run record is ``earlier`` (one element); the shards ``decision``
+  merges are written again whether or not they lost records."""
 
-  def __init__(self, output: str, earlier: beam.PCollection, merges: Tuple[incremental_update.Merge, ...]):
+  def __init__(self, output: str, earlier: beam.PCollection, decision: incremental_update.Decision):
     super().__init__()
     self._output = output
     self._earlier = earlier
-    self._merges = merges
+    self._merges = decision.merges
+    self._merged_into = decision.merged_into
 
   def expand(self, batches):
     pipeline = batches.pipeline
@@ -63,8 +64,7 @@ class FindChanges(beam.PTransform):
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
     merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
-    merged_into = {source: merge.file for merge in self._merges for source in merge.sources}
-    rewrites = ((joined[_DIRTY] | 'IntoMerges' >> beam.Map(_into, merged_into), merged)
+    rewrites = ((joined[_DIRTY] | 'IntoMerges' >> beam.Map(_into, self._merged_into), merged)
                 | 'Rewritten' >> beam.Flatten()
                 | 'ByShard' >> beam.GroupByKey()
                 | 'Rewrite' >> beam.Map(_rewrite, {merge.file: merge for merge in self._merges}
