@@ -17,7 +17,7 @@ import pytest
 
 from beam_pipeline import cli
 from helpers import gcs_emulator
-from helpers.commands import ROOT, command, error_line, run_cli, started, user_environment
+from helpers.commands import ROOT, command, error_line, started, user_environment
 from helpers.dataset_reader import read_output
 from helpers.photos import labelled, write_files
 from beam_pipeline.core.output import output_layout
@@ -147,24 +147,27 @@ def test_what_a_dead_run_staged_is_never_committed(sets, fresh, tmp_path):
 # --- 2. one run at a time ------------------------------------------------------------------------
 
 
-def test_a_second_run_into_a_busy_local_output_is_refused_before_any_work(sets, tmp_path):
-  """Run A holds the output (stopped after checking its first images); run B, started then,
-  exits 2 at once naming A, and touches nothing; A completes with its own dataset, whole;
-  B, run again once A has ended, replaces it with its own. Before: A's record and labels.txt
-  over B's shards, and B's false 'unchanged'."""
+def test_a_second_run_into_a_busy_local_output_is_refused_before_any_work(sets, tmp_path, capsys):
+  """Run A holds the output (stopped after checking its first images); run B, started then
+  (in this process: A is the other process the lock keeps out), exits 2 at once naming A,
+  and touches nothing; A completes with its own dataset, whole; B, run again once A has
+  ended, replaces it with its own. Before: A's record and labels.txt over B's shards, and
+  B's false 'unchanged'."""
   out = tmp_path / 'out'
   with held_at('checked:1', sets[0], out, tmp_path) as a:
     lock = out / output_layout.LOCK
     wait_for(lambda: lock.exists() and lock.stat().st_size, a, 'lock')
     holder = json.loads(lock.read_text())
     before = tree(out)
-    refused = run_cli(f'--input={sets[1]}', f'--output={out}', *RUN_ARGS)
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    line = error_line(refused.stderr)
+    capsys.readouterr()
+    refused = convert(sets[1], out)
+    stderr = capsys.readouterr().err
+    assert refused == 2, stderr[-3000:]
+    line = error_line(stderr)
     assert line.startswith(f'error: --output={out} is in use by another run: run {holder["run"]} '
                            f'(pid {a.pid} on {holder["host"]}, started '), line
     assert line.endswith('wait for it to end or stop it (its lock is freed the moment its process ends)')
-    assert 'Traceback' not in refused.stderr
+    assert 'Traceback' not in stderr
     assert tree(out) == before
   assert_dataset_of(out, ('cat', 'dog'), 200)
   assert not lock.exists()
@@ -192,18 +195,21 @@ def test_a_run_whose_lock_was_taken_commits_nothing(sets, tmp_path):
   assert_dataset_of(out, ('bird', 'cow', 'fish'), 300)
 
 
-def test_a_second_run_into_a_busy_gcs_output_is_refused(sets, tmp_path):
-  """The same on gs://, through the storage emulator: B reads A's lock and stops, naming it.
-  (That two runs racing for an absent lock get one of it each time rests on Cloud Storage's
-  generation precondition, which tests/beam/test_output_lock.py shows on fake-gcs-server.)"""
+def test_a_second_run_into_a_busy_gcs_output_is_refused(sets, tmp_path, capsys):
+  """The same on gs://, through the storage emulator: B (in this process) reads A's lock and
+  stops, naming it. (That two runs racing for an absent lock get one of it each time rests on
+  Cloud Storage's generation precondition, which tests/beam/test_output_lock.py shows on
+  fake-gcs-server.)"""
   with gcs_emulator.serving(str(tmp_path), [BUCKET]):
     out = f'gs://{BUCKET}/busy'
     with held_at('checked:1', sets[0], out, tmp_path) as a:
       wait_for(lambda: f'busy/{output_layout.LOCK}' in gcs_emulator.list_names(BUCKET, 'busy/'), a, 'lock')
       holder = json.loads(gcs_emulator.download(BUCKET, f'busy/{output_layout.LOCK}'))
-      refused = run_cli(f'--input={sets[1]}', f'--output={out}', *RUN_ARGS)
-      assert refused.returncode == 2, refused.stderr[-3000:]
-      line = error_line(refused.stderr)
+      capsys.readouterr()
+      refused = convert(sets[1], out)
+      stderr = capsys.readouterr().err
+      assert refused == 2, stderr[-3000:]
+      line = error_line(stderr)
       assert line.startswith(f'error: --output={out} is in use by another run: run {holder["run"]} (pid {a.pid} on ')
       assert line.endswith(f'if it is gone, delete {out}/{output_layout.LOCK} (a lock not renewed for 5 min is taken '
                            'over by the next run)')
