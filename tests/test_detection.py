@@ -5,6 +5,7 @@ import io
 import json
 import os
 import random
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -438,6 +439,24 @@ def _mask_set(root: Path) -> Dict[str, np.ndarray]:
   return masks
 
 
+@pytest.fixture(scope='module')
+def mask_set(tmp_path_factory) -> Tuple[Path, Dict[str, np.ndarray]]:
+  """_mask_set's photos and masks.json, made once for the module: (root, masks)."""
+  root = tmp_path_factory.mktemp('masks')
+  return root, _mask_set(root)
+
+
+@pytest.fixture(scope='module')
+def masks_converted(mask_set, tmp_path_factory) -> Path:
+  """The mask set converted with --include_masks and --skip_transform, for the tests that only
+  read it (a test that changes it works on a copy)."""
+  root, _ = mask_set
+  out = tmp_path_factory.mktemp('masks-converted') / 'out'
+  assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/masks.json',
+                 '--include_masks', '--skip_transform') == 0
+  return out
+
+
 @pytest.mark.parametrize('options', [[], ['--max_side=35']], ids=['as_is', 'max_side'])
 def test_every_mask_pixel_follows_the_image_turned_and_resized_by_nearest_neighbour(tmp_path, options):
   masks = _mask_set(tmp_path)
@@ -455,13 +474,13 @@ def test_every_mask_pixel_follows_the_image_turned_and_resized_by_nearest_neighb
     np.testing.assert_array_equal(got, _nearest(upright, stored.size), err_msg=name)
 
 
-def test_the_contact_sheet_tints_each_mask_in_its_boxs_colour(tmp_path):
-  masks = _mask_set(tmp_path)
+def test_the_contact_sheet_tints_each_mask_in_its_boxs_colour(mask_set, masks_converted, tmp_path):
+  root, masks = mask_set
+  without = tmp_path / 'without'  # the same boxes, no --include_masks
+  assert convert(f'--input={root}/images', f'--output={without}', f'--annotations={root}/masks.json',
+                 '--skip_transform') == 0
   tinted = {}
-  for run, extra in (('with', ['--include_masks']), ('without', [])):
-    out = tmp_path / run
-    assert convert(f'--input={tmp_path}/images', f'--output={out}', f'--annotations={tmp_path}/masks.json',
-                   '--skip_transform', *extra) == 0
+  for run, out in (('with', masks_converted), ('without', without)):
     assert cli.main(['inspect', str(out), f'--contact_sheet={tmp_path}/{run}.png']) == 0
     pixels = np.asarray(Image.open(tmp_path / f'{run}.png').convert('RGB'), np.int16)
     grey, blue = np.array([128, 128, 128]), np.array(contact_sheet.colour(1))
@@ -535,11 +554,9 @@ def test_embeddings_and_the_transform_graph_work_beside_the_boxes(coco, saved, t
   assert all(int(label) == -1 for label in transformed['label'])  # the images have no label of their own
 
 
-def test_verify_checks_there_is_a_mask_of_the_images_size_for_every_object(tmp_path, capsys):
-  _mask_set(tmp_path)
+def test_verify_checks_there_is_a_mask_of_the_images_size_for_every_object(masks_converted, tmp_path, capsys):
   out = tmp_path / 'out'
-  assert convert(f'--input={tmp_path}/images', f'--output={out}', f'--annotations={tmp_path}/masks.json',
-                 '--include_masks', '--skip_transform') == 0
+  shutil.copytree(masks_converted, out)  # changed below: the shared conversion stays as it was
   assert cli.main(['verify', str(out)]) == 0
   info = json.loads((out / 'beam_pipeline.json').read_text())
   [shard] = [shard for split in info['splits'].values() for shard in split['shards']]
@@ -579,11 +596,8 @@ _OBJECT_DETECTION_API_SPEC = {
 }
 
 
-def test_the_object_detection_apis_key_spec_parses_every_record_to_its_boxes(tmp_path):
-  _mask_set(tmp_path)
-  out = tmp_path / 'out'
-  assert convert(f'--input={tmp_path}/images', f'--output={out}', f'--annotations={tmp_path}/masks.json',
-                 '--include_masks', '--skip_transform') == 0
+def test_the_object_detection_apis_key_spec_parses_every_record_to_its_boxes(masks_converted):
+  out = masks_converted
   for name, example in _records(out).items():
     parsed = tf.io.parse_single_example(example.SerializeToString(), _OBJECT_DETECTION_API_SPEC)
     dense = {key: tf.sparse.to_dense(value).numpy().tolist() for key, value in parsed.items()
