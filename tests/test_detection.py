@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 from beam_pipeline import cli, reader
 from beam_pipeline.inspection import contact_sheet
 from helpers import models
-from helpers.commands import convert, error_line, run_cli
+from helpers.commands import convert, error_line
 from helpers.dataset_reader import read_errors
 
 MODELS_PYTHON = Path(__file__).resolve().parents[1] / '.venv-models' / 'bin' / 'python'
@@ -250,13 +250,18 @@ def test_pascal_voc_boxes_keep_difficult_and_truncated(tmp_path):
     (['--annotations={root}/notes.txt'], 'error: --annotations={root}/notes.txt: '),
     (['--annotations={root}/instances.json', '--schema=simple'], "error: boxes are written in the Object Detection API's"),
 ])
-def test_annotation_options_that_cannot_work_fail_before_any_work(coco, tmp_path, args, message):
+def test_annotation_options_that_cannot_work_fail_before_any_work(coco, tmp_path, capsys, args, message):
+  """In this process: each is a UsageError of the options' parsing, which the command, run in a
+  process of its own, turns into its one line and exit 2 before any work, as
+  tests/test_cli.py's bad invocations show."""
   root, _ = coco
   (root / 'notes.txt').write_text('boxes, somewhere')
-  done = run_cli(f'--input={root}/images', f'--output={tmp_path}/out', *(arg.format(root=root) for arg in args))
-  assert done.returncode == 2
-  assert error_line(done.stderr).startswith(message.format(root=root)), done.stderr
-  assert len(done.stderr.splitlines()) == 1, done.stderr
+  capsys.readouterr()
+  assert convert(f'--input={root}/images', f'--output={tmp_path}/out', *(arg.format(root=root) for arg in args)) == 2
+  stderr = capsys.readouterr().err
+  assert error_line(stderr).startswith(message.format(root=root)), stderr
+  assert len(stderr.splitlines()) == 1, stderr
+  assert not (tmp_path / 'out').exists()
 
 
 _MODEL_GARDEN_COCO = '''
