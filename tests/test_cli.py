@@ -7,7 +7,7 @@ import pytest
 
 from beam_pipeline import cli
 from helpers import photos
-from helpers.commands import run_cli
+from helpers.commands import convert, run_cli
 from helpers.photos import write_sample_set
 
 
@@ -70,9 +70,11 @@ def test_help_lists_our_options():
 
 
 def test_inspect_summarizes_a_completed_output_and_refuses_anything_else(tmp_path):
+  """The output to inspect is made in this process (the conversion as a command is the first
+  test's); inspect itself runs as the command."""
   write_sample_set(str(tmp_path / 'images'), per_class=4)
-  assert run_cli(f'--input={tmp_path}/images', f'--output={tmp_path}/out', '--runner=DirectRunner',
-                 '--max_error_fraction=0.5', '--skip_transform').returncode == 0
+  assert convert(f'--input={tmp_path}/images', f'--output={tmp_path}/out', '--max_error_fraction=0.5',
+                 '--skip_transform') == 0
   result = run_cli('inspect', tmp_path / 'out')
   assert result.returncode == 0
   assert result.stdout.startswith(f'{tmp_path}/out holds 11 examples of 13 images, 2 classes, converted from '
