@@ -117,9 +117,8 @@ def test_a_dry_run_and_a_classic_template_translate_the_job_and_touch_no_output(
 
 
 def test_no_wait_returns_once_the_job_is_submitted(gcs, sample_set, tmp_path):
-  # The offline stand-in runs the job before it answers; no tf.Transform graph keeps that short.
   result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/out', *DATAFLOW, '--max_error_fraction=0.5',
-                       '--skip_transform', '--no_wait')
+                       '--no_wait')
   assert result.returncode == 0, result.stderr[-4000:]
   assert_submitted_as_airflow_expects(result)
   assert result.stdout.strip().splitlines()[-1].startswith('Submitted; not waiting for the job')

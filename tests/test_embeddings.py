@@ -111,7 +111,7 @@ def test_embedding_only_keeps_everything_but_the_image_and_trains(cnn, saved, tm
 
 
 def test_without_a_model_the_reader_says_how_to_get_embeddings(sample_set, tmp_path):
-  assert convert(f'--input={sample_set}', f'--output={tmp_path}', '--max_error_fraction=0.5', '--skip_transform') == 0
+  assert convert(f'--input={sample_set}', f'--output={tmp_path}', '--max_error_fraction=0.5') == 0
   with pytest.raises(ValueError, match='convert with --embedding_model'):
     reader.load(str(tmp_path), 'train', features='embedding')
 
