@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from beam_pipeline import cli
 from helpers import gcs_emulator
 from helpers.commands import convert
 from helpers.dataflow import (OPTIONS as DATAFLOW, assert_every_input_accounted_for, assert_submitted_as_airflow_expects,
@@ -96,16 +97,19 @@ def test_an_incremental_update_as_a_dataflow_job_writes_what_the_direct_runner_w
   assert (update['added'], update['removed'], update['shards_rewritten']) == (1, 1, 1)
 
 
-def test_a_dry_run_and_a_classic_template_translate_the_job_and_touch_no_output(gcs, sample_set, tmp_path):
+def test_a_dry_run_and_a_classic_template_translate_the_job_and_touch_no_output(gcs, sample_set, tmp_path, capsys):
+  """In this process: neither submits a job, so nothing of the offline stand-in is needed."""
   (tmp_path / 'out').mkdir()
   (tmp_path / 'out' / 'beam_pipeline.json').write_text('{"from": "an earlier run"}')
   for extra, message in ((['--dry_run=True'], 'Dry run: the job was translated'),
                          (['--template_location=gs://stage/templates/images.json'],
                           'Wrote a classic template to gs://stage/templates/images.json')):
-    result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/out', *DATAFLOW, *extra)
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert result.stdout.strip().splitlines()[-1].startswith(message), result.stdout
-    assert 'Traceback' not in result.stderr
+    capsys.readouterr()
+    code = cli.main([f'--input={sample_set}', f'--output={tmp_path}/out', *DATAFLOW, *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-4000:]
+    assert out.strip().splitlines()[-1].startswith(message), out
+    assert 'Traceback' not in err
   assert os.listdir(tmp_path / 'out') == ['beam_pipeline.json']
   template = json.loads(gcs_emulator.download('stage', 'templates/images.json'))
   options = template['environment']['sdkPipelineOptions']['options']
@@ -126,8 +130,12 @@ def test_no_wait_returns_once_the_job_is_submitted(gcs, sample_set, tmp_path):
     ('--temp_location=gs://stage/tmp', (), 'error: DataflowRunner needs --temp_location=gs://BUCKET/tmp'),
     ('--temp_location=gs://stage/tmp', ('--temp_location=/tmp/x',), 'error: --temp_location=/tmp/x: DataflowRunner'),
 ])
-def test_what_dataflow_needs_is_checked_before_any_work(sample_set, tmp_path, drop, add, message):
-  result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/out', *[a for a in DATAFLOW if a != drop], *add)
-  assert result.returncode == 2
-  errors = [line for line in result.stderr.splitlines() if line.startswith('error')]
-  assert len(errors) == 1 and errors[0].startswith(message), result.stderr[-2000:]
+def test_what_dataflow_needs_is_checked_before_any_work(sample_set, tmp_path, capsys, drop, add, message):
+  # In this process: the checks come before anything of Dataflow's (no job, nothing staged) runs.
+  capsys.readouterr()
+  assert cli.main([f'--input={sample_set}', f'--output={tmp_path}/out', *[a for a in DATAFLOW if a != drop],
+                   *add]) == 2
+  stderr = capsys.readouterr().err
+  errors = [line for line in stderr.splitlines() if line.startswith('error')]
+  assert len(errors) == 1 and errors[0].startswith(message), stderr[-2000:]
+  assert not (tmp_path / 'out').exists()

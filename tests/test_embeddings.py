@@ -37,10 +37,24 @@ def _assert_embeddings_are_the_models(cnn, records, image_of) -> None:
     np.testing.assert_allclose(stored, _expected(cnn, image_of(record)), rtol=1e-5, atol=1e-5)
 
 
+@pytest.fixture(scope='module')
+def local_conversions(saved, sample_set, tmp_path_factory):
+  """The sample set converted on the local path with the model saved ``how``, made once:
+  ``local_conversions(how)`` is its output, which the tests only read."""
+  outputs = {}
+
+  def output(how: str):
+    if how not in outputs:
+      out = tmp_path_factory.mktemp(f'local-{how}') / 'out'
+      assert convert(f'--input={sample_set}', f'--output={out}', f'--embedding_model={saved[how]}', *EMBEDDING) == 0
+      outputs[how] = out
+    return outputs[how]
+  return output
+
+
 @pytest.mark.parametrize('how', ['keras', 'export'])
-def test_every_stored_embedding_is_the_models_output_on_its_stored_image(cnn, saved, sample_set, tmp_path, how):
-  out = tmp_path / 'out'
-  assert convert(f'--input={sample_set}', f'--output={out}', f'--embedding_model={saved[how]}', *EMBEDDING) == 0
+def test_every_stored_embedding_is_the_models_output_on_its_stored_image(cnn, saved, local_conversions, how):
+  out = local_conversions(how)
   info, records = read_output(out)
   every = [record for split in records.values() for record in split]
   assert len(every) == 27 and len(info['splits']['train']['shards']) >= 2
@@ -119,12 +133,10 @@ def test_a_model_that_cannot_embed_images_fails_before_any_work_with_one_line(sa
   assert not (tmp_path / 'out').exists()
 
 
-def test_the_dataflow_style_path_writes_what_the_local_path_writes(saved, sample_set, tmp_path):
-  given = (f'--input={sample_set}', f'--embedding_model={saved["keras"]}', *EMBEDDING)
-  assert convert(*given, f'--output={tmp_path}/local') == 0
-  assert convert(*given, f'--output={tmp_path}/sdk', '--direct_running_mode=multi_processing',
-                 '--direct_num_workers=2') == 0
-  assert_same_dataset(local_files(tmp_path / 'sdk'), local_files(tmp_path / 'local'))
+def test_the_dataflow_style_path_writes_what_the_local_path_writes(saved, sample_set, local_conversions, tmp_path):
+  assert convert(f'--input={sample_set}', f'--embedding_model={saved["keras"]}', *EMBEDDING, f'--output={tmp_path}/sdk',
+                 '--direct_running_mode=multi_processing', '--direct_num_workers=2') == 0
+  assert_same_dataset(local_files(tmp_path / 'sdk'), local_files(local_conversions('keras')))
 
 
 def test_a_dataflow_job_with_the_model_on_cloud_storage_writes_what_the_direct_runner_writes(saved, sample_set,

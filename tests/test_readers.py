@@ -61,10 +61,19 @@ def gzip_output(photo_set, tmp_path_factory):
   return out
 
 
-def test_index_files_index_every_record_and_the_tfrecord_package_reads_with_them(photo_set, tmp_path):
-  out = tmp_path / 'out'
+@pytest.fixture(scope='module')
+def indexed_output(photo_set, tmp_path_factory):
+  """``photo_set`` converted into small shards with --index_files and --skip_transform; a test
+  that changes it copies it first."""
+  out = tmp_path_factory.mktemp('readers-indexed') / 'out'
   assert convert(f'--input={photo_set}/in', f'--output={out}', '--index_files', '--target_shard_mb=0.01',
                  '--skip_transform') == 0
+  return out
+
+
+def test_index_files_index_every_record_and_the_tfrecord_package_reads_with_them(indexed_output, tmp_path):
+  out = tmp_path / 'out'
+  shutil.copytree(indexed_output, out)
   info, records = read_output(str(out))
   shards = [shard for split in info['splits'].values() for shard in split['shards']]
   assert len(info['splits']['train']['shards']) > 2 and info['splits']['validation']['num_examples'] == 1
@@ -106,12 +115,12 @@ def test_the_tfrecord_package_reads_every_record_of_a_gzipped_output(gzip_output
   assert sum(map(len, read.values())) == 25
 
 
-def test_tensorflow_datasets_loads_every_split_with_its_features(photo_set, tmp_path):
-  """tfds.builder_from_directory on a conversion with two splits: every record, its label a
-  ClassLabel named as labels.txt, its image decoded to the recorded size; as (image, label) pairs too."""
+def test_tensorflow_datasets_loads_every_split_with_its_features(indexed_output):
+  """tfds.builder_from_directory on a conversion with two splits (and index files beside its
+  shards): every record, its label a ClassLabel named as labels.txt, its image decoded to the
+  recorded size; as (image, label) pairs too."""
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
-  out = tmp_path / 'out'
-  assert convert(f'--input={photo_set}/in', f'--output={out}', '--target_shard_mb=0.01', '--skip_transform') == 0
+  out = indexed_output
   info, records = read_output(str(out))
   builder = tfds.builder_from_directory(str(out))
   label = builder.info.features['image/class/label']
