@@ -58,7 +58,8 @@ class PendingImage(NamedTuple):
     """The Exif orientation its decoded pixels are still to be turned upright by (1: none)."""
     return 1 if self.reencoded else self.orientation
 
-  def checked(self, shape: Tuple[int, ...], phash: str, statistics: Tuple[float, ...]) -> Union[PreparedImage, Rejected]:
+  def checked(self, shape: Tuple[int, ...], phash: str,
+              statistics: Tuple[float, ...]) -> Union[PreparedImage, Rejected]:
     """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale), and the perceptual
     hash and statistics of the decoded pixels."""
     scale = 8 if self.format == 'jpeg' else 1

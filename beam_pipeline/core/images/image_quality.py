@@ -6,11 +6,12 @@ blank image is blurry too, having no edges.
 The statistics are taken on tensorflow_decoding's grid: perceptual_hash.SIDE cells a side,
 each the mean of the decoded pixels under it, the image squashed to a square. The same photo
 then gives nearly the same numbers whether it was decoded at 1/8 scale (a JPEG) or whole (a
-PNG), large or small, down to a decode of SIDE pixels a side (a JPEG of 256). A sharpness
-measured on the decoded pixels themselves would not be: a JPEG's 1/8-scale decode has
-averaged away the detail its PNG copy keeps, and a large photo holds finer detail than a
-small one of the same scene. The price is that only blur at the grid's scale shows, a few
-percent of the image's width or more. The statistics of a whole batch are taken at once
+PNG), large or small. A sharpness measured on the decoded pixels themselves would not: a
+JPEG's 1/8-scale decode has averaged away the detail its PNG copy keeps, and a large photo
+holds finer detail than a small one of the same scene. The grid's holds for PNGs of any
+size and JPEGs of about 1,000 pixels a side or more; a smaller JPEG's decode, with only a
+few pixels to a cell, reads less sharp. The price is that only blur at the grid's scale
+shows, a few percent of the image's width or more. The statistics of a whole batch are taken at once
 (numpy's calls per image would cost more than their work), each image's the same to the
 last bit whatever batch it came in.
 
