@@ -22,28 +22,30 @@ from helpers.dataset_reader import read_output
 SIZE = (320, 240)
 
 
-def _jpeg(image: Image.Image) -> bytes:
+def _png(image: Image.Image) -> bytes:
+  """PNG: its decode is whole, so the statistics hold at this small size (a JPEG's 1/8-scale
+  decode reads less sharp under about 1,000 pixels a side: image_quality)."""
   buffer = io.BytesIO()
-  image.save(buffer, 'JPEG', quality=90)
+  image.save(buffer, 'PNG')
   return buffer.getvalue()
 
 
 def made_images() -> Dict[str, Tuple[bytes, str]]:
-  """{file name: (JPEG bytes, the flag it is made to raise, '' for none)}: ordinary photos, and
+  """{file name: (PNG bytes, the flag it is made to raise, '' for none)}: ordinary photos, and
   one of each flag made from another photo."""
   photo = lambda seed: natural_photos.photo(seed, *SIZE)  # noqa: E731  pylint: disable=unnecessary-lambda-assignment
   flat = np.full((SIZE[1], SIZE[0], 3), 128, np.uint8) + np.random.default_rng(7).integers(0, 2, (SIZE[1], SIZE[0], 1),
                                                                                            dtype=np.uint8)
-  made = {f'ordinary-{seed}.jpg': (photo(seed), '') for seed in range(6)}
+  made = {f'ordinary-{seed}.png': (photo(seed), '') for seed in range(6)}
   made.update({
-      'dark.jpg': (ImageEnhance.Brightness(photo(10)).enhance(0.15), image_quality.DARK),
-      'light.jpg': (Image.blend(photo(11), Image.new('RGB', SIZE, 'white'), 0.9), image_quality.LIGHT),
-      'blurry.jpg': (photo(12).filter(ImageFilter.GaussianBlur(12)), image_quality.BLURRY),
-      'blank.jpg': (Image.fromarray(flat), image_quality.LOW_INFORMATION),
-      'strip.jpg': (photo(13).resize((SIZE[0] * 2, SIZE[1] // 3)), image_quality.EXTREME_ASPECT_FLAG),
-      'gray.jpg': (photo(14).convert('L').convert('RGB'), image_quality.GRAYSCALE_AS_RGB),
+      'dark.png': (ImageEnhance.Brightness(photo(10)).enhance(0.15), image_quality.DARK),
+      'light.png': (Image.blend(photo(11), Image.new('RGB', SIZE, 'white'), 0.9), image_quality.LIGHT),
+      'blurry.png': (photo(12).filter(ImageFilter.GaussianBlur(12)), image_quality.BLURRY),
+      'blank.png': (Image.fromarray(flat), image_quality.LOW_INFORMATION),
+      'strip.png': (photo(13).resize((SIZE[0] * 2, SIZE[1] // 3)), image_quality.EXTREME_ASPECT_FLAG),
+      'gray.png': (photo(14).convert('L').convert('RGB'), image_quality.GRAYSCALE_AS_RGB),
   })
-  return {name: (_jpeg(image), flag) for name, (image, flag) in made.items()}
+  return {name: (_png(image), flag) for name, (image, flag) in made.items()}
 
 
 @pytest.fixture(scope='module')
@@ -86,7 +88,7 @@ def test_each_flag_is_counted_per_split_and_class_said_in_the_summary_and_listed
   assert 'Worth a look, by their data-quality flags: ' in said
   glance = '\n'.join(overview.glance(RunRecord.read(str(out)), str(out)))
   assert 'Data-quality flags (images stored; worth a look), by split and class:' in glance
-  dark = next(path for path in flags if path.endswith('/dark.jpg'))
+  dark = next(path for path in flags if path.endswith('/dark.png'))
   assert f'  {raised[dark].split}: dark 1: {dark.split("/")[0]} 1' in glance
 
 

@@ -9,7 +9,7 @@ import functools
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from beam_pipeline.core import isolation, rejections, schemas
-from beam_pipeline.core.images import boxes, image_info, preparation
+from beam_pipeline.core.images import boxes, image_info, image_quality, preparation
 from beam_pipeline.core.inputs import input_root, labels, reading
 from beam_pipeline.core.planning import sharding
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, Validated
@@ -107,7 +107,8 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
       channels=info.channels, reencoded=info.reencoded,
       order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage),
       objects=objects, labels=loaded.item.labels if loaded.label is not None else (), row=loaded.item.row,
-      fingerprint=loaded.item.fingerprint), problems)
+      fingerprint=loaded.item.fingerprint, phash=info.phash,
+      quality=image_quality.flags(info.statistics, info.height, info.width, info.channels)), problems)
   raised = [flag for flag in checked.record.quality if flag in settings.reject_quality]
   if raised:
     raise Rejected(rejections.POOR_QUALITY, f'it raises {", ".join(raised)}, which --reject_quality='
