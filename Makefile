@@ -17,7 +17,8 @@ MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
 SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
-.PHONY: install airflow dali models run test options bench bench-planning bench-large bench-incremental clean
+.PHONY: install airflow dali models run test options bench bench-planning bench-large bench-incremental \
+	bench-near-copies clean
 
 install: $(STAMP)
 
@@ -77,6 +78,12 @@ bench-planning: install
 # INCREMENTAL_ARGS='--images 2000 --repeat 1' for a quick try; '--commit': the commit at 70,000 shards.
 bench-incremental: install
 	$(BIN)/python -m benchmarks.incremental $(INCREMENTAL_ARGS)
+
+# Perceptual hashes of near copies (re-saved, downscaled, PNG, brightened, trimmed) against 2,000
+# distinct photos: the measurement behind perceptual_hash.NEAR_DISTANCE (about ten minutes).
+# NEAR_COPIES_ARGS='--photos 200 --copied 100' for a quick try.
+bench-near-copies: install
+	$(BIN)/python -m benchmarks.near_copies $(NEAR_COPIES_ARGS)
 
 # A million small photos end to end, against the same run at 20,000 (generates 4 GB once).
 bench-large: install

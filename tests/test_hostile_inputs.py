@@ -583,7 +583,7 @@ def test_a_jpeg_of_many_exif_segments_is_rejected_before_pillow_parses_it(monkey
     return called
 
   monkeypatch.setattr(Image, 'open', refused('Pillow'))
-  monkeypatch.setattr(tensorflow_decoding, 'batch_shapes', refused('TensorFlow'))
+  monkeypatch.setattr(tensorflow_decoding, 'batch_decoded', refused('TensorFlow'))
   data = hostile_files.jpeg_with_segments([hostile_files.exif_segment()] * 700)
   result, = preparation.prepare_images([data], 100_000_000)
   assert reached == []

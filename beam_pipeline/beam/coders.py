@@ -20,9 +20,9 @@ from beam_pipeline.core.messages import (ContentGroup, CheckedImage, InputItem, 
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _SHARD, _GRAPH, _REWRITE = 0, 1, 2  # OutputUnitCoder's tags
-# What a record's fields other than its uri, fingerprint and objects take, pickled: hashes, order
-# key, size, shape, label; and what an annotated object takes.
-_RECORD_BYTES = 200
+# What a record's fields other than its uri, fingerprint and objects take, pickled: hashes (the
+# perceptual one too), order key, size, shape, label; and what an annotated object takes.
+_RECORD_BYTES = 220
 _OBJECT_BYTES = 120
 
 

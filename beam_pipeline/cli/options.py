@@ -195,6 +195,7 @@ def validate(options: PipelineOptions) -> Settings:
       stored=StoredImages(value['image_format'], value['jpeg_quality'], max_side, value['exif_orientation']),
       embedding=_embedding(value),
       strict_jpeg=value['strict_jpeg'],
+      reject_quality=value['reject_quality'] or (),
       min_side=value['min_side'],
       index_files=value['index_files'],
       annotations=annotations,

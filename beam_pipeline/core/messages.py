@@ -47,6 +47,8 @@ class CheckedImage(NamedTuple):
   labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
   row: int = 0  # InputItem.row: a manifest that names one image twice has its later rows rejected
   fingerprint: str = ''  # InputItem.fingerprint: what the file (and its manifest row) was when it was listed
+  phash: str = ''  # 16 hex digits: perceptual_hash.phash of the stored image, upright; near copies are near in it
+  quality: Tuple[str, ...] = ()  # image_quality.flags: sorted names, such as 'blurry' or 'dark'
 
 
 class Rejection(NamedTuple):
@@ -150,6 +152,8 @@ class ShardReport:
   longer_side_px: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin
   kib: Dict[str, int] = dataclasses.field(default_factory=dict)  # images per power-of-two bin of stored KiB
   objects: Optional[Dict[str, int]] = None  # with --annotations: objects per label
+  # Images per data-quality flag (image_quality.flags), per class: {'dark': {'cat': 2}}.
+  quality: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
   index_file: Optional[str] = None  # with --index_files
   catalog_file: Optional[str] = None  # with --incremental
   # The report of a shard as an earlier run wrote it, which this run wrote again: its counts come

@@ -105,6 +105,24 @@ class Whole(Kind):
     return int(number)
 
 
+@dataclasses.dataclass(frozen=True)
+class Names(Kind):
+  """Some of ``values``, comma-separated, each once: parsed into a sorted tuple."""
+  values: Tuple[str, ...] = ()
+
+  @property
+  def template_regex(self) -> str:
+    name = f'({"|".join(map(re.escape, self.values))})'
+    return f'^{name}(,{name})*$'
+
+  def parse(self, flag: str, text: Optional[str]) -> Tuple[str, ...]:
+    names = [name.strip() for name in (text or '').split(',')]
+    unknown = [name for name in names if name not in self.values]
+    if unknown or len(set(names)) < len(names):
+      raise UsageError(f'{flag}={text}: give some of {", ".join(self.values)}, comma-separated, each once')
+    return tuple(sorted(names))
+
+
 def _float(flag: str, text: Optional[str]) -> float:
   try:
     return float(text)
@@ -158,9 +176,12 @@ class Option:
   def parameter_regex(self) -> Optional[str]:
     if self.template_regex:
       return self.template_regex
-    return self.kind.template_regex if isinstance(self.kind, Choice) else self.kind.regex
+    return self.kind.template_regex if isinstance(self.kind, (Choice, Names)) else self.kind.regex
 
 
+# The data-quality flags an image may raise (core/images/image_quality.py names them; a test holds
+# the two to each other): this module imports no image code.
+QUALITY_FLAGS = ('dark', 'light', 'blurry', 'low_information', 'extreme_aspect', 'grayscale_as_rgb')
 _ANNOTATED = lambda settings: bool(settings.annotations)  # noqa: E731  pylint: disable=unnecessary-lambda-assignment
 
 OPTIONS: Tuple[Option, ...] = (
@@ -266,6 +287,12 @@ OPTIONS: Tuple[Option, ...] = (
            'a scan cut short, extraneous bytes), as damaged_jpeg; stricter decoders (NVIDIA DALI, nvJPEG) refuse '
            'them. Without it they are stored and counted', template='Reject damaged JPEGs',
            record=lambda settings: settings.strict_jpeg),
+    Option('reject_quality', 'images', Names(values=QUALITY_FLAGS), 'Reject images that raise these data-quality '
+           'flags, as poor_quality (the README says how each is measured). Without it they are stored, and '
+           "beam_pipeline.json and inspect count them per class and split", shown_default='reject none',
+           example='dark,blurry', template='Reject by data quality',
+           record=lambda settings: list(settings.reject_quality), recorded_if=lambda settings: bool(
+               settings.reject_quality)),
     Option('min_side', 'images', Whole(), 'Reject images whose shorter side (as stored, after --max_side) is '
            "shorter, as too_small: readers that crop (Model Garden's classification parser) fail on them",
            default='1', shown_default='1, every size', template='Shortest side (pixels)',

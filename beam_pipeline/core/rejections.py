@@ -26,6 +26,7 @@ SKIPPED = 'skipped'
 UNANNOTATED = 'unannotated'  # dropped by --drop_unannotated: an error, but not one of the error budget
 BAD_ANNOTATION = 'bad_annotation'  # an annotation that cannot be used; its uri is the annotation file
 DAMAGED_JPEG = 'damaged_jpeg'
+POOR_QUALITY = 'poor_quality'  # raises a data-quality flag --reject_quality names (image_quality.py)
 OUTSIDE_INPUT_ROOT = 'outside_input_root'  # a file outside --input_root (a manifest's row)
 INTERNAL_ERROR = 'internal_error'  # an unexpected exception in a step, for this input alone (isolation.py)
 

@@ -114,6 +114,7 @@ class Settings(NamedTuple):
   overwrite: bool = False  # --overwrite: replace an output converted from another input (earlier_input.py)
   incremental: bool = False  # --incremental: convert what changed since the output's run (incremental_update.py)
   rebuild: bool = False  # --rebuild: an --incremental run that converts everything
+  reject_quality: Tuple[str, ...] = ()  # --reject_quality: data-quality flags (image_quality.flags) that reject
 
   @property
   def multi_label(self) -> bool:

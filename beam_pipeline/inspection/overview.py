@@ -33,7 +33,22 @@ def glance(info: RunRecord, output: str) -> List[str]:
     for name, split in splits.items():
       bins = ', '.join(f'{bin_label(edge, unit)} {count:,}' for edge, count in getattr(split, field).items())
       lines.append(f'  {name}: {bins or "none"}')
+  lines += _quality(info)
   lines.append('Options: ' + ', '.join(f'{key}={json.dumps(value)}' for key, value in info.options.items()))
+  return lines
+
+
+def _quality(info: RunRecord) -> List[str]:
+  """Images per data-quality flag, split by split and class by class (those of a split without
+  flagged images are left out)."""
+  if not summary.quality_totals(info):
+    return []
+  lines = ['Data-quality flags (images stored; worth a look), by split and class:']
+  for name, split in info.splits.items():
+    for flag, per_class in (split.quality or {}).items():
+      classes = ', '.join(f'{label or "(no class)"} {count:,}' for label, count in list(per_class.items())[:LISTED_CLASSES])
+      more = f', ... and {len(per_class) - LISTED_CLASSES} more classes' if len(per_class) > LISTED_CLASSES else ''
+      lines.append(f'  {name}: {flag} {sum(per_class.values()):,}: {classes}{more}')
   return lines
 
 

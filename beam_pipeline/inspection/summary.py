@@ -26,6 +26,7 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
       'splits': {name: {'num_examples': split.num_examples, 'num_bytes': split.num_bytes,
                         'num_shards': len(split.shards), 'classes': split.classes,
                         **({'objects': split.objects} if split.objects is not None else {}),
+                        **({'quality': split.quality} if split.quality else {}),
                         'shards': [shard.as_dict() for shard in split.shards]}
                  for name, split in info.splits.items()},
       'num_errors': info.num_errors - bad_annotations,
@@ -41,6 +42,9 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
       'num_damaged_jpeg': info.num_damaged_jpeg,
       'strict_jpeg': info.options.get('strict_jpeg', False),
   }
+  quality = quality_totals(info)
+  if quality:
+    summary['quality'] = quality
   if info.update:
     summary['update'] = info.update.as_dict()
   embedding = info.embedding
@@ -50,6 +54,15 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
   if wall_seconds is not None:
     summary.update(wall_seconds=round(wall_seconds, 2), images_per_second=round(inputs / max(wall_seconds, 1e-9), 1))
   return summary
+
+
+def quality_totals(info: RunRecord) -> Dict[str, int]:
+  """Images per data-quality flag over every split and class, most first."""
+  totals: Dict[str, int] = {}
+  for split in info.splits.values():
+    for flag, per_class in (split.quality or {}).items():
+      totals[flag] = totals.get(flag, 0) + sum(per_class.values())
+  return dict(sorted(totals.items(), key=lambda item: (-item[1], item[0])))
 
 
 def lines(summary: Mapping[str, Any]) -> List[str]:
@@ -128,6 +141,10 @@ def details(summary: Mapping[str, Any]) -> List[str]:
     what = 'removed' if duplicates['removed'] else 'kept, each group in one split'
     result.append(f'{counted(duplicates["num_extra_copies"], "duplicate copy", "duplicate copies")} in '
                   f'{counted(duplicates["num_groups"], "group")} ({what}).')
+  if summary.get('quality'):
+    flags = ', '.join(f'{flag} {count:,}' for flag, count in summary['quality'].items())
+    result.append(f'Worth a look, by their data-quality flags: {flags} (stored; inspect lists them by class and split, '
+                  '--reject_quality rejects them).')
   if duplicates.get('num_label_conflicts'):
     kept = ('--dedupe kept the first copy by uri, with its label; the errors file names both'
             if duplicates['removed'] else 'each copy kept with its own label: training sees one picture as '

@@ -39,8 +39,9 @@ def test_every_metadata_type_survives_its_coder_exactly():
   fingerprinted = InputItem(URI, fingerprint='file:1234:1700000000123456789')
   group = ContentGroup((RECORD, RECORD._replace(uri='gs://b/x.jpg', split='train')))
   plan = ShardPlan('validation', 2, 7, (RECORD,) * 3)
+  hashed = RECORD._replace(phash='0f1e2d3c4b5a6978', quality=('blurry', 'dark'))
   cases = [([item, fingerprinted], List[InputItem]),
-           ([RECORD, RECORD._replace(fingerprint='gcs:17:AAAAAA==:9')], List[CheckedImage]),
+           ([RECORD, RECORD._replace(fingerprint='gcs:17:AAAAAA==:9'), hashed], List[CheckedImage]),
            (('ab', [RECORD]), Tuple[str, List[CheckedImage]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
            (plan, ShardPlan), (plan, OutputUnit), (TransformGraph(224, 'simple'), OutputUnit),
            (TransformGraph(32, 'default', (7, 7, 1280), False), OutputUnit)]
@@ -55,6 +56,7 @@ def test_every_metadata_type_survives_its_coder_exactly():
 def test_sizes_are_estimated_without_encoding_yet_close_to_the_encoded_size():
   coder = coder_for(List[CheckedImage])
   for fingerprint in ('', 'file:123456:1700000000123456789|row:0123456789abcdef'):
-    records = [RECORD._replace(uri=f'/data/cat/{i}.jpg', extras=(), fingerprint=fingerprint) for i in range(100)]
+    records = [RECORD._replace(uri=f'/data/cat/{i}.jpg', extras=(), fingerprint=fingerprint, phash='0f1e2d3c4b5a6978')
+               for i in range(100)]
     estimate = coder.get_impl().estimate_size(records)
     assert 0.5 < estimate / len(coder.encode(records)) < 2

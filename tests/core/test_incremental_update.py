@@ -2,6 +2,7 @@
 of new images, the classes' order, which shards merge, how new shards are numbered, how gaps
 close, and the totals of an updated dataset."""
 import dataclasses
+import json
 import random
 
 import pytest
@@ -49,7 +50,8 @@ def test_only_what_an_unchanged_file_would_get_again_is_carried():
 
 def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer_does():
   entries = [entry('a.jpg', label='cat', objects=('cat', 'dog'), longer_side=1000, stored_bytes=5000, resized=True),
-             entry('b\udcff ü.jpg', label=None, labels=('x', 'y'), reencoded=True, damaged=True, rotated=True)]
+             entry('b\udcff ü.jpg', label=None, labels=('x', 'y'), reencoded=True, damaged=True, rotated=True,
+                   quality=('blurry', 'dark'))]
   text = incremental_catalog.text(entries)
   assert text.count('\n') == 2
   assert incremental_catalog.entries(text) == entries
@@ -60,6 +62,13 @@ def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer
           report.num_damaged_jpeg) == (2, 1, 1, 1, 1)
   assert report.classes == {'x': 1, 'y': 1} and report.objects == {'cat': 1, 'dog': 1}
   assert report.longer_side_px == {'512': 1, '32': 1} and report.kib == {'4': 1, '1': 1}
+  assert report.quality == {'blurry': {'': 1}, 'dark': {'': 1}}
+
+
+def test_a_catalog_line_of_a_version_without_quality_flags_reads_as_raising_none():
+  line = incremental_catalog.line(entry('a.jpg'))
+  older = json.dumps(json.loads(line)[:-1]) + '\n'  # written before the flags were
+  assert incremental_catalog.parse(older) == entry('a.jpg') and entry('a.jpg').quality == ()
 
 
 @pytest.mark.parametrize('kept, new', [({}, 100), ({'train': 80, 'validation': 10, 'test': 10}, 50),

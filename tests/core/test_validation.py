@@ -1,10 +1,13 @@
 """validation.validate_batch, the first heavy step, called as a worker calls it."""
 import os
+import re
 
-from beam_pipeline.core.images import preparation, validation
+from beam_pipeline.core.images import perceptual_hash, preparation, validation
 from beam_pipeline.core.messages import InputItem
 from beam_pipeline.core.settings import StoredImages
 
+from benchmarks import natural_photos, quality_flags
+from benchmarks.quality_flags import encode
 from helpers import photos
 from helpers.values import settings
 
@@ -52,3 +55,18 @@ def test_a_record_carries_the_fingerprint_of_the_file_it_came_from(tmp_path):
   result = validation.validate_batch(items, settings())
   assert sorted((os.path.basename(r.uri), r.fingerprint) for r in result.records) == [
       ('0.jpg', 'file:1:2'), ('1.jpg', '')]
+
+
+def test_a_record_carries_its_perceptual_hash_and_quality_flags(tmp_path):
+  """What near copies are grouped by, and what is worth a look, travel with the record (not into the Example)."""
+  photo = natural_photos.photo(0, 400, 300)
+  photos.write_files(tmp_path, {'cat/plain.jpg': encode(photo, 'JPEG', quality=90),
+                                'cat/dark.png': encode(quality_flags.dark(photo), 'PNG'),
+                                'cat/strip.jpg': encode(natural_photos.photo(1, 1200, 300), 'JPEG', quality=90)})
+  items = [InputItem(str(tmp_path / 'cat' / name)) for name in ('plain.jpg', 'dark.png', 'strip.jpg')]
+  records = {os.path.basename(r.uri): r for r in validation.validate_batch(items, settings()).records}
+  assert {name: r.quality for name, r in records.items()} == {
+      'plain.jpg': (), 'dark.png': ('dark',), 'strip.jpg': ('extreme_aspect',)}
+  assert all(re.fullmatch('[0-9a-f]{16}', r.phash) for r in records.values())
+  assert perceptual_hash.distance(records['plain.jpg'].phash, records['dark.png'].phash) <= \
+      perceptual_hash.NEAR_DISTANCE

@@ -5,9 +5,10 @@ Values only: planning, re-encoding, TensorFlow's check and the batch that runs t
 all pass these along, and none of them needs another to do so.
 """
 import hashlib
-from typing import NamedTuple, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 from beam_pipeline.core import rejections
+from beam_pipeline.core.images.image_quality import Statistics
 from beam_pipeline.core.rejections import Rejected
 
 
@@ -23,6 +24,8 @@ class ImageInfo(NamedTuple):
   original_width: int
   damage: str = ''  # what libjpeg warned of while TensorFlow decoded the JPEG source: its damage
   orientation: int = 1  # the source's Exif orientation: to apply, or (reencoded) applied
+  phash: str = ''  # perceptual_hash.phash of the stored pixels, turned upright
+  statistics: Optional[Statistics] = None  # of the stored pixels, for image_quality.flags
 
 
 class PreparedImage(NamedTuple):
@@ -50,13 +53,20 @@ class PendingImage(NamedTuple):
   damage: str = ''  # ImageInfo.damage
   orientation: int = 1  # ImageInfo.orientation
 
-  def checked(self, shape: Tuple[int, ...]) -> Union[PreparedImage, Rejected]:
-    """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale)."""
+  @property
+  def to_turn(self) -> int:
+    """The Exif orientation its decoded pixels are still to be turned upright by (1: none)."""
+    return 1 if self.reencoded else self.orientation
+
+  def checked(self, shape: Tuple[int, ...], phash: str,
+              statistics: Tuple[float, ...]) -> Union[PreparedImage, Rejected]:
+    """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale), and the perceptual
+    hash and statistics of the decoded pixels."""
     scale = 8 if self.format == 'jpeg' else 1
     if shape[:2] != (-(-self.height // scale), -(-self.width // scale)):
       return Rejected(rejections.CORRUPT, f'{self.source_format} decodes to a {shape[1]}x{shape[0]} (1/{scale} '
                       f'scale) image in TensorFlow but its header says {self.width}x{self.height}')
     info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format,
                      self.original_height or self.height, self.original_width or self.width, self.damage,
-                     self.orientation)
+                     self.orientation, phash, Statistics._make(statistics))
     return PreparedImage(info, self.stored)

@@ -30,9 +30,11 @@ def plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True)
   if data[:2] == b'\xff\xd8' and jpeg_segments.too_many_exif_segments(data):
     # Pillow joins Exif segments quadratically: a crafted file costs minutes of CPU.
     return Rejected(rejections.CORRUPT, f'JPEG has more than {jpeg_segments.MAX_EXIF_SEGMENTS} Exif segments')
-  if (quick and data[:3] == b'\xff\xd8\xff' and
-      not exif_orientation.turns(exif_orientation.jpeg_orientation(data), stored)):
-    return PendingImage(data, 'jpeg', 0, 0, 'JPEG', quick=True)
+  if quick and data[:3] == b'\xff\xd8\xff':
+    orientation = exif_orientation.jpeg_orientation(data)
+    if not exif_orientation.turns(orientation, stored):
+      # Its orientation still to apply (--exif_orientation=ignore) turns its perceptual hash upright.
+      return PendingImage(data, 'jpeg', 0, 0, 'JPEG', quick=True, orientation=orientation)
   try:
     image = Image.open(io.BytesIO(data))
   except UnidentifiedImageError:
@@ -86,9 +88,10 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
       if loaded is not image or walked.animated:
         return reencoding.reencode(loaded, source_format, stored)
     # Pillow loads the whole PNG to look for an Exif chunk after the pixels: only if it has one.
-    turns = png_chunks.EXIF_CHUNK in data and exif_orientation.turns(exif_orientation.pillow_orientation(image), stored)
-    if 'png' in stored_images.KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and not turns:
-      return PendingImage(data, 'png', height, width, source_format)
+    orientation = exif_orientation.pillow_orientation(image) if png_chunks.EXIF_CHUNK in data else 1
+    if ('png' in stored_images.KEPT[stored.format] and not 0 < stored.max_side < max(width, height) and
+        not exif_orientation.turns(orientation, stored)):
+      return PendingImage(data, 'png', height, width, source_format, orientation=orientation)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
   # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
   return reencoding.reencode(image, source_format, stored)

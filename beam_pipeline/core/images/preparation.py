@@ -77,18 +77,18 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
   """TensorFlow decodes the PendingImage results (of ``only``'s indexes, if given), in place."""
   pending = [i for i, r in enumerate(results) if isinstance(r, PendingImage) and (only is None or i in only)]
   mark = decoders.mark()
-  decoded = tensorflow_decoding.batch_shapes([results[i] for i in pending], max_pixels) if pending else {}
+  decoded = tensorflow_decoding.batch_decoded([results[i] for i in pending], max_pixels) if pending else {}
   warned = _warned_on_success([results[i] for i in pending], decoded, decoders.since(mark), max_pixels, decoders)
   for position, index in enumerate(pending):
-    plan, shapes = results[index], decoded.get(position)
+    plan, image = results[index], decoded.get(position)
     result = None
-    if shapes is not None:
-      header, shape = shapes
+    if image is not None:
+      header = image.header
       if plan.quick:
         plan = plan._replace(height=header[0], width=header[1], original_height=header[0], original_width=header[1])
       if warned and plan.format == 'jpeg' and not plan.damage:
         plan = plan._replace(damage=tensorflow_decoding.jpeg_warnings(plan.stored, decoders))
-      result = plan.checked(shape)
+      result = plan.checked(image.shape, image.phash, image.statistics)
     if result is None or (plan.quick and isinstance(result, Rejected)):
       mark = decoders.mark()
       plan = image_plans.plan(plan.stored, max_pixels, stored, quick=False) if plan.quick else plan
@@ -116,7 +116,7 @@ def _warned_on_success(pending: List[PendingImage], decoded: Dict, said: str, ma
     if position not in decoded:
       mark = decoders.mark()
       try:
-        tensorflow_decoding.batch_shapes([plan], max_pixels)
+        tensorflow_decoding.batch_decoded([plan], max_pixels)
       except tf.errors.OpError:
         pass
       unexplained -= collections.Counter(decoders.since(mark).splitlines())

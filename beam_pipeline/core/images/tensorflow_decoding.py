@@ -1,57 +1,92 @@
 """TensorFlow decodes the bytes to be stored: the reader every record must satisfy.
 
-Every image's stored bytes are decoded here once before they become a record: a
-batch at a time in one tf.data graph, which decodes on every core (eager calls from
-Python threads do not run in parallel), and one by one where a batch's failures must
-be explained (checked_by_tensorflow) or its warnings attributed (jpeg_warnings).
+Every image's stored bytes are decoded here once before they become a record, and
+summarized for its perceptual hash and quality flags: a batch at a time in one tf.data
+graph, which decodes on every core (eager calls from Python threads do not run in
+parallel), and one by one where a batch's failures must be explained
+(checked_by_tensorflow) or its warnings attributed (jpeg_warnings).
 """
-from typing import Dict, List, Tuple, Union
+from typing import Dict, List, NamedTuple, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import native_output
-from beam_pipeline.core.images import decoder_messages
+from beam_pipeline.core.images import decoder_messages, image_quality, perceptual_hash
 from beam_pipeline.core.images.image_info import PendingImage, PreparedImage
 from beam_pipeline.core.rejections import Rejected
 
 _NO_HEADER = (-1, -1, -1)
 
 
+class Decoded(NamedTuple):
+  """What TensorFlow's decode of one image gave."""
+  header: Tuple[int, ...]  # a JPEG's (height, width, channels) as its header says; else _NO_HEADER
+  shape: Tuple[int, ...]  # as decoded (a JPEG at 1/8 scale)
+  phash: str  # perceptual_hash.phash of the decoded pixels, turned upright
+  statistics: Tuple[float, ...]  # image_quality.Statistics'
+
+
+def _grid(image: tf.Tensor) -> tf.Tensor:
+  """A decoded image summarized: perceptual_hash.SIDE x SIDE cells, each the mean of the pixels
+  under it, in the image's own channels. One raw op and no more: the graph gives the grids
+  alone (padded to one shape per batch), and the hash and statistics are numpy's over a whole
+  batch, as the same work in operations per image here, or tf.image.resize's own checks and
+  reshapes, cost many times more (benchmarks/README.md, Near copies)."""
+  return tf.raw_ops.ResizeArea(images=image[None], size=[perceptual_hash.SIDE, perceptual_hash.SIDE])[0]
+
+
 @tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool),
                               tf.TensorSpec([], tf.int64)], autograph=False)
-def _shapes_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-  def jpeg_shapes(data):
+def _decoded_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+  def jpeg_decoded(data):
     header = tf.io.extract_jpeg_shape(data)
     pixels = tf.cast(header[0], tf.int64) * tf.cast(header[1], tf.int64)
     # A bomb's header fails here, before its pixels are decoded.
     with tf.control_dependencies([tf.debugging.assert_less_equal(pixels, max_pixels)]):
-      return header, tf.shape(tf.io.decode_jpeg(data, channels=0, ratio=8))
+      return header, tf.io.decode_jpeg(data, channels=0, ratio=8)
 
-  def other_shapes(data):
-    return tf.constant(_NO_HEADER), tf.shape(tf.io.decode_image(data, channels=0, expand_animations=False))
+  def other_decoded(data):
+    return tf.constant(_NO_HEADER), tf.io.decode_image(data, channels=0, expand_animations=False)
 
-  def decoded_shapes(index, data, jpeg):
-    return (index, *tf.cond(jpeg, lambda: jpeg_shapes(data), lambda: other_shapes(data)))
+  def decoded(index, data, jpeg):
+    header, image = tf.cond(jpeg, lambda: jpeg_decoded(data), lambda: other_decoded(data))
+    return index, header, tf.shape(image), _grid(image)
 
-  decoded = (tf.data.Dataset.from_tensor_slices((tf.range(tf.size(datas)), datas, is_jpeg))
-             .map(decoded_shapes, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-             .ignore_errors())
+  images = (tf.data.Dataset.from_tensor_slices((tf.range(tf.size(datas)), datas, is_jpeg))
+            .map(decoded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+            .ignore_errors())
   # An end marker keeps the batch non-empty when every image fails.
-  marker = tf.data.Dataset.from_tensors((tf.constant(-1), tf.constant(_NO_HEADER), tf.constant(_NO_HEADER)))
-  return decoded.concatenate(marker).batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
+  marker = tf.data.Dataset.from_tensors((tf.constant(-1), tf.constant(_NO_HEADER), tf.constant(_NO_HEADER),
+                                         tf.zeros([perceptual_hash.SIDE, perceptual_hash.SIDE, 1])))
+  # Padded: the grids of images of fewer channels get zeros past their own.
+  return images.concatenate(marker).padded_batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
 
 
-def batch_shapes(pending: List[PendingImage], max_pixels: int) -> Dict[int, Tuple[Tuple[int, ...], Tuple[int, ...]]]:
-  """{position: (header shape, decoded shape)} for the images TensorFlow decodes (JPEG:
-  at 1/8 scale, which still entropy-decodes every coefficient, and only within
-  max_pixels); an image that fails is left out."""
-  indexes, headers, shapes = _shapes_graph(tf.constant([p.stored for p in pending]),
-                                           tf.constant([p.format == 'jpeg' for p in pending]),
-                                           tf.constant(max_pixels, tf.int64))
-  return {index: (tuple(header), tuple(shape))
-          for index, header, shape in zip(indexes.numpy().tolist(), headers.numpy().tolist(), shapes.numpy().tolist())
-          if index >= 0}
+def batch_decoded(pending: List[PendingImage], max_pixels: int) -> Dict[int, Decoded]:
+  """{position: what its decode gave} for the images TensorFlow decodes (JPEG: at 1/8 scale,
+  which still entropy-decodes every coefficient, and only within max_pixels); an image that
+  fails is left out."""
+  indexes, headers, shapes, grids = (tensor.numpy() for tensor in _decoded_graph(
+      tf.constant([p.stored for p in pending]), tf.constant([p.format == 'jpeg' for p in pending]),
+      tf.constant(max_pixels, tf.int64)))
+  kept = indexes >= 0
+  positions = indexes[kept].tolist()
+  if not positions:
+    return {}
+  return dict(zip(positions, _decoded(headers[kept].tolist(), shapes[kept].tolist(), grids[kept],
+                                      [pending[position] for position in positions])))
+
+
+def _decoded(headers: List, shapes: List, grids: np.ndarray, images: List[PendingImage]) -> List[Decoded]:
+  """Each image's Decoded, from its header, decoded shape and grid: the summaries and hashes of them all at once."""
+  channels = np.array([shape[2] for shape in shapes])
+  gray = perceptual_hash.thumbnails(grids, channels)
+  hashes = perceptual_hash.phashes(gray, [image.to_turn for image in images])
+  statistics = image_quality.statistics(grids, gray, channels)
+  return [Decoded(tuple(header), tuple(shape), phash, tuple(values))
+          for header, shape, phash, values in zip(headers, shapes, hashes, statistics.tolist())]
 
 
 def checked_by_tensorflow(pending: PendingImage) -> Union[PreparedImage, Rejected]:
@@ -63,17 +98,18 @@ def checked_by_tensorflow(pending: PendingImage) -> Union[PreparedImage, Rejecte
   """
   try:
     if pending.format == 'jpeg':
-      shape = tf.io.decode_jpeg(pending.stored, channels=0, ratio=8).shape
+      image = tf.io.decode_jpeg(pending.stored, channels=0, ratio=8)
     else:
-      shape = tf.io.decode_image(pending.stored, channels=0, expand_animations=False).shape
+      image = tf.io.decode_image(pending.stored, channels=0, expand_animations=False)
   except tf.errors.OpError as e:
     return Rejected(rejections.CORRUPT, f'{pending.source_format} data does not decode in TensorFlow: '
                     f'{decoder_messages.tensorflow_message(e)}')
-  return pending.checked(tuple(shape))
+  decoded, = _decoded([_NO_HEADER], [list(image.shape)], _grid(image).numpy()[None], [pending])
+  return pending.checked(decoded.shape, decoded.phash, decoded.statistics)
 
 
 def jpeg_warnings(data: bytes, decoders: native_output.Capture) -> str:
-  """What libjpeg warns of while TensorFlow decodes the JPEG ``data`` (as batch_shapes does), in one line."""
+  """What libjpeg warns of while TensorFlow decodes the JPEG ``data`` (as batch_decoded does), in one line."""
   mark = decoders.mark()
   try:
     tf.io.decode_jpeg(data, channels=0, ratio=8)

@@ -9,7 +9,7 @@ import functools
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from beam_pipeline.core import isolation, rejections, schemas
-from beam_pipeline.core.images import boxes, image_info, preparation
+from beam_pipeline.core.images import boxes, image_info, image_quality, preparation
 from beam_pipeline.core.inputs import input_root, labels, reading
 from beam_pipeline.core.planning import sharding
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, Validated
@@ -90,7 +90,8 @@ class _Checked(NamedTuple):
 
 
 def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Settings) -> _Checked:
-  """The record of an image that decoded; a damaged JPEG is rejected under --strict_jpeg."""
+  """The record of an image that decoded; a damaged JPEG is rejected under --strict_jpeg, and an
+  image that raises a flag --reject_quality names."""
   info = prepared.info
   if min(info.height, info.width) < settings.min_side:
     raise Rejected(rejections.TOO_SMALL, f'{info.width}x{info.height} pixels{" as stored" if info.reencoded else ""}: '
@@ -98,7 +99,7 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
   if info.damage and settings.strict_jpeg:
     raise Rejected(rejections.DAMAGED_JPEG, f'libjpeg warns while decoding it (--strict_jpeg): {info.damage}')
   objects, problems = _stored_objects(loaded.item, info, settings)
-  return _Checked(info, CheckedImage(
+  checked = _Checked(info, CheckedImage(
       uri=loaded.item.uri, label=loaded.label, split=loaded.item.split, extras=loaded.item.extras,
       source_sha256=loaded.sha256,
       sha256=image_info.sha256_hex(prepared.stored) if info.reencoded else loaded.sha256,
@@ -106,7 +107,13 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
       channels=info.channels, reencoded=info.reencoded,
       order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage),
       objects=objects, labels=loaded.item.labels if loaded.label is not None else (), row=loaded.item.row,
-      fingerprint=loaded.item.fingerprint), problems)
+      fingerprint=loaded.item.fingerprint, phash=info.phash,
+      quality=image_quality.flags(info.statistics, info.height, info.width, info.channels)), problems)
+  raised = [flag for flag in checked.record.quality if flag in settings.reject_quality]
+  if raised:
+    raise Rejected(rejections.POOR_QUALITY, f'it raises {", ".join(raised)}, which --reject_quality='
+                                            f'{",".join(settings.reject_quality)} rejects (README: Data quality)')
+  return checked
 
 
 def _stored_objects(item: InputItem, info: image_info.ImageInfo, settings: Settings

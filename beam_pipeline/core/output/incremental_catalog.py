@@ -33,6 +33,9 @@ class Entry(NamedTuple):
   resized: bool
   rotated: bool
   damaged: bool
+  # Its data-quality flags (image_quality.flags). Last, with a default: a catalog of a version
+  # before them has none (parse).
+  quality: Tuple[str, ...] = ()
 
   @property
   def stratum(self) -> str:
@@ -44,7 +47,7 @@ def entry(record: CheckedImage, stored_bytes: int, resized: bool, rotated: bool)
   """The catalog entry of a record as written."""
   return Entry(record.uri, record.fingerprint, record.source_sha256, record.split, record.label, tuple(record.labels),
                tuple(obj.label for obj in record.objects), max(record.height, record.width), stored_bytes,
-               bool(record.reencoded), bool(resized), bool(rotated), bool(record.damaged))
+               bool(record.reencoded), bool(resized), bool(rotated), bool(record.damaged), tuple(record.quality))
 
 
 def line(value: Entry) -> str:
@@ -55,7 +58,12 @@ def line(value: Entry) -> str:
 def parse(text: str) -> Entry:
   fields = json.loads(text)
   fields[5], fields[6] = tuple(fields[5]), tuple(fields[6])
-  return Entry._make(fields)
+  if len(fields) > _QUALITY:
+    fields[_QUALITY] = tuple(fields[_QUALITY])
+  return Entry(*fields)
+
+
+_QUALITY = Entry._fields.index('quality')
 
 
 def text(entries: Iterable[Entry]) -> str:
@@ -81,7 +89,8 @@ def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *,
                      objects=dict(objects) if annotations else None, index_file=index_file,
                      catalog_file=catalog_file,
                      **run_totals.image_statistics(labels, [value.longer_side for value in shard_entries],
-                                                   [value.stored_bytes for value in shard_entries]))
+                                                   [value.stored_bytes for value in shard_entries],
+                                                   [(value.stratum, value.quality) for value in shard_entries]))
 
 
 # What today's listing says of an input the catalog holds, or of a new one.

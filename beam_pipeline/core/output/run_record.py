@@ -73,6 +73,9 @@ class Split(_Json):
   kib: Dict[str, int]  # images per power-of-two bin of their stored size in KiB
   # With --annotations: objects per class, in the order of labels.
   objects: Optional[Dict[str, int]] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  # Images per data-quality flag (image_quality.flags), per class ('' for an image without one), in
+  # the order of labels; written only when an image raises a flag.
+  quality: Optional[Dict[str, Dict[str, int]]] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'Split':

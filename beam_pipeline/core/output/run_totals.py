@@ -20,14 +20,22 @@ def size_bin(value: int) -> str:
 
 
 def image_statistics(labels: Iterable[Union[None, str, Tuple[str, ...]]], longer_sides: Iterable[int],
-                     stored_bytes: Iterable[int]) -> Dict[str, Dict[str, int]]:
+                     stored_bytes: Iterable[int], qualities: Iterable[Tuple[str, Tuple[str, ...]]] = ()
+                     ) -> Dict[str, Dict[str, Any]]:
   """A shard's counts per class and histograms of its images' longer side (pixels) and stored
   size (KiB, in power-of-two bins): what beam_pipeline.json holds per split. An image's label
-  may be a tuple (--multi_label), each of whose classes it counts once."""
+  may be a tuple (--multi_label), each of whose classes it counts once. ``qualities``: each
+  image's class (the one its split was stratified by) and data-quality flags, counted per flag
+  and class."""
   texts = (text for label in labels for text in ((label,) if isinstance(label, str) else label or ()))
+  quality: Dict[str, Dict[str, int]] = {}
+  for stratum, flags in qualities:
+    for flag in flags:
+      quality.setdefault(flag, {})[stratum] = quality.get(flag, {}).get(stratum, 0) + 1
   return {'classes': dict(collections.Counter(texts)),
           'longer_side_px': dict(collections.Counter(map(size_bin, longer_sides))),
-          'kib': dict(collections.Counter(size_bin(size // 1024) for size in stored_bytes))}
+          'kib': dict(collections.Counter(size_bin(size // 1024) for size in stored_bytes)),
+          'quality': quality}
 
 
 MAX_LISTED_DUPLICATE_GROUPS = 1000
@@ -54,6 +62,7 @@ class SplitTotals:
   longer_side_px: Dict[str, int] = dataclasses.field(default_factory=dict)
   kib: Dict[str, int] = dataclasses.field(default_factory=dict)
   objects: Optional[Dict[str, int]] = None  # with --annotations
+  quality: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)  # images per flag and class
 
   def add(self, more: Union[ShardReport, 'SplitTotals', Split], shards: List[Shard], sign: int = 1) -> None:
     """These totals (changed) with the examples, bytes and histograms of ``more`` (a shard's
@@ -67,6 +76,9 @@ class SplitTotals:
       _add_counts(mine, theirs, sign)
     if more.objects is not None:
       self.objects = _add_counts(self.objects or {}, more.objects, sign)
+    for flag, per_class in (more.quality or {}).items():
+      if not _add_counts(self.quality.setdefault(flag, {}), per_class, sign):
+        del self.quality[flag]
 
 
 @dataclasses.dataclass
@@ -177,7 +189,9 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
                          longer_side_px=dict(sorted(split.longer_side_px.items(), key=lambda item: int(item[0]))),
                          kib=dict(sorted(split.kib.items(), key=lambda item: int(item[0]))),
                          objects=(dict(sorted(split.objects.items(), key=lambda item: order[item[0]]))
-                                  if split.objects is not None else None))
+                                  if split.objects is not None else None),
+                         quality={flag: dict(sorted(split.quality[flag].items(), key=lambda item: order.get(item[0], -1)))
+                                  for flag in sorted(split.quality)} or None)
   return RunRecord(
       version=__version__,
       created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),

@@ -1,0 +1,76 @@
+"""A 64-bit perceptual hash of an image (a DCT hash), so that near copies can be found:
+the same photo re-saved, downscaled, brightened or trimmed a little hashes within
+NEAR_DISTANCE bits of it, and other photos rarely do.
+
+The hash is of the image's coarse layout: its SIDE x SIDE grayscale thumbnail (thumbnails:
+the gray of tensorflow_decoding's grid of cell means, the image squashed to a square) goes
+through a 2-D DCT-II, and of its 8x8 lowest frequencies each but the constant term (DC)
+gives a bit: 1 if above their median. DC is left out of the median and its bit is
+always 0: it is the mean brightness, which a brightened copy changes and which every
+photo has far above the median, so its bit would say nothing. Each bit is then as often
+0 as 1, which is what makes the distance between unrelated photos large.
+
+A thumbnail whose pixels were not turned upright by their Exif orientation is turned
+here first, so that a photo stored as the camera wrote it and a copy turned upright
+hash alike. A mirrored copy does not, nor one cropped by more than a few percent: their
+layout has moved (benchmarks/README.md, Near copies, measures both).
+"""
+from typing import List, Sequence
+
+import numpy as np
+
+SIDE = 32  # the thumbnail's, and the side of the grid validation's decode is summarized on
+_KEPT = 8  # lowest frequencies kept on each axis: 64 bits
+# Hamming distance up to which two hashes are of near copies: measured by
+# benchmarks/near_copies.py (benchmarks/README.md, Near copies).
+NEAR_DISTANCE = 10
+
+# The first _KEPT rows of the DCT-II matrix of SIDE points (unnormalized: the bits only
+# compare coefficients of one image with each other).
+_COSINES = np.cos(np.pi * np.outer(np.arange(_KEPT), 2 * np.arange(SIDE) + 1) / (2 * SIDE))
+_AC = np.arange(_KEPT * _KEPT) != 0  # every coefficient but DC, in row-major order
+
+# The luma of ITU-R BT.601 (what Pillow's convert('L') uses), by channel count: gray (and
+# gray+alpha) is the first channel; RGB and RGBA are weighed, alpha ignored.
+_GRAY_WEIGHTS = np.array([[0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0.299, 0.587, 0.114, 0], [0.299, 0.587, 0.114, 0]],
+                         np.float32)
+
+# What each Exif orientation (2-8) does to turn the pixels upright, on an array of rows
+# (exif_orientation.TRANSPOSES, which Pillow applies).
+_UPRIGHT = {2: lambda a: a[:, ::-1], 3: lambda a: a[::-1, ::-1], 4: lambda a: a[::-1, :], 5: lambda a: a.T,
+            6: lambda a: np.rot90(a, -1), 7: lambda a: a[::-1, ::-1].T, 8: lambda a: np.rot90(a, 1)}
+
+
+def thumbnails(grids: np.ndarray, channels: np.ndarray) -> np.ndarray:
+  """The (n, SIDE, SIDE) gray levels of images given as (n, SIDE, SIDE, depth) grids of levels
+  0-255, depth the most channels of any (an image of fewer has zeros past its own), and
+  their own channel counts (1-4). Channel by channel, in one order: an image's thumbnail is
+  the same to the last bit whatever batch it came in."""
+  weights = _GRAY_WEIGHTS[np.asarray(channels)]
+  gray = np.zeros(grids.shape[:3], np.float32)
+  for channel in range(grids.shape[3]):
+    gray += weights[:, channel, None, None] * grids[:, :, :, channel]
+  return gray
+
+
+def phashes(gray: np.ndarray, orientations: Sequence[int]) -> List[str]:
+  """16 lowercase hex digits each: the hashes of (n, SIDE, SIDE) grayscale thumbnails, each
+  turned upright first by its ``orientations`` (the Exif orientation still to apply to its
+  pixels; 1: none). At once, as per image numpy's calls would cost more than their work."""
+  upright = np.array(gray, np.float64)
+  for i, orientation in enumerate(orientations):
+    if orientation in _UPRIGHT:
+      upright[i] = _UPRIGHT[orientation](upright[i]).copy()
+  coefficients = (_COSINES @ upright @ _COSINES.T).reshape(len(upright), _KEPT * _KEPT)
+  bits = (coefficients > np.median(coefficients[:, _AC], axis=1, keepdims=True)) & _AC
+  return [row.tobytes().hex() for row in np.packbits(bits, axis=1)]
+
+
+def phash(thumbnail: np.ndarray, orientation: int = 1) -> str:
+  """The hash of one thumbnail (phashes)."""
+  return phashes(np.asarray(thumbnail)[None], [orientation])[0]
+
+
+def distance(a: str, b: str) -> int:
+  """How many of their 64 bits two hashes differ in (Hamming distance)."""
+  return (int(a, 16) ^ int(b, 16)).bit_count()

@@ -1,0 +1,142 @@
+"""Perceptual hashes: the hash itself (no TensorFlow), then taken through prepare_images as a
+conversion takes them: near copies land within NEAR_DISTANCE, other photos do not, a photo
+turned by its Exif orientation hashes as its upright copy, and every stored format has one."""
+import itertools
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from beam_pipeline.core.images import exif_orientation, image_plans, perceptual_hash, preparation, tensorflow_decoding
+from beam_pipeline.core.settings import StoredImages
+from benchmarks import natural_photos, near_copies
+from benchmarks.near_copies import encode
+
+HEX = re.compile(r'[0-9a-f]{16}')
+_ORIENTATION_TAG = 0x0112
+
+
+def _thumbnail(seed: int) -> np.ndarray:
+  return np.random.default_rng(seed).uniform(0, 255, (perceptual_hash.SIDE, perceptual_hash.SIDE))
+
+
+def _hash_of(data: bytes, stored: StoredImages = StoredImages()) -> str:
+  return preparation.prepare_image(data, 10**8, stored).info.phash
+
+
+def _photo(seed: int, size=(480, 360)) -> Image.Image:
+  return natural_photos.photo(seed, *size)
+
+
+def test_a_hash_is_16_hex_digits_of_31_ones_and_a_zero_dc_bit():
+  """The median of the 63 AC coefficients splits them 31 above, 31 below, one at it; DC's bit,
+  the first, is always 0: it would only say the image is not black."""
+  for seed in range(20):
+    value = perceptual_hash.phash(_thumbnail(seed))
+    assert HEX.fullmatch(value)
+    assert bin(int(value, 16)).count('1') == 31
+    assert int(value, 16) >> 63 == 0
+
+
+def test_brightness_and_contrast_do_not_change_the_hash():
+  thumbnail = _thumbnail(1)
+  assert perceptual_hash.phash(thumbnail * 0.9 + 12) == perceptual_hash.phash(thumbnail)
+
+
+def test_distance_counts_differing_bits():
+  assert perceptual_hash.distance('0000000000000000', '0000000000000000') == 0
+  assert perceptual_hash.distance('0000000000000000', 'ffffffffffffffff') == 64
+  assert perceptual_hash.distance('00000000000000f0', '0000000000000001') == 5
+
+
+@pytest.mark.parametrize('orientation', range(2, 9))
+def test_an_orientation_turns_the_thumbnail_as_pillow_turns_the_pixels(orientation):
+  """Pixels stored as the camera wrote them, hashed with their orientation, hash as the same
+  pixels turned upright by exif_orientation.TRANSPOSES (Pillow's exif_transpose)."""
+  stored = _thumbnail(orientation).astype(np.float32)
+  upright = np.asarray(Image.fromarray(stored, 'F').transpose(exif_orientation.TRANSPOSES[orientation]))
+  assert perceptual_hash.phash(stored, orientation) == perceptual_hash.phash(upright)
+  assert perceptual_hash.phash(stored, orientation) != perceptual_hash.phash(stored)
+
+
+@pytest.mark.parametrize('kind', list(near_copies.COPIES))
+def test_each_kind_of_near_copy_hashes_within_near_distance_of_its_original(kind):
+  for seed in range(4):
+    original = encode(_photo(seed), 'JPEG', quality=90)
+    copy = near_copies.copy(original, kind, seed)
+    assert perceptual_hash.distance(_hash_of(original), _hash_of(copy)) <= perceptual_hash.NEAR_DISTANCE
+
+
+def test_distinct_photos_are_farther_apart_than_near_distance():
+  results = preparation.prepare_images([encode(_photo(seed), 'JPEG', quality=90) for seed in range(16)], 10**8)
+  hashes = [result.info.phash for result in results]
+  assert min(perceptual_hash.distance(a, b) for a, b in itertools.combinations(hashes, 2)) > \
+      perceptual_hash.NEAR_DISTANCE
+
+
+def test_a_mirrored_copy_is_not_a_near_copy():
+  """What a DCT hash cannot see through (benchmarks/README.md, Near copies)."""
+  original = encode(_photo(3), 'JPEG', quality=90)
+  assert perceptual_hash.distance(_hash_of(original), _hash_of(near_copies.copy(original, 'mirrored', 3))) > \
+      perceptual_hash.NEAR_DISTANCE
+
+
+def _turned_by_camera(upright: Image.Image, orientation: int, fmt: str) -> bytes:
+  """``upright`` stored as a camera turned sideways stores it: pixels that the Exif
+  ``orientation`` turns upright, and the tag."""
+  inverse = {6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270, 3: Image.Transpose.ROTATE_180}
+  exif = Image.Exif()
+  exif[_ORIENTATION_TAG] = orientation
+  return encode(upright.transpose(inverse[orientation]), fmt, exif=exif.tobytes(),
+                **({'quality': 92} if fmt == 'JPEG' else {}))
+
+
+@pytest.mark.parametrize('exif', ['apply', 'ignore'])
+@pytest.mark.parametrize('orientation, fmt', [(6, 'JPEG'), (8, 'JPEG'), (3, 'PNG')])
+def test_a_photo_turned_by_its_exif_orientation_hashes_as_its_upright_copy(exif, orientation, fmt):
+  """Stored upright (apply, re-encoded) or as the camera wrote it (ignore: the hash turns
+  the thumbnail instead), it hashes as a copy saved upright without the tag."""
+  upright = _photo(7, (400, 300))
+  stored = StoredImages(exif_orientation=exif)
+  turned, plain = _turned_by_camera(upright, orientation, fmt), encode(upright, 'JPEG', quality=92)
+  assert preparation.prepare_image(turned, 10**8, stored).info.reencoded == (exif == 'apply')
+  assert perceptual_hash.distance(_hash_of(turned, stored), _hash_of(plain, stored)) <= perceptual_hash.NEAR_DISTANCE
+  assert perceptual_hash.distance(_hash_of(turned, stored), _hash_of(encode(
+      upright.transpose(Image.Transpose.ROTATE_90), 'JPEG', quality=92), stored)) > perceptual_hash.NEAR_DISTANCE
+
+
+def _formats():
+  """Every kind of file a record may store, or be re-encoded from, made of one photo."""
+  photo = _photo(11, (320, 240))
+  sixteen_bit = Image.fromarray((np.asarray(photo.convert('L'), np.uint16) * 257), 'I;16')
+  return {
+      'jpeg': encode(photo, 'JPEG', quality=90), 'png': encode(photo, 'PNG'), 'gif': encode(photo, 'GIF'),
+      'bmp': encode(photo, 'BMP'), 'tiff': encode(photo, 'TIFF'), 'webp': encode(photo, 'WEBP', quality=90),
+      'cmyk jpeg': encode(photo.convert('CMYK'), 'JPEG', quality=90),
+      'gray jpeg': encode(photo.convert('L'), 'JPEG', quality=90), 'gray png': encode(photo.convert('L'), 'PNG'),
+      'gray+alpha png': encode(photo.convert('LA'), 'PNG'), 'rgba png': encode(photo.convert('RGBA'), 'PNG'),
+      '16-bit png': encode(sixteen_bit, 'PNG'),
+      'animated gif': encode(photo, 'GIF', save_all=True, append_images=[photo.rotate(90)]),
+  }
+
+
+def test_every_stored_format_gets_a_hash_and_all_hash_alike():
+  formats = _formats()
+  results = dict(zip(formats, preparation.prepare_images(list(formats.values()), 10**8)))
+  for name, result in results.items():
+    assert HEX.fullmatch(result.info.phash), name
+    assert result.info.statistics is not None, name
+    assert perceptual_hash.distance(result.info.phash, results['jpeg'].info.phash) <= 4, name
+
+
+def test_the_one_by_one_decode_gives_what_the_batch_gives():
+  """A batch's failures are decoded again eagerly (checked_by_tensorflow): a record made there
+  has the same hash and statistics."""
+  formats = _formats()
+  for name, data in formats.items():
+    plan = image_plans.plan(data, 10**8, StoredImages(), quick=False)
+    batch = preparation.prepare_image(data, 10**8).info
+    alone = tensorflow_decoding.checked_by_tensorflow(plan).info
+    assert alone.phash == batch.phash, name
+    np.testing.assert_allclose(alone.statistics, batch.statistics, rtol=1e-5, atol=1e-5, err_msg=name)
