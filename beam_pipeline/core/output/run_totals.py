@@ -31,7 +31,8 @@ def image_statistics(labels: Iterable[Union[None, str, Tuple[str, ...]]], longer
   quality: Dict[str, Dict[str, int]] = {}
   for stratum, flags in qualities:
     for flag in flags:
-      quality.setdefault(flag, {})[stratum] = quality.get(flag, {}).get(stratum, 0) + 1
+      per_class = quality.setdefault(flag, {})
+      per_class[stratum] = per_class.get(stratum, 0) + 1
   return {'classes': dict(collections.Counter(texts)),
           'longer_side_px': dict(collections.Counter(map(size_bin, longer_sides))),
           'kib': dict(collections.Counter(size_bin(size // 1024) for size in stored_bytes)),
