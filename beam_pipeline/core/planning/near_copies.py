@@ -1,0 +1,302 @@
+"""Near copies: images whose 64-bit perceptual hashes lie within a Hamming distance d of each
+other, gathered into groups without comparing every pair and without any key, list or element
+that grows with the input.
+
+Pigeonhole: a hash split into d+1 bands differs from one within d bits in at most d of them, so
+the two agree exactly on at least one band. Keyed by (band, band value), every close pair meets
+in some key. A band of 64/(d+1) bits holds about N/2^bits hashes, which grows with N: a key
+denser than KEY_CAP is split again the same way, over the bits outside its band (two hashes
+within d that share the band share one of d+1 sub-bands). Within a key, pairs are found with
+the same split done in memory (close_pairs), and a key still over the cap holds KEY_CAP hashes
+and compares the rest against them only: what is not held is counted, as pairs among them may
+be missed ("cap and report").
+
+A key reports each local component (hashes joined by close pairs within it) as a star: every
+member linked to the smallest, all offered the component's smallest sha256. Stars of different
+keys are joined by a bounded number of label rounds (relabel): every node takes the smallest
+label offered by itself and its neighbours, so a group's label is its smallest sha256. What is
+still unsettled after the rounds, and components too large to be near copies (a chain through
+near-uniform frames), are counted, not grouped.
+"""
+import functools
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+BITS = 64
+ALL_BITS = (1 << BITS) - 1
+# A hash shared by more distinct files than this is near-uniform (an all-black frame): not grouped.
+SAME_HASH_CAP = 1_000
+# The most hashes one key holds for comparison: 50,000 uint64 and their labels, about 12 MB.
+KEY_CAP = 50_000
+# The most distinct hashes in one group: a larger component is a chain, not copies of one picture.
+GROUP_CAP = 1_000
+# Label rounds after the keys' own stars: a component whose stars chain further stays unsettled.
+ROUNDS = 4
+# A label marking a component already known to be over GROUP_CAP; it sorts before every sha256.
+CAPPED = '!'
+# Below this many hashes a group is compared all pairs with all; above, split again (close_pairs).
+_ALL_PAIRS = 256
+_FEW = 16  # a key of at most this many is compared in plain Python: numpy's calls cost more
+_SPLIT_DEPTH = 2
+_BLOCK = 1 << 22  # XORs computed at once: 32 MB of uint64
+_BYTE_BITS = np.array([bin(value).count('1') for value in range(256)], dtype=np.uint8)
+
+
+class Node(NamedTuple):
+  """One distinct perceptual hash: the smallest sha256 of its files, and how many there are."""
+  phash: int
+  sha256: str
+  count: int
+
+
+class Member(NamedTuple):
+  """A node's place in one key's local component: the component's smallest hash (``centre``;
+  None where the component is over the cap) and the label it offers every member."""
+  node: Node
+  centre: Optional[int]
+  label: str
+
+
+class State(NamedTuple):
+  """A node between label rounds: its label and the hashes it is linked to by stars."""
+  label: str
+  neighbours: Tuple[int, ...]
+  sha256: str
+  count: int
+
+
+def parse(phash: str) -> int:
+  """A 16-hex-digit perceptual hash as an int."""
+  return int(phash, 16)
+
+
+def node_or_uniform(phash: str, count: int, shas: Optional[Sequence[str]], cap: int = SAME_HASH_CAP
+                    ) -> Optional[Node]:
+  """The node of a hash shared by ``count`` distinct files (``shas``, the smallest first, while
+  count <= cap), or None for a near-uniform one."""
+  return Node(parse(phash), shas[0], count) if count <= cap and shas else None
+
+
+@functools.lru_cache(maxsize=None)
+def parts(free: int, pieces: int) -> Tuple[int, ...]:
+  """The set bits of ``free`` split into ``pieces`` masks of consecutive set bits, as even as
+  can be (the first ones a bit wider). Pigeonhole: hashes that differ in fewer than ``pieces``
+  of these bits agree exactly on at least one mask."""
+  positions = [bit for bit in range(BITS) if free >> bit & 1]
+  width, wider = divmod(len(positions), pieces)
+  masks, start = [], 0
+  for piece in range(pieces):
+    end = start + width + (piece < wider)
+    masks.append(sum(1 << bit for bit in positions[start:end]))
+    start = end
+  return tuple(masks)
+
+
+def bands(distance: int) -> Tuple[int, ...]:
+  """The d+1 band masks of the first level."""
+  return parts(ALL_BITS, distance + 1)
+
+
+def sub_bands(distance: int, band: int) -> Tuple[int, ...]:
+  """The d+1 masks of the second level under band ``band``: the bits outside it."""
+  return parts(ALL_BITS & ~bands(distance)[band], distance + 1)
+
+
+def band_keys(phash: int, distance: int) -> List[Tuple[int, int]]:
+  """A hash's first-level keys: (band index, masked band value)."""
+  return [(index, phash & mask) for index, mask in enumerate(bands(distance))]
+
+
+def sub_band_keys(phash: int, distance: int, key: Tuple[int, int]) -> List[Tuple[int, int, int, int]]:
+  """A hash's second-level keys under a dense first-level ``key``."""
+  band, value = key
+  return [(band, value, index, phash & mask) for index, mask in enumerate(sub_bands(distance, band))]
+
+
+def free_bits(key: Tuple[int, ...], distance: int) -> int:
+  """The bits on which a key's hashes may still differ."""
+  fixed = bands(distance)[key[0]]
+  if len(key) == 4:
+    fixed |= sub_bands(distance, key[0])[key[2]]
+  return ALL_BITS & ~fixed
+
+
+def popcount(values: np.ndarray) -> np.ndarray:
+  """Set bits per uint64: numpy's own where it has one (2.0), else a byte table."""
+  if hasattr(np, 'bitwise_count'):
+    return np.bitwise_count(values)
+  return table_popcount(values)
+
+
+def table_popcount(values: np.ndarray) -> np.ndarray:
+  flat = np.ascontiguousarray(values, dtype=np.uint64)
+  return _BYTE_BITS[flat.view(np.uint8)].reshape(*flat.shape, 8).sum(axis=-1)
+
+
+def distance_between(a: int, b: int) -> int:
+  return bin(a ^ b).count('1')
+
+
+def _close_to(rows: np.ndarray, columns: np.ndarray, distance: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+  """(row, column) positions of the pairs within ``distance``, in blocks of bounded memory."""
+  step = max(1, _BLOCK // max(1, len(columns)))
+  for start in range(0, len(rows), step):
+    near = popcount(rows[start:start + step, None] ^ columns[None, :]) <= distance
+    i, j = np.nonzero(near)
+    yield i + start, j
+
+
+def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+  """Index pairs (i < j) of the hashes within ``distance`` of each other, some more than once.
+
+  A large set is split as the keys are (pigeonhole over the ``free`` bits), to a depth of
+  _SPLIT_DEPTH, and each group of equal part values compared all pairs with all; a dense
+  cluster that no split thins costs its size squared, bounded by KEY_CAP."""
+  pending = [(np.arange(len(hashes)), free, 0)]
+  while pending:
+    index, bits, depth = pending.pop()
+    pieces = parts(bits, distance + 1)
+    if len(index) <= _ALL_PAIRS or depth >= _SPLIT_DEPTH or not all(pieces):
+      for i, j in _close_to(hashes[index], hashes[index], distance):
+        upper = i < j
+        yield index[i[upper]], index[j[upper]]
+      continue
+    for piece in pieces:
+      values = hashes[index] & np.uint64(piece)
+      order = np.argsort(values, kind='stable')
+      starts = np.flatnonzero(np.diff(values[order])) + 1
+      for run in np.split(index[order], starts):
+        if len(run) > 1:
+          pending.append((run, bits & ~piece, depth + 1))
+
+
+def components(size: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+  """Each of ``size`` items' component root, the smallest index in it, from index pairs:
+  smallest labels pushed along the pairs, then pointer jumping, until nothing changes."""
+  root = np.arange(size)
+  while True:
+    before = root.copy()
+    lower = np.minimum(root[i], root[j])
+    np.minimum.at(root, i, lower)
+    np.minimum.at(root, j, lower)
+    root = root[root]
+    if np.array_equal(root, before):
+      return root
+
+
+def compare_key(nodes: Iterable[Node], distance: int, free: int = ALL_BITS, key_cap: int = KEY_CAP,
+                group_cap: int = GROUP_CAP) -> Iterator[object]:
+  """One key's stars: a Member for every node in a local component of two or more, then, if
+  the key held more than ``key_cap`` nodes, how many it did not hold (an int).
+
+  The first ``key_cap`` nodes are held and compared among themselves; each later one is
+  compared against the held ones only, linked to the first it is close to, and never held, so
+  memory stays bounded. A component over ``group_cap`` hashes offers the CAPPED label and no
+  links (a chain of near-uniform frames); held nodes that stay alone emit nothing."""
+  iterator = iter(nodes)
+  held = [node for node, _ in zip(iterator, range(key_cap))]
+  held.sort()
+  if len(held) < key_cap and len(held) <= _FEW:
+    few = [(a, b) for a in range(len(held)) for b in range(a + 1, len(held))
+           if (held[a].phash ^ held[b].phash).bit_count() <= distance]
+    if few:
+      i, j = np.array(few).T
+      yield from _stars(held, components(len(held), i, j), np.zeros(len(held), dtype=np.int64), group_cap)
+    return
+  hashes = np.array([node.phash for node in held], dtype=np.uint64)
+  pairs = list(close_pairs(hashes, distance, free))
+  i = np.concatenate([p[0] for p in pairs] + [np.zeros(0, dtype=int)])
+  j = np.concatenate([p[1] for p in pairs] + [np.zeros(0, dtype=int)])
+  attached = np.zeros(len(held), dtype=np.int64)
+  over_cap, later = 0, []
+  for node in iterator:
+    over_cap += 1
+    later.append(node)
+    if len(later) >= max(1, _BLOCK // max(1, len(held))):
+      yield from _attach(later, hashes, held, distance, attached, group_cap)
+      later = []
+  yield from _attach(later, hashes, held, distance, attached, group_cap)
+  yield from _stars(held, components(len(held), i, j), attached, group_cap)
+  if over_cap:
+    yield over_cap
+
+
+def _attach(later: List[Node], hashes: np.ndarray, held: List[Node], distance: int, attached: np.ndarray,
+            group_cap: int) -> Iterator[Member]:
+  """Nodes past the key's cap, each linked to the first held node it is close to (``attached``
+  counts them); one attached to a node that already has ``group_cap`` is capped."""
+  if not later or not held:
+    return
+  near = popcount(np.array([node.phash for node in later], dtype=np.uint64)[:, None] ^ hashes[None, :]) <= distance
+  for row in np.flatnonzero(near.any(axis=1)):
+    anchor = int(np.argmax(near[row]))
+    node = later[row]
+    attached[anchor] += 1
+    label = min(node.sha256, held[anchor].sha256)
+    if attached[anchor] > group_cap:
+      yield Member(node, None, CAPPED + label)
+    else:
+      yield Member(node, held[anchor].phash, label)
+
+
+def _stars(held: List[Node], root: np.ndarray, attached: np.ndarray, group_cap: int) -> Iterator[Member]:
+  """The held nodes' local components as stars around each one's smallest hash."""
+  size = np.bincount(root, minlength=len(held)) + np.bincount(root, weights=attached, minlength=len(held)).astype(int)
+  label: Dict[int, str] = {}
+  for index, top in enumerate(root):
+    if top not in label or held[index].sha256 < label[top]:
+      label[top] = held[index].sha256
+  for index, top in enumerate(root):
+    if size[top] <= 1:
+      continue
+    if size[top] > group_cap:
+      yield Member(held[index], None, CAPPED + label[top])
+    else:
+      yield Member(held[index], held[top].phash, label[top])
+
+
+def links(member: Member) -> List[Tuple[int, Tuple[Optional[Node], str, Optional[int]]]]:
+  """What a member tells the first label round, keyed by node: to itself its node, label and
+  centre; to the centre, that it is linked to this member."""
+  phash = member.node.phash
+  told = [(phash, (member.node, member.label, member.centre if member.centre != phash else None))]
+  if member.centre is not None and member.centre != phash:
+    told.append((member.centre, (None, member.label, phash)))
+  return told
+
+
+def first_state(told: Iterable[Tuple[Optional[Node], str, Optional[int]]]) -> State:
+  """A node's state from all its keys' links: the smallest label offered, every neighbour."""
+  node, label, neighbours = None, None, set()
+  for known, offered, neighbour in told:
+    node = node or known
+    label = offered if label is None else min(label, offered)
+    if neighbour is not None:
+      neighbours.add(neighbour)
+  return State(min(label, node.sha256), tuple(sorted(neighbours)), node.sha256, node.count)
+
+
+def offers(phash: int, state: State) -> Iterator[Tuple[int, object]]:
+  """A round's messages of one node: its state to itself, its label to each neighbour."""
+  yield phash, state
+  for neighbour in state.neighbours:
+    yield neighbour, state.label
+
+
+def relabel(messages: Iterable[object]) -> Tuple[State, int]:
+  """One node's round: the smallest of its label and its neighbours', and how many of its
+  links still had a smaller label at the other end (each link that differs counts once, at
+  its larger end: none left after the last round means every component settled)."""
+  state, offered = None, []
+  for message in messages:
+    if isinstance(message, State):
+      state = message
+    else:
+      offered.append(message)
+  smaller = [label for label in offered if label < state.label]
+  return (state._replace(label=min(smaller)) if smaller else state), len(smaller)
+
+
+def is_capped(label: str) -> bool:
+  return label.startswith(CAPPED)
