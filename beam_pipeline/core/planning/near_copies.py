@@ -67,8 +67,14 @@ class State(NamedTuple):
 
 
 def parse(phash: str) -> int:
-  """A 16-hex-digit perceptual hash as an int."""
-  return int(phash, 16)
+  """A 16-hex-digit perceptual hash as a signed 64-bit int (two's complement), which Beam's
+  integer coder takes as a key."""
+  value = int(phash, 16)
+  return value - (1 << BITS) if value >> (BITS - 1) else value
+
+
+def as_uint64(phashes: Sequence[int]) -> np.ndarray:
+  return np.array(phashes, dtype=np.int64).view(np.uint64)
 
 
 def node_or_uniform(phash: str, count: int, shas: Optional[Sequence[str]], cap: int = SAME_HASH_CAP
@@ -103,15 +109,21 @@ def sub_bands(distance: int, band: int) -> Tuple[int, ...]:
   return parts(ALL_BITS & ~bands(distance)[band], distance + 1)
 
 
+def _value(phash: int, mask: int) -> int:
+  """The bits of ``mask`` in a hash, shifted down: a small int (a mask spans a band and at most
+  the band it skips), as a key's part."""
+  return (phash & mask) >> ((mask & -mask).bit_length() - 1) if mask else 0
+
+
 def band_keys(phash: int, distance: int) -> List[Tuple[int, int]]:
-  """A hash's first-level keys: (band index, masked band value)."""
-  return [(index, phash & mask) for index, mask in enumerate(bands(distance))]
+  """A hash's first-level keys: (band index, band value)."""
+  return [(index, _value(phash, mask)) for index, mask in enumerate(bands(distance))]
 
 
 def sub_band_keys(phash: int, distance: int, key: Tuple[int, int]) -> List[Tuple[int, int, int, int]]:
   """A hash's second-level keys under a dense first-level ``key``."""
   band, value = key
-  return [(band, value, index, phash & mask) for index, mask in enumerate(sub_bands(distance, band))]
+  return [(band, value, index, _value(phash, mask)) for index, mask in enumerate(sub_bands(distance, band))]
 
 
 def free_bits(key: Tuple[int, ...], distance: int) -> int:
@@ -135,7 +147,7 @@ def table_popcount(values: np.ndarray) -> np.ndarray:
 
 
 def distance_between(a: int, b: int) -> int:
-  return bin(a ^ b).count('1')
+  return ((a ^ b) & ALL_BITS).bit_count()
 
 
 def _close_to(rows: np.ndarray, columns: np.ndarray, distance: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
@@ -199,12 +211,12 @@ def compare_key(nodes: Iterable[Node], distance: int, free: int = ALL_BITS, key_
   held.sort()
   if len(held) < key_cap and len(held) <= _FEW:
     few = [(a, b) for a in range(len(held)) for b in range(a + 1, len(held))
-           if (held[a].phash ^ held[b].phash).bit_count() <= distance]
+           if distance_between(held[a].phash, held[b].phash) <= distance]
     if few:
       i, j = np.array(few).T
       yield from _stars(held, components(len(held), i, j), np.zeros(len(held), dtype=np.int64), group_cap)
     return
-  hashes = np.array([node.phash for node in held], dtype=np.uint64)
+  hashes = as_uint64([node.phash for node in held])
   pairs = list(close_pairs(hashes, distance, free))
   i = np.concatenate([p[0] for p in pairs] + [np.zeros(0, dtype=int)])
   j = np.concatenate([p[1] for p in pairs] + [np.zeros(0, dtype=int)])
@@ -228,7 +240,7 @@ def _attach(later: List[Node], hashes: np.ndarray, held: List[Node], distance: i
   counts them); one attached to a node that already has ``group_cap`` is capped."""
   if not later or not held:
     return
-  near = popcount(np.array([node.phash for node in later], dtype=np.uint64)[:, None] ^ hashes[None, :]) <= distance
+  near = popcount(as_uint64([node.phash for node in later])[:, None] ^ hashes[None, :]) <= distance
   for row in np.flatnonzero(near.any(axis=1)):
     anchor = int(np.argmax(near[row]))
     node = later[row]
@@ -256,21 +268,26 @@ def _stars(held: List[Node], root: np.ndarray, attached: np.ndarray, group_cap: 
       yield Member(held[index], held[top].phash, label[top])
 
 
-def links(member: Member) -> List[Tuple[int, Tuple[Optional[Node], str, Optional[int]]]]:
+# What a member tells the first label round: its node (a plain tuple, which crosses a shuffle at
+# a seventh of a NamedTuple's cost) or None, the label offered, and a neighbour or None.
+Told = Tuple[Optional[tuple], str, Optional[int]]
+
+
+def links(member: Member) -> List[Tuple[int, Told]]:
   """What a member tells the first label round, keyed by node: to itself its node, label and
   centre; to the centre, that it is linked to this member."""
   phash = member.node.phash
-  told = [(phash, (member.node, member.label, member.centre if member.centre != phash else None))]
+  told = [(phash, (tuple(member.node), member.label, member.centre if member.centre != phash else None))]
   if member.centre is not None and member.centre != phash:
     told.append((member.centre, (None, member.label, phash)))
   return told
 
 
-def first_state(told: Iterable[Tuple[Optional[Node], str, Optional[int]]]) -> State:
+def first_state(told: Iterable[Told]) -> State:
   """A node's state from all its keys' links: the smallest label offered, every neighbour."""
   node, label, neighbours = None, None, set()
   for known, offered, neighbour in told:
-    node = node or known
+    node = node or known and Node(*known)
     label = offered if label is None else min(label, offered)
     if neighbour is not None:
       neighbours.add(neighbour)
@@ -278,8 +295,8 @@ def first_state(told: Iterable[Tuple[Optional[Node], str, Optional[int]]]) -> St
 
 
 def offers(phash: int, state: State) -> Iterator[Tuple[int, object]]:
-  """A round's messages of one node: its state to itself, its label to each neighbour."""
-  yield phash, state
+  """A round's messages of one node: its state (a plain tuple) to itself, its label to each neighbour."""
+  yield phash, tuple(state)
   for neighbour in state.neighbours:
     yield neighbour, state.label
 
@@ -290,10 +307,10 @@ def relabel(messages: Iterable[object]) -> Tuple[State, int]:
   its larger end: none left after the last round means every component settled)."""
   state, offered = None, []
   for message in messages:
-    if isinstance(message, State):
-      state = message
-    else:
+    if isinstance(message, str):
       offered.append(message)
+    else:
+      state = State(*message)
   smaller = [label for label in offered if label < state.label]
   return (state._replace(label=min(smaller)) if smaller else state), len(smaller)
 

@@ -1,0 +1,285 @@
+"""Near copies at Dataflow scale (issue 37): every file's (source_sha256, phash) in, and for every
+file in a group of near copies (source_sha256, the group's smallest sha256) out, so that a group
+never straddles two splits. The steps are core/planning/near_copies.py's; here each meets its
+data by a shuffle in which no key, list or element grows with the input:
+
+* one hash per file, then one node per distinct hash, by combiners (lifted before the shuffle,
+  so an all-black hash of a million files costs no worker more than a few numbers and at most
+  SAME_HASH_CAP sha256 values);
+* band keys counted by a combiner; only the keys over the cap (bands x 2^bits of them at most,
+  not N) reach the split as a side input, looked up key by key;
+* each key's comparison holds at most the cap, each node's rounds at most its links;
+* a group's members meet in a combiner that stops holding them past GROUP_CAP;
+* the summary is a CombineGlobally that lists the first groups only.
+"""
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+import apache_beam as beam
+
+from beam_pipeline.beam import tags
+from beam_pipeline.core.output import run_totals
+from beam_pipeline.core.planning import near_copies
+from beam_pipeline.core.planning.near_copies import Node
+
+# The planning stages whose largest key tags.records_per_key reports.
+BANDS, SUB_BANDS, NODES, ROUNDS, GROUPS = 'NearBands', 'NearSubBands', 'NearNodes', 'NearRounds', 'NearGroups'
+BAND_TOTALS = 'NearBandTotals'  # every first-level key before the dense ones are split
+COUNTERS = ('uniform_hashes', 'uniform_images', 'dense_keys', 'over_cap_hashes', 'unsettled_edges',
+            'capped_groups')
+_COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member'
+
+
+class NearCopies(beam.PTransform):
+  """(source_sha256, phash) per validated record to (source_sha256, representative) for every
+  distinct file of a group of near copies holding two files or more (its hashes within
+  ``distance`` bits, step by step); tagged tags.NEAR_COPIES, one summary dict (NearCopySummary).
+
+  Returns {'pairs': ..., tags.NEAR_COPIES: ...}."""
+
+  def __init__(self, distance: int, key_cap: int = near_copies.KEY_CAP, group_cap: int = near_copies.GROUP_CAP,
+               same_hash_cap: int = near_copies.SAME_HASH_CAP, rounds: int = near_copies.ROUNDS):
+    super().__init__()
+    if rounds < 1:
+      raise ValueError('NearCopies needs a label round at least: the last one counts what is unsettled')
+    self._distance = distance
+    self._key_cap = key_cap
+    self._group_cap = group_cap
+    self._same_hash_cap = same_hash_cap
+    self._rounds = rounds
+
+  def expand(self, pairs):
+    nodes = (pairs
+             | 'OneHashPerFile' >> beam.CombinePerKey(min)
+             | 'ByHash' >> beam.MapTuple(lambda sha, phash: (phash, sha))
+             | 'SameHash' >> beam.CombinePerKey(SameHash(self._same_hash_cap))
+             | 'Nodes' >> beam.FlatMap(_node, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='nodes'))
+    first = nodes.nodes | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance)
+    dense = (first
+             | 'KeysOnly' >> beam.Keys()
+             | 'CountPerKey' >> beam.combiners.Count.PerElement()
+             | 'Dense' >> beam.FlatMap(_dense, self._key_cap))
+    compared = (first
+                | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsMultiMap(dense))
+                | 'GroupByBand' >> beam.GroupByKey()
+                | 'Compare' >> beam.FlatMap(_compare, self._distance, self._key_cap, self._group_cap
+                                                 ).with_outputs(_COUNTS, main='told'))
+    states = (compared.told
+              | 'GroupByNode' >> beam.GroupByKey()
+              | 'FirstState' >> beam.MapTuple(_first_state))
+    for index in range(self._rounds):
+      last = index == self._rounds - 1
+      states = (states
+                | f'Offers{index}' >> beam.FlatMapTuple(near_copies.offers)
+                | f'GroupByNode{index}' >> beam.GroupByKey()
+                | f'Relabel{index}' >> beam.FlatMap(_relabel, last).with_outputs(_COUNTS, main='states'))
+      unsettled = states[_COUNTS]
+      states = states.states
+    groups = (states
+              | 'ByLabel' >> beam.MapTuple(lambda phash, state: (state.label, (phash, state.sha256, state.count)))
+              | 'GroupMembers' >> beam.CombinePerKey(GroupMembers(self._group_cap))
+              | 'Groups' >> beam.FlatMap(_group, self._group_cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
+    several = ({'shas': nodes[_SEVERAL], 'label': groups[_LABELLED]}
+               | 'JoinSeveral' >> beam.CoGroupByKey()
+               | 'MapBack' >> beam.FlatMapTuple(_map_back))
+    out = (groups.pairs, several) | 'Together' >> beam.Flatten()
+    summary = ((nodes[_COUNTS], dense | 'CountDense' >> beam.Map(lambda _: ('dense_keys', 1)), compared[_COUNTS],
+                unsettled, groups[_COUNTS], out | 'AsMembers' >> beam.Map(lambda pair: (_MEMBER, pair)))
+               | 'AllCounts' >> beam.Flatten()
+               | 'Summary' >> beam.CombineGlobally(NearCopySummary()))
+    return {'pairs': out, tags.NEAR_COPIES: summary}
+
+
+class SameHash(beam.CombineFn):
+  """The distinct files of one hash (one sha256 each: OneHashPerFile came first): how many, and
+  their sha256 while there are at most ``cap``; past it only the count, as a near-uniform hash
+  (an all-black frame) may be shared by millions."""
+
+  def __init__(self, cap: int):
+    self._cap = cap
+
+  def create_accumulator(self) -> Tuple[int, Optional[List[str]]]:
+    return 0, []
+
+  def add_input(self, accumulator, sha: str):
+    count, shas = accumulator
+    if shas is not None:
+      shas.append(sha)
+    return count + 1, shas if count + 1 <= self._cap else None
+
+  def merge_accumulators(self, accumulators):
+    count, shas = 0, []
+    for more, listed in accumulators:
+      count += more
+      if shas is not None and listed is not None and count <= self._cap:
+        shas.extend(listed)
+      else:
+        shas = None
+    return count, shas
+
+  def extract_output(self, accumulator) -> Tuple[int, Optional[List[str]]]:
+    count, shas = accumulator
+    return count, sorted(shas) if shas is not None else None
+
+
+def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
+  """A hash's node, its files if it has several, or the counts of a near-uniform one."""
+  phash, (count, shas) = item
+  node = near_copies.node_or_uniform(phash, count, shas, cap)
+  if node is None:
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_hashes', 1))
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_images', count))
+    return
+  yield tuple(node)
+  if count > 1:
+    yield beam.pvalue.TaggedOutput(_SEVERAL, (node.phash, tuple(shas)))
+
+
+def _band_keys(node: tuple, distance: int) -> List[Any]:
+  return [(key, node) for key in near_copies.band_keys(node[0], distance)]
+
+
+def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
+  key, count = item
+  tags.records_per_key(BAND_TOTALS).update(count)
+  if count > cap:
+    yield key, count
+
+
+def _split_dense(item: Tuple[Any, Any], distance: int, dense: Mapping[Any, Iterable[int]]
+                 ) -> List[Tuple[Tuple[int, ...], tuple]]:
+  """A node under its first-level key, or under the key's sub-band keys where it is dense."""
+  key, node = item
+  if not any(True for _ in dense[key]):
+    return [(key, node)]
+  return [(sub, node) for sub in near_copies.sub_band_keys(node[0], distance, key)]
+
+
+def _compare(item: Tuple[Any, Any], distance: int, key_cap: int, group_cap: int
+             ) -> Iterator[Any]:
+  """One key's stars as what each member tells the first round; the hashes it did not hold, tagged."""
+  key, nodes = item
+  held = [0]
+
+  def counted() -> Iterator[Node]:
+    for node in nodes:
+      held[0] += 1
+      yield Node._make(node)
+
+  for out in near_copies.compare_key(counted(), distance, near_copies.free_bits(key, distance), key_cap, group_cap):
+    if isinstance(out, int):
+      yield beam.pvalue.TaggedOutput(_COUNTS, ('over_cap_hashes', out))
+    else:
+      yield from near_copies.links(out)
+  tags.records_per_key(SUB_BANDS if len(key) == 4 else BANDS).update(held[0])
+
+
+def _first_state(phash: int, told: Iterable[near_copies.Told]) -> Tuple[int, near_copies.State]:
+  told = list(told)
+  tags.records_per_key(NODES).update(len(told))
+  return phash, near_copies.first_state(told)
+
+
+def _relabel(item: Tuple[Any, Any], last: bool) -> Iterator[Any]:
+  phash, messages = item[0], list(item[1])
+  tags.records_per_key(ROUNDS).update(len(messages))
+  state, unsettled = near_copies.relabel(messages)
+  yield phash, state
+  if last and unsettled:
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('unsettled_edges', unsettled))
+
+
+class GroupMembers(beam.CombineFn):
+  """One label's nodes, (phash, smallest sha256, files): how many, and the nodes themselves
+  while there are at most ``cap``."""
+
+  def __init__(self, cap: int):
+    self._cap = cap
+
+  def create_accumulator(self) -> Tuple[int, Optional[List[tuple]]]:
+    return 0, []
+
+  def add_input(self, accumulator, member: tuple):
+    count, members = accumulator
+    if members is not None:
+      members.append(member)
+    return count + 1, members if count + 1 <= self._cap else None
+
+  def merge_accumulators(self, accumulators):
+    count, members = 0, []
+    for more, listed in accumulators:
+      count += more
+      if members is not None and listed is not None and count <= self._cap:
+        members.extend(listed)
+      else:
+        members = None
+    return count, members
+
+  def extract_output(self, accumulator) -> Tuple[int, Optional[List[tuple]]]:
+    return accumulator
+
+
+def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
+  """A group's pairs (a node of several files goes to MapBack with its label, tagged), or its
+  count as capped: too large to be copies of one picture, or marked so by a key."""
+  label, (count, nodes) = item
+  tags.records_per_key(GROUPS).update(count)
+  if near_copies.is_capped(label) or nodes is None or count > cap:
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('capped_groups', 1))
+    return
+  if len(nodes) < 2:
+    return
+  for phash, sha, files in nodes:
+    if files == 1:
+      yield sha, label
+    else:
+      yield beam.pvalue.TaggedOutput(_LABELLED, (phash, label))
+
+
+def _map_back(phash: int, joined: Mapping[str, List[Any]]) -> Iterator[Tuple[str, str]]:
+  """The files of a hash shared by several: to their group's label, or, in no group, to their smallest."""
+  for shas in joined['shas']:
+    label = min(joined['label'], default=shas[0])
+    for sha in shas:
+      yield sha, label
+
+
+class NearCopySummary(beam.CombineFn):
+  """What beam_pipeline.json says of near copies: how many groups and files in them, the
+  counters (COUNTERS), and the first MAX_LISTED_DUPLICATE_GROUPS groups' files (sorted; a
+  group's first file is its representative), never more groups than twice that at once.
+  Inputs: (counter, number), or (_MEMBER, (sha256, representative)) per output pair."""
+  _LISTED = run_totals.MAX_LISTED_DUPLICATE_GROUPS
+
+  def create_accumulator(self) -> Tuple[Dict[str, int], Dict[str, List[str]]]:
+    return dict.fromkeys(('groups', 'images_in_groups', *COUNTERS), 0), {}
+
+  def add_input(self, accumulator, item: Tuple[str, Any]):
+    counts, listed = accumulator
+    name, value = item
+    if name != _MEMBER:
+      counts[name] += value
+      return accumulator
+    sha, representative = value
+    counts['images_in_groups'] += 1
+    counts['groups'] += sha == representative
+    listed.setdefault(representative, []).append(sha)
+    return counts, self._first(listed) if len(listed) > 2 * self._LISTED else listed
+
+  def _first(self, listed: Dict[str, List[str]]) -> Dict[str, List[str]]:
+    """The groups of the smallest representatives: one dropped here can never be among the
+    first of the total, which holds every smaller one too."""
+    return {representative: listed[representative] for representative in sorted(listed)[:self._LISTED]}
+
+  def merge_accumulators(self, accumulators):
+    counts, listed = self.create_accumulator()
+    for more, groups in accumulators:
+      for name, value in more.items():
+        counts[name] += value
+      for representative, shas in groups.items():
+        listed.setdefault(representative, []).extend(shas)
+      listed = self._first(listed)
+    return counts, listed
+
+  def extract_output(self, accumulator) -> Dict[str, Any]:
+    counts, listed = accumulator
+    return {**counts, 'listed_groups': [sorted(listed[representative]) for representative in sorted(listed)]}
