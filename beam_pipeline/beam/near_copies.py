@@ -27,6 +27,9 @@ BAND_TOTALS = 'NearBandTotals'  # every first-level key before the dense ones ar
 COUNTERS = ('uniform_hashes', 'uniform_images', 'dense_keys', 'over_cap_hashes', 'unsettled_edges',
             'capped_groups')
 _COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member'
+# Nodes are keyed a batch at a time, so each key's nodes of one batch cross the shuffle as one
+# element (Beam's per-element cost dwarfs a node's own).
+_BATCH_SIZE = 4096
 
 
 class NearCopies(beam.PTransform):
@@ -53,10 +56,12 @@ class NearCopies(beam.PTransform):
              | 'ByHash' >> beam.MapTuple(lambda sha, phash: (phash, sha))
              | 'SameHash' >> beam.CombinePerKey(SameHash(self._same_hash_cap))
              | 'Nodes' >> beam.FlatMap(_node, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='nodes'))
-    first = nodes.nodes | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance)
+    first = (nodes.nodes
+             | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE)
+             | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance))
     dense = (first
-             | 'KeysOnly' >> beam.Keys()
-             | 'CountPerKey' >> beam.combiners.Count.PerElement()
+             | 'KeySizes' >> beam.MapTuple(lambda key, batch: (key, len(batch)))
+             | 'SumPerKey' >> beam.CombinePerKey(sum)
              | 'Dense' >> beam.FlatMap(_dense, self._key_cap))
     compared = (first
                 | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsMultiMap(dense))
@@ -134,8 +139,16 @@ def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     yield beam.pvalue.TaggedOutput(_SEVERAL, (node.phash, tuple(shas)))
 
 
-def _band_keys(node: tuple, distance: int) -> List[Any]:
-  return [(key, node) for key in near_copies.band_keys(node[0], distance)]
+def _band_keys(batch: List[tuple], distance: int) -> List[Any]:
+  """A batch of nodes as (first-level key, its nodes of the batch) pairs."""
+  return _by_key((key, node) for node in batch for key in near_copies.band_keys(node[0], distance))
+
+
+def _by_key(pairs: Iterable[Tuple[Any, tuple]]) -> List[Tuple[Any, List[tuple]]]:
+  by_key: Dict[Any, List[tuple]] = {}
+  for key, node in pairs:
+    by_key.setdefault(key, []).append(node)
+  return list(by_key.items())
 
 
 def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
@@ -147,23 +160,23 @@ def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
 
 def _split_dense(item: Tuple[Any, Any], distance: int, dense: Mapping[Any, Iterable[int]]
                  ) -> List[Tuple[Tuple[int, ...], tuple]]:
-  """A node under its first-level key, or under the key's sub-band keys where it is dense."""
-  key, node = item
+  """A batch's nodes under their first-level key, or under the key's sub-band keys where it is dense."""
+  key, batch = item
   if not any(True for _ in dense[key]):
-    return [(key, node)]
-  return [(sub, node) for sub in near_copies.sub_band_keys(node[0], distance, key)]
+    return [(key, batch)]
+  return _by_key((sub, node) for node in batch for sub in near_copies.sub_band_keys(node[0], distance, key))
 
 
 def _compare(item: Tuple[Any, Any], distance: int, key_cap: int, group_cap: int
              ) -> Iterator[Any]:
   """One key's stars as what each member tells the first round; the hashes it did not hold, tagged."""
-  key, nodes = item
+  key, batches = item
   held = [0]
 
   def counted() -> Iterator[Node]:
-    for node in nodes:
-      held[0] += 1
-      yield Node._make(node)
+    for batch in batches:
+      held[0] += len(batch)
+      yield from map(Node._make, batch)
 
   for out in near_copies.compare_key(counted(), distance, near_copies.free_bits(key, distance), key_cap, group_cap):
     if isinstance(out, int):

@@ -35,10 +35,9 @@ GROUP_CAP = 1_000
 ROUNDS = 4
 # A label marking a component already known to be over GROUP_CAP; it sorts before every sha256.
 CAPPED = '!'
-# Below this many hashes a group is compared all pairs with all; above, split again (close_pairs).
-_ALL_PAIRS = 256
+# Up to this many hashes a key is compared all pairs with all in one numpy call; above, split (close_pairs).
+_ALL_PAIRS = 512
 _FEW = 16  # a key of at most this many is compared in plain Python: numpy's calls cost more
-_SPLIT_DEPTH = 2
 _BLOCK = 1 << 22  # XORs computed at once: 32 MB of uint64
 _BYTE_BITS = np.array([bin(value).count('1') for value in range(256)], dtype=np.uint8)
 
@@ -162,25 +161,35 @@ def _close_to(rows: np.ndarray, columns: np.ndarray, distance: int) -> Iterator[
 def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
   """Index pairs (i < j) of the hashes within ``distance`` of each other, some more than once.
 
-  A large set is split as the keys are (pigeonhole over the ``free`` bits), to a depth of
-  _SPLIT_DEPTH, and each group of equal part values compared all pairs with all; a dense
-  cluster that no split thins costs its size squared, bounded by KEY_CAP."""
-  pending = [(np.arange(len(hashes)), free, 0)]
-  while pending:
-    index, bits, depth = pending.pop()
-    pieces = parts(bits, distance + 1)
-    if len(index) <= _ALL_PAIRS or depth >= _SPLIT_DEPTH or not all(pieces):
-      for i, j in _close_to(hashes[index], hashes[index], distance):
-        upper = i < j
-        yield index[i[upper]], index[j[upper]]
-      continue
-    for piece in pieces:
-      values = hashes[index] & np.uint64(piece)
-      order = np.argsort(values, kind='stable')
-      starts = np.flatnonzero(np.diff(values[order])) + 1
-      for run in np.split(index[order], starts):
-        if len(run) > 1:
-          pending.append((run, bits & ~piece, depth + 1))
+  A large set is split as the keys are (pigeonhole over the ``free`` bits): for each part,
+  sorted by its value, every hash is compared with the next ones while they share the value,
+  one offset at a time over the whole set, so the cost is the set's size times the longest
+  run, in a few numpy calls per offset. A dense cluster that no part thins is compared all
+  pairs with all instead, its size squared, bounded by KEY_CAP."""
+  pieces = parts(free, distance + 1)
+  if len(hashes) <= _ALL_PAIRS or not all(pieces):
+    yield from _all_pairs(hashes, distance)
+    return
+  for piece in pieces:
+    values = hashes & np.uint64(piece)
+    order = np.argsort(values, kind='stable')
+    values, ordered = values[order], hashes[order]
+    starts = np.flatnonzero(values[1:] != values[:-1]) + 1
+    runs = np.diff(np.concatenate(([0], starts, [len(values)])))
+    if runs.max() > len(hashes) // 2:
+      yield from _all_pairs(hashes, distance)
+      return
+    for offset in range(1, int(runs.max())):
+      same = values[offset:] == values[:-offset]
+      near = np.flatnonzero(same & (popcount(ordered[offset:] ^ ordered[:-offset]) <= distance))
+      first, second = order[near], order[near + offset]
+      yield np.minimum(first, second), np.maximum(first, second)
+
+
+def _all_pairs(hashes: np.ndarray, distance: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+  for i, j in _close_to(hashes, hashes, distance):
+    upper = i < j
+    yield i[upper], j[upper]
 
 
 def components(size: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
