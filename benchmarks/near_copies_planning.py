@@ -9,7 +9,8 @@ inside the pipeline, a thousand at a time, so no list of N travels in the job gr
 block of BLOCK images:
 
 * one all-black frame (a hash shared by every such image: near-uniform, never grouped) and one
-  near-uniform frame (within 2 bits of one value: a dense cluster, over the group cap);
+  near-uniform frame (0 to 2 bits of one value flipped: a dense cluster, over the group cap,
+  whose files of one exact hash, a few dozen each past 1M images, are grouped by that hash);
 * PLANTED near copies: an original and its copy with 0..d bits of its hash flipped, one of
   them a group of three (a second copy of the same original), 5% of the images;
 * one exact copy (the sha256 and hash of the image before it);
@@ -17,8 +18,9 @@ block of BLOCK images:
 
 A sha256 here ends with the image's index in hex, so the checks know every image's family
 without holding a list: recall is the share of planted pairs whose images ended in one group;
-false merges are the pairs grouped together that were not planted together (random hashes
-within d of each other are among them, about N^2/2 * P(distance <= d)). It reports both, the
+false merges are the pairs grouped together that were neither planted together nor near-uniform
+files of one exact hash (random hashes within d of each other are among them, about
+N^2/2 * P(distance <= d)). It reports them, the
 summary's counters, the largest key of each stage (Beam distributions) and the time per record,
 to standard output and work/bench-results/near_copies_planning.json.
 """
@@ -76,7 +78,7 @@ def synthetic_chunk(start: int, count: int, distance: int) -> List[Tuple[str, st
     if slot == BLACK:
       value = 0
     elif slot == NEAR_UNIFORM:
-      value = _flipped(NEAR_UNIFORM_BASE, rng, 2)
+      value = _flipped(NEAR_UNIFORM_BASE, np.random.default_rng(index), 2)
     elif slot in COPIES:
       value = _flipped(_random_hash(index - slot + COPIES[slot]), rng, distance)
     else:
@@ -92,6 +94,13 @@ def planted_pairs(count: int) -> int:
   """Planted pairs in ``count`` images: a family of two is one pair, of three three."""
   sizes = collections.Counter(original for original, _ in PLANTED)
   return count // BLOCK * sum((n + 1) * n // 2 for n in sizes.values())
+
+
+def _near_uniform(pair: Tuple[str, str]) -> Iterator[Tuple[Tuple[str, str], int]]:
+  """A near-uniform image's (group, hash): files of one hash grouped are same-hash pairs."""
+  index = int(pair[0][48:], 16)
+  if index % BLOCK == NEAR_UNIFORM:
+    yield (pair[1], f'{_flipped(NEAR_UNIFORM_BASE, np.random.default_rng(index), 2):016x}'), 1
 
 
 def _family_of(pair: Tuple[str, str]) -> Iterator[Tuple[int, str]]:
@@ -140,6 +149,12 @@ def run_grouping(count: int, distance: int) -> Dict[str, Any]:
        | 'PairsInGroup' >> beam.MapTuple(lambda _, size: size * (size - 1) // 2)
        | 'GroupedPairs' >> beam.CombineGlobally(sum)
        | 'ReportGrouped' >> beam.Map(report('grouped_pairs')))
+  _ = (grouped['pairs']
+       | 'NearUniform' >> beam.FlatMap(_near_uniform)
+       | 'SameHashSizes' >> beam.CombinePerKey(sum)
+       | 'SameHashPairs' >> beam.MapTuple(lambda _, size: size * (size - 1) // 2)
+       | 'SameHashGrouped' >> beam.CombineGlobally(sum)
+       | 'ReportSameHash' >> beam.Map(report('same_hash_pairs')))
   _ = (grouped[tags.NEAR_COPIES]
        | 'Counters' >> beam.FlatMap(lambda s: [(name, value) for name, value in s.items() if isinstance(value, int)])
        | 'ReportSummary' >> beam.MapTuple(lambda name, value: Metrics.counter('near_copies_summary', name).inc(value)))
@@ -160,7 +175,9 @@ def run_grouping(count: int, distance: int) -> Dict[str, Any]:
   return {'records': count, 'distance': distance, 'seconds': round(seconds, 2),
           'us_per_record': round(seconds / count * 1e6, 2), 'largest_key': largest, 'keys': keys,
           'planted_pairs': planted, 'recall': round(together / planted, 5),
-          'false_merge_pairs': checks.get('grouped_pairs', 0) - together, 'summary': summary}
+          'same_hash_pairs': checks.get('same_hash_pairs', 0),
+          'false_merge_pairs': checks.get('grouped_pairs', 0) - together - checks.get('same_hash_pairs', 0),
+          'summary': summary}
 
 
 def main() -> int:
@@ -186,7 +203,8 @@ def main() -> int:
                           for stage in STAGES)
       print(f'{count:>11,} d={distance} {row["seconds"]:>8.1f} s {row["us_per_record"]:>6.1f} us/record '
             f'largest process {row["largest_process_mb"]:>6.0f} MB; recall {row["recall"]:.4f}, '
-            f'false merges {row["false_merge_pairs"]:,}; largest key: {largest}; {row["summary"]}', flush=True)
+            f'false merges {row["false_merge_pairs"]:,} (and {row["same_hash_pairs"]:,} pairs of near-uniform files '
+            f'sharing one hash); largest key: {largest}; {row["summary"]}', flush=True)
   (RESULTS / 'near_copies_planning.json').write_text(json.dumps({'rows': rows}, indent=2))
   return 0
 
