@@ -6,9 +6,11 @@ data by a shuffle in which no key, list or element grows with the input:
 * one hash per file, then one node per distinct hash, by combiners (lifted before the shuffle,
   so an all-black hash of a million files costs no worker more than a few numbers and at most
   SAME_HASH_CAP sha256 values);
-* band keys counted by a combiner; only the keys over the cap (bands x 2^bits of them at most,
-  not N) reach the split as a side input, looked up key by key;
-* each key's comparison holds at most the cap, each node's rounds at most its links;
+* band keys, holding bare hashes a batch at a time, counted by a combiner; only the keys over
+  the cap (bands x 2^bits of them at most, not N) reach the split as a side input, looked up
+  key by key;
+* each key's comparison holds at most the cap; its stars meet the nodes (their sha256) by hash,
+  and each node's rounds hold at most its links;
 * a group's members meet in a combiner that stops holding them past GROUP_CAP;
 * the summary is a CombineGlobally that lists the first groups only.
 """
@@ -19,7 +21,6 @@ import apache_beam as beam
 from beam_pipeline.beam import tags
 from beam_pipeline.core.output import run_totals
 from beam_pipeline.core.planning import near_copies
-from beam_pipeline.core.planning.near_copies import Node
 
 # The planning stages whose largest key tags.records_per_key reports.
 BANDS, SUB_BANDS, NODES, ROUNDS, GROUPS = 'NearBands', 'NearSubBands', 'NearNodes', 'NearRounds', 'NearGroups'
@@ -68,9 +69,10 @@ class NearCopies(beam.PTransform):
                 | 'GroupByBand' >> beam.GroupByKey()
                 | 'Compare' >> beam.FlatMap(_compare, self._distance, self._key_cap, self._group_cap
                                                  ).with_outputs(_COUNTS, main='told'))
-    states = (compared.told
+    states = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: (node[0], node)), compared.told)
+              | 'NodesAndLinks' >> beam.Flatten()
               | 'GroupByNode' >> beam.GroupByKey()
-              | 'FirstState' >> beam.MapTuple(_first_state))
+              | 'FirstState' >> beam.FlatMap(_first_state))
     for index in range(self._rounds):
       last = index == self._rounds - 1
       states = (states
@@ -140,14 +142,14 @@ def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
 
 
 def _band_keys(batch: List[tuple], distance: int) -> List[Any]:
-  """A batch of nodes as (first-level key, its nodes of the batch) pairs."""
-  return _by_key((key, node) for node in batch for key in near_copies.band_keys(node[0], distance))
+  """A batch of nodes as (first-level key, its hashes of the batch) pairs."""
+  return _by_key((key, node[0]) for node in batch for key in near_copies.band_keys(node[0], distance))
 
 
-def _by_key(pairs: Iterable[Tuple[Any, tuple]]) -> List[Tuple[Any, List[tuple]]]:
-  by_key: Dict[Any, List[tuple]] = {}
-  for key, node in pairs:
-    by_key.setdefault(key, []).append(node)
+def _by_key(pairs: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, List[int]]]:
+  by_key: Dict[Any, List[int]] = {}
+  for key, phash in pairs:
+    by_key.setdefault(key, []).append(phash)
   return list(by_key.items())
 
 
@@ -160,11 +162,11 @@ def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
 
 def _split_dense(item: Tuple[Any, Any], distance: int, dense: Mapping[Any, Iterable[int]]
                  ) -> List[Tuple[Tuple[int, ...], tuple]]:
-  """A batch's nodes under their first-level key, or under the key's sub-band keys where it is dense."""
+  """A batch's hashes under their first-level key, or under the key's sub-band keys where it is dense."""
   key, batch = item
   if not any(True for _ in dense[key]):
     return [(key, batch)]
-  return _by_key((sub, node) for node in batch for sub in near_copies.sub_band_keys(node[0], distance, key))
+  return _by_key((sub, phash) for phash in batch for sub in near_copies.sub_band_keys(phash, distance, key))
 
 
 def _compare(item: Tuple[Any, Any], distance: int, key_cap: int, group_cap: int
@@ -173,10 +175,10 @@ def _compare(item: Tuple[Any, Any], distance: int, key_cap: int, group_cap: int
   key, batches = item
   held = [0]
 
-  def counted() -> Iterator[Node]:
+  def counted() -> Iterator[int]:
     for batch in batches:
       held[0] += len(batch)
-      yield from map(Node._make, batch)
+      yield from batch
 
   for out in near_copies.compare_key(counted(), distance, near_copies.free_bits(key, distance), key_cap, group_cap):
     if isinstance(out, int):
@@ -186,10 +188,19 @@ def _compare(item: Tuple[Any, Any], distance: int, key_cap: int, group_cap: int
   tags.records_per_key(SUB_BANDS if len(key) == 4 else BANDS).update(held[0])
 
 
-def _first_state(phash: int, told: Iterable[near_copies.Told]) -> Tuple[int, near_copies.State]:
-  told = list(told)
-  tags.records_per_key(NODES).update(len(told))
-  return phash, near_copies.first_state(told)
+def _first_state(item: Tuple[Any, Any]) -> Iterator[Tuple[int, near_copies.State]]:
+  """A node's state if some key linked it: its node (a 3-tuple) and its links (2-tuples) met here."""
+  phash, values = item
+  node, told = None, []
+  for value in values:
+    if len(value) == 3:
+      node = value
+    else:
+      told.append(value)
+  tags.records_per_key(NODES).update(len(told) + 1)
+  state = near_copies.first_state(node, told) if told else None
+  if state is not None:
+    yield phash, state
 
 
 def _relabel(item: Tuple[Any, Any], last: bool) -> Iterator[Any]:

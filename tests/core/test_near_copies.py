@@ -7,7 +7,6 @@ import hypothesis.strategies as st
 import numpy as np
 
 from beam_pipeline.core.planning import near_copies
-from beam_pipeline.core.planning.near_copies import Node
 
 D = 4
 
@@ -43,22 +42,22 @@ def near_groups(pairs, distance=D, key_cap=near_copies.KEY_CAP, group_cap=near_c
   first = collections.defaultdict(list)
   for node in nodes:
     for key in near_copies.band_keys(node.phash, distance):
-      first[key].append(node)
+      first[key].append(node.phash)
   keys = collections.defaultdict(list)
   for key, members in first.items():
     counts['dense_keys'] += len(members) > key_cap
-    for node in members:
-      for sub in (near_copies.sub_band_keys(node.phash, distance, key) if len(members) > key_cap else [key]):
-        keys[sub].append(node)
+    for phash in members:
+      for sub in (near_copies.sub_band_keys(phash, distance, key) if len(members) > key_cap else [key]):
+        keys[sub].append(phash)
   told = collections.defaultdict(list)
   for key, members in keys.items():
     for out in near_copies.compare_key(members, distance, near_copies.free_bits(key, distance), key_cap, group_cap):
       if isinstance(out, int):
         counts['over_cap_hashes'] += out
       else:
-        for node, message in near_copies.links(out):
-          told[node].append(message)
-  states = {node: near_copies.first_state(messages) for node, messages in told.items()}
+        for phash, message in near_copies.links(out):
+          told[phash].append(message)
+  states = {node.phash: near_copies.first_state(node, told[node.phash]) for node in nodes if node.phash in told}
   for _ in range(rounds):
     messages = collections.defaultdict(list)
     for node, state in states.items():

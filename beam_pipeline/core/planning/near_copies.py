@@ -11,15 +11,17 @@ the same split done in memory (close_pairs), and a key still over the cap holds 
 and compares the rest against them only: what is not held is counted, as pairs among them may
 be missed ("cap and report").
 
-A key reports each local component (hashes joined by close pairs within it) as a star: every
-member linked to the smallest, all offered the component's smallest sha256. Stars of different
-keys are joined by a bounded number of label rounds (relabel): every node takes the smallest
-label offered by itself and its neighbours, so a group's label is its smallest sha256. What is
-still unsettled after the rounds, and components too large to be near copies (a chain through
-near-uniform frames), are counted, not grouped.
+The keys hold bare hashes (8 bytes where a node with its sha256 takes 80: each hash is in d+1
+keys, (d+1)^2 past the split). A key reports each local component (hashes joined by close pairs
+within it) as a star: every member linked to the smallest. The links meet the nodes, whose
+labels are their smallest sha256, and a bounded number of label rounds (relabel) joins the
+stars: every node takes the smallest label of itself and its neighbours, so a group's label is
+its smallest sha256. What is still unsettled after the rounds, and components too large to be
+near copies (a chain through near-uniform frames), are counted, not grouped.
 """
 import functools
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+import itertools
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,8 +33,9 @@ SAME_HASH_CAP = 1_000
 KEY_CAP = 50_000
 # The most distinct hashes in one group: a larger component is a chain, not copies of one picture.
 GROUP_CAP = 1_000
-# Label rounds after the keys' own stars: a component whose stars chain further stays unsettled.
-ROUNDS = 4
+# Label rounds over the keys' stars: a star settles in two, and the last round counts what is
+# still unsettled, so six settle any component whose stars chain at most two deep.
+ROUNDS = 6
 # A label marking a component already known to be over GROUP_CAP; it sorts before every sha256.
 CAPPED = '!'
 # Up to this many hashes a key is compared all pairs with all in one numpy call; above, split (close_pairs).
@@ -50,11 +53,11 @@ class Node(NamedTuple):
 
 
 class Member(NamedTuple):
-  """A node's place in one key's local component: the component's smallest hash (``centre``;
-  None where the component is over the cap) and the label it offers every member."""
-  node: Node
-  centre: Optional[int]
-  label: str
+  """A hash's place in one key's local component: the component's smallest hash, and whether
+  the component is over GROUP_CAP (then it links nothing, only marks its members)."""
+  phash: int
+  centre: int
+  capped: bool
 
 
 class State(NamedTuple):
@@ -206,34 +209,33 @@ def components(size: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
       return root
 
 
-def compare_key(nodes: Iterable[Node], distance: int, free: int = ALL_BITS, key_cap: int = KEY_CAP,
+def compare_key(phashes: Iterable[int], distance: int, free: int = ALL_BITS, key_cap: int = KEY_CAP,
                 group_cap: int = GROUP_CAP) -> Iterator[object]:
-  """One key's stars: a Member for every node in a local component of two or more, then, if
-  the key held more than ``key_cap`` nodes, how many it did not hold (an int).
+  """One key's stars: a Member for every hash in a local component of two or more, then, if
+  the key held more than ``key_cap`` hashes, how many it did not hold (an int).
 
-  The first ``key_cap`` nodes are held and compared among themselves; each later one is
+  The first ``key_cap`` hashes are held and compared among themselves; each later one is
   compared against the held ones only, linked to the first it is close to, and never held, so
-  memory stays bounded. A component over ``group_cap`` hashes offers the CAPPED label and no
-  links (a chain of near-uniform frames); held nodes that stay alone emit nothing."""
-  iterator = iter(nodes)
-  held = [node for node, _ in zip(iterator, range(key_cap))]
-  held.sort()
+  memory stays bounded. A component over ``group_cap`` hashes is marked capped and links none
+  (a chain of near-uniform frames); held hashes that stay alone emit nothing."""
+  iterator = iter(phashes)
+  held = sorted(itertools.islice(iterator, key_cap))
   if len(held) < key_cap and len(held) <= _FEW:
     few = [(a, b) for a in range(len(held)) for b in range(a + 1, len(held))
-           if distance_between(held[a].phash, held[b].phash) <= distance]
+           if distance_between(held[a], held[b]) <= distance]
     if few:
       i, j = np.array(few).T
       yield from _stars(held, components(len(held), i, j), np.zeros(len(held), dtype=np.int64), group_cap)
     return
-  hashes = as_uint64([node.phash for node in held])
+  hashes = as_uint64(held)
   pairs = list(close_pairs(hashes, distance, free))
   i = np.concatenate([p[0] for p in pairs] + [np.zeros(0, dtype=int)])
   j = np.concatenate([p[1] for p in pairs] + [np.zeros(0, dtype=int)])
   attached = np.zeros(len(held), dtype=np.int64)
   over_cap, later = 0, []
-  for node in iterator:
+  for phash in iterator:
     over_cap += 1
-    later.append(node)
+    later.append(phash)
     if len(later) >= max(1, _BLOCK // max(1, len(held))):
       yield from _attach(later, hashes, held, distance, attached, group_cap)
       later = []
@@ -243,64 +245,58 @@ def compare_key(nodes: Iterable[Node], distance: int, free: int = ALL_BITS, key_
     yield over_cap
 
 
-def _attach(later: List[Node], hashes: np.ndarray, held: List[Node], distance: int, attached: np.ndarray,
+def _attach(later: List[int], hashes: np.ndarray, held: List[int], distance: int, attached: np.ndarray,
             group_cap: int) -> Iterator[Member]:
-  """Nodes past the key's cap, each linked to the first held node it is close to (``attached``
-  counts them); one attached to a node that already has ``group_cap`` is capped."""
+  """Hashes past the key's cap, each linked to the first held one it is close to (``attached``
+  counts them); one attached to a hash that already has ``group_cap`` is capped."""
   if not later or not held:
     return
-  near = popcount(as_uint64([node.phash for node in later])[:, None] ^ hashes[None, :]) <= distance
+  near = popcount(as_uint64(later)[:, None] ^ hashes[None, :]) <= distance
   for row in np.flatnonzero(near.any(axis=1)):
     anchor = int(np.argmax(near[row]))
-    node = later[row]
     attached[anchor] += 1
-    label = min(node.sha256, held[anchor].sha256)
-    if attached[anchor] > group_cap:
-      yield Member(node, None, CAPPED + label)
-    else:
-      yield Member(node, held[anchor].phash, label)
+    yield Member(later[row], held[anchor], bool(attached[anchor] > group_cap))
 
 
-def _stars(held: List[Node], root: np.ndarray, attached: np.ndarray, group_cap: int) -> Iterator[Member]:
-  """The held nodes' local components as stars around each one's smallest hash."""
+def _stars(held: List[int], root: np.ndarray, attached: np.ndarray, group_cap: int) -> Iterator[Member]:
+  """The held hashes' local components as stars around each one's smallest hash."""
   size = np.bincount(root, minlength=len(held)) + np.bincount(root, weights=attached, minlength=len(held)).astype(int)
-  label: Dict[int, str] = {}
   for index, top in enumerate(root):
-    if top not in label or held[index].sha256 < label[top]:
-      label[top] = held[index].sha256
-  for index, top in enumerate(root):
-    if size[top] <= 1:
-      continue
-    if size[top] > group_cap:
-      yield Member(held[index], None, CAPPED + label[top])
-    else:
-      yield Member(held[index], held[top].phash, label[top])
+    if size[top] > 1:
+      yield Member(held[index], held[top], bool(size[top] > group_cap))
 
 
-# What a member tells the first label round: its node (a plain tuple, which crosses a shuffle at
-# a seventh of a NamedTuple's cost) or None, the label offered, and a neighbour or None.
-Told = Tuple[Optional[tuple], str, Optional[int]]
+# What a member tells the first label round: a label offered (a capped component's mark) or
+# None, and a neighbour or None.
+Told = Tuple[Optional[str], Optional[int]]
 
 
 def links(member: Member) -> List[Tuple[int, Told]]:
-  """What a member tells the first label round, keyed by node: to itself its node, label and
-  centre; to the centre, that it is linked to this member."""
-  phash = member.node.phash
-  told = [(phash, (tuple(member.node), member.label, member.centre if member.centre != phash else None))]
-  if member.centre is not None and member.centre != phash:
-    told.append((member.centre, (None, member.label, phash)))
-  return told
+  """What a member tells the first label round, keyed by hash: a capped member its mark; any
+  other, unless it is the centre, a link each way between it and the centre."""
+  if member.capped:
+    return [(member.phash, (capped_label(member.centre), None))]
+  if member.centre == member.phash:
+    return []
+  return [(member.phash, (None, member.centre)), (member.centre, (None, member.phash))]
 
 
-def first_state(told: Iterable[Told]) -> State:
-  """A node's state from all its keys' links: the smallest label offered, every neighbour."""
-  node, label, neighbours = None, None, set()
-  for known, offered, neighbour in told:
-    node = node or known and Node(*known)
-    label = offered if label is None else min(label, offered)
+def capped_label(centre: int) -> str:
+  """The mark of a capped component, after its centre: it sorts before every sha256."""
+  return f'{CAPPED}{centre & ALL_BITS:016x}'
+
+
+def first_state(node: Sequence, told: Iterable[Told]) -> Optional[State]:
+  """A linked node's state, from its node (phash, smallest sha256, files) and all its keys'
+  links: the smallest label offered or its own, every neighbour; None if nothing linked it."""
+  label, neighbours, linked = node[1], set(), False
+  for offered, neighbour in told:
+    linked = True
+    if offered is not None:
+      label = min(label, offered)
     if neighbour is not None:
       neighbours.add(neighbour)
-  return State(min(label, node.sha256), tuple(sorted(neighbours)), node.sha256, node.count)
+  return State(label, tuple(sorted(neighbours)), node[1], node[2]) if linked else None
 
 
 def offers(phash: int, state: State) -> Iterator[Tuple[int, object]]:
