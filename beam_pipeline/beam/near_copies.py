@@ -28,8 +28,8 @@ BAND_TOTALS = 'NearBandTotals'  # every first-level key before the dense ones ar
 COUNTERS = ('uniform_hashes', 'uniform_images', 'dense_keys', 'over_cap_hashes', 'unsettled_edges',
             'capped_groups')
 _COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member'
-# Nodes are keyed a batch at a time, so each key's nodes of one batch cross the shuffle as one
-# element (Beam's per-element cost dwarfs a node's own).
+# Hashes are keyed a batch at a time, so each key's hashes of one batch cross the shuffle as one
+# element (Beam's per-element cost dwarfs a hash's own).
 _BATCH_SIZE = 4096
 
 
@@ -55,7 +55,7 @@ class NearCopies(beam.PTransform):
     nodes = (pairs
              | 'OneHashPerFile' >> beam.CombinePerKey(min)
              | 'ByHash' >> beam.MapTuple(lambda sha, phash: (phash, sha))
-             | 'SameHash' >> beam.CombinePerKey(SameHash(self._same_hash_cap))
+             | 'SameHash' >> beam.CombinePerKey(Bounded(self._same_hash_cap))
              | 'Nodes' >> beam.FlatMap(_node, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='nodes'))
     first = (nodes.nodes
              | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE)
@@ -68,7 +68,7 @@ class NearCopies(beam.PTransform):
                 | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsMultiMap(dense))
                 | 'GroupByBand' >> beam.GroupByKey()
                 | 'Compare' >> beam.FlatMap(_compare, self._distance, self._key_cap, self._group_cap
-                                                 ).with_outputs(_COUNTS, main='told'))
+                                            ).with_outputs(_COUNTS, main='told'))
     states = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: (node[0], node)), compared.told)
               | 'NodesAndLinks' >> beam.Flatten()
               | 'GroupByNode' >> beam.GroupByKey()
@@ -83,7 +83,7 @@ class NearCopies(beam.PTransform):
       states = states.states
     groups = (states
               | 'ByLabel' >> beam.MapTuple(lambda phash, state: (state.label, (phash, state.sha256, state.count)))
-              | 'GroupMembers' >> beam.CombinePerKey(GroupMembers(self._group_cap))
+              | 'GroupMembers' >> beam.CombinePerKey(Bounded(self._group_cap))
               | 'Groups' >> beam.FlatMap(_group, self._group_cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
     several = ({'shas': nodes[_SEVERAL], 'label': groups[_LABELLED]}
                | 'JoinSeveral' >> beam.CoGroupByKey()
@@ -96,36 +96,36 @@ class NearCopies(beam.PTransform):
     return {'pairs': out, tags.NEAR_COPIES: summary}
 
 
-class SameHash(beam.CombineFn):
-  """The distinct files of one hash (one sha256 each: OneHashPerFile came first): how many, and
-  their sha256 while there are at most ``cap``; past it only the count, as a near-uniform hash
-  (an all-black frame) may be shared by millions."""
+class Bounded(beam.CombineFn):
+  """How many inputs, and the inputs themselves (sorted) while there are at most ``cap``: one
+  hash's distinct files (an all-black hash may have millions), one label's nodes (a chain of
+  near-uniform frames may have millions)."""
 
   def __init__(self, cap: int):
     self._cap = cap
 
-  def create_accumulator(self) -> Tuple[int, Optional[List[str]]]:
+  def create_accumulator(self) -> Tuple[int, Optional[List[Any]]]:
     return 0, []
 
-  def add_input(self, accumulator, sha: str):
-    count, shas = accumulator
-    if shas is not None:
-      shas.append(sha)
-    return count + 1, shas if count + 1 <= self._cap else None
+  def add_input(self, accumulator, item: Any):
+    count, items = accumulator
+    if items is not None:
+      items.append(item)
+    return count + 1, items if count + 1 <= self._cap else None
 
   def merge_accumulators(self, accumulators):
-    count, shas = 0, []
+    count, items = 0, []
     for more, listed in accumulators:
       count += more
-      if shas is not None and listed is not None and count <= self._cap:
-        shas.extend(listed)
+      if items is not None and listed is not None and count <= self._cap:
+        items.extend(listed)
       else:
-        shas = None
-    return count, shas
+        items = None
+    return count, items
 
-  def extract_output(self, accumulator) -> Tuple[int, Optional[List[str]]]:
-    count, shas = accumulator
-    return count, sorted(shas) if shas is not None else None
+  def extract_output(self, accumulator) -> Tuple[int, Optional[List[Any]]]:
+    count, items = accumulator
+    return count, sorted(items) if items is not None else None
 
 
 def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
@@ -198,7 +198,7 @@ def _first_state(item: Tuple[Any, Any]) -> Iterator[Tuple[int, near_copies.State
     else:
       told.append(value)
   tags.records_per_key(NODES).update(len(told) + 1)
-  state = near_copies.first_state(node, told) if told else None
+  state = near_copies.first_state(node, told)
   if state is not None:
     yield phash, state
 
@@ -210,36 +210,6 @@ def _relabel(item: Tuple[Any, Any], last: bool) -> Iterator[Any]:
   yield phash, state
   if last and unsettled:
     yield beam.pvalue.TaggedOutput(_COUNTS, ('unsettled_edges', unsettled))
-
-
-class GroupMembers(beam.CombineFn):
-  """One label's nodes, (phash, smallest sha256, files): how many, and the nodes themselves
-  while there are at most ``cap``."""
-
-  def __init__(self, cap: int):
-    self._cap = cap
-
-  def create_accumulator(self) -> Tuple[int, Optional[List[tuple]]]:
-    return 0, []
-
-  def add_input(self, accumulator, member: tuple):
-    count, members = accumulator
-    if members is not None:
-      members.append(member)
-    return count + 1, members if count + 1 <= self._cap else None
-
-  def merge_accumulators(self, accumulators):
-    count, members = 0, []
-    for more, listed in accumulators:
-      count += more
-      if members is not None and listed is not None and count <= self._cap:
-        members.extend(listed)
-      else:
-        members = None
-    return count, members
-
-  def extract_output(self, accumulator) -> Tuple[int, Optional[List[tuple]]]:
-    return accumulator
 
 
 def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
