@@ -29,7 +29,7 @@ BITS = 64
 ALL_BITS = (1 << BITS) - 1
 # A hash shared by more distinct files than this is near-uniform (an all-black frame): not grouped.
 SAME_HASH_CAP = 1_000
-# The most hashes one key holds for comparison: 50,000 uint64 and their labels, about 12 MB.
+# The most hashes one key holds for comparison: 400 KB as uint64, about 4 MB as Python ints.
 KEY_CAP = 50_000
 # The most distinct hashes in one group: a larger component is a chain, not copies of one picture.
 GROUP_CAP = 1_000
