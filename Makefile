@@ -72,7 +72,7 @@ bench: install
 bench-planning: install
 	$(BIN)/python -m benchmarks.planning $(PLANNING_ARGS)
 
-# Near-copy grouping (issue 37) on synthetic perceptual hashes: 1M and 5M images at distances 6
+# Near-copy grouping (issue 37) on synthetic perceptual hashes: 1M and 2M images at distances 6
 # and 8 by default. NEAR_PLANNING_ARGS='--records 1000000 --distance 8' for one run.
 bench-near-planning: install
 	$(BIN)/python -m benchmarks.near_copies_planning $(NEAR_PLANNING_ARGS)

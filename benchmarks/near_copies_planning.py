@@ -1,7 +1,7 @@
 """Near-copy grouping at scale, simulated (issue 37): N synthetic (source_sha256, phash) pairs
 through beam_pipeline.beam.near_copies.NearCopies on the in-process runner.
 
-Usage: python -m benchmarks.near_copies_planning [--records 1000000,5000000] [--distance 6,8]
+Usage: python -m benchmarks.near_copies_planning [--records 1000000,2000000] [--distance 6,8]
 
 Each (N, d) runs in a child process under benchmarks.measure (peak memory of the largest
 process, CPU over all of them), as benchmarks.planning does. The child generates the pairs
@@ -183,7 +183,7 @@ def run_grouping(count: int, distance: int) -> Dict[str, Any]:
 def main() -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.near_copies_planning',
                                    description=__doc__.splitlines()[0])
-  parser.add_argument('--records', default='1000000,5000000')
+  parser.add_argument('--records', default='1000000,2000000')
   parser.add_argument('--distance', default='6,8', help='Hamming distances, comma-separated')
   parser.add_argument('--child', nargs=3, metavar=('N', 'D', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args()
