@@ -17,8 +17,8 @@ MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
 SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
-.PHONY: install airflow dali models run test options bench bench-planning bench-large bench-incremental \
-	bench-near-copies clean
+.PHONY: install airflow dali models run test options bench bench-planning bench-near-planning bench-large \
+	bench-incremental bench-near-copies clean
 
 install: $(STAMP)
 
@@ -72,6 +72,11 @@ bench: install
 # PLANNING_ARGS=--incremental: an --incremental update's planning (1M records, 1% changed).
 bench-planning: install
 	$(BIN)/python -m benchmarks.planning $(PLANNING_ARGS)
+
+# Near-copy grouping (issue 37) on synthetic perceptual hashes: 1M and 2M images at distances 6
+# and 8 by default. NEAR_PLANNING_ARGS='--records 1000000 --distance 8' for one run.
+bench-near-planning: install
+	$(BIN)/python -m benchmarks.near_copies_planning $(NEAR_PLANNING_ARGS)
 
 # An --incremental update of 20,000 photos (1% added, 0.1% removed or replaced) against a fresh
 # conversion of the same input, side by side, and its output checked against the fresh one's.

@@ -7,6 +7,7 @@ from beam_pipeline.core.messages import Rejection
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'
 LABELS = 'labels'
+NEAR_COPIES = 'near_copies'
 TRANSFORM_WRITTEN = 'transform_written'
 NAMESPACE = 'beam_pipeline'
 
