@@ -31,11 +31,11 @@ class SumShardReports(beam.CombineFn):
 
 
 def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping[str, Any],
-           duplicates: Mapping[str, Any], transform_written: List[List[str]], settings: Settings, runner: str,
+           duplicates: Mapping[str, Any], near_copies: Optional[Mapping[str, Any]], transform_written: List[List[str]], settings: Settings, runner: str,
            changes: Mapping[str, int], decision: incremental_update.Decision, earlier: Optional[RunRecord]) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
-  dropped and files skipped as no images are listed with the rejections, but are no errors.
+  or --near_copies=drop dropped and files skipped as no images are listed with the rejections, but are no errors.
   An update's totals are those of the dataset it updates (``earlier``: its run record) with
   what it wrote (``written``) added, and it records what changed (``changes``)."""
   dataset, moves = written, []
@@ -43,8 +43,9 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
     dataset = WrittenTotals.of_record(earlier).add(written, replace=True)
     moves = incremental_update.close_gaps(dataset)
   errors_by_reason = {reason: count for reason, count in errors['by_reason'].items()
-                      if reason not in (rejections.DUPLICATE, rejections.SKIPPED)}
+                      if reason not in (rejections.DUPLICATE, rejections.NEAR_DUPLICATE, rejections.SKIPPED)}
   removed = errors['by_reason'].get(rejections.DUPLICATE, 0)
+  near_removed = errors['by_reason'].get(rejections.NEAR_DUPLICATE, 0)
   skipped = errors['by_reason'].get(rejections.SKIPPED, 0)
   num_errors_files = errors['num_files']
   # The budget is of images: those --drop_unannotated asked to leave out are no failure of the
@@ -52,7 +53,7 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   budgeted = {reason: count for reason, count in errors_by_reason.items()
               if reason not in (rejections.UNANNOTATED, rejections.BAD_ANNOTATION)}
   run_totals.check_error_budget(dataset.num_examples,
-                                  budgeted, removed + errors_by_reason.get(rejections.UNANNOTATED, 0),
+                                  budgeted, removed + near_removed + errors_by_reason.get(rejections.UNANNOTATED, 0),
                                   settings.max_error_fraction,
                                   output_dir.temp_path(settings.output, settings.run_id,
                                                       output_layout.errors_pattern(num_errors_files)))
@@ -66,6 +67,7 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   info = run_totals.build(written=dataset, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, num_skipped=skipped,
+                            near_copies=run_totals.near_duplicates(near_copies, settings.near_copies, near_removed),
                             settings=settings.as_dict(), runner=runner,
                             embedding=run_totals.embedding_info(settings.embedding, settings.schema), update=update)
   tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker

@@ -1,6 +1,6 @@
 """The conversion pipeline, top to bottom as the data flows."""
 import functools
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsSingleton
@@ -10,14 +10,17 @@ from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
-from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, PlanShards, UniqueSourceIds,
-                                         bucket_by_content)
+from beam_pipeline.beam.near_copies import LEFT_OUT, NearCopies
+from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, NearGroups, PlanShards,
+                                         UniqueSourceIds, bucket_by_content, merge_near_copies, near_pair_bucket,
+                                         perceptual_hashes)
 from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
-from beam_pipeline.beam.tags import DUPLICATES, LABELS, REJECTED, TRANSFORM_WRITTEN
+from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.output import incremental_update
-from beam_pipeline.core.planning import hash_order, sharding
+from beam_pipeline.core.images import perceptual_hash
+from beam_pipeline.core.planning import hash_order, near_copies, sharding
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
@@ -88,6 +91,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
        | 'Start commit' >> beam.Create([None])
        | 'Commit' >> beam.Map(commit, written=AsSingleton(totals), labels_list=AsSingleton(planned.labels),
                               errors=AsSingleton(errors), duplicates=AsSingleton(planned.duplicates),
+                              near_copies=AsSingleton(planned.near_copies),
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
                               runner=runner, changes=AsSingleton(counts), decision=decision,
                               earlier=AsSingleton(earlier)))
@@ -98,6 +102,14 @@ class Planned(NamedTuple):
   labels: beam.PCollection  # one element: the sorted label texts, labels.txt's lines
   rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows
   duplicates: beam.PCollection  # one element: the groups of identical files, summed up (DuplicateGroups)
+  near_copies: beam.PCollection  # one element: near_copies_found, or None under --near_copies=off
+
+
+def near_copies_found(groups: Dict[str, Any], summary: Dict[str, Any], distance: int) -> Dict[str, Any]:
+  """What beam_pipeline.json says of near copies: the groups (NearGroups), the distance, and
+  what the grouping's bounds left out (NearCopySummary's counters, where not 0)."""
+  left_out = {name: summary[name] for name in LEFT_OUT if summary.get(name)}
+  return {**groups, 'distance': distance, 'left_out': left_out}
 
 
 def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
@@ -123,17 +135,37 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
     records = unique['records']
     rejected.append(unique[REJECTED])
   # Keyed by the start of the content hash, so identical files meet in one bucket,
-  # form one group and never straddle splits.
-  grouped = (records
-             | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
-                                                 ).with_output_types(Tuple[str, List[CheckedImage]])
-             | 'GroupByContent' >> beam.GroupByKey()
-             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name)).with_output_types(
-                 Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, main='groups'))
+  # form one group and never straddle splits; near copies (their perceptual hashes close)
+  # meet theirs in a bucket beside their group's first content hash, and form one group too.
+  bucketed = records | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
+                                                         ).with_output_types(Tuple[str, List[CheckedImage]])
+  near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
+  if near:
+    distance = (records.pipeline | 'NearDistance' >> beam.Create([settings.near_distance]) if settings.near_distance
+                else num_listed | 'NearDistance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE))
+    found = (records
+             | 'PerceptualHashes' >> beam.FlatMap(perceptual_hashes)
+             | 'FindNearCopies' >> NearCopies(AsSingleton(distance)))
+    pairs = found['pairs'] | 'BucketNearCopies' >> beam.Map(near_pair_bucket, listed, records_per_bucket)
+    bucketed = {'records': bucketed, 'near': pairs} | 'GroupByContent' >> beam.CoGroupByKey()
+  else:
+    bucketed = bucketed | 'GroupByContent' >> beam.GroupByKey()
+  grouped = bucketed | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name, near)).with_output_types(
+      Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, NEAR_COPIES, main='groups')
+  groups, near_entries = grouped.groups, []
+  if near:
+    merged = (grouped[NEAR_COPIES]
+              | 'GroupNearCopies' >> beam.GroupByKey()
+              | 'MergeNearCopies' >> beam.FlatMap(merge_near_copies, drop).with_output_types(
+                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, NEAR_COPIES, main='groups'))
+    groups = (groups, merged.groups) | 'AllGroups' >> beam.Flatten()
+    rejected.append(merged[REJECTED])
+    near_entries.append(merged[NEAR_COPIES])
   # Splits follow the content hash, class by class; each content bucket places its own
   # records, then hands them on by their shard order key, which is independent of the split.
   kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
-  assigned = grouped.groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept)
+  assigned = groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept,
+                                                      list_near=near and not drop)
   in_order = (functools.partial(labels.extended_labels, list(decision.labels)) if decision.updates
               else labels.sorted_labels)  # an update's new classes come after the earlier ones
   class_labels = (assigned[LABELS]
@@ -144,5 +176,13 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
                                                         numbering)
   duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())
+  if near:
+    near_groups = ((*near_entries, assigned[NEAR_COPIES])
+                   | 'AllNearCopies' >> beam.Flatten()
+                   | 'SumUpNearCopies' >> beam.CombineGlobally(NearGroups())
+                   | 'NearCopiesFound' >> beam.Map(near_copies_found, AsSingleton(found[NEAR_COPIES]),
+                                                   AsSingleton(distance)))
+  else:
+    near_groups = records.pipeline | 'NoNearCopies' >> beam.Create([None])
   rejected = (*rejected, grouped[REJECTED]) | 'PlanningRejections' >> beam.Flatten()
-  return Planned(plans, class_labels, rejected, duplicates)
+  return Planned(plans, class_labels, rejected, duplicates, near_groups)

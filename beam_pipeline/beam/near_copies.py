@@ -27,6 +27,8 @@ BANDS, SUB_BANDS, NODES, ROUNDS, GROUPS = 'NearBands', 'NearSubBands', 'NearNode
 BAND_TOTALS = 'NearBandTotals'  # every first-level key before the dense ones are split
 COUNTERS = ('uniform_hashes', 'uniform_images', 'dense_keys', 'over_cap_hashes', 'unsettled_edges',
             'capped_groups')
+# The counters that say what the bounds left out of the comparison (beam_pipeline.json's left_out).
+LEFT_OUT = ('uniform_images', 'over_cap_hashes', 'capped_groups', 'unsettled_edges')
 _COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member'
 # Hashes are keyed a batch at a time, so each key's hashes of one batch cross the shuffle as one
 # element (Beam's per-element cost dwarfs a hash's own).

@@ -31,20 +31,42 @@ def bucket_by_content(records: List[CheckedImage], listed: int, records_per_buck
   return splitting.content_buckets(records, digits).items()
 
 
+def near_pair_bucket(pair: Tuple[str, str], listed: int, records_per_bucket: int) -> Tuple[str, Tuple[str, str]]:
+  """A file's (source_sha256, near-copy representative) under the content bucket its records are in."""
+  digits = hash_order.prefix_digits(listed, splitting.CONTENT_BUCKET_DIGITS, records_per_bucket)
+  return pair[0][:digits], pair
+
+
+def perceptual_hashes(records: List[CheckedImage]) -> Iterator[Tuple[str, str]]:
+  """(source_sha256, perceptual hash) of every record that has one, as NearCopies takes them."""
+  for record in records:
+    if record.phash:
+      yield record.source_sha256, record.phash
+
+
 class GroupCopies(beam.DoFn):
   """Finds the identical files of one content bucket; reports and maybe drops copies. A
   manifest's rows that name one image again (``row_name``: a manifest's) are rejected here,
   where the image's records meet.
 
-  Emits the bucket's content groups, all classes together, as one (bucket, groups) element."""
+  Emits the bucket's content groups, all classes together, as one (bucket, groups) element.
+  With ``near``, the bucket's element is a CoGroupByKey's {'records': ..., 'near': (sha256,
+  representative) pairs}, and the groups of near copies go on tagged tags.NEAR_COPIES as
+  (near bucket of their representative, (representative, group)), to meet there."""
 
-  def __init__(self, dedupe: bool, row_name: Optional[repeated_rows.RowName] = None):
+  def __init__(self, dedupe: bool, row_name: Optional[repeated_rows.RowName] = None, near: bool = False):
     self._dedupe = dedupe
     self._row_name = row_name
+    self._near = near
 
-  def process(self, bucket: Tuple[str, Iterable[List[CheckedImage]]]) -> Iterator[Any]:
+  def process(self, bucket: Tuple[str, Any]) -> Iterator[Any]:
     groups = []
-    records = list(itertools.chain.from_iterable(bucket[1]))
+    representatives: Dict[str, str] = {}
+    batches = bucket[1]
+    if self._near:
+      representatives = dict(batches['near'])
+      batches = batches['records']
+    records = list(itertools.chain.from_iterable(batches))
     tags.records_per_key('GroupByContent').update(len(records))
     for copies in splitting.same_content(records):
       if self._row_name and len(copies) > 1:
@@ -66,8 +88,42 @@ class GroupCopies(beam.DoFn):
       progress_counts.counts().rejected(len(dropped))
       for rejection in dropped:
         yield tags.rejected(rejection)
-      groups.append(group)
+      representative = representatives.get(copies[0].source_sha256)
+      if representative is None:
+        groups.append(group)
+      else:
+        near_bucket = splitting.near_bucket(representative[:len(bucket[0])])
+        yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, (near_bucket, (representative, group)))
     yield bucket[0], groups
+
+
+def merge_near_copies(bucket: Tuple[str, Iterable[Tuple[str, ContentGroup]]], drop: bool) -> Iterator[Any]:
+  """One near bucket's groups of near copies, each merged into one content group
+  (splitting.merge_near_copies), as one (bucket, groups) element; under ``drop`` the files
+  dropped, and each group's entry for beam_pipeline.json tagged tags.NEAR_COPIES."""
+  by_representative: Dict[str, List[ContentGroup]] = {}
+  for representative, group in bucket[1]:
+    by_representative.setdefault(representative, []).append(group)
+  merged = []
+  for representative in sorted(by_representative):
+    groups = by_representative[representative]
+    records = [record for group in groups for record in group.records]
+    tags.records_per_key('GroupNearCopies').update(len(records))
+    result = isolation.run(isolation.GROUP, [record.uri for record in records], splitting.merge_near_copies,
+                           groups, drop)
+    if isinstance(result, Rejected):
+      progress_counts.counts().rejected(len(records))
+      for record in records:
+        yield tags.rejected(Rejection.of(record.uri, result))
+      continue
+    group, dropped = result
+    Metrics.counter(tags.NAMESPACE, 'near_copy_groups').inc()
+    if drop:
+      progress_counts.counts().rejected(len(dropped))
+      yield from map(tags.rejected, dropped)
+      yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, splitting.near_group_entry(records, kept=group.records[0]))
+    merged.append(group)
+  yield bucket[0], merged
 
 
 class UniqueSourceIds(beam.PTransform):
@@ -206,30 +262,39 @@ class AssignSplits(beam.PTransform):
   """
 
   def __init__(self, spec: SplitSpec, listed: beam.pvalue.AsSingleton,
-               records_per_bucket: int = hash_order.RECORDS_PER_BUCKET, kept: Optional[beam.PCollection] = None):
+               records_per_bucket: int = hash_order.RECORDS_PER_BUCKET, kept: Optional[beam.PCollection] = None,
+               list_near: bool = False):
     super().__init__()
     self._spec = spec
     self._listed = listed  # how many inputs were listed: the order buckets are as wide as they need
     self._records_per_bucket = records_per_bucket
     self._kept = kept  # an --incremental output's (class, (split, records)) (incremental.KeptCounts)
+    self._list_near = list_near  # near buckets' groups listed with their splits, tagged tags.NEAR_COPIES
 
   def expand(self, buckets):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
     kept = beam.pvalue.AsMultiMap(self._kept) if self._kept is not None else None
     return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsMultiMap(placed),
-                                              self._listed, self._records_per_bucket, kept
+                                              self._listed, self._records_per_bucket, kept, self._list_near
                                               ).with_output_types(Tuple[str, List[CheckedImage]]).with_outputs(
-                                                  tags.LABELS, main='records')
+                                                  tags.LABELS, tags.NEAR_COPIES, main='records')
 
 
 def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
                   placed: Mapping[str, Iterable[hash_order.KeyOffsets]], listed: int,
                   records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
-                  kept: Optional[Mapping[str, Iterable[Tuple[str, int]]]] = None) -> Iterator[Any]:
+                  kept: Optional[Mapping[str, Iterable[Tuple[str, int]]]] = None, list_near: bool = False
+                  ) -> Iterator[Any]:
   """One content bucket's records with their splits, by order bucket (as wide as ``listed``
-  inputs need), then its label texts."""
+  inputs need), then its label texts; with ``list_near``, a near bucket's groups as
+  beam_pipeline.json lists them, tagged tags.NEAR_COPIES."""
   records = list(splitting.assign_splits(bucket[0], bucket[1], spec, _PerKey(placed),
                                          _KeptPerClass(kept) if kept is not None else None))
+  if list_near and splitting.is_near_bucket(bucket[0]):
+    splits = {record.uri: record.split for record in records}
+    for group in bucket[1]:
+      yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, splitting.near_group_entry(
+          group.records, split=splits[group.records[0].uri]))
   digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
   yield from sharding.order_buckets(records, digits).items()
   texts = {record.label for record in records if record.label is not None}
@@ -291,6 +356,40 @@ def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[CheckedImage]]],
   tags.records_per_key('GroupByShard').update(len(records))
   in_chunk = _only(in_use, sharding.numbering_chunk(split, planned_index))
   return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records, numbering)
+
+
+class NearGroups(beam.CombineFn):
+  """Every group of near copies, summed up as beam_pipeline.json lists them: how many groups
+  and images, how many groups have conflicting labels, and the first MAX_LISTED_DUPLICATE_GROUPS
+  entries (splitting.near_group_entry, sorted by their files), never more of them at once."""
+  _LISTED = run_totals.MAX_LISTED_DUPLICATE_GROUPS
+
+  def create_accumulator(self) -> Tuple[int, int, int, List[Dict[str, Any]]]:
+    return 0, 0, 0, []
+
+  def add_input(self, accumulator, entry: Dict[str, Any]):
+    num_groups, num_images, num_conflicts, listed = accumulator
+    listed.append(entry)
+    if len(listed) > 2 * self._LISTED:
+      listed = _first_entries(listed, self._LISTED)
+    return (num_groups + 1, num_images + len(entry['images']), num_conflicts + bool(entry.get('label_conflict')),
+            listed)
+
+  def merge_accumulators(self, accumulators):
+    num_groups, num_images, num_conflicts, listed = self.create_accumulator()
+    for groups, images, conflicts, more in accumulators:
+      num_groups, num_images, num_conflicts = num_groups + groups, num_images + images, num_conflicts + conflicts
+      listed = _first_entries(listed + more, self._LISTED)
+    return num_groups, num_images, num_conflicts, listed
+
+  def extract_output(self, accumulator) -> Dict[str, Any]:
+    num_groups, num_images, num_conflicts, listed = accumulator
+    return {'num_groups': num_groups, 'num_images': num_images, 'num_label_conflicts': num_conflicts,
+            'groups': _first_entries(listed, self._LISTED)}
+
+
+def _first_entries(entries: List[Dict[str, Any]], count: int) -> List[Dict[str, Any]]:
+  return sorted(entries, key=lambda entry: entry['images'])[:count]
 
 
 class DuplicateGroups(beam.CombineFn):

@@ -188,6 +188,8 @@ def validate(options: PipelineOptions) -> Settings:
       max_file_bytes=max(1, int(value['max_file_mb'] * 2**20)),
       splits=splitting.parse_splits(opts.splits),
       dedupe=value['dedupe'],
+      near_copies=value['near_copies'],
+      near_distance=value['near_distance'] or 0,
       image_size=value['image_size'],
       skip_transform=value['skip_transform'],
       read_threads=value['read_threads'],

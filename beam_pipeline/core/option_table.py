@@ -217,6 +217,18 @@ OPTIONS: Tuple[Option, ...] = (
     Option('dedupe', 'labels and splits', Switch(), 'Keep one copy of identical files (the others are listed in the '
            'errors file as duplicate, no error); without it copies are kept, always in one split',
            template='Drop duplicates', record=lambda settings: settings.dedupe),
+    Option('near_copies', 'labels and splits', Choice(values=('group', 'drop', 'off')), 'Near copies (the same '
+           'photo re-saved, downscaled, converted, brightened or cropped by a few percent; their perceptual hashes '
+           'within --near_distance bits): group keeps each group in one split, as identical files are; drop keeps '
+           'the largest image of each group (the others are listed in the errors file as near_duplicate, no error); '
+           'off leaves them to the splits by content hash', default='group', template='Near copies',
+           record=lambda settings: settings.near_copies),
+    Option('near_distance', 'labels and splits', Whole(regex='^([1-9]|1[0-9]|20)$', maximum=20),
+           'How many of the 64 bits of two perceptual hashes may differ for near copies (the README shows what each '
+           'distance finds)', shown_default='10, made smaller for large inputs so that chance groups at most one '
+           'image in a thousand: 8 past 100,000 images, 6 past 3 million', example='8',
+           template='Near-copy distance', record=lambda settings: settings.near_distance,
+           recorded_if=lambda settings: bool(settings.near_distance)),
     Option('multi_label', 'labels and splits', Switch(), 'Multi-label classification: a manifest row may name several '
            'labels (CSV: [set,]uri,label1,label2,...; JSONL: a list as "label" or "labels"); records hold every '
            'class id and text, and splits are stratified by the first', template='Multi-label classification',

@@ -114,6 +114,8 @@ class Settings(NamedTuple):
   overwrite: bool = False  # --overwrite: replace an output converted from another input (earlier_input.py)
   incremental: bool = False  # --incremental: convert what changed since the output's run (incremental_update.py)
   rebuild: bool = False  # --rebuild: an --incremental run that converts everything
+  near_copies: str = 'group'  # --near_copies: group, drop or off
+  near_distance: int = 0  # --near_distance; 0: by the input's size (near_copies.distance_for)
   reject_quality: Tuple[str, ...] = ()  # --reject_quality: data-quality flags (image_quality.flags) that reject
 
   @property

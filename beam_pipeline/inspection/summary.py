@@ -16,7 +16,9 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
   # Copies --dedupe dropped are inputs too (earlier versions counted them as errors).
   # An annotation that could not be used (--annotations) is an error, but no input image.
   bad_annotations = info.errors_by_reason.get(rejections.BAD_ANNOTATION, 0)
-  inputs = info.num_examples + info.num_errors - bad_annotations + info.duplicates.num_removed
+  near = info.near_duplicates
+  inputs = (info.num_examples + info.num_errors - bad_annotations + info.duplicates.num_removed
+            + (near.num_removed if near else 0))
   duplicates = info.duplicates
   summary = {
       'output': output,
@@ -42,6 +44,13 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
       'num_damaged_jpeg': info.num_damaged_jpeg,
       'strict_jpeg': info.options.get('strict_jpeg', False),
   }
+  if near:
+    summary['near_duplicates'] = {'distance': near.distance, 'num_groups': near.num_groups,
+                                  'num_images': near.num_images, 'removed': near.removed,
+                                  'num_removed': near.num_removed,
+                                  **({'num_label_conflicts': near.num_label_conflicts}
+                                     if near.num_label_conflicts else {}),
+                                  **({'left_out': near.left_out} if near.left_out else {})}
   quality = quality_totals(info)
   if quality:
     summary['quality'] = quality
@@ -141,6 +150,18 @@ def details(summary: Mapping[str, Any]) -> List[str]:
     what = 'removed' if duplicates['removed'] else 'kept, each group in one split'
     result.append(f'{counted(duplicates["num_extra_copies"], "duplicate copy", "duplicate copies")} in '
                   f'{counted(duplicates["num_groups"], "group")} ({what}).')
+  near = summary.get('near_duplicates')
+  if near and near['num_groups']:
+    what = (f'the largest of each kept, {near["num_removed"]:,} removed' if near['removed']
+            else 'each group in one split')
+    conflicts = (f', {counted(near["num_label_conflicts"], "group")} with conflicting labels'
+                 if near.get('num_label_conflicts') else '')
+    result.append(f'{counted(near["num_images"], "image")} in {counted(near["num_groups"], "group")} of near copies '
+                  f'(perceptual hashes within {near["distance"]} bits; {what}{conflicts}); inspect '
+                  '--near_duplicates draws them.')
+  if near and near.get('left_out', {}).get('uniform_images'):
+    result.append(f'{counted(near["left_out"]["uniform_images"], "near-uniform image")} (all one colour, or nearly) '
+                  'share a perceptual hash with more than a thousand others and were not grouped as near copies.')
   if summary.get('quality'):
     flags = ', '.join(f'{flag} {count:,}' for flag, count in summary['quality'].items())
     result.append(f'Worth a look, by their data-quality flags: {flags} (stored; inspect lists them by class and split, '

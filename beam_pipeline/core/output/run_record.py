@@ -95,6 +95,23 @@ class Duplicates(_Json):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class NearDuplicates(_Json):
+  """Groups of near copies (their perceptual hashes within ``distance`` bits, core/planning/
+  near_copies.py), each in one split or, ``removed`` (--near_copies=drop), one image kept:
+  counted, and the first of them listed ({'images': uris, 'split' or 'kept', 'label_conflict'})."""
+  distance: int
+  num_groups: int
+  num_images: int
+  removed: bool
+  num_removed: int = 0  # listed in the errors files as near_duplicate, but no errors
+  num_label_conflicts: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  # What the grouping's bounds left out, where any: near-uniform images (one hash shared by more
+  # than SAME_HASH_CAP files), hashes a key could not hold, groups too large, links unsettled.
+  left_out: Optional[Dict[str, int]] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  groups: List[Dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Embedding(_Json):
   """--embedding_model's embeddings: the model, the input it was given, the output's shape and
   the Example keys it is stored under."""
@@ -150,6 +167,8 @@ class RunRecord(_Json):
   # errors files as skipped but no errors; written only when there are any.
   num_skipped: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   duplicates: Duplicates
+  # Near copies, unless --near_copies=off (and in a record from before they were found).
+  near_duplicates: Optional[NearDuplicates] = dataclasses.field(default=None, metadata=_OPTIONAL)
   compression: str
   schema: str
   embedding: Optional[Embedding] = None
@@ -186,10 +205,11 @@ class RunRecord(_Json):
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'RunRecord':
     """The record of parsed JSON, of this version or an earlier one."""
-    embedding, update = data.get('embedding'), data.get('update')
+    embedding, update, near = data.get('embedding'), data.get('update'), data.get('near_duplicates')
     return _typed(cls, data, splits={name: Split.from_dict(split) for name, split in data['splits'].items()},
                   errors_files=data.get('errors_files', [data['errors_file']]),
                   duplicates=_typed(Duplicates, data['duplicates']),
+                  near_duplicates=_typed(NearDuplicates, near) if near else None,
                   embedding=_typed(Embedding, embedding) if embedding else None,
                   update=_typed(Update, update) if update else None)
 

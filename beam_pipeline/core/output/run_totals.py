@@ -10,7 +10,7 @@ from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.messages import ShardReport
-from beam_pipeline.core.output.run_record import Duplicates, Embedding, RunRecord, Shard, Split, Update
+from beam_pipeline.core.output.run_record import Duplicates, Embedding, NearDuplicates, RunRecord, Shard, Split, Update
 from beam_pipeline.core.settings import EmbeddingSpec
 
 
@@ -175,7 +175,8 @@ def _add_counts(into: Dict[str, int], more: Mapping[str, int], sign: int = 1) ->
 def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mapping[str, int],
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None,
-          num_skipped: int = 0, update: Optional[Update] = None) -> RunRecord:
+          num_skipped: int = 0, update: Optional[Update] = None,
+          near_copies: Optional[NearDuplicates] = None) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
   written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
   up the groups of identical files: num_groups, num_extra_copies, num_label_conflicts, and the
@@ -213,12 +214,24 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
                             removed=dedupe, num_removed=num_removed,
                             num_label_conflicts=duplicates.get('num_label_conflicts') or None,
                             groups=duplicates['groups']),
+      near_duplicates=near_copies,
       compression=settings['compression'],
       schema=settings['schema'],
       embedding=embedding,
       options=dict(settings, runner=runner),
       update=update,
   )
+
+
+def near_duplicates(found: Optional[Mapping[str, Any]], mode: str, num_removed: int) -> Optional[NearDuplicates]:
+  """The record's near copies from what planning found (graph.near_copies_found), None if it
+  looked for none (--near_copies=off)."""
+  if found is None:
+    return None
+  return NearDuplicates(distance=found['distance'], num_groups=found['num_groups'], num_images=found['num_images'],
+                        removed=mode == 'drop', num_removed=num_removed,
+                        num_label_conflicts=found['num_label_conflicts'] or None,
+                        left_out=dict(sorted(found['left_out'].items())) or None, groups=found['groups'])
 
 
 class ErrorBudgetExceeded(RuntimeError):

@@ -21,6 +21,7 @@ near copies (a chain through near-uniform frames), are counted, not grouped.
 """
 import functools
 import itertools
+import math
 from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -38,6 +39,9 @@ GROUP_CAP = 1_000
 ROUNDS = 6
 # A label marking a component already known to be over GROUP_CAP; it sorts before every sha256.
 CAPPED = '!'
+# With the distance left to the input's size (distance_for): the share of images that chance
+# alone may put within it of an unrelated image.
+MAX_CHANCE_SHARE = 0.001
 # Up to this many hashes a key is compared all pairs with all in one numpy call; above, split (close_pairs).
 _ALL_PAIRS = 512
 _FEW = 16  # a key of at most this many is compared in plain Python: numpy's calls cost more
@@ -66,6 +70,25 @@ class State(NamedTuple):
   neighbours: Tuple[int, ...]
   sha256: str
   count: int
+
+
+def chance_share(num_images: int, distance: int) -> float:
+  """About what share of ``num_images`` unrelated images chance puts within ``distance`` of one
+  another, if their hashes were random: each meets num_images - 1 others, each within the
+  distance with probability sum(C(64, k), k <= d) / 2^64."""
+  within = sum(math.comb(BITS, k) for k in range(distance + 1)) / 2**BITS
+  return min(1.0, max(0, num_images - 1) * within)
+
+
+def distance_for(num_images: int, largest: int) -> int:
+  """The distance for an input of ``num_images``: ``largest`` (the one measured to find the
+  copies), made smaller two bits at a time (hashes differ in even numbers of bits) while chance
+  would group more than MAX_CHANCE_SHARE of the images; never below 2. Comparing more pairs
+  makes random closeness likelier: 10 holds to about 100,000 images, 8 to a few million."""
+  distance = largest
+  while distance > 2 and chance_share(num_images, distance) > MAX_CHANCE_SHARE:
+    distance -= 2
+  return distance
 
 
 def parse(phash: str) -> int:

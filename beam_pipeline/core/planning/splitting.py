@@ -1,7 +1,9 @@
-"""Split assignment: reproducible, stratified per class, and never across identical photos.
+"""Split assignment: reproducible, stratified per class, and never across identical photos or
+near copies.
 
 Identical files (same content hash) form one group that always lands in one split,
-so a scraped set's copies cannot leak between training and evaluation. Within a
+so a scraped set's copies cannot leak between training and evaluation; near copies
+(core/planning/near_copies.py) join theirs into one group too (merge_near_copies). Within a
 class, groups are ranked by content hash and each takes the split that covers its
 midpoint in the cumulative image count, which holds every class to the requested
 fractions within one group. The rank follows the hash, so a group's split depends
@@ -11,7 +13,7 @@ only moves groups that sit next to a boundary.
 import collections
 import itertools
 import re
-from typing import Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from beam_pipeline.core import isolation, rejections, split_names
 from beam_pipeline.core.planning import hash_order
@@ -88,6 +90,59 @@ def group_duplicates(records: Iterable[CheckedImage], dedupe: bool) -> Tuple[Con
   kept, copies = ordered[0], ordered[1:]
   dropped = [Rejection(r.uri, rejections.DUPLICATE, _duplicate_detail(r, kept)) for r in copies]
   return ContentGroup((kept,)), dropped
+
+
+# A near-copy group is placed in a bucket of its own beside its representative's content bucket:
+# the suffix sorts after every hex digit, so 'ab~' comes right after 'ab' in the hash order, and
+# the bucket's offsets count it apart from 'ab', whose records other workers place.
+NEAR_BUCKET_SUFFIX = '~'
+
+
+def near_bucket(content_bucket: str) -> str:
+  return content_bucket + NEAR_BUCKET_SUFFIX
+
+
+def is_near_bucket(bucket: str) -> bool:
+  return bucket.endswith(NEAR_BUCKET_SUFFIX)
+
+
+def _largest_first(record: CheckedImage) -> Tuple[int, int, str]:
+  return -record.height * record.width, -record.num_bytes, record.uri
+
+
+def merge_near_copies(groups: Iterable[ContentGroup], drop: bool) -> Tuple[ContentGroup, List[Rejection]]:
+  """One group from the content groups of one near-copy group, and what --near_copies=drop drops.
+
+  The records go in content-hash order, so the group ranks by its smallest hash as any group
+  does; a split named for any member applies to all, as in group_duplicates. Under ``drop``
+  the largest image (most pixels stored, then most bytes, then the first uri) is kept and every
+  other file of the group, exact copies too, is rejected as a near duplicate naming it."""
+  records = sorted((record for group in groups for record in group.records),
+                   key=lambda r: (r.source_sha256, r.uri))
+  split = next((r.split for r in sorted(records, key=lambda r: r.uri) if r.split), None)
+  records = [r if r.split == split else r._replace(split=split) for r in records]
+  if not drop:
+    return ContentGroup(tuple(records)), []
+  kept = min(records, key=_largest_first)
+  dropped = [Rejection(r.uri, rejections.NEAR_DUPLICATE,
+                       f'a near copy of {kept.uri}, which is kept (--near_copies=drop keeps the largest image)')
+             for r in sorted(records, key=lambda r: r.uri) if r is not kept]
+  return ContentGroup((kept,)), dropped
+
+
+def near_group_entry(records: Sequence[CheckedImage], split: Optional[str] = None,
+                     kept: Optional[CheckedImage] = None) -> Dict[str, Any]:
+  """How beam_pipeline.json lists one near-copy group of ``records``: its files (sorted uris)
+  and the ``split`` they are in, or under --near_copies=drop the one ``kept``; and whether
+  their labels conflict."""
+  entry: Dict[str, Any] = {'images': sorted(record.uri for record in records)}
+  if kept is not None:
+    entry['kept'] = kept.uri
+  else:
+    entry['split'] = split
+  if labels_conflict(records):
+    entry['label_conflict'] = True
+  return entry
 
 
 def _label_set(record: CheckedImage) -> FrozenSet[str]:
