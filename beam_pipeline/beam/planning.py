@@ -12,6 +12,7 @@ from beam_pipeline.beam import tags
 from beam_pipeline.beam.tags import REJECTED
 from beam_pipeline.core import isolation
 from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.inputs import repeated_rows
 from beam_pipeline.core.output import run_totals
 from beam_pipeline.core.planning import hash_order, sharding, splitting
@@ -38,9 +39,11 @@ def near_pair_bucket(pair: Tuple[str, str], listed: int, records_per_bucket: int
 
 
 def perceptual_hashes(records: List[CheckedImage]) -> Iterator[Tuple[str, str]]:
-  """(source_sha256, perceptual hash) of every record that has one, as NearCopies takes them."""
+  """(source_sha256, perceptual hash) of every record that has one, as NearCopies takes them. A
+  featureless image (flagged low_information: one colour, or nearly) is left out: its hash holds
+  no layout, so an all-black and an all-white frame would agree in it."""
   for record in records:
-    if record.phash:
+    if record.phash and image_quality.LOW_INFORMATION not in record.quality:
       yield record.source_sha256, record.phash
 
 

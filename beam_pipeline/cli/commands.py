@@ -87,16 +87,23 @@ def _main(argv: Optional[List[str]], started: Optional[float]) -> int:
 
 
 def inspect(namespace, info: RunRecord) -> int:
-  """The dataset at a glance, and what --errors, --contact_sheet and --plots ask for."""
+  """The dataset at a glance, and what --errors, --duplicates, --contact_sheet, --near_duplicates and --plots
+  ask for."""
   from beam_pipeline.inspection import overview  # pylint: disable=import-outside-toplevel
   output = namespace.output
   print('\n'.join(overview.glance(info, output)))
   if namespace.errors:
     print('\n'.join(overview.errors(info, output)))
+  if namespace.duplicates:
+    print('\n'.join(overview.duplicates(info)))
   title = f'{output}: {counted(info.num_examples, "example")}, {counted(info.num_classes, "class", "classes")}'
   if namespace.contact_sheet and info.embedding and not info.embedding.images_stored:
     print(f'error: {output} stores embeddings instead of images (--embedding_only): there are no images to draw; '
           'leave out --contact_sheet', file=sys.stderr)
+    return 2
+  if namespace.near_duplicates and info.near_duplicates is None:
+    print(f'error: {output} lists no near copies (converted with --near_copies=off, or by a version before they were '
+          'found): there are none to draw; leave out --near_duplicates', file=sys.stderr)
     return 2
   if namespace.contact_sheet:
     quiet_import.tensorflow()
@@ -104,6 +111,11 @@ def inspect(namespace, info: RunRecord) -> int:
     found = contact_sheet.samples(info, output, namespace.samples)
     contact_sheet.draw(found, title, namespace.samples, contact_sheet.captions(info)).save(namespace.contact_sheet)
     print(f'Contact sheet: {namespace.contact_sheet}')
+  if namespace.near_duplicates:
+    from beam_pipeline.inspection import near_copy_sheet  # pylint: disable=import-outside-toplevel
+    heading = near_copy_sheet.title(output, info.near_duplicates)
+    near_copy_sheet.draw(heading, info.near_duplicates.groups).save(namespace.near_duplicates)
+    print(f'Near copies: {namespace.near_duplicates}')
   if namespace.plots:
     from beam_pipeline.inspection import plots  # pylint: disable=import-outside-toplevel
     plots.draw(info, namespace.plots, title)

@@ -11,10 +11,10 @@ import collections
 import io
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from beam_pipeline.core import schemas, uris
+from beam_pipeline.core.console import quiet_import
 from beam_pipeline.core.console.quantities import counted
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.settings import COMPRESSIONS
@@ -61,6 +61,7 @@ def _class_id(label: Any, multi_label: bool) -> int:
 
 def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Sample]]:
   """Up to ``per_class`` samples for each of the first MAX_CLASSES classes."""
+  tf = quiet_import.tensorflow()  # here, not at the top: the near-copy sheet draws with this module without it
   keys = schemas.keys(info.schema)
   annotated = bool(info.options.get('annotations'))
   wanted: Dict[str, List[Sample]] = {label: [] for label in info.labels[:MAX_CLASSES] or [UNLABELED]}
@@ -119,16 +120,16 @@ def draw(samples_: Mapping[str, List[Sample]], title: str, per_class: int, capti
   pen.text((8, 10), title, fill=INK, font=font)
   for index, (label, found) in enumerate(samples_.items()):
     top = 40 + index * row
-    pen.text((8, top + CELL // 2 - 16), _short(label), fill=INK, font=font)
+    pen.text((8, top + CELL // 2 - 16), short(label), fill=INK, font=font)
     pen.text((8, top + CELL // 2 + 4), captions_.get(label, ''), fill=MUTED, font=small)
     for column, sample in enumerate(found):
       left = LABEL_WIDTH + column * (CELL + 6)
-      sheet.paste(_thumbnail(sample, tiny), (left, top))
+      sheet.paste(thumbnail(sample, tiny), (left, top))
       pen.text((left + 2, top + CELL + 2), sample.split, fill=MUTED, font=small)
   return sheet
 
 
-def _boxes(record: Mapping[str, tf.Tensor], keys: Mapping[str, str]) -> List[Box]:
+def _boxes(record: Mapping[str, Any], keys: Mapping[str, str]) -> List[Box]:
   sides = [record[keys[field]].values.numpy().tolist() for field in _BOX_FIELDS]
   labels = record[keys[schemas.OBJECT_LABEL]].values.numpy().tolist()
   texts = [text.decode('utf-8', 'replace') for text in record[keys[schemas.OBJECT_TEXT]].values.numpy().tolist()]
@@ -148,7 +149,8 @@ def _row(labels: List[str], class_id: int, boxes: List[Box], wanted: Mapping[str
   return next((label for label in candidates if label in wanted and len(wanted[label]) < per_class), None)
 
 
-def _thumbnail(sample: Sample, font: ImageFont.ImageFont) -> Image.Image:
+def thumbnail(sample: Sample, font: ImageFont.ImageFont) -> Image.Image:
+  """A CELL-sided square of ``sample``'s image, its boxes drawn; a '?' where it does not decode."""
   cell = Image.new('RGB', (CELL, CELL), (235, 235, 235))
   try:
     with Image.open(io.BytesIO(sample.image)) as image:
@@ -189,12 +191,13 @@ def _draw_boxes(pen: ImageDraw.ImageDraw, boxes: List[Box], offset: Tuple[int, i
     pen.rectangle([left, top, right, bottom], outline=colour(box.label), width=OUTLINE)
     placed.append((box, left, top))
   for box, left, top in placed:
-    x0, y0, x1, y1 = pen.textbbox((0, 0), _short(box.text, 12), font=font)
+    x0, y0, x1, y1 = pen.textbbox((0, 0), short(box.text, 12), font=font)
     height = y1 - y0 + 2
     y = top - height if top - height >= 0 else top + OUTLINE
     pen.rectangle([left, y, left + x1 - x0 + 3, y + height - 1], fill=colour(box.label))
-    pen.text((left + 2 - x0, y + 1 - y0), _short(box.text, 12), fill=BACKGROUND, font=font)
+    pen.text((left + 2 - x0, y + 1 - y0), short(box.text, 12), fill=BACKGROUND, font=font)
 
 
-def _short(text: str, limit: int = 20) -> str:
+def short(text: str, limit: int = 20) -> str:
+  """``text`` cut to ``limit`` characters, an ellipsis marking the cut, so that it fits its cell."""
   return text if len(text) <= limit else text[:limit - 1] + '…'

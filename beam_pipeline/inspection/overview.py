@@ -1,7 +1,7 @@
-"""``inspect``'s text: a completed output at a glance, and its rejected files by reason."""
+"""``inspect``'s text: a completed output at a glance, its rejected files by reason, and its groups of copies."""
 import collections
 import json
-from typing import Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 from beam_pipeline.core import uris
 from beam_pipeline.core.output.run_record import RunRecord
@@ -75,6 +75,48 @@ def errors(info: RunRecord, output: str) -> List[str]:
     if count > EXAMPLES_PER_REASON:
       lines.append(f'  ... and {count - EXAMPLES_PER_REASON:,} more')
   return lines
+
+
+def duplicates(info: RunRecord) -> List[str]:
+  """The groups of exact and of near copies as the record lists them (the first
+  MAX_LISTED_DUPLICATE_GROUPS of each), each file with where it went, and how many are not listed."""
+  exact = info.duplicates
+  what = '--dedupe kept the first of each by uri, removed the rest' if exact.removed else 'each group in one split'
+  lines = [f'Exact copies: {counted(exact.num_groups, "group")}, '
+           f'{counted(exact.num_extra_copies, "extra copy", "extra copies")} ({what}).' if exact.num_groups
+           else 'Exact copies: none.']
+  for number, group in enumerate(exact.groups, 1):
+    lines.append(f'  group {number}')
+    lines += [f'    {uri}' + (('  kept' if index == 0 else '  removed') if exact.removed else '')
+              for index, uri in enumerate(group)]
+  lines += _unlisted(exact.num_groups, len(exact.groups))
+  near = info.near_duplicates
+  if near is None:
+    return lines + ['Near copies: not looked for (--near_copies=off, or an output written before they were).']
+  what = 'the largest of each kept, the rest removed' if near.removed else 'each group in one split'
+  if not near.num_groups:
+    return lines + [f'Near copies (perceptual hashes within {near.distance} bits): none.']
+  lines.append(f'Near copies (perceptual hashes within {near.distance} bits): {counted(near.num_groups, "group")} of '
+               f'{counted(near.num_images, "image")} ({what}).')
+  for number, group in enumerate(near.groups, 1):
+    about = ', '.join(filter(None, (group.get('split'), 'labels conflict' if group.get('label_conflict') else '')))
+    lines.append(f'  group {number}' + (f': {about}' if about else ''))
+    lines += [f'    {uri}' + (f'  {near_copy_status(uri, group)}' if near.removed else '') for uri in group['images']]
+  return lines + _unlisted(near.num_groups, len(near.groups))
+
+
+def near_copy_status(uri: str, group: Mapping[str, Any]) -> str:
+  """Where a file of a listed near-copy group went: the group's split, or under --near_copies=drop
+  kept or removed."""
+  if 'kept' in group:
+    return 'kept' if uri == group['kept'] else 'removed'
+  return group.get('split') or ''
+
+
+def _unlisted(total: int, listed: int) -> List[str]:
+  if total <= listed:
+    return []
+  return [f'  ... and {total - listed:,} more groups, not listed (beam_pipeline.json lists the first {listed:,})']
 
 
 def _class_table(labels: List[str], splits: Mapping[str, Tuple[Mapping[str, int], int]], what: str) -> List[str]:
