@@ -5,6 +5,7 @@ import random
 import hypothesis
 import hypothesis.strategies as st
 import numpy as np
+import pytest
 
 from beam_pipeline.core.planning import near_copies
 
@@ -236,3 +237,12 @@ def test_a_dense_input_over_the_cap_reports_the_hashes_it_did_not_hold():
   assert set(representative.values()) == {min(sha(i) for i in range(600))}
   representative, counts = near_groups(pairs, key_cap=100, group_cap=50)
   assert counts['capped_groups'] >= 1 and representative == {}
+
+
+@pytest.mark.parametrize('images, distance', [(20_000, 10), (100_000, 10), (1_000_000, 8), (3_000_000, 8),
+                                              (100_000_000, 6)])
+def test_the_distance_shrinks_as_the_input_grows_so_chance_groups_at_most_one_image_in_a_thousand(images, distance):
+  assert near_copies.distance_for(images, 10) == distance
+  assert near_copies.chance_share(images, distance) <= near_copies.MAX_CHANCE_SHARE
+  if distance < 10:
+    assert near_copies.chance_share(images, distance + 2) > near_copies.MAX_CHANCE_SHARE

@@ -15,8 +15,9 @@ from helpers.values import image_record
 SPEC = splitting.parse_splits('train=0.8,validation=0.1,test=0.1')
 
 
-def _record(name, label, content=None, split=None):
-  return image_record(f'gs://b/{label}/{name}', label, split, hashlib.sha256((content or name).encode()).hexdigest())
+def _record(name, label, content=None, split=None, **fields):
+  return image_record(f'gs://b/{label}/{name}', label, split, hashlib.sha256((content or name).encode()).hexdigest(),
+                      **fields)
 
 
 def assign(groups, buckets=None):
@@ -125,3 +126,61 @@ def test_copies_always_meet_in_one_content_bucket():
     copies = list(splitting.same_content(batch))
     assert all(len({r.source_sha256 for r in group}) == 1 for group in copies)
     assert sum(map(len, copies)) == len(batch) and all(len(group) == 3 for group in copies)
+
+
+def _near_buckets(groups, near):
+  """The pipeline's buckets: each group under its content bucket, or, for a near-copy group (a
+  list of content groups), merged under the near bucket of its smallest hash."""
+  buckets = {}
+  for group in groups:
+    buckets.setdefault(group.records[0].source_sha256[:splitting.CONTENT_BUCKET_DIGITS], []).append(group)
+  for members in near:
+    merged, _ = splitting.merge_near_copies(members, drop=False)
+    key = splitting.near_bucket(merged.records[0].source_sha256[:splitting.CONTENT_BUCKET_DIGITS])
+    buckets.setdefault(key, []).append(merged)
+  return buckets
+
+
+def test_a_near_bucket_sorts_right_after_its_content_bucket():
+  assert sorted(['ab', 'ac', splitting.near_bucket('ab'), 'aa']) == ['aa', 'ab', 'ab~', 'ac']
+  assert splitting.is_near_bucket(splitting.near_bucket('ab')) and not splitting.is_near_bucket('ab')
+
+
+def test_near_copy_groups_land_whole_in_one_split_and_classes_keep_their_fractions():
+  rng = random.Random(5)
+  labels = ['cat', 'dog', 'emu']
+  single = [ContentGroup((_record(f'{i}.jpg', rng.choice(labels)),)) for i in range(3000)]
+  near = [[ContentGroup((_record(f'n{i}-{k}.jpg', rng.choice(labels) if k else labels[i % 3]),))
+           for k in range(rng.choice([2, 3]))] for i in range(400)]
+  records = assign(None, buckets=_near_buckets(single, near))
+  split = {r.uri: r.split for r in records}
+  assert len(split) == 3000 + sum(map(len, near))
+  for members in near:
+    assert len({split[g.records[0].uri] for g in members}) == 1
+  for label in labels:  # a near group counts in its first record's class, its smallest hash's
+    shares = collections.Counter(r.split for r in records if r.label == label)
+    assert abs(shares['validation'] / sum(shares.values()) - 0.1) < 0.02
+
+
+def test_a_merged_group_ranks_by_its_smallest_hash_and_a_given_split_wins():
+  members = [ContentGroup((_record('b.jpg', 'cat'),)), ContentGroup((_record('a.jpg', 'dog', split='test'),)),
+             ContentGroup((_record('c.jpg', 'cat', content='x'), _record('d.jpg', 'cat', content='x')))]
+  merged, dropped = splitting.merge_near_copies(members, drop=False)
+  assert [r.source_sha256 for r in merged.records] == sorted(r.source_sha256 for g in members for r in g.records)
+  assert {r.split for r in merged.records} == {'test'} and not dropped
+  entry = splitting.near_group_entry(merged.records, split='test')
+  assert entry == {'images': ['gs://b/cat/b.jpg', 'gs://b/cat/c.jpg', 'gs://b/cat/d.jpg', 'gs://b/dog/a.jpg'],
+                   'split': 'test', 'label_conflict': True}
+
+
+def test_drop_keeps_the_largest_image_then_the_largest_file_then_the_first_uri():
+  small = _record('small.jpg', 'cat', height=10, width=10, num_bytes=900)
+  large = _record('large.jpg', 'cat', height=20, width=20, num_bytes=100)
+  twin = _record('twin.jpg', 'cat', height=20, width=20, num_bytes=100)
+  merged, dropped = splitting.merge_near_copies([ContentGroup((r,)) for r in (small, twin, large)], drop=True)
+  assert [r.uri for r in merged.records] == ['gs://b/cat/large.jpg']
+  assert [(d.uri, d.reason) for d in dropped] == [('gs://b/cat/small.jpg', 'near_duplicate'),
+                                                  ('gs://b/cat/twin.jpg', 'near_duplicate')]
+  assert all('gs://b/cat/large.jpg' in d.detail for d in dropped)
+  assert splitting.near_group_entry([small, twin, large], kept=large) == {
+      'images': ['gs://b/cat/large.jpg', 'gs://b/cat/small.jpg', 'gs://b/cat/twin.jpg'], 'kept': 'gs://b/cat/large.jpg'}
