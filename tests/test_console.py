@@ -208,8 +208,15 @@ def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):
     shards = len(split['shards'])
     assert f'{split["num_examples"]} examples in {shards} shard{"s" if shards > 1 else ""} (' in line
     assert ', '.join(f'{label} {count}' for label, count in split['classes'].items()) in line
-  assert text[-2:] == [f'Rejected 1 input: empty 1; see {tmp_path}/text/errors-00000-of-00001.jsonl',
-                       '1 duplicate copy in 1 group (kept, each group in one split).']
+  near = printed['near_duplicates']
+  assert {key: near[key] for key in ('distance', 'num_groups', 'num_images', 'removed')} == {
+      key: info['near_duplicates'][key] for key in ('distance', 'num_groups', 'num_images', 'removed')}
+  ending = [f'Rejected 1 input: empty 1; see {tmp_path}/text/errors-00000-of-00001.jsonl',
+            '1 duplicate copy in 1 group (kept, each group in one split).']
+  if near['num_groups']:
+    ending.append(f'{near["num_images"]} images in {near["num_groups"]} group{"s" if near["num_groups"] > 1 else ""} '
+                  f'of near copies (perceptual hashes within 10 bits; each group in one split')
+  assert [line[:len(expected)] for line, expected in zip(text[-len(ending):], ending)] == ending
 
 
 def test_verbose_lets_beams_info_lines_through(tmp_path):

@@ -50,6 +50,8 @@ SAMPLES = {
     'max_side': (['512', '1'], ['0', '-1', '51.2', 'big']),
     'min_side': (['1', '32'], ['0', '-1', '3.5', 'small']),
     'strict_jpeg': (['true', 'false'], ['strict']),
+    'near_copies': (['group', 'drop', 'off'], ['', 'near', 'Group', 'group,drop']),
+    'near_distance': (['1', '8', '20'], ['', '0', '21', '8.5', '-1']),
     'reject_quality': (['dark', 'dark,blurry', 'grayscale_as_rgb,low_information'], ['', 'dim', 'dark,', 'dark blurry']),
     'embedding_model': (['gs://b/models/efficientnet_b0.keras', 'gs://b/models/saved'], ['/local/model.keras', '']),
     'embedding_image_size': (['224', '32'], ['0', '22.5', 'big']),

@@ -297,7 +297,7 @@ def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
     splits = {record.uri: record.split for record in records}
     for group in bucket[1]:
       yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, splitting.near_group_entry(
-          group.records, split=splits[group.records[0].uri]))
+          group.records, split=', '.join(sorted({splits[record.uri] for record in group.records}))))
   digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
   yield from sharding.order_buckets(records, digits).items()
   texts = {record.label for record in records if record.label is not None}

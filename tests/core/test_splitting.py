@@ -162,15 +162,22 @@ def test_near_copy_groups_land_whole_in_one_split_and_classes_keep_their_fractio
     assert abs(shares['validation'] / sum(shares.values()) - 0.1) < 0.02
 
 
-def test_a_merged_group_ranks_by_its_smallest_hash_and_a_given_split_wins():
+def test_a_merged_group_ranks_by_its_smallest_hash_and_keeps_the_splits_given():
   members = [ContentGroup((_record('b.jpg', 'cat'),)), ContentGroup((_record('a.jpg', 'dog', split='test'),)),
              ContentGroup((_record('c.jpg', 'cat', content='x'), _record('d.jpg', 'cat', content='x')))]
   merged, dropped = splitting.merge_near_copies(members, drop=False)
   assert [r.source_sha256 for r in merged.records] == sorted(r.source_sha256 for g in members for r in g.records)
-  assert {r.split for r in merged.records} == {'test'} and not dropped
+  assert {r.uri: r.split for r in merged.records} == {'gs://b/cat/b.jpg': 'test', 'gs://b/dog/a.jpg': 'test',
+                                                    'gs://b/cat/c.jpg': 'test', 'gs://b/cat/d.jpg': 'test'}
+  assert not dropped
   entry = splitting.near_group_entry(merged.records, split='test')
   assert entry == {'images': ['gs://b/cat/b.jpg', 'gs://b/cat/c.jpg', 'gs://b/cat/d.jpg', 'gs://b/dog/a.jpg'],
                    'split': 'test', 'label_conflict': True}
+  given = [ContentGroup((_record('a.jpg', 'cat', split='train'),)), *members]
+  merged, _ = splitting.merge_near_copies(given, drop=False)  # a given split is never moved
+  assert {r.uri: r.split for r in merged.records} == {'gs://b/cat/a.jpg': 'train', 'gs://b/cat/b.jpg': 'train',
+                                                    'gs://b/cat/c.jpg': 'train', 'gs://b/cat/d.jpg': 'train',
+                                                    'gs://b/dog/a.jpg': 'test'}
 
 
 def test_drop_keeps_the_largest_image_then_the_largest_file_then_the_first_uri():

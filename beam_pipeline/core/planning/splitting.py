@@ -114,13 +114,15 @@ def merge_near_copies(groups: Iterable[ContentGroup], drop: bool) -> Tuple[Conte
   """One group from the content groups of one near-copy group, and what --near_copies=drop drops.
 
   The records go in content-hash order, so the group ranks by its smallest hash as any group
-  does; a split named for any member applies to all, as in group_duplicates. Under ``drop``
-  the largest image (most pixels stored, then most bytes, then the first uri) is kept and every
+  does. A split named for a member (manifest column, split folder) stays its own: near copies
+  are found by likeness, which may be wrong, so they never move an image out of the split it
+  was given; the members without one take the first given split (by uri). Under ``drop`` the
+  largest image (most pixels stored, then most bytes, then the first uri) is kept and every
   other file of the group, exact copies too, is rejected as a near duplicate naming it."""
   records = sorted((record for group in groups for record in group.records),
                    key=lambda r: (r.source_sha256, r.uri))
-  split = next((r.split for r in sorted(records, key=lambda r: r.uri) if r.split), None)
-  records = [r if r.split == split else r._replace(split=split) for r in records]
+  given = next((r.split for r in sorted(records, key=lambda r: r.uri) if r.split), None)
+  records = [r if r.split or not given else r._replace(split=given) for r in records]
   if not drop:
     return ContentGroup(tuple(records)), []
   kept = min(records, key=_largest_first)
@@ -133,8 +135,9 @@ def merge_near_copies(groups: Iterable[ContentGroup], drop: bool) -> Tuple[Conte
 def near_group_entry(records: Sequence[CheckedImage], split: Optional[str] = None,
                      kept: Optional[CheckedImage] = None) -> Dict[str, Any]:
   """How beam_pipeline.json lists one near-copy group of ``records``: its files (sorted uris)
-  and the ``split`` they are in, or under --near_copies=drop the one ``kept``; and whether
-  their labels conflict."""
+  and the ``split`` they are in (comma-separated where a manifest or folders gave its files
+  different ones), or under --near_copies=drop the one ``kept``; and whether their labels
+  conflict."""
   entry: Dict[str, Any] = {'images': sorted(record.uri for record in records)}
   if kept is not None:
     entry['kept'] = kept.uri
