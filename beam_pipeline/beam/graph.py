@@ -3,14 +3,14 @@ import functools
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.pvalue import AsList, AsSingleton
+from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
 
-from beam_pipeline.beam import coders, incremental, output_dir
+from beam_pipeline.beam import coders, incremental, local_runner, output_dir
 from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
-from beam_pipeline.beam.near_copies import LEFT_OUT, NearCopies
+from beam_pipeline.beam.near_copies import LEFT_OUT, NearCopies, NearCopiesOnOneMachine
 from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, NearGroups, PlanShards,
                                          UniqueSourceIds, bucket_by_content, merge_near_copies, near_pair_bucket,
                                          perceptual_hashes)
@@ -65,7 +65,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   if changes:  # a new copy of a picture the dataset holds goes to its split
     placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe)
     records, earlier_rejections = placed['records'], [placed[REJECTED], changes.carried]
-  planned = plan(records, num_listed, settings, records_per_bucket, decision, changes)
+  planned = plan(records, num_listed, settings, records_per_bucket, decision, changes,
+                 one_machine=runner.lower() in local_runner.DIRECT_RUNNERS)
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its
   # vocabulary is labels.txt) beside them.
@@ -115,7 +116,7 @@ def near_copies_found(groups: Dict[str, Any], summary: Dict[str, Any], distance:
 def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
          records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
          decision: incremental_update.Decision = incremental_update.Decision(),
-         changes: Optional[incremental.Changes] = None) -> Planned:
+         changes: Optional[incremental.Changes] = None, one_machine: bool = False) -> Planned:
   """From lists of validated records to the plan of every shard, on metadata only.
 
   Planning's buckets are as wide as the ``num_listed`` inputs need (one element: how
@@ -123,6 +124,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   records (hash_order.prefix_digits); the plans do not depend on the width. An --incremental
   run's new records (``changes`` of the dataset of ``decision``) keep each class's splits in
   their fractions, count after the earlier shards and add their classes after the earlier ones.
+  With ``one_machine`` (the DirectRunner's), near copies are found in memory, in one step.
   """
   listed = AsSingleton(num_listed)
   # A manifest names each image once and gives each an image/source_id of its own: rows that
@@ -143,15 +145,20 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   if near:
     distance = (records.pipeline | 'NearDistance' >> beam.Create([settings.near_distance]) if settings.near_distance
                 else num_listed | 'NearDistance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE))
-    found = (records
-             | 'PerceptualHashes' >> beam.FlatMap(perceptual_hashes)
-             | 'FindNearCopies' >> NearCopies(AsSingleton(distance)))
-    pairs = found['pairs'] | 'BucketNearCopies' >> beam.Map(near_pair_bucket, listed, records_per_bucket)
-    bucketed = {'records': bucketed, 'near': pairs} | 'GroupByContent' >> beam.CoGroupByKey()
+    hashes = records | 'PerceptualHashes' >> beam.Map(perceptual_hashes)  # a list per batch
+    if one_machine:
+      found = hashes | 'FindNearCopies' >> NearCopiesOnOneMachine(AsSingleton(distance))
+    else:
+      found = hashes | 'EachHash' >> beam.FlatMap(list) | 'FindNearCopies' >> NearCopies(AsSingleton(distance))
+    # Each content bucket looks up its files' groups key by key: the records keep their GroupByKey.
+    near_pairs = [AsMultiMap(found['pairs']
+                             | 'BucketNearCopies' >> beam.Map(near_pair_bucket, listed, records_per_bucket))]
   else:
-    bucketed = bucketed | 'GroupByContent' >> beam.GroupByKey()
-  grouped = bucketed | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name, near)).with_output_types(
-      Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, NEAR_COPIES, main='groups')
+    near_pairs = []
+  grouped = (bucketed
+             | 'GroupByContent' >> beam.GroupByKey()
+             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name), *near_pairs).with_output_types(
+                 Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, NEAR_COPIES, main='groups'))
   groups, near_entries = grouped.groups, []
   if near:
     merged = (grouped[NEAR_COPIES]

@@ -14,6 +14,7 @@ data by a shuffle in which no key, list or element grows with the input:
 * a group's members meet in a combiner that stops holding them past GROUP_CAP;
 * the summary is a CombineGlobally that lists the first groups only.
 """
+import itertools
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
@@ -96,6 +97,26 @@ class NearCopies(beam.PTransform):
                | 'AllCounts' >> beam.Flatten()
                | 'Summary' >> beam.CombineGlobally(NearCopySummary()))
     return {'pairs': out, tags.NEAR_COPIES: summary}
+
+
+class NearCopiesOnOneMachine(beam.PTransform):
+  """NearCopies's output for a runner that holds every element in one process (the
+  DirectRunner), from lists of (source_sha256, phash) pairs: gathered into one list and grouped
+  in memory (near_copies.groups_on_one_machine), in two steps instead of NearCopies's
+  twenty-odd shuffles, each a fixed cost there, and a list at a time, as Beam's cost per
+  element exceeds a pair's own. The summary holds the same counters, without a listing."""
+
+  def __init__(self, distance: Any):
+    super().__init__()
+    self._distance = distance  # an int, or a side input of one
+
+  def expand(self, pairs):
+    found = (pairs
+             | 'AllHashes' >> beam.combiners.ToList()
+             | 'Group' >> beam.Map(lambda lists, distance: near_copies.groups_on_one_machine(
+                 itertools.chain.from_iterable(lists), distance), self._distance))
+    return {'pairs': found | 'Pairs' >> beam.FlatMap(lambda grouped: grouped[0]),
+            tags.NEAR_COPIES: found | 'Counts' >> beam.Map(lambda grouped: grouped[1])}
 
 
 class Bounded(beam.CombineFn):

@@ -38,13 +38,12 @@ def near_pair_bucket(pair: Tuple[str, str], listed: int, records_per_bucket: int
   return pair[0][:digits], pair
 
 
-def perceptual_hashes(records: List[CheckedImage]) -> Iterator[Tuple[str, str]]:
-  """(source_sha256, perceptual hash) of every record that has one, as NearCopies takes them. A
+def perceptual_hashes(records: List[CheckedImage]) -> List[Tuple[str, str]]:
+  """(source_sha256, perceptual hash) of a batch's records, as NearCopies takes them. A
   featureless image (flagged low_information: one colour, or nearly) is left out: its hash holds
   no layout, so an all-black and an all-white frame would agree in it."""
-  for record in records:
-    if record.phash and image_quality.LOW_INFORMATION not in record.quality:
-      yield record.source_sha256, record.phash
+  return [(record.source_sha256, record.phash) for record in records
+          if record.phash and image_quality.LOW_INFORMATION not in record.quality]
 
 
 class GroupCopies(beam.DoFn):
@@ -53,23 +52,19 @@ class GroupCopies(beam.DoFn):
   where the image's records meet.
 
   Emits the bucket's content groups, all classes together, as one (bucket, groups) element.
-  With ``near``, the bucket's element is a CoGroupByKey's {'records': ..., 'near': (sha256,
-  representative) pairs}, and the groups of near copies go on tagged tags.NEAR_COPIES as
-  (near bucket of their representative, (representative, group)), to meet there."""
+  Given ``near`` (a multimap side input of content bucket to (sha256, representative) pairs),
+  the groups of near copies go on tagged tags.NEAR_COPIES as (near bucket of their
+  representative, (representative, group)), to meet there."""
 
-  def __init__(self, dedupe: bool, row_name: Optional[repeated_rows.RowName] = None, near: bool = False):
+  def __init__(self, dedupe: bool, row_name: Optional[repeated_rows.RowName] = None):
     self._dedupe = dedupe
     self._row_name = row_name
-    self._near = near
 
-  def process(self, bucket: Tuple[str, Any]) -> Iterator[Any]:
+  def process(self, bucket: Tuple[str, Iterable[List[CheckedImage]]],
+              near: Optional[Mapping[str, Iterable[Tuple[str, str]]]] = None) -> Iterator[Any]:
     groups = []
-    representatives: Dict[str, str] = {}
-    batches = bucket[1]
-    if self._near:
-      representatives = dict(batches['near'])
-      batches = batches['records']
-    records = list(itertools.chain.from_iterable(batches))
+    representatives = dict(near[bucket[0]]) if near is not None else {}
+    records = list(itertools.chain.from_iterable(bucket[1]))
     tags.records_per_key('GroupByContent').update(len(records))
     for copies in splitting.same_content(records):
       if self._row_name and len(copies) > 1:

@@ -246,3 +246,27 @@ def test_the_distance_shrinks_as_the_input_grows_so_chance_groups_at_most_one_im
   assert near_copies.chance_share(images, distance) <= near_copies.MAX_CHANCE_SHARE
   if distance < 10:
     assert near_copies.chance_share(images, distance + 2) > near_copies.MAX_CHANCE_SHARE
+
+
+def test_on_one_machine_the_groups_are_those_every_pair_compared_gives():
+  """What the DirectRunner runs: 2,000 random hashes, one in ten with a near copy, a group of
+  three, two files of one hash, a file listed twice, and a hash of six files over a same-hash
+  cap of 5 (counted, not grouped); a cluster over the group cap is counted, not grouped."""
+  rng = random.Random(8)
+  values = [rng.getrandbits(64) for _ in range(2000)]
+  values += [flip(values[i], rng.sample(range(64), rng.randint(1, 10))) for i in range(0, 2000, 10)]
+  values += [flip(values[1], range(0, 60, 6)), flip(values[1], range(1, 61, 6))]
+  files = [(sha(i), f'{value:016x}') for i, value in enumerate(values)]
+  files += [(sha('same'), files[7][1]), (sha(3), files[3][1])]
+  files += [(sha(f'black{i}'), '0000000000000000') for i in range(6)]
+  base = rng.getrandbits(64)
+  files += [(sha(f'cluster{i}'), f'{flip(base, [i % 64, (i * 7 + 1) % 64]):016x}') for i in range(40)]
+  pairs, counts = near_copies.groups_on_one_machine(files, 10, same_hash_cap=5, group_cap=30)
+  black = {sha(f'black{i}') for i in range(6)}
+  expected = brute_force([file for file in files if file[0] not in black], 10)
+  clustered = {name for name in expected if expected[name] in {expected[sha(f'cluster{i}')] for i in range(40)}}
+  assert len(clustered) > 30
+  expected = {name: rep for name, rep in expected.items() if name not in clustered}
+  assert dict(pairs) == expected and len(pairs) == len(expected) > 400
+  assert counts == {'groups': len(set(expected.values())), 'images_in_groups': len(expected), 'uniform_hashes': 1,
+                    'uniform_images': 6, 'capped_groups': 1}

@@ -19,10 +19,11 @@ stars: every node takes the smallest label of itself and its neighbours, so a gr
 its smallest sha256. What is still unsettled after the rounds, and components too large to be
 near copies (a chain through near-uniform frames), are counted, not grouped.
 """
+import collections
 import functools
 import itertools
 import math
-from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -89,6 +90,48 @@ def distance_for(num_images: int, largest: int) -> int:
   while distance > 2 and chance_share(num_images, distance) > MAX_CHANCE_SHARE:
     distance -= 2
   return distance
+
+
+def groups_on_one_machine(files: Iterable[Tuple[str, str]], distance: int, same_hash_cap: int = SAME_HASH_CAP,
+                          group_cap: int = GROUP_CAP) -> Tuple[List[Tuple[str, str]], Dict[str, int]]:
+  """The groups NearCopies finds, from every file's (sha256, perceptual hash) at once: for a
+  runner that holds every element in one process's memory anyway (the DirectRunner), where
+  NearCopies's twenty-odd shuffles would cost more than the comparison. The same caps hold: a
+  hash shared by more than ``same_hash_cap`` files is near-uniform, a component of more than
+  ``group_cap`` hashes a chain. Returns (sha256, representative: the group's smallest sha256)
+  for every file of a group of two or more, and the counts NearCopySummary keeps."""
+  hash_of: Dict[str, str] = {}
+  for sha, phash in files:
+    hash_of[sha] = min(phash, hash_of.get(sha, phash))
+  files_of: Dict[str, List[str]] = collections.defaultdict(list)
+  for sha, phash in hash_of.items():
+    files_of[phash].append(sha)
+  counts: Dict[str, int] = collections.Counter()
+  nodes = []
+  for phash, shas in sorted(files_of.items()):
+    if len(shas) > same_hash_cap:
+      counts['uniform_hashes'] += 1
+      counts['uniform_images'] += len(shas)
+    else:
+      nodes.append((parse(phash), sorted(shas)))
+  found = list(close_pairs(as_uint64([phash for phash, _ in nodes]), distance)) if nodes else []
+  i = np.concatenate([pair[0] for pair in found]) if found else np.zeros(0, np.int64)
+  j = np.concatenate([pair[1] for pair in found]) if found else np.zeros(0, np.int64)
+  members: Dict[int, List[int]] = collections.defaultdict(list)
+  for index, root in enumerate(components(len(nodes), i, j).tolist()):
+    members[root].append(index)
+  pairs = []
+  for indexes in members.values():
+    if len(indexes) > group_cap:
+      counts['capped_groups'] += 1
+      continue
+    shas = sorted(sha for index in indexes for sha in nodes[index][1])
+    if len(shas) < 2:
+      continue
+    counts['groups'] += 1
+    counts['images_in_groups'] += len(shas)
+    pairs.extend((sha, shas[0]) for sha in shas)
+  return pairs, dict(counts)
 
 
 def parse(phash: str) -> int:
