@@ -93,8 +93,12 @@ def parser() -> argparse.ArgumentParser:
                        'label and split, into this PNG.')
   inspect.add_argument('--plots', metavar='PATH.png', help='Plot the class balance per split and the '
                        'image sizes into this PNG.')
+  inspect.add_argument('--quality_sheet', metavar='PATH.png', help='Draw example images of every data-quality '
+                       'flag the run counted, a row each, with file name, class and split, into this PNG. They are '
+                       'found by measuring the stored images again, in shard order, in the first 20,000 records.')
   inspect.add_argument('--samples', type=_positive_whole_number, default=8,
-                       help='Images per class on the contact sheet. Default: %(default)s')
+                       help='Images per class on the contact sheet, and per flag on the quality sheet. '
+                       'Default: %(default)s')
   inspect.add_argument('--near_duplicates', metavar='PATH.png', help='Draw the first 20 groups of near copies '
                        'side by side, a row each, with each file\'s name and split (kept or removed under '
                        '--near_copies=drop), into this PNG. The files are read where the conversion found them.')

@@ -87,8 +87,8 @@ def _main(argv: Optional[List[str]], started: Optional[float]) -> int:
 
 
 def inspect(namespace, info: RunRecord) -> int:
-  """The dataset at a glance, and what --errors, --duplicates, --contact_sheet, --near_duplicates and --plots
-  ask for."""
+  """The dataset at a glance, and what --errors, --duplicates, --contact_sheet, --quality_sheet, --near_duplicates
+  and --plots ask for."""
   from beam_pipeline.inspection import overview  # pylint: disable=import-outside-toplevel
   output = namespace.output
   print('\n'.join(overview.glance(info, output)))
@@ -97,9 +97,14 @@ def inspect(namespace, info: RunRecord) -> int:
   if namespace.duplicates:
     print('\n'.join(overview.duplicates(info)))
   title = f'{output}: {counted(info.num_examples, "example")}, {counted(info.num_classes, "class", "classes")}'
-  if namespace.contact_sheet and info.embedding and not info.embedding.images_stored:
+  sheets = [name for name in ('contact_sheet', 'quality_sheet') if getattr(namespace, name)]
+  if sheets and info.embedding and not info.embedding.images_stored:
     print(f'error: {output} stores embeddings instead of images (--embedding_only): there are no images to draw; '
-          'leave out --contact_sheet', file=sys.stderr)
+          f'leave out --{sheets[0]}', file=sys.stderr)
+    return 2
+  if namespace.quality_sheet and not any(split.quality for split in info.splits.values()):
+    print(f'error: {output} counts no images with a data-quality flag (none raised one, or it was converted by a '
+          'version before they were counted): there are none to draw; leave out --quality_sheet', file=sys.stderr)
     return 2
   if namespace.near_duplicates and info.near_duplicates is None:
     print(f'error: {output} lists no near copies (converted with --near_copies=off, or by a version before they were '
@@ -111,6 +116,13 @@ def inspect(namespace, info: RunRecord) -> int:
     found = contact_sheet.samples(info, output, namespace.samples)
     contact_sheet.draw(found, title, namespace.samples, contact_sheet.captions(info)).save(namespace.contact_sheet)
     print(f'Contact sheet: {namespace.contact_sheet}')
+  if namespace.quality_sheet:
+    quiet_import.tensorflow()
+    from beam_pipeline.inspection import quality_sheet  # pylint: disable=import-outside-toplevel
+    examples = quality_sheet.examples(info, output, namespace.samples)
+    heading = quality_sheet.title(output, info, examples, namespace.samples)
+    quality_sheet.draw(heading, examples, quality_sheet.counts(info)).save(namespace.quality_sheet)
+    print(f'Quality sheet: {namespace.quality_sheet}')
   if namespace.near_duplicates:
     from beam_pipeline.inspection import near_copy_sheet  # pylint: disable=import-outside-toplevel
     heading = near_copy_sheet.title(output, info.near_duplicates)

@@ -9,7 +9,7 @@ objects' classes; negatives are shown only when no image has an object.
 """
 import collections
 import io
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
@@ -51,12 +51,23 @@ def colour(label: int) -> Tuple[int, int, int]:
   return PALETTE[(label - 1) % len(PALETTE)]
 
 
-def _class_id(label: Any, multi_label: bool) -> int:
+def class_id(label: Any, multi_label: bool) -> int:
   """The record's class id; of a --multi_label record, its first, or -1 when it has none."""
   if not multi_label:
     return int(label)
   ids = label.values.numpy().tolist()
   return ids[0] if ids else -1
+
+
+def records(info: RunRecord, output: str, spec: Mapping[str, Any]) -> Iterator[Tuple[str, Dict[str, Any]]]:
+  """Each record of the output's shards, split by split in shard order, as (its split, its features
+  ``spec`` parses): a sheet reads only the features it draws."""
+  tf = quiet_import.tensorflow()
+  compression = COMPRESSIONS[info.compression]
+  for split, entry in info.splits.items():
+    for shard in entry.shards:
+      for serialized in tf.data.TFRecordDataset(uris.join(output, shard.file), compression_type=compression):
+        yield split, tf.io.parse_single_example(serialized, spec)
 
 
 def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Sample]]:
@@ -76,20 +87,15 @@ def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Samp
                  keys[schemas.OBJECT_TEXT]: tf.io.VarLenFeature(tf.string)})
   if info.options.get('include_masks'):
     spec[keys[schemas.OBJECT_MASK]] = tf.io.VarLenFeature(tf.string)
-  compression = COMPRESSIONS[info.compression]
-  for split, entry in info.splits.items():
-    for shard in entry.shards:
-      for serialized in tf.data.TFRecordDataset(uris.join(output, shard.file), compression_type=compression):
-        record = tf.io.parse_single_example(serialized, spec)
-        sample = Sample(record[keys[schemas.IMAGE]].numpy(), split, _boxes(record, keys) if annotated else [])
-        row = _row(info.labels, _class_id(record[keys[schemas.LABEL]], multi_label), sample.boxes, wanted,
-                   per_class)
-        if row:
-          wanted[row].append(sample)
-        elif not sample.boxes and len(negatives) < per_class:
-          negatives.append(sample)
-        if all(len(found) == per_class for found in wanted.values()):
-          return wanted
+  for split, record in records(info, output, spec):
+    sample = Sample(record[keys[schemas.IMAGE]].numpy(), split, _boxes(record, keys) if annotated else [])
+    row = _row(info.labels, class_id(record[keys[schemas.LABEL]], multi_label), sample.boxes, wanted, per_class)
+    if row:
+      wanted[row].append(sample)
+    elif not sample.boxes and len(negatives) < per_class:
+      negatives.append(sample)
+    if all(len(found) == per_class for found in wanted.values()):
+      return wanted
   if annotated and negatives and not any(wanted.values()):
     return {UNLABELED: negatives}
   return wanted
@@ -138,12 +144,12 @@ def _boxes(record: Mapping[str, Any], keys: Mapping[str, str]) -> List[Box]:
   return [Box(*fields) for fields in zip(labels, texts, zip(*sides), masks)]
 
 
-def _row(labels: List[str], class_id: int, boxes: List[Box], wanted: Mapping[str, List[Sample]],
+def _row(labels: List[str], label_id: int, boxes: List[Box], wanted: Mapping[str, List[Sample]],
          per_class: int) -> Optional[str]:
   """The row a record fills, if one has room: its class's; for an image without a class, the
   first of its objects' classes whose row has room, so that rarer classes get samples too."""
-  if 0 <= class_id < len(labels):
-    candidates = [labels[class_id]]
+  if 0 <= label_id < len(labels):
+    candidates = [labels[label_id]]
   else:
     candidates = [labels[box.label - 1] for box in boxes if 1 <= box.label <= len(labels)] or [UNLABELED]
   return next((label for label in candidates if label in wanted and len(wanted[label]) < per_class), None)
