@@ -1,6 +1,6 @@
 """The conversion pipeline, top to bottom as the data flows."""
 import functools
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
@@ -10,17 +10,15 @@ from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
-from beam_pipeline.beam.near_copies import LEFT_OUT, NearCopies, NearCopiesOnOneMachine
+from beam_pipeline.beam.near_copies import FindNearCopies
 from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, NearGroups, PlanShards,
-                                         UniqueSourceIds, bucket_by_content, merge_near_copies, near_pair_bucket,
-                                         perceptual_hashes)
+                                         UniqueSourceIds, bucket_by_content, merge_near_copies)
 from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
 from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.output import incremental_update
-from beam_pipeline.core.images import perceptual_hash
-from beam_pipeline.core.planning import hash_order, near_copies, sharding
+from beam_pipeline.core.planning import hash_order, sharding
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
@@ -103,14 +101,9 @@ class Planned(NamedTuple):
   labels: beam.PCollection  # one element: the sorted label texts, labels.txt's lines
   rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows
   duplicates: beam.PCollection  # one element: the groups of identical files, summed up (DuplicateGroups)
-  near_copies: beam.PCollection  # one element: near_copies_found, or None under --near_copies=off
-
-
-def near_copies_found(groups: Dict[str, Any], summary: Dict[str, Any], distance: int) -> Dict[str, Any]:
-  """What beam_pipeline.json says of near copies: the groups (NearGroups), the distance, and
-  what the grouping's bounds left out (NearCopySummary's counters, where not 0)."""
-  left_out = {name: summary[name] for name in LEFT_OUT if summary.get(name)}
-  return {**groups, 'distance': distance, 'left_out': left_out}
+  # One element: the groups of near copies, summed up (NearGroups) with the distance and what the
+  # grouping left out (FindNearCopies); None under --near_copies=off.
+  near_copies: beam.PCollection
 
 
 def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
@@ -139,23 +132,14 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   # Keyed by the start of the content hash, so identical files meet in one bucket,
   # form one group and never straddle splits; near copies (their perceptual hashes close)
   # meet theirs in a bucket beside their group's first content hash, and form one group too.
-  bucketed = records | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
-                                                         ).with_output_types(Tuple[str, List[CheckedImage]])
   near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
-  if near:
-    distance = (records.pipeline | 'NearDistance' >> beam.Create([settings.near_distance]) if settings.near_distance
-                else num_listed | 'NearDistance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE))
-    hashes = records | 'PerceptualHashes' >> beam.Map(perceptual_hashes)  # a list per batch
-    if one_machine:
-      found = hashes | 'FindNearCopies' >> NearCopiesOnOneMachine(AsSingleton(distance))
-    else:
-      found = hashes | 'EachHash' >> beam.FlatMap(list) | 'FindNearCopies' >> NearCopies(AsSingleton(distance))
-    # Each content bucket looks up its files' groups key by key: the records keep their GroupByKey.
-    near_pairs = [AsMultiMap(found['pairs']
-                             | 'BucketNearCopies' >> beam.Map(near_pair_bucket, listed, records_per_bucket))]
-  else:
-    near_pairs = []
-  grouped = (bucketed
+  near_pairs = []
+  if near:  # looked up by content bucket, so the records keep their GroupByKey
+    found = records | 'FindNearCopies' >> FindNearCopies(settings, num_listed, records_per_bucket, one_machine)
+    near_pairs.append(AsMultiMap(found['pairs']))
+  grouped = (records
+             | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
+                                                 ).with_output_types(Tuple[str, List[CheckedImage]])
              | 'GroupByContent' >> beam.GroupByKey()
              | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name), *near_pairs).with_output_types(
                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, NEAR_COPIES, main='groups'))
@@ -187,8 +171,8 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
     near_groups = ((*near_entries, assigned[NEAR_COPIES])
                    | 'AllNearCopies' >> beam.Flatten()
                    | 'SumUpNearCopies' >> beam.CombineGlobally(NearGroups())
-                   | 'NearCopiesFound' >> beam.Map(near_copies_found, AsSingleton(found[NEAR_COPIES]),
-                                                   AsSingleton(distance)))
+                   | 'NearCopiesFound' >> beam.Map(lambda groups, found: {**groups, **found},
+                                                   AsSingleton(found['found'])))
   else:
     near_groups = records.pipeline | 'NoNearCopies' >> beam.Create([None])
   rejected = (*rejected, grouped[REJECTED]) | 'PlanningRejections' >> beam.Flatten()

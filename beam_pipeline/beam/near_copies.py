@@ -19,9 +19,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
 
-from beam_pipeline.beam import tags
+from beam_pipeline.beam import planning, tags
+from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.output import run_totals
 from beam_pipeline.core.planning import near_copies
+from beam_pipeline.core.settings import Settings
 
 # The planning stages whose largest key tags.records_per_key reports.
 BANDS, SUB_BANDS, NODES, ROUNDS, GROUPS = 'NearBands', 'NearSubBands', 'NearNodes', 'NearRounds', 'NearGroups'
@@ -34,6 +36,40 @@ _COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member
 # Hashes are keyed a batch at a time, so each key's hashes of one batch cross the shuffle as one
 # element (Beam's per-element cost dwarfs a hash's own).
 _BATCH_SIZE = 4096
+
+
+class FindNearCopies(beam.PTransform):
+  """Lists of validated records to the files of their near-copy groups, as (content bucket,
+  (source_sha256, representative)) pairs for GroupCopies's multimap side input; and, tagged
+  'found', one element: the distance used and what the grouping's bounds left out.
+
+  The distance is --near_distance, or one for the ``num_listed`` inputs (near_copies.
+  distance_for). ``one_machine``: the DirectRunner's, which groups in memory in one step."""
+
+  def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int, one_machine: bool):
+    super().__init__()
+    self._given = settings.near_distance
+    self._num_listed = num_listed
+    self._records_per_bucket = records_per_bucket
+    self._one_machine = one_machine
+
+  def expand(self, records):
+    distance = (records.pipeline | 'Distance' >> beam.Create([self._given]) if self._given else
+                self._num_listed | 'Distance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE))
+    hashes = records | 'PerceptualHashes' >> beam.Map(planning.perceptual_hashes)  # a list per batch
+    if self._one_machine:
+      found = hashes | 'Group' >> NearCopiesOnOneMachine(beam.pvalue.AsSingleton(distance))
+    else:
+      found = hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(beam.pvalue.AsSingleton(distance))
+    pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(planning.near_pair_bucket,
+                                                           beam.pvalue.AsSingleton(self._num_listed),
+                                                           self._records_per_bucket)
+    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(_left_out, beam.pvalue.AsSingleton(distance))
+    return {'pairs': pairs, 'found': summary}
+
+
+def _left_out(summary: Mapping[str, Any], distance: int) -> Dict[str, Any]:
+  return {'distance': distance, 'left_out': {name: summary[name] for name in LEFT_OUT if summary.get(name)}}
 
 
 class NearCopies(beam.PTransform):

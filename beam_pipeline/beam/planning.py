@@ -71,12 +71,9 @@ class GroupCopies(beam.DoFn):
         copies, repeated = repeated_rows.first_of_each_uri(copies, self._row_name)
         progress_counts.counts().rejected(len(repeated))
         yield from map(tags.rejected, repeated)
-      grouped = isolation.run(isolation.GROUP, [record.uri for record in copies], splitting.group_duplicates, copies,
-                              self._dedupe)
-      if isinstance(grouped, Rejected):
-        progress_counts.counts().rejected(len(copies))
-        for record in copies:
-          yield tags.rejected(Rejection.of(record.uri, grouped))
+      grouped, failed = _isolated(copies, splitting.group_duplicates, copies, self._dedupe)
+      yield from failed
+      if failed:
         continue
       group, dropped = grouped
       if len(copies) > 1:
@@ -95,6 +92,16 @@ class GroupCopies(beam.DoFn):
     yield bucket[0], groups
 
 
+def _isolated(records: List[CheckedImage], function: Callable[..., Any], *args: Any) -> Tuple[Any, List[Any]]:
+  """``function(*args)`` on one group of ``records``, isolated (isolation.GROUP): its result and
+  no rejections, or, if it failed, None and every record's rejection, tagged and counted."""
+  result = isolation.run(isolation.GROUP, [record.uri for record in records], function, *args)
+  if not isinstance(result, Rejected):
+    return result, []
+  progress_counts.counts().rejected(len(records))
+  return None, [tags.rejected(Rejection.of(record.uri, result)) for record in records]
+
+
 def merge_near_copies(bucket: Tuple[str, Iterable[Tuple[str, ContentGroup]]], drop: bool) -> Iterator[Any]:
   """One near bucket's groups of near copies, each merged into one content group
   (splitting.merge_near_copies), as one (bucket, groups) element; under ``drop`` the files
@@ -107,12 +114,9 @@ def merge_near_copies(bucket: Tuple[str, Iterable[Tuple[str, ContentGroup]]], dr
     groups = by_representative[representative]
     records = [record for group in groups for record in group.records]
     tags.records_per_key('GroupNearCopies').update(len(records))
-    result = isolation.run(isolation.GROUP, [record.uri for record in records], splitting.merge_near_copies,
-                           groups, drop)
-    if isinstance(result, Rejected):
-      progress_counts.counts().rejected(len(records))
-      for record in records:
-        yield tags.rejected(Rejection.of(record.uri, result))
+    result, failed = _isolated(records, splitting.merge_near_copies, groups, drop)
+    yield from failed
+    if failed:
       continue
     group, dropped = result
     Metrics.counter(tags.NAMESPACE, 'near_copy_groups').inc()

@@ -1,11 +1,8 @@
 """NearCopies on the DirectRunner: the groups are those that comparing every pair gives, the
 summary counts what the caps left out, and no key holds more than its cap."""
-import collections
-import hashlib
 import random
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
@@ -13,38 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_pipeline.beam import local_runner, tags
 from beam_pipeline.beam.near_copies import NearCopies
 from beam_pipeline.core.planning import near_copies
-
-
-def sha(name) -> str:
-  return hashlib.sha256(str(name).encode()).hexdigest()
-
-
-def flip(value: int, bits) -> int:
-  for bit in bits:
-    value ^= 1 << bit
-  return value
-
-
-def brute_force(pairs, distance, same_hash_cap):
-  """{sha256: representative}: every pair of hashes compared, near-uniform hashes left out."""
-  contents = {content: phash for content, phash in sorted(pairs, reverse=True)}
-  files = collections.Counter(contents.values())
-  names = sorted(name for name, phash in contents.items() if files[phash] <= same_hash_cap)
-  hashes = np.array([int(contents[name], 16) for name in names], dtype=np.uint64)
-  parent = list(range(len(names)))
-
-  def root(i):
-    while parent[i] != i:
-      i = parent[i]
-    return i
-
-  close = near_copies.popcount(hashes[:, None] ^ hashes[None, :]) <= distance
-  for a, b in zip(*np.nonzero(np.triu(close, 1))):
-    parent[max(root(a), root(b))] = min(root(a), root(b))
-  groups = collections.defaultdict(list)
-  for i, name in enumerate(names):
-    groups[root(i)].append(name)
-  return {name: min(group) for group in groups.values() if len(group) > 1 for name in group}
+from helpers.near_hashes import brute_force, flip, sha
 
 
 def run(pairs, checks, **options):

@@ -1,5 +1,4 @@
 import collections
-import hashlib
 import random
 
 import hypothesis
@@ -8,18 +7,9 @@ import numpy as np
 import pytest
 
 from beam_pipeline.core.planning import near_copies
+from helpers.near_hashes import brute_force, flip, sha
 
 D = 4
-
-
-def sha(name) -> str:
-  return hashlib.sha256(str(name).encode()).hexdigest()
-
-
-def flip(value: int, bits) -> int:
-  for bit in bits:
-    value ^= 1 << bit
-  return value
 
 
 def near_groups(pairs, distance=D, key_cap=near_copies.KEY_CAP, group_cap=near_copies.GROUP_CAP,
@@ -84,29 +74,6 @@ def near_groups(pairs, distance=D, key_cap=near_copies.KEY_CAP, group_cap=near_c
   return representative, counts
 
 
-def brute_force(pairs, distance=D):
-  """{sha256: representative} by comparing every pair of distinct hashes."""
-  contents = {}
-  for content, phash in pairs:
-    contents[content] = min(contents.get(content, phash), phash)
-  names = sorted(contents)
-  parent = list(range(len(names)))
-
-  def root(i):
-    while parent[i] != i:
-      i = parent[i]
-    return i
-
-  hashes = np.array([int(contents[name], 16) for name in names], dtype=np.uint64)
-  close = near_copies.popcount(hashes[:, None] ^ hashes[None, :]) <= distance
-  for a, b in zip(*np.nonzero(np.triu(close, 1))):
-    parent[max(root(a), root(b))] = min(root(a), root(b))
-  groups = collections.defaultdict(list)
-  for i, name in enumerate(names):
-    groups[root(i)].append(name)
-  return {name: min(group) for group in groups.values() if len(group) > 1 for name in group}
-
-
 def as_hex(value: int) -> str:
   return f'{value:016x}'
 
@@ -161,7 +128,7 @@ def test_a_group_of_three_takes_its_smallest_sha():
   representative, counts = near_groups(pairs)
   smallest = min(sha('a'), sha('b'), sha('c'))
   assert representative == {sha(name): smallest for name in 'abc'}
-  assert representative == brute_force(pairs)
+  assert representative == brute_force(pairs, D)
   assert counts['unsettled_edges'] == 0
 
 
@@ -198,7 +165,7 @@ def test_a_chain_longer_than_the_rounds_is_reported_unsettled():
   assert len(set(representative.values())) > 1
   representative, counts = near_groups(pairs, rounds=12)
   assert counts['unsettled_edges'] == 0
-  assert representative == brute_force(pairs)
+  assert representative == brute_force(pairs, D)
 
 
 def test_a_component_over_the_group_cap_is_counted_not_grouped():
