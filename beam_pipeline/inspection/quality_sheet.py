@@ -6,7 +6,6 @@ examples are found again: records are read in shard order as the contact sheet r
 the call validation measured them with, until every counted flag has its examples or
 MAX_RECORDS were read (a rare flag in a large output would otherwise read it all).
 """
-import collections
 from typing import Dict, List, Mapping, NamedTuple
 
 from PIL import Image, ImageDraw, ImageFont
@@ -18,7 +17,7 @@ from beam_pipeline.core.images import image_quality, preparation
 from beam_pipeline.core.images.image_info import PreparedImage
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.settings import StoredImages
-from beam_pipeline.inspection import near_copy_sheet
+from beam_pipeline.inspection import near_copy_sheet, summary
 from beam_pipeline.inspection.contact_sheet import (BACKGROUND, CELL, INK, MUTED, Sample, class_id, records, short,
                                                     thumbnail)
 
@@ -40,10 +39,7 @@ class Example(NamedTuple):
 
 def counts(info: RunRecord) -> Dict[str, int]:
   """Images per flag in all splits and classes, in image_quality.FLAGS' order, of the flags raised at all."""
-  totals: Dict[str, int] = collections.Counter()
-  for split in info.splits.values():
-    for flag, per_class in (split.quality or {}).items():
-      totals[flag] += sum(per_class.values())
+  totals = summary.quality_totals(info)
   return {flag: totals[flag] for flag in sorted(totals, key=_order) if totals[flag]}
 
 
