@@ -137,22 +137,28 @@ class NearCopies(beam.PTransform):
 
 class NearCopiesOnOneMachine(beam.PTransform):
   """NearCopies's output for a runner that holds every element in one process (the
-  DirectRunner), from lists of (source_sha256, phash) pairs: gathered into one list and grouped
-  in memory (near_copies.groups_on_one_machine), in two steps instead of NearCopies's
-  twenty-odd shuffles, each a fixed cost there, and a list at a time, as Beam's cost per
-  element exceeds a pair's own. The summary holds the same counters, without a listing."""
+  DirectRunner), from lists of (source_sha256, phash) pairs: read whole as a side input of one
+  step that groups them in memory (near_copies.groups_on_one_machine). One step instead of
+  NearCopies's twenty-odd shuffles, each a fixed cost there (a combiner's gathering would be
+  five), and a list at a time, as Beam's cost per element exceeds a pair's own. The summary
+  holds the same counters, without a listing."""
 
   def __init__(self, distance: Any):
     super().__init__()
-    self._distance = distance  # an int, or a side input of one
+    self._distance = distance  # a side input of one int
 
   def expand(self, pairs):
-    found = (pairs
-             | 'AllHashes' >> beam.combiners.ToList()
-             | 'Group' >> beam.Map(lambda lists, distance: near_copies.groups_on_one_machine(
-                 itertools.chain.from_iterable(lists), distance), self._distance))
-    return {'pairs': found | 'Pairs' >> beam.FlatMap(lambda grouped: grouped[0]),
-            tags.NEAR_COPIES: found | 'Counts' >> beam.Map(lambda grouped: grouped[1])}
+    found = (pairs.pipeline
+             | 'Once' >> beam.Create([None])
+             | 'Group' >> beam.FlatMap(_group_in_memory, beam.pvalue.AsList(pairs), self._distance).with_outputs(
+                 tags.NEAR_COPIES, main='pairs'))
+    return {'pairs': found.pairs, tags.NEAR_COPIES: found[tags.NEAR_COPIES]}
+
+
+def _group_in_memory(_, lists: Iterable[List[Tuple[str, str]]], distance: int) -> Iterator[Any]:
+  pairs, summary = near_copies.groups_on_one_machine(itertools.chain.from_iterable(lists), distance)
+  yield from pairs
+  yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, summary)
 
 
 class Bounded(beam.CombineFn):
