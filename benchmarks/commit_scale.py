@@ -24,7 +24,6 @@ import concurrent.futures
 import cProfile
 import io
 import json
-import os
 import pstats
 import shutil
 import sys

@@ -31,11 +31,8 @@ import argparse
 import hashlib
 import json
 import logging
-import math
-import os
 import pickle
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,7 +95,6 @@ def _split(sha: str) -> str:
 def write_catalog(count: int, folder: Path) -> Any:
   """The earlier dataset of ``count`` records: catalog files under ``folder``, its RunRecord
   (which lists every shard) and the Decision of an update of it."""
-  from beam_pipeline.core.messages import ShardReport  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output import incremental_catalog, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output.incremental_catalog import Entry  # pylint: disable=import-outside-toplevel
   shutil.rmtree(folder, ignore_errors=True)

@@ -143,7 +143,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
              | 'GroupByContent' >> beam.GroupByKey()
              | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name), *near_pairs).with_output_types(
                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, NEAR_COPIES, main='groups'))
-  groups, near_entries = grouped.groups, []
+  groups = grouped.groups
   if near:
     merged = (grouped[NEAR_COPIES]
               | 'GroupNearCopies' >> beam.GroupByKey()
@@ -151,7 +151,6 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
                   Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, NEAR_COPIES, main='groups'))
     groups = (groups, merged.groups) | 'AllGroups' >> beam.Flatten()
     rejected.append(merged[REJECTED])
-    near_entries.append(merged[NEAR_COPIES])
   # Splits follow the content hash, class by class; each content bucket places its own
   # records, then hands them on by their shard order key, which is independent of the split.
   kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
@@ -168,7 +167,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
                                                         numbering)
   duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())
   if near:
-    near_groups = ((*near_entries, assigned[NEAR_COPIES])
+    near_groups = ((merged[NEAR_COPIES], assigned[NEAR_COPIES])
                    | 'AllNearCopies' >> beam.Flatten()
                    | 'SumUpNearCopies' >> beam.CombineGlobally(NearGroups())
                    | 'NearCopiesFound' >> beam.Map(lambda groups, found: {**groups, **found},

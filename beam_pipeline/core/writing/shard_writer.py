@@ -19,7 +19,7 @@ from beam_pipeline.core.output import incremental_catalog
 from beam_pipeline.core.writing import examples, record_index
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.images import pillow_limit
-from beam_pipeline.core.messages import CheckedImage, Rejection, ShardPlan, ShardReport, ShardWritten
+from beam_pipeline.core.messages import CheckedImage, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
 from beam_pipeline.core.output import output_layout
