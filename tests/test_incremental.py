@@ -6,6 +6,7 @@ their --incremental output in ``out/`` (copied with their times, which the listi
 run from inside it, so the catalog's uris name the test's own photos.
 """
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Dict, Set, Tuple
 
 import pytest
+from PIL import Image
 
 from beam_pipeline import cli
 from beam_pipeline.core.output import output_layout
@@ -220,6 +222,44 @@ def test_new_copies_of_kept_pictures_go_to_their_split_or_go_as_duplicates(work)
   # The first of each pair by uri is kept, as in any run: dog/copy.jpg before dog/dog.8.jpg.
   assert {(error['uri'], error['reason']) for error in errors} == {('imgs/cat/copy.jpg', 'duplicate'),
                                                                   ('imgs/dog/dog.8.jpg', 'duplicate')}
+
+
+def resaved(path: Path, quality: int = 60) -> bytes:
+  """The photo at ``path`` saved again as a JPEG of another quality: a near copy of it."""
+  buffer = io.BytesIO()
+  with Image.open(path) as image:
+    image.save(buffer, 'JPEG', quality=quality)
+  return buffer.getvalue()
+
+
+def test_new_near_copies_of_kept_pictures_go_to_their_split_or_go_as_near_duplicates(work):
+  """A picture saved again at another quality under a new name, after the earlier run: it goes
+  where the picture is, as an exact copy would, and --near_copies=drop keeps the dataset's."""
+  split = {name: split for name, _, split in pairs(work / 'out')}
+  originals = [name for name in sorted(split) if split[name] == 'validation'][:4] + \
+      [name for name in sorted(split) if split[name] == 'train'][:4]
+  copies = {f'imgs/{name.split("/")[1]}/resaved.{i}.jpg': name for i, name in enumerate(originals)}
+  for copy, original in copies.items():
+    (work / copy).write_bytes(resaved(work / original))
+  assert convert('--incremental') == 0
+  now = {name: split for name, _, split in pairs(work / 'out')}
+  assert {copy: now[copy] for copy in copies} == {copy: split[original] for copy, original in copies.items()}
+
+  for copy in copies:
+    (work / copy).unlink()
+  assert convert('--incremental', '--near_copies=drop', output='dropped') == 0
+  kept = {name for name, _, _ in pairs(work / 'dropped')}
+  copies = {copy: original for copy, original in copies.items() if original in kept}
+  assert len(copies) >= 6
+  for copy, original in copies.items():
+    (work / copy).write_bytes(resaved(work / original))
+  assert convert('--incremental', '--near_copies=drop', output='dropped') == 0
+  assert not set(copies) & {name for name, _, _ in pairs(work / 'dropped')}
+  errors = [json.loads(line) for path in sorted((work / 'dropped').glob('errors-*.jsonl'))
+            for line in path.read_text().splitlines()]
+  found = {error['uri']: error for error in errors if error['reason'] == 'near_duplicate' and error['uri'] in copies}
+  assert set(found) == set(copies)
+  assert all(original in found[copy]['detail'] for copy, original in copies.items()), found
 
 
 def test_the_class_fractions_stay_within_a_point_of_the_target(work):

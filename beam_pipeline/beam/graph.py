@@ -60,11 +60,15 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings, pooled)).with_output_types(
       List[CheckedImage]).with_outputs(REJECTED, main='records')
   records, earlier_rejections = checked.records, []
-  if changes:  # a new copy of a picture the dataset holds goes to its split
-    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe)
+  one_machine = runner.lower() in local_runner.DIRECT_RUNNERS
+  if changes:  # a new copy of a picture the dataset holds, or a near copy of one, goes to its split
+    near = (records | 'NearEarlierCopies' >> incremental.NearEarlierCopies(changes.earlier, num_listed,
+                                                                           settings.near_distance, one_machine)
+            if settings.near_copies != 'off' else None)
+    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe, near,
+                                                                    drop_near=settings.near_copies == 'drop')
     records, earlier_rejections = placed['records'], [placed[REJECTED], changes.carried]
-  planned = plan(records, num_listed, settings, records_per_bucket, decision, changes,
-                 one_machine=runner.lower() in local_runner.DIRECT_RUNNERS)
+  planned = plan(records, num_listed, settings, records_per_bucket, decision, changes, one_machine)
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its
   # vocabulary is labels.txt) beside them.

@@ -7,20 +7,22 @@ pass over both plus the work of what changed.
 """
 import hashlib
 import io
-from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Tuple
+from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import output_dir, tags
+from beam_pipeline.beam import near_copies, output_dir, planning, tags
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
 from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
 
-_KEPT, _EARLIER, _DIRTY, _CHANGES = 'kept', 'earlier', 'dirty', 'changes'
+_KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
 _BATCH_SIZE = 256  # as listing and validation batch items
 
 
@@ -146,43 +148,136 @@ def _rewrite(grouped: Tuple[str, Iterable[Any]], merges: Mapping[str, incrementa
 class EarlierCopies(beam.PTransform):
   """Lists of new records, each copy of a picture the dataset held (a renamed file, a copy of a
   kept one) in that picture's split, so splits stay stable and leak-free; under ``dedupe`` a
-  copy of a picture the dataset keeps is rejected as its duplicate, tagged REJECTED."""
+  copy of a picture the dataset keeps is rejected as its duplicate, tagged REJECTED.
 
-  def __init__(self, earlier: beam.PCollection, dedupe: bool):
+  ``near`` (NearEarlierCopies's) places a near copy of a catalogued picture the same way, unless
+  a manifest or a folder gave it a split (likeness may be wrong); under ``drop_near`` a near copy
+  of a picture the dataset keeps is rejected, the dataset's image kept."""
+
+  def __init__(self, earlier: beam.PCollection, dedupe: bool, near: Optional[beam.PCollection] = None,
+               drop_near: bool = False):
     super().__init__()
     self._earlier = earlier  # (Entry, kept) of every catalogued record
     self._dedupe = dedupe
+    self._near = near
+    self._drop_near = drop_near
 
   def expand(self, batches):
     records = batches | 'Records' >> beam.FlatMap(lambda batch: [(record.source_sha256, record) for record in batch])
-    earlier = self._earlier | 'EarlierByContent' >> beam.MapTuple(
-        lambda entry, kept: (entry.source_sha256, (entry.uri, entry.split, kept)))
-    placed = ({'new': records, 'earlier': earlier}
+    earlier = self._earlier | 'EarlierByContent' >> beam.MapTuple(_by_content)
+    sides = {'new': records, 'earlier': earlier}
+    if self._near is not None:
+      sides['near'] = self._near
+    placed = (sides
               | 'ByContent' >> beam.CoGroupByKey()
-              | 'Place' >> beam.FlatMap(_placed, self._dedupe).with_outputs(tags.REJECTED, main='records'))
+              | 'Place' >> beam.FlatMap(_placed, self._dedupe, self._drop_near).with_outputs(tags.REJECTED,
+                                                                                             main='records'))
     batched = placed.records | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                             ).with_output_types(List[CheckedImage])
     return {'records': batched, tags.REJECTED: placed[tags.REJECTED]}
 
 
-def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool) -> Iterator[Any]:
+def _by_content(entry: Entry, kept: bool) -> Tuple[str, Tuple[str, str, bool]]:
+  return entry.source_sha256, (entry.uri, entry.split, kept)
+
+
+def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool, drop_near: bool = False) -> Iterator[Any]:
   _, sides = joined
   new = sorted(sides['new'], key=lambda record: record.uri)
   if not new:
     return
   earlier = sorted(sides['earlier'])  # by uri, as copies are grouped
-  if not earlier:
+  if earlier:
+    _, split, _ = earlier[0]
+    kept = next((uri for uri, _, is_kept in earlier if is_kept), None)
+    for record in new:
+      if dedupe and kept:
+        progress_counts.counts().rejected(1)
+        yield tags.rejected(Rejection(record.uri, rejections.DUPLICATE,
+                                      f'same content as {kept}, which the dataset holds (--dedupe keeps one copy)'))
+      else:
+        yield record._replace(split=split)
+    return
+  near = min(sides.get('near', ()), key=_kept_first, default=None)
+  if near is None:
     yield from new
     return
-  _, split, _ = earlier[0]
-  kept = next((uri for uri, _, is_kept in earlier if is_kept), None)
+  uri, split, kept = near
+  Metrics.counter(tags.NAMESPACE, 'near_copies_of_earlier').inc(len(new))
   for record in new:
-    if dedupe and kept:
+    if drop_near and kept:
       progress_counts.counts().rejected(1)
-      yield tags.rejected(Rejection(record.uri, rejections.DUPLICATE,
-                                    f'same content as {kept}, which the dataset holds (--dedupe keeps one copy)'))
+      yield tags.rejected(Rejection(record.uri, rejections.NEAR_DUPLICATE,
+                                    f'a near copy of {uri}, which the dataset holds (--near_copies=drop keeps it)'))
     else:
-      yield record._replace(split=split)
+      yield record if record.split else record._replace(split=split)
+
+
+def _kept_first(earlier: Tuple[str, str, bool]) -> Tuple[bool, str]:
+  uri, _, kept = earlier
+  return not kept, uri
+
+
+class NearEarlierCopies(beam.PTransform):
+  """Lists of new records to (source_sha256, (uri, split, kept)) for each new file that is a near
+  copy of a catalogued record (their perceptual hashes grouped as planning groups near copies,
+  near_copies.grouped), naming one such record, a kept one first: EarlierCopies's ``near``.
+
+  The catalog's hashes join the new ones, so the grouping holds the whole dataset's; each group
+  then meets its members by representative, and no key holds more than a group."""
+
+  def __init__(self, earlier: beam.PCollection, num_listed: beam.PCollection, given_distance: Optional[int],
+               one_machine: bool):
+    super().__init__()
+    self._earlier = earlier  # (Entry, kept) of every catalogued record
+    self._num_listed = num_listed
+    self._given_distance = given_distance
+    self._one_machine = one_machine
+
+  def expand(self, records):
+    distance = near_copies.near_distance(records.pipeline, self._num_listed, self._given_distance)
+    hashes = ((records | 'NewHashes' >> beam.Map(planning.perceptual_hashes),
+               self._earlier | 'EarlierHashes' >> beam.MapTuple(_earlier_hash))
+              | 'AllHashes' >> beam.Flatten())
+    found = near_copies.grouped(hashes, distance, self._one_machine)
+    catalogued = self._earlier | 'EarlierByContent' >> beam.MapTuple(_by_content)
+    return ({'pairs': found['pairs'], 'earlier': catalogued}
+            | 'ByContent' >> beam.CoGroupByKey()
+            | 'ByGroup' >> beam.FlatMap(_member_of_group)
+            | 'GroupMembers' >> beam.GroupByKey()
+            | 'NearSplits' >> beam.FlatMap(_near_earlier))
+
+
+def _earlier_hash(entry: Entry, _kept: bool) -> List[Tuple[str, str]]:
+  """A catalogued record's (source_sha256, phash), as planning.perceptual_hashes lists a new one's:
+  none for a featureless image, or from a catalog written before hashes were."""
+  if not entry.phash or image_quality.LOW_INFORMATION in entry.quality:
+    return []
+  return [(entry.source_sha256, entry.phash)]
+
+
+def _member_of_group(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Tuple[str, Tuple[str, Any]]]:
+  """A file in a group of near copies under the group's representative: its catalogued records,
+  or, for a new file (no record has its content), its content hash."""
+  sha, sides = joined
+  representative = next(iter(sides['pairs']), None)
+  if representative is None:
+    return
+  earlier = list(sides['earlier'])
+  if earlier:
+    yield from ((representative, (_EARLIER, value)) for value in earlier)
+  else:
+    yield representative, (_NEW, sha)
+
+
+def _near_earlier(grouped: Tuple[str, Iterable[Tuple[str, Any]]]) -> Iterator[Tuple[str, Tuple[str, str, bool]]]:
+  _, members = grouped
+  members = list(members)
+  earlier = min((value for kind, value in members if kind == _EARLIER), key=_kept_first, default=None)
+  if earlier is None:
+    return
+  for sha in sorted({value for kind, value in members if kind == _NEW}):
+    yield sha, earlier
 
 
 class KeptCounts(beam.PTransform):

@@ -54,18 +54,30 @@ class FindNearCopies(beam.PTransform):
     self._one_machine = one_machine
 
   def expand(self, records):
-    distance = (records.pipeline | 'Distance' >> beam.Create([self._given]) if self._given else
-                self._num_listed | 'Distance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE))
+    distance = near_distance(records.pipeline, self._num_listed, self._given)
     hashes = records | 'PerceptualHashes' >> beam.Map(planning.perceptual_hashes)  # a list per batch
-    if self._one_machine:
-      found = hashes | 'Group' >> NearCopiesOnOneMachine(beam.pvalue.AsSingleton(distance))
-    else:
-      found = hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(beam.pvalue.AsSingleton(distance))
+    found = grouped(hashes, distance, self._one_machine)
     pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(planning.near_pair_bucket,
                                                            beam.pvalue.AsSingleton(self._num_listed),
                                                            self._records_per_bucket)
     summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(_left_out, beam.pvalue.AsSingleton(distance))
     return {'pairs': pairs, 'found': summary}
+
+
+def near_distance(pipeline: beam.Pipeline, num_listed: beam.PCollection, given: Optional[int]) -> beam.PCollection:
+  """One element: the distance within which hashes are near, ``given`` or the one for the
+  ``num_listed`` inputs (near_copies.distance_for)."""
+  if given:
+    return pipeline | 'Distance' >> beam.Create([given])
+  return num_listed | 'Distance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE)
+
+
+def grouped(hashes: beam.PCollection, distance: beam.PCollection, one_machine: bool) -> Dict[str, beam.PCollection]:
+  """Lists of (source_sha256, phash) to NearCopies's output: in memory on ``one_machine`` (the
+  DirectRunner), by NearCopies's bounded shuffles elsewhere."""
+  if one_machine:
+    return hashes | 'Group' >> NearCopiesOnOneMachine(beam.pvalue.AsSingleton(distance))
+  return hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(beam.pvalue.AsSingleton(distance))
 
 
 def _left_out(summary: Mapping[str, Any], distance: int) -> Dict[str, Any]:

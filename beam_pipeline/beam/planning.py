@@ -239,14 +239,17 @@ class _PerKey(collections.abc.Mapping):
 
 
 class _KeptPerClass(collections.abc.Mapping):
-  """A multimap side input of (class, (split, records)) as {class: {split: records}}, fetched
-  class by class as _PerKey is."""
+  """A multimap side input of (class, (split, records)) as {class: {split: records}}, the records of
+  a class and split summed (kept ones and given ones come apart), fetched class by class as _PerKey is."""
 
   def __init__(self, view: Mapping[str, Iterable[Tuple[str, int]]]):
     self._view = view
 
   def __getitem__(self, stratum: str) -> Dict[str, int]:
-    return dict(self._view[stratum])
+    counts: Dict[str, int] = collections.Counter()
+    for split, records in self._view[stratum]:
+      counts[split] += records
+    return dict(counts)
 
   def __iter__(self) -> Iterator[str]:
     return iter(self._view)
@@ -275,7 +278,13 @@ class AssignSplits(beam.PTransform):
 
   def expand(self, buckets):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
-    kept = beam.pvalue.AsMultiMap(self._kept) if self._kept is not None else None
+    kept = None
+    if self._kept is not None:  # what the output holds, and the new records whose split is given
+      given = (buckets
+               | 'GivenSplits' >> beam.FlatMap(lambda bucket: splitting.given_weights(bucket[1]))
+               | 'SumGiven' >> beam.CombinePerKey(sum)
+               | 'GivenByClass' >> beam.MapTuple(lambda key, count: (key[0], (key[1], count))))
+      kept = beam.pvalue.AsMultiMap((self._kept, given) | 'KeptAndGiven' >> beam.Flatten())
     return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsMultiMap(placed),
                                               self._listed, self._records_per_bucket, kept, self._list_near
                                               ).with_output_types(Tuple[str, List[CheckedImage]]).with_outputs(

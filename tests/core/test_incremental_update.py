@@ -51,7 +51,7 @@ def test_only_what_an_unchanged_file_would_get_again_is_carried():
 def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer_does():
   entries = [entry('a.jpg', label='cat', objects=('cat', 'dog'), longer_side=1000, stored_bytes=5000, resized=True),
              entry('b\udcff ü.jpg', label=None, labels=('x', 'y'), reencoded=True, damaged=True, rotated=True,
-                   quality=('blurry', 'dark'))]
+                   quality=('blurry', 'dark'), phash='c3' * 8)]
   text = incremental_catalog.text(entries)
   assert text.count('\n') == 2
   assert incremental_catalog.entries(text) == entries
@@ -65,10 +65,13 @@ def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer
   assert report.quality == {'blurry': {'': 1}, 'dark': {'': 1}}
 
 
-def test_a_catalog_line_of_a_version_without_quality_flags_reads_as_raising_none():
-  line = incremental_catalog.line(entry('a.jpg'))
-  older = json.dumps(json.loads(line)[:-1]) + '\n'  # written before the flags were
+def test_a_catalog_line_of_a_version_without_quality_flags_or_hashes_reads_as_raising_none_and_hashing_none():
+  line = json.loads(incremental_catalog.line(entry('a.jpg', quality=('dark',), phash='0f' * 8)))
+  without_hash = json.dumps(line[:-1]) + '\n'  # written before perceptual hashes were kept
+  assert incremental_catalog.parse(without_hash) == entry('a.jpg', quality=('dark',), phash='')
+  older = json.dumps(line[:-2]) + '\n'  # written before the flags were
   assert incremental_catalog.parse(older) == entry('a.jpg') and entry('a.jpg').quality == ()
+  assert entry('a.jpg').phash == ''
 
 
 @pytest.mark.parametrize('kept, new', [({}, 100), ({'train': 80, 'validation': 10, 'test': 10}, 50),

@@ -191,3 +191,15 @@ def test_drop_keeps_the_largest_image_then_the_largest_file_then_the_first_uri()
   assert all('gs://b/cat/large.jpg' in d.detail for d in dropped)
   assert splitting.near_group_entry([small, twin, large], kept=large) == {
       'images': ['gs://b/cat/large.jpg', 'gs://b/cat/small.jpg', 'gs://b/cat/twin.jpg'], 'kept': 'gs://b/cat/large.jpg'}
+
+
+def test_given_weights_count_the_groups_whose_split_is_given_by_class_and_split():
+  """What an --incremental update's fractions count beside the kept records: new copies and near
+  copies placed in their pictures' splits; the groups still to be placed are class_weights'."""
+  groups = [ContentGroup((_record('a', 'cat', split='validation'), _record('a2', 'cat', 'a', split='validation'))),
+            ContentGroup((_record('b', 'cat', split='train'),)),
+            ContentGroup((_record('c', 'dog', split='validation'),)),
+            ContentGroup((_record('d', 'dog'),))]
+  assert dict(splitting.given_weights(groups)) == {('cat', 'validation'): 2, ('cat', 'train'): 1,
+                                                   ('dog', 'validation'): 1}
+  assert dict(splitting.class_weights('ab', groups)) == {('dog', 'ab'): 1}

@@ -2,8 +2,8 @@
 saying what the record was made from and what it counts for.
 
 A later run compares it with today's listing (by uri and fingerprint) to find what was
-added, changed and deleted; it places a new copy of a catalogued picture in that picture's
-split, keeps each class's split fractions from the catalogued counts, and writes a shard
+added, changed and deleted; it places a new copy or near copy (by perceptual hash) of a
+catalogued picture in that picture's split, keeps each class's split fractions from the catalogued counts, and writes a shard
 that lost records again from its own bytes, recounting its report from these lines
 without reading an image. One file per shard, beside the data, so the catalog is read in
 parallel like the shards and no element holds all of it; a kept shard keeps its catalog
@@ -33,9 +33,11 @@ class Entry(NamedTuple):
   resized: bool
   rotated: bool
   damaged: bool
-  # Its data-quality flags (image_quality.flags). Last, with a default: a catalog of a version
-  # before them has none (parse).
+  # Its data-quality flags (image_quality.flags) and its perceptual hash (perceptual_hash.phash),
+  # which a later run compares new files with. Last, with defaults: a catalog of a version before
+  # them has neither (parse), and its records are then compared by content hash only.
   quality: Tuple[str, ...] = ()
+  phash: str = ''
 
   @property
   def stratum(self) -> str:
@@ -47,7 +49,8 @@ def entry(record: CheckedImage, stored_bytes: int, resized: bool, rotated: bool)
   """The catalog entry of a record as written."""
   return Entry(record.uri, record.fingerprint, record.source_sha256, record.split, record.label, tuple(record.labels),
                tuple(obj.label for obj in record.objects), max(record.height, record.width), stored_bytes,
-               bool(record.reencoded), bool(resized), bool(rotated), bool(record.damaged), tuple(record.quality))
+               bool(record.reencoded), bool(resized), bool(rotated), bool(record.damaged), tuple(record.quality),
+               record.phash or '')
 
 
 def line(value: Entry) -> str:

@@ -182,6 +182,17 @@ def class_weights(bucket: str, groups: Iterable[ContentGroup]) -> Iterable[Tuple
   return weights.items()
 
 
+def given_weights(groups: Iterable[ContentGroup]) -> Iterable[Tuple[Tuple[str, str], int]]:
+  """((class, split), images) of the groups whose split is given: in an --incremental update, new
+  copies and near copies of catalogued pictures (placed in their pictures' splits), which a class's
+  fractions count as it counts the kept records (fractions_after)."""
+  weights = collections.Counter()
+  for group in groups:
+    if group.records[0].split:
+      weights[group.stratum, group.records[0].split] += group.weight
+  return weights.items()
+
+
 def fractions_after(spec: SplitSpec, kept: Mapping[str, int], new: int) -> Tuple[float, ...]:
   """The fractions ``new`` images of a class are split by, when the class already holds ``kept``
   images per split (an --incremental output's): each split gets what it lacks of its share of
