@@ -121,3 +121,26 @@ def test_a_commit_the_storage_breaks_off_is_completed_by_a_rerun(fresh, plan, mo
   assert output_layout.RUN_RECORD not in committed('broken-off')
   assert convert('broken-off', *SECOND) == 0
   assert_same_dataset(bucket_files(BUCKET, 'broken-off'), bucket_files(BUCKET, fresh[1]))
+
+
+@pytest.mark.usefixtures('images')
+def test_a_lock_the_storage_will_not_delete_is_left_to_lapse_and_the_runs_outcome_stands(plan, monkeypatch, capsys):
+  """Deleting the lock object keeps failing at the end of a run: a finished run still exits 0
+  with its dataset committed, a failed one still says its own error, and one line warns that
+  the lock lapses by itself (its lease is no longer renewed)."""
+  shorten_gcs_retries(monkeypatch, timeout=0.3)
+  plan.fail_every_nth(1, status=503, when=deletes_of(output_layout.LOCK))
+  capsys.readouterr()
+  assert convert('lock-left') == 0
+  stderr = capsys.readouterr().err
+  warnings = [line for line in stderr.splitlines() if line.startswith('warning: ')]
+  assert len(warnings) == 1 and f'gs://{BUCKET}/lock-left/{output_layout.LOCK}' in warnings[0], stderr[-3000:]
+  assert 'lapses within 5 minutes' in warnings[0]
+  assert output_layout.LOCK in bucket_files(BUCKET, 'lock-left') and 'beam_pipeline.json' in committed('lock-left')
+
+  plan.fail_every_nth(1, status=503, when=lambda request: fault_proxy.is_upload(request) and
+                      output_layout.LOCK.encode() not in request.body)
+  assert convert('lock-failed') == 1
+  stderr = capsys.readouterr().err
+  assert error_line(stderr).startswith(f'error: the output could not be written: cannot upload gs://{BUCKET}/lock-failed/')
+  assert [line for line in stderr.splitlines() if line.startswith('warning: could not remove the lock')]

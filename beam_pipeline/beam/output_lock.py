@@ -12,9 +12,10 @@ import dataclasses
 import fcntl
 import os
 import random
+import sys
 import threading
 import time
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Set, Tuple
 
 from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.output import output_layout, run_lock
@@ -25,6 +26,7 @@ from beam_pipeline.core.user_errors import UsageError
 _ATTEMPTS = 5
 _lock = threading.Lock()
 _beats: Dict[Tuple[str, str], threading.Event] = {}  # (lock uri, run) -> stops this process's renewals
+_left: Set[Tuple[str, str]] = set()  # (lock uri, run) of the locks this process could not remove
 
 
 def lock_path(output: str) -> str:
@@ -241,9 +243,26 @@ def _rewrite_own(uri: str, run: str, change) -> bool:
 
 
 def _release_object(output: str, run: str) -> None:
+  """Deletes ``run``'s lock object. One the storage keeps refusing to delete (its requests failing
+  past their retries) is left to lapse with its lease, which is no longer renewed: the run's own
+  outcome stands, a failure's error included, and the console says what was left."""
+  import requests  # pylint: disable=import-outside-toplevel
   from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
   _stop_renewing(output, run)
   uri = lock_path(output)
+  if (uri, run) in _left:  # the commit's release said so already
+    return
+  try:
+    _delete_own(uri, run)
+  except (exceptions.GoogleAPIError, requests.exceptions.RequestException) as error:
+    _left.add((uri, run))
+    print(f'warning: could not remove the lock {uri} ({type(error).__name__}: {rejections.first_line(error, 300)}); '
+          f'it lapses within {run_lock.LEASE_SECONDS / 60:g} minutes, and the next run into the output can then '
+          'take it', file=sys.stderr, flush=True)
+
+
+def _delete_own(uri: str, run: str) -> None:
+  from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
   for _ in range(_ATTEMPTS):
     found = _read_object(uri)
     if not found or found.record is None or found.record.run != run:
