@@ -35,7 +35,8 @@ class WriteErrors(beam.PTransform):
             | 'Flatten' >> beam.Flatten()
             | 'GroupByFile' >> beam.GroupByKey()
             | 'Write' >> beam.Map(write_errors_file, beam.pvalue.AsSingleton(num_files), self._output, self._run)
-            | 'Sum' >> beam.CombineGlobally(_sum_errors_written))
+            # Never empty (one file at least), so without CombineGlobally's branch for an empty input.
+            | 'Sum' >> beam.CombineGlobally(_sum_errors_written).without_defaults())
 
 
 def _every_errors_file(num_files: int) -> Iterator[Tuple[int, List[Rejection]]]:

@@ -54,7 +54,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
     changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, earlier, decision)
     batches = changes.todo
   else:
-    earlier = pipeline | 'NoEarlierRecord' >> beam.Create([None])
+    earlier = None
 
   # Only metadata goes on, in batches: Beam's cost per element exceeds a record's own.
   checked = batches | 'Validate' >> beam.ParDo(ValidateImages(settings, pooled)).with_output_types(
@@ -81,33 +81,40 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
-  totals = written.shards | 'SumUpShards' >> beam.CombineGlobally(SumShardReports())
+  totals = summed_up(written.shards, 'SumUpShards', SumShardReports())
   errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], *earlier_rejections, planned.rejected,
              written[REJECTED])
             | 'AllRejections' >> beam.Flatten()
             | 'WriteErrors' >> WriteErrors(settings.output, settings.run_id))
 
-  counts = changes.counts if changes else pipeline | 'NoChanges' >> beam.Create([{}])
-
   # Side inputs make the commit wait for every shard and errors file.
   _ = (pipeline
        | 'Start commit' >> beam.Create([None])
-       | 'Commit' >> beam.Map(commit, written=AsSingleton(totals), labels_list=AsSingleton(planned.labels),
-                              errors=AsSingleton(errors), duplicates=AsSingleton(planned.duplicates),
-                              near_copies=AsSingleton(planned.near_copies),
+       | 'Commit' >> beam.Map(commit, written=totals, labels_list=AsSingleton(planned.labels),
+                              errors=AsSingleton(errors), duplicates=planned.duplicates,
+                              near_copies=AsSingleton(planned.near_copies) if planned.near_copies is not None else None,
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
-                              runner=runner, changes=AsSingleton(counts), decision=decision,
-                              earlier=AsSingleton(earlier)))
+                              runner=runner, changes=AsSingleton(changes.counts, default_value={}) if changes else {},
+                              decision=decision,
+                              earlier=AsSingleton(earlier) if earlier is not None else None))
+
+
+def summed_up(pcoll: beam.PCollection, label: str, combine_fn: beam.CombineFn) -> AsSingleton:
+  """``combine_fn``'s one value of all of ``pcoll``, as a side input. CombineGlobally would make
+  an empty input's value by a branch of its own (a Create, a side input, three more ParDos),
+  which every run pays for, however small; the side input's default is that value for free."""
+  return AsSingleton(pcoll | label >> beam.CombineGlobally(combine_fn).without_defaults(),
+                     default_value=combine_fn.apply([]))
 
 
 class Planned(NamedTuple):
   plans: beam.PCollection  # of ShardPlan
   labels: beam.PCollection  # one element: the sorted label texts, labels.txt's lines
   rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows
-  duplicates: beam.PCollection  # one element: the groups of identical files, summed up (DuplicateGroups)
+  duplicates: AsSingleton  # the groups of identical files, summed up (DuplicateGroups)
   # One element: the groups of near copies, summed up (NearGroups) with the distance and what the
   # grouping left out (FindNearCopies); None under --near_copies=off.
-  near_copies: beam.PCollection
+  near_copies: Optional[beam.PCollection]
 
 
 def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Settings,
@@ -169,14 +176,12 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   numbering = decision.numbered if settings.incremental else None  # an --incremental output's names have no count
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
                                                         numbering)
-  duplicates = grouped[DUPLICATES] | 'SumUpDuplicates' >> beam.CombineGlobally(DuplicateGroups())
+  duplicates = summed_up(grouped[DUPLICATES], 'SumUpDuplicates', DuplicateGroups())
+  near_groups = None
   if near:
-    near_groups = ((merged[NEAR_COPIES], assigned[NEAR_COPIES])
-                   | 'AllNearCopies' >> beam.Flatten()
-                   | 'SumUpNearCopies' >> beam.CombineGlobally(NearGroups())
-                   | 'NearCopiesFound' >> beam.Map(lambda groups, found: {**groups, **found},
-                                                   AsSingleton(found['found'])))
-  else:
-    near_groups = records.pipeline | 'NoNearCopies' >> beam.Create([None])
+    near_groups = found['found'] | 'NearCopiesFound' >> beam.Map(
+        lambda summary, groups: {**groups, **summary},
+        summed_up((merged[NEAR_COPIES], assigned[NEAR_COPIES]) | 'AllNearCopies' >> beam.Flatten(),
+                  'SumUpNearCopies', NearGroups()))
   rejected = (*rejected, grouped[REJECTED]) | 'PlanningRejections' >> beam.Flatten()
   return Planned(plans, class_labels, rejected, duplicates, near_groups)

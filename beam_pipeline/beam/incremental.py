@@ -32,7 +32,7 @@ class Changes(NamedTuple):
   kept: beam.PCollection  # Entry of each record kept as it is
   earlier: beam.PCollection  # (Entry, kept) of every catalogued record, kept or not
   rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted or changed file
-  counts: beam.PCollection  # one element: {added, changed, removed, unchanged: count}
+  counts: beam.PCollection  # one element, none if nothing changed: {added, changed, removed, unchanged: count}
   carried: beam.PCollection  # Rejection of each unchanged file the earlier run rejected, for the errors files
 
 
@@ -73,7 +73,8 @@ class FindChanges(beam.PTransform):
                                              ).with_output_types(ShardRewrite))
     counts = (joined[_CHANGES]
               | 'CountChanges' >> beam.combiners.Count.PerElement()
-              | 'AllChanges' >> beam.combiners.ToDict())
+              # Read as a side input whose default is {}: no branch for an empty input (graph.summed_up).
+              | 'AllChanges' >> beam.CombineGlobally(beam.combiners.ToDictCombineFn()).without_defaults())
     return Changes(todo, joined[_KEPT], joined[_EARLIER], rewrites, counts, joined[tags.REJECTED])
 
 
