@@ -55,10 +55,11 @@ run: install
 	$(BIN)/python -m beam_pipeline --input=$(SAMPLE) --output=$(SAMPLE_OUT) --runner=DirectRunner
 
 # A worker process per core (pytest-xdist), each taking a whole file at a time, so that what a
-# file's tests share (a conversion, an emulator: module-scoped fixtures) is made once.
+# file's tests share (a conversion, an emulator: module-scoped fixtures) is made once; files in
+# the order tests/conftest.py gives them (the long end-to-end ones first).
 # PYTEST_ARGS narrows it: make test PYTEST_ARGS='-k gcs'.
 test: install airflow dali models
-	$(BIN)/python -m pytest -n auto --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The Flex Template's metadata.json and the README's option table, made from beam_pipeline/core/option_table.py.
 options: install

@@ -1,12 +1,24 @@
 """Shared fixtures; test helpers (tests/helpers) import as the package ``helpers`` (pyproject.toml
 puts tests/ on pytest's path)."""
 import os
+from pathlib import Path
+from typing import List
 
 import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # as the command sets it (cli.quiet_libraries)
 
 from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position
+
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+  """The end-to-end files (tests/test_*.py, each running the command) before the unit tests'
+  folders: pytest-xdist hands out whole files in this order (make test: --dist loadfile
+  --no-loadscope-reorder), so the long files start first and the many short ones even out the
+  end on every worker, instead of a long file running alone at the end."""
+  items.sort(key=lambda item: item.path.parent != TESTS)  # stable: files and tests keep their order
 
 
 @pytest.fixture(scope='session', autouse=True)
