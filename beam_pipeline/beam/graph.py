@@ -11,8 +11,8 @@ from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
 from beam_pipeline.beam.near_copies import FindNearCopies
-from beam_pipeline.beam.planning import (AssignSplits, DuplicateGroups, GroupCopies, NearGroups, PlanShards,
-                                         UniqueSourceIds, bucket_by_content, merge_near_copies)
+from beam_pipeline.beam.planning import (AssignSplits, ClassLabels, DuplicateGroups, GroupCopies, NearGroups,
+                                         PlanShards, UniqueSourceIds, bucket_by_content, merge_near_copies)
 from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
 from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
@@ -76,7 +76,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   rewrites = [changes.rewrites] if changes else []  # shards that lost records, written again
   written = ((planned.plans, graph, *rewrites)
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
-             | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=AsSingleton(planned.labels)
+             | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=planned.labels
                                     ).with_outputs(REJECTED, TRANSFORM_WRITTEN, main='shards'))
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
@@ -90,7 +90,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   # Side inputs make the commit wait for every shard and errors file.
   _ = (pipeline
        | 'Start commit' >> beam.Create([None])
-       | 'Commit' >> beam.Map(commit, written=totals, labels_list=AsSingleton(planned.labels),
+       | 'Commit' >> beam.Map(commit, written=totals, labels_list=planned.labels,
                               errors=AsSingleton(errors), duplicates=planned.duplicates,
                               near_copies=AsSingleton(planned.near_copies) if planned.near_copies is not None else None,
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
@@ -109,7 +109,7 @@ def summed_up(pcoll: beam.PCollection, label: str, combine_fn: beam.CombineFn) -
 
 class Planned(NamedTuple):
   plans: beam.PCollection  # of ShardPlan
-  labels: beam.PCollection  # one element: the sorted label texts, labels.txt's lines
+  labels: AsSingleton  # the label texts in class order, labels.txt's lines
   rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows
   duplicates: AsSingleton  # the groups of identical files, summed up (DuplicateGroups)
   # One element: the groups of near copies, summed up (NearGroups) with the distance and what the
@@ -169,10 +169,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
                                                       list_near=near and not drop)
   in_order = (functools.partial(labels.extended_labels, list(decision.labels)) if decision.updates
               else labels.sorted_labels)  # an update's new classes come after the earlier ones
-  class_labels = (assigned[LABELS]
-                  | 'UniqueLabels' >> beam.Distinct()
-                  | 'AllLabels' >> beam.combiners.ToList()
-                  | 'SortLabels' >> beam.Map(in_order))
+  class_labels = summed_up(assigned[LABELS], 'AllLabels', ClassLabels(in_order))
   numbering = decision.numbered if settings.incremental else None  # an --incremental output's names have no count
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
                                                         numbering)

@@ -369,6 +369,29 @@ def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[CheckedImage]]],
   return sharding.plan_shard(split, sharding.number(planned_index, in_chunk, _only(chunks, split)), records, numbering)
 
 
+class ClassLabels(beam.CombineFn):
+  """The distinct label texts, as labels.txt lists them: in the order ``in_order`` gives them
+  (labels.sorted_labels, or an update's labels.extended_labels). A set of them at a time: as
+  many as the classes."""
+
+  def __init__(self, in_order: Callable[[Iterable[str]], List[str]]):
+    super().__init__()
+    self._in_order = in_order
+
+  def create_accumulator(self) -> set:
+    return set()
+
+  def add_input(self, accumulator: set, text: str) -> set:
+    accumulator.add(text)
+    return accumulator
+
+  def merge_accumulators(self, accumulators: Iterable[set]) -> set:
+    return set().union(*accumulators)
+
+  def extract_output(self, accumulator: set) -> List[str]:
+    return self._in_order(accumulator)
+
+
 class NearGroups(beam.CombineFn):
   """Every group of near copies, summed up as beam_pipeline.json lists them: how many groups
   and images, how many groups have conflicting labels, and the first MAX_LISTED_DUPLICATE_GROUPS

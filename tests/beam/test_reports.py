@@ -1,5 +1,6 @@
 """The run's per-image reports, rejections and groups of identical files, gathered without an
 element that holds them all."""
+import functools
 import json
 import random
 
@@ -8,6 +9,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.beam import coders, commit, errors_files, local_runner, planning
+from beam_pipeline.core.inputs import labels
 from beam_pipeline.core.output import errors_output, output_layout, run_totals
 from beam_pipeline.core.messages import Rejection, ShardReport
 
@@ -82,6 +84,18 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
   assert combine.extract_output(combine.merge_accumulators(halves)) == expected
   assert combine.extract_output(combine.create_accumulator()) == {'num_groups': 0, 'num_extra_copies': 0,
                                                                   'num_label_conflicts': 0, 'groups': []}
+
+
+def test_class_labels_are_each_text_once_in_class_order_however_merged():
+  texts = ['10', '2', '9', '2', '10', '1']
+  combine = planning.ClassLabels(labels.sorted_labels)
+  halves = [combine.create_accumulator(), combine.create_accumulator()]
+  for index, text in enumerate(texts):
+    halves[index % 2] = combine.add_input(halves[index % 2], text)
+  assert combine.extract_output(combine.merge_accumulators(halves)) == ['1', '2', '9', '10']
+  update = planning.ClassLabels(functools.partial(labels.extended_labels, ['cat', 'dog']))
+  assert update.apply(['eel', 'dog', 'bee']) == ['cat', 'dog', 'bee', 'eel']
+  assert update.apply([]) == ['cat', 'dog']  # an update that adds no class keeps the dataset's
 
 
 def test_shard_reports_are_summed_up_as_one_process_sums_them():
