@@ -143,22 +143,31 @@ def coco(tmp_path_factory):
   return root, _coco_set(root)
 
 
-@pytest.fixture(scope='module')
-def coco_converted(coco, tmp_path_factory) -> Path:
-  """The COCO set converted with its boxes and --skip_transform, for the tests that only read it."""
-  root, _ = coco
-  out = tmp_path_factory.mktemp('coco-converted') / 'out'
-  assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/instances.json',
-                 '--skip_transform') == 0
+def _convert_coco(root: Path, out: Path, *options: str) -> Path:
+  """``out``, the COCO set at ``root`` converted with its boxes and ``options``; --max_error_fraction=0,
+  as bad annotations are reported, but spend no budget of images."""
+  assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/instances.json', *options,
+                 '--max_error_fraction=0') == 0
   return out
 
 
-@pytest.mark.parametrize('options', [[], ['--max_side=50']], ids=['as_is', 'max_side'])
-def test_every_coco_box_is_stored_normalized_on_the_upright_image(coco, tmp_path, options):
+@pytest.fixture(scope='module')
+def coco_converted(coco, tmp_path_factory) -> Path:
+  """The COCO set converted with its boxes, made once: test_every_coco_box_is_stored_normalized_on_the_upright_image
+  checks it, and the tests that only read it share it."""
+  return _convert_coco(coco[0], tmp_path_factory.mktemp('coco-converted') / 'out')
+
+
+@pytest.fixture(scope='module')
+def coco_max_side(coco, tmp_path_factory) -> Path:
+  """The COCO set converted with its boxes and --max_side=50."""
+  return _convert_coco(coco[0], tmp_path_factory.mktemp('coco-max-side') / 'out', '--max_side=50')
+
+
+@pytest.mark.parametrize('converted', ['coco_converted', 'coco_max_side'], ids=['as_is', 'max_side'])
+def test_every_coco_box_is_stored_normalized_on_the_upright_image(coco, request, converted):
   root, truth = coco
-  out = tmp_path / 'out'
-  assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/instances.json', *options,
-                 '--max_error_fraction=0') == 0  # bad annotations are reported, but spend no budget of images
+  out = request.getfixturevalue(converted)
   records = _records(out)
   assert sorted(records) == sorted([*truth, 'negative.jpg'])
   labels = (out / 'labels.txt').read_text().split()
@@ -301,13 +310,58 @@ print(json.dumps({'decoded': decoded, 'ap': float(evaluation.stats[0])}))
 '''
 
 
-@pytest.mark.skipif(not MODELS_PYTHON.exists(), reason='make models (make test does) installs Model Garden')
-def test_model_garden_decodes_the_boxes_and_coco_evaluation_of_the_truth_gives_ap_1(coco_converted):
-  out = coco_converted
-  done = subprocess.run([str(MODELS_PYTHON), '-c', _MODEL_GARDEN_COCO, str(out)], capture_output=True, text=True,
-                        check=False, timeout=600)
+_MODEL_GARDEN_MASKS = """
+import json, sys
+import tensorflow as tf
+from official.vision.dataloaders import tf_example_decoder
+out = sys.argv[1]
+info = json.load(open(out + '/beam_pipeline.json'))
+files = [out + '/' + shard['file'] for split in info['splits'].values() for shard in split['shards']]
+decoder = tf_example_decoder.TfExampleDecoder(include_mask=True)
+print(json.dumps({decoder.decode(record)['source_id'].numpy().decode():
+                  decoder.decode(record)['groundtruth_instance_masks'].numpy().astype(int).tolist()
+                  for record in tf.data.TFRecordDataset(files)}))
+"""
+
+# Runs each (script, output) pair of its arguments, as `python -c script output` would, in this one process.
+_EACH_SCRIPT = """
+import contextlib, io, json, sys, traceback
+results = []
+for script, out in zip(sys.argv[1::2], sys.argv[2::2]):
+    sys.argv = ['-c', out]
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(script, {'__name__': '__main__'})
+        results.append({'stdout': printed.getvalue()})
+    except Exception:
+        results.append({'error': traceback.format_exc()})
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope='module')
+def model_garden(coco_converted, masks_max_side) -> Dict[str, Dict[str, str]]:
+  """What _MODEL_GARDEN_COCO printed on coco_converted and _MODEL_GARDEN_MASKS on masks_max_side,
+  by 'boxes' and 'masks': one process of .venv-models for both, as its imports take seconds; each
+  script's error, if it raised one, fails only its own test."""
+  done = subprocess.run([str(MODELS_PYTHON), '-c', _EACH_SCRIPT, _MODEL_GARDEN_COCO, str(coco_converted),
+                         _MODEL_GARDEN_MASKS, str(masks_max_side)], capture_output=True, text=True, check=False,
+                        timeout=600)
   assert done.returncode == 0, done.stderr[-3000:]
-  result = json.loads(done.stdout.splitlines()[-1])
+  return dict(zip(('boxes', 'masks'), json.loads(done.stdout.splitlines()[-1])))
+
+
+def _printed(run: Dict[str, str]) -> dict:
+  """The JSON a Model Garden script printed last."""
+  assert 'error' not in run, run['error'][-3000:]
+  return json.loads(run['stdout'].splitlines()[-1])
+
+
+@pytest.mark.skipif(not MODELS_PYTHON.exists(), reason='make models (make test does) installs Model Garden')
+def test_model_garden_decodes_the_boxes_and_coco_evaluation_of_the_truth_gives_ap_1(coco_converted, model_garden):
+  out = coco_converted
+  result = _printed(model_garden['boxes'])
   assert result['ap'] == pytest.approx(1.0)
   records = _records(out)
   by_source_id = {_values(example, 'image/source_id')[0].decode(): example for example in records.values()}
@@ -451,24 +505,30 @@ def mask_set(tmp_path_factory) -> Tuple[Path, Dict[str, np.ndarray]]:
   return root, _mask_set(root)
 
 
-@pytest.fixture(scope='module')
-def masks_converted(mask_set, tmp_path_factory) -> Path:
-  """The mask set converted with --include_masks and --skip_transform, for the tests that only
-  read it (a test that changes it works on a copy)."""
-  root, _ = mask_set
-  out = tmp_path_factory.mktemp('masks-converted') / 'out'
+def _convert_masks(root: Path, out: Path, *options: str) -> Path:
+  """``out``, the mask set at ``root`` converted with --include_masks and ``options``."""
   assert convert(f'--input={root}/images', f'--output={out}', f'--annotations={root}/masks.json',
-                 '--include_masks', '--skip_transform') == 0
+                 '--include_masks', *options) == 0
   return out
 
 
-@pytest.mark.parametrize('options', [[], ['--max_side=35']], ids=['as_is', 'max_side'])
-def test_every_mask_pixel_follows_the_image_turned_and_resized_by_nearest_neighbour(tmp_path, options):
-  masks = _mask_set(tmp_path)
-  out = tmp_path / 'out'
-  assert convert(f'--input={tmp_path}/images', f'--output={out}', f'--annotations={tmp_path}/masks.json',
-                 '--include_masks', *options) == 0
-  records = _records(out)
+@pytest.fixture(scope='module')
+def masks_converted(mask_set, tmp_path_factory) -> Path:
+  """The mask set converted with --include_masks, made once for the tests that read it (a test
+  that changes it works on a copy)."""
+  return _convert_masks(mask_set[0], tmp_path_factory.mktemp('masks-converted') / 'out')
+
+
+@pytest.fixture(scope='module')
+def masks_max_side(mask_set, tmp_path_factory) -> Path:
+  """The mask set converted with --include_masks and --max_side=35, its masks resized."""
+  return _convert_masks(mask_set[0], tmp_path_factory.mktemp('masks-max-side') / 'out', '--max_side=35')
+
+
+@pytest.mark.parametrize('converted', ['masks_converted', 'masks_max_side'], ids=['as_is', 'max_side'])
+def test_every_mask_pixel_follows_the_image_turned_and_resized_by_nearest_neighbour(mask_set, request, converted):
+  _, masks = mask_set
+  records = _records(request.getfixturevalue(converted))
   for name, mask in masks.items():
     example = records[name]
     [png] = _values(example, 'image/object/mask')
@@ -512,31 +572,10 @@ def test_masks_need_a_coco_segmentation_for_every_object(coco, tmp_path, capsys)
   assert 'Pascal VOC, which has none' in error_line(capsys.readouterr().err)
 
 
-_MODEL_GARDEN_MASKS = """
-import json, sys
-import tensorflow as tf
-from official.vision.dataloaders import tf_example_decoder
-out = sys.argv[1]
-info = json.load(open(out + '/beam_pipeline.json'))
-files = [out + '/' + shard['file'] for split in info['splits'].values() for shard in split['shards']]
-decoder = tf_example_decoder.TfExampleDecoder(include_mask=True)
-print(json.dumps({decoder.decode(record)['source_id'].numpy().decode():
-                  decoder.decode(record)['groundtruth_instance_masks'].numpy().astype(int).tolist()
-                  for record in tf.data.TFRecordDataset(files)}))
-"""
-
-
 @pytest.mark.skipif(not MODELS_PYTHON.exists(), reason='make models (make test does) installs Model Garden')
-def test_model_garden_decodes_the_masks(tmp_path):
-  _mask_set(tmp_path)
-  out = tmp_path / 'out'
-  assert convert(f'--input={tmp_path}/images', f'--output={out}', f'--annotations={tmp_path}/masks.json',
-                 '--include_masks', '--skip_transform', '--max_side=35') == 0
-  done = subprocess.run([str(MODELS_PYTHON), '-c', _MODEL_GARDEN_MASKS, str(out)], capture_output=True, text=True,
-                        check=False, timeout=600)
-  assert done.returncode == 0, done.stderr[-3000:]
-  decoded = json.loads(done.stdout.splitlines()[-1])
-  records = _records(out)
+def test_model_garden_decodes_the_masks(masks_max_side, model_garden):
+  decoded = _printed(model_garden['masks'])
+  records = _records(masks_max_side)
   assert len(decoded) == len(records) == 3
   for example in records.values():
     [png] = _values(example, 'image/object/mask')

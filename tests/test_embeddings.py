@@ -116,8 +116,19 @@ def test_without_a_model_the_reader_says_how_to_get_embeddings(sample_set, tmp_p
     reader.load(str(tmp_path), 'train', features='embedding')
 
 
+def test_a_model_that_is_not_there_fails_before_any_work_with_one_line(sample_set, tmp_path, capsys):
+  """In this process: it fails before any model is loaded, so no worker can add to its line
+  (tests/test_cli.py's bad invocations show the command, in a process of its own, prints a
+  usage error's line alone)."""
+  path = tmp_path / 'nothing' / 'there.keras'
+  capsys.readouterr()
+  assert cli.main([f'--input={sample_set}', f'--output={tmp_path}/out', f'--embedding_model={path}']) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      f'error: --embedding_model={path} does not exist; give a .keras file or a SavedModel directory, local or gs://']
+  assert not (tmp_path / 'out').exists()
+
+
 @pytest.mark.parametrize('model, message', [
-    ('nothing/there.keras', 'does not exist; give a .keras file or a SavedModel directory, local or gs://'),
     ('dense.keras', 'takes input of shape (None, 10), not a batch of RGB images (batch, height, width, 3)'),
     ('tiny.keras --embedding_image_size=64', 'takes images of 32x32 pixels, not 64x64; give '
      '--embedding_image_size=32'),
