@@ -42,6 +42,8 @@ LAUNCHER = 'BEAM_PIPELINE_LAUNCHER_PID'
 
 _pool: Optional[ProcessPoolExecutor] = None
 _count = 0
+# Whether this process's forkserver has forked a pool's workers (stop_forkserver keeps it then).
+_served = False
 # The workers' temporary directory, removed with the pool (_initialize_worker).
 _scratch: Optional[str] = None
 
@@ -74,9 +76,11 @@ def start_forkserver() -> None:
 
 def stop_forkserver() -> None:
   """Ends a forkserver started for a run that will not use it (a bad option, another
-  runner): it would go on importing TensorFlow after the command has returned."""
+  runner): it would go on importing TensorFlow after the command has returned. One that
+  has served a pool (an earlier run of this process: the API called again) is done importing
+  and waits idle: it stays, ready for the next run."""
   pid = multiprocessing_internals.forkserver_pid()
-  if pid:
+  if pid and not _served:
     try:
       os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -85,7 +89,7 @@ def stop_forkserver() -> None:
 
 def start(workers: int = 0) -> ProcessPoolExecutor:
   """The process pool the DoFns of this process use, with ``workers`` processes (default: one per core)."""
-  global _pool, _count, _scratch
+  global _pool, _count, _scratch, _served
   if _pool is None:
     start_forkserver()
     context = multiprocessing_internals.forkserver_context()
@@ -98,6 +102,7 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
     _pool = ProcessPoolExecutor(_count, mp_context=context, initializer=_initialize_worker,
                                 initargs=(os.getpid(), {**os.environ, 'TMPDIR': _scratch}, os.getcwd(), assignments,
                                           multiprocessing_internals.PassedFd(2)))
+    _served = True
   return _pool
 
 

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from beam_pipeline.compat import multiprocessing_internals
 from beam_pipeline.local import workers
 
 from helpers import process_state
@@ -15,12 +14,26 @@ pytestmark = pytest.mark.skipif(not workers.available(), reason='no forkserver o
 
 
 def test_the_forkserver_can_be_found_and_stopped_through_multiprocessings_private_state():
-  workers.start_forkserver()
-  pid = multiprocessing_internals.forkserver_pid()
-  with open(f'/proc/{pid}/cmdline', 'rb') as f:
-    assert b'multiprocessing.forkserver' in f.read()
-  workers.stop_forkserver()
-  assert process_state.ended(pid, timeout=60)  # killed; multiprocessing reaps it when a pool next starts one
+  """In a process of its own, as a command starts its forkserver (this one's may have served a
+  pool: stop_forkserver keeps such a one)."""
+  script = ('import time\n'
+            'from beam_pipeline.compat import multiprocessing_internals\n'
+            'from beam_pipeline.local import workers\n'
+            'workers.start_forkserver()\n'
+            'pid = multiprocessing_internals.forkserver_pid()\n'
+            'while not open(f"/proc/{pid}/cmdline", "rb").read():  # not yet past its exec\n'
+            '  time.sleep(0.01)\n'
+            'print(pid, open(f"/proc/{pid}/cmdline", "rb").read(), flush=True)\n'
+            'workers.stop_forkserver()\n'
+            'print(multiprocessing_internals.forkserver_pid(), flush=True)\n'
+            'input()\n')  # alive until the test has looked: the killed forkserver stays its zombie
+  with subprocess.Popen([sys.executable, '-c', script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        text=True) as launcher:
+    pid, cmdline = launcher.stdout.readline().split(' ', 1)
+    assert 'multiprocessing.forkserver' in cmdline
+    assert launcher.stdout.readline().strip() == pid
+    assert process_state.ended(int(pid), timeout=60)
+    launcher.communicate('\n', timeout=60)
 
 
 def test_a_file_descriptor_reaches_a_worker_and_the_socket_directory_goes(tmp_path):

@@ -10,12 +10,13 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline.beam import local_runner
+from beam_pipeline.compat import multiprocessing_internals
 from beam_pipeline.local import workers
 from beam_pipeline.core import steps
 from beam_pipeline.core.messages import InputItem
 
 from helpers import models, photos, process_state, worker_probe
-from helpers.commands import ROOT
+from helpers.commands import ROOT, convert
 from helpers.values import settings
 
 
@@ -112,3 +113,16 @@ def test_a_forkserver_still_importing_tensorflow_ends_with_its_killed_launcher()
   assert process_state.ended(pid, timeout=60)
   lived = time.monotonic() - killed
   assert lived < 3, f'the forkserver went on importing for {lived:.1f}s after its launcher was killed'
+
+
+def test_a_refused_run_keeps_the_forkserver_an_earlier_run_of_this_process_used(sample_set, tmp_path):
+  """The API called again: a run refused for a bad option stops no forkserver that is done
+  importing, or the next run would import TensorFlow again (a command's own forkserver, not yet
+  used, is stopped: test_multiprocessing_internals)."""
+  assert convert(f'--input={sample_set}', f'--output={tmp_path}/out', '--max_error_fraction=1') == 0
+  pid = multiprocessing_internals.forkserver_pid()
+  assert convert(f'--input={sample_set}', f'--output={tmp_path}/refused', '--splits=train=2') == 2
+  assert multiprocessing_internals.forkserver_pid() == pid
+  assert not process_state.ended(pid, timeout=1)
+  assert convert(f'--input={sample_set}', f'--output={tmp_path}/next', '--max_error_fraction=1') == 0
+  assert multiprocessing_internals.forkserver_pid() == pid
