@@ -14,6 +14,7 @@ import termios
 import threading
 import time
 import types
+from typing import List
 
 from beam_pipeline import cli
 from beam_pipeline.cli import progress
@@ -85,9 +86,21 @@ def _progress_lines(done, checked: str):
   return lines, ended
 
 
-def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path):
+def _main(argv: List[str], capfd, caplog) -> subprocess.CompletedProcess:
+  """``cli.main(argv)`` in this process, as the command's completed process would be: its standard
+  error also holds the log records that reached the root logger, as the handler Beam's
+  logging.basicConfig gives the command would have printed them (pytest captures them instead)."""
+  code = cli.main(argv)
+  out, err = capfd.readouterr()
+  err += ''.join(f'{record.levelname}:{record.name}:{record.getMessage()}\n' for record in caplog.records)
+  return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path, capfd, caplog):
+  """In this process: the progress lines are the launcher's (the command's own standard error,
+  TensorFlow's chatter included, is the terminal test's and the multi-process test's)."""
   _tree(tmp_path / 'in', count=1200)
-  done = run_cli(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2')
+  done = _main([f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2'], capfd, caplog)
   lines, ended = _progress_lines(done, '1,204')
   # How many periodic lines there are depends on when the progress thread woke (a loaded
   # machine wakes it late): their number is checked against a scripted clock below. Here:
@@ -219,10 +232,12 @@ def test_the_summary_and_its_json_agree_with_dataset_info(tmp_path, capsys):
   assert [line[:len(expected)] for line, expected in zip(text[-len(ending):], ending)] == ending
 
 
-def test_verbose_lets_beams_info_lines_through(tmp_path):
+def test_verbose_lets_beams_info_lines_through(tmp_path, capfd, caplog):
+  """Without it (in this process), none of Beam's INFO records reaches the root logger, whose handler
+  prints them; with it, the command prints them (in its own process: --verbose leaves Beam's
+  logger at INFO)."""
   photos.write_files(tmp_path / 'in', photos.labelled(('cat',), 3))
-  quiet = subprocess.run(command(f'--input={tmp_path}/in', f'--output={tmp_path}/quiet'), cwd=ROOT,
-                         capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  quiet = _main([f'--input={tmp_path}/in', f'--output={tmp_path}/quiet'], capfd, caplog)
   verbose = subprocess.run(command(f'--input={tmp_path}/in', f'--output={tmp_path}/verbose', '--verbose'), cwd=ROOT,
                            capture_output=True, text=True, timeout=TIMEOUT, check=False)
   assert quiet.returncode == verbose.returncode == 0

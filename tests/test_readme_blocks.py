@@ -11,14 +11,16 @@ import subprocess
 import symtable
 import sys
 import textwrap
+import traceback
 from pathlib import Path
 from typing import List, NamedTuple, Optional
+from unittest import mock
 
 import pytest
 from PIL import Image
 
 from benchmarks import sample_set
-from helpers.commands import ROOT, TIMEOUT, user_environment
+from helpers.commands import ROOT, TIMEOUT, convert, user_environment
 
 MODELS_PYTHON = ROOT / '.venv-models' / 'bin' / 'python'
 VENV = Path(sys.executable).parents[1]  # the environment `make install` builds, .venv
@@ -120,8 +122,9 @@ def workspace(tmp_path_factory) -> Path:
   (folder / '.venv').symlink_to(VENV)
   sample_set.write_sample_set(str(folder / 'work' / 'sample-images'))
   (folder / 'PetImages').symlink_to(folder / 'work' / 'sample-images')
-  _run(['python', '-m', 'beam_pipeline', '--input=work/sample-images', '--output=out',
-        '--splits=train=0.8,validation=0.2'], folder)
+  with pytest.MonkeyPatch.context() as patch:  # in this process: the Usage block runs the command itself
+    patch.chdir(folder)
+    assert convert('--input=work/sample-images', '--output=out', '--splits=train=0.8,validation=0.2') == 0
   _detection_sets(folder)
   return folder
 
@@ -179,9 +182,24 @@ def test_free_names_are_what_a_block_uses_without_defining():
       ['model', 'y', 'z']
 
 
+def _exec(source: str, block: Block, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+  """Runs ``source`` in this process as `python -c` would in ``cwd``, in globals of its own: a new
+  interpreter would import TensorFlow and Beam again. The environment is restored after it (importing
+  tf.Transform sets TF_USE_LEGACY_KERAS, which the workers of later runs would inherit). A failure
+  shows the block and its traceback."""
+  monkeypatch.chdir(cwd)
+  try:
+    with mock.patch.dict(os.environ):
+      exec(compile(source, f'<README.md:{block.line}>', 'exec'), {'__name__': '__main__'})  # pylint: disable=exec-used
+    return
+  except Exception:  # pylint: disable=broad-except
+    failure = traceback.format_exc()
+  pytest.fail(f'README.md:{block.line} failed:\n{source}\n{failure}', pytrace=False)
+
+
 @pytest.mark.parametrize('block', [block for block in readme_blocks() if why_not_offline(block) is None],
                          ids=lambda block: f'README.md:{block.line}')
-def test_the_readme_block_runs(block, workspace):
+def test_the_readme_block_runs(block, workspace, monkeypatch):
   if block.language == 'sh':
     _run(['bash', '-euo', 'pipefail', '-c', block.text], workspace, activates=ACTIVATE in block.text)
     return
@@ -190,7 +208,10 @@ def test_the_readme_block_runs(block, workspace):
     source = source.replace(online, offline)
   source = ''.join(GIVEN[name] for name in free_names(source)) + source + READ_DATASETS
   python = python_of(source)
-  if python == str(MODELS_PYTHON) and not MODELS_PYTHON.exists():
+  if python == sys.executable:
+    _exec(source, block, workspace, monkeypatch)
+    return
+  if not MODELS_PYTHON.exists():
     pytest.skip('.venv-models is built by make test (make models)')
   _run([python, '-c', source], workspace)
 
