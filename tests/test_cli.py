@@ -11,7 +11,7 @@ import pytest
 
 from beam_pipeline import cli
 from helpers import photos
-from helpers.commands import run_cli
+from helpers.commands import in_process, run_cli
 from helpers.photos import write_sample_set
 
 
@@ -43,14 +43,6 @@ def bad_option_run(tmp_path_factory) -> CommandRun:
   """The command ended by a bad option once it had started its workers' forkserver: for the tests
   of what it says and what it leaves."""
   return _converting(tmp_path_factory.mktemp('bad-option-run'), '--max_error_fraction=1', '--splits=train')
-
-
-def _stderr(capfd, caplog) -> List[str]:
-  """The lines the command would have shown on standard error after an in-process run: what was
-  written there, and the log records that reached the root logger, as the handler Beam's
-  logging.basicConfig gives the command would have printed them (pytest captures them instead)."""
-  return capfd.readouterr().err.splitlines() + [f'{record.levelname}:{record.name}:{record.getMessage()}'
-                                                for record in caplog.records]
 
 
 def test_converts_the_sample_set_and_says_where_it_went(sample_run):
@@ -92,9 +84,9 @@ def test_called_as_a_function_main_leaves_garbage_collection_as_it_found_it(tmp_
 def test_bad_invocations_fail_before_any_work_with_one_line(args, message, capfd, caplog):
   """Only the error, not Beam's warning about an unknown flag; in this process (the command's own
   process is the next test's)."""
-  assert cli.main(args) == 2
-  lines = _stderr(capfd, caplog)
-  assert len(lines) == 1 and lines[0].startswith(message), lines
+  done = in_process(args, capfd, caplog)
+  lines = done.stderr.splitlines()
+  assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(message), lines
 
 
 def test_a_bad_invocation_of_the_command_says_only_the_error(bad_option_run):
@@ -133,8 +125,8 @@ def test_splits_given_beside_split_folders_are_said_to_apply_to_the_rest_once(tm
   files = photos.labelled(('cat', 'dog'), 4, seed=3, size=(40, 30))
   photos.write_files(tmp_path / 'in', {f'{folder}/{name}': data for folder in ('train', 'val', 'extra')
                                        for name, data in files.items()})
-  assert cli.main([f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--splits=train=0.5,validation=0.5',
-                   '--dedupe']) == 0
-  assert _stderr(capfd, caplog) == [
+  done = in_process([f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--splits=train=0.5,validation=0.5',
+                     '--dedupe'], capfd, caplog)
+  assert done.returncode == 0 and done.stderr.splitlines() == [
       "note: the folders train/, val/ of --input set their images' splits; --splits=train=0.5,validation=0.5 "
       'assigns only the images outside them']

@@ -14,14 +14,13 @@ import termios
 import threading
 import time
 import types
-from typing import List
 
 from beam_pipeline import cli
 from beam_pipeline.cli import progress
 from beam_pipeline.core.console import progress_counts
 
 from helpers import hostile_files, photos
-from helpers.commands import ROOT, TIMEOUT, chatter, command, run_cli, user_environment
+from helpers.commands import ROOT, TIMEOUT, chatter, command, in_process, run_cli, user_environment
 
 
 def _tree(root, count=400):
@@ -86,21 +85,11 @@ def _progress_lines(done, checked: str):
   return lines, ended
 
 
-def _main(argv: List[str], capfd, caplog) -> subprocess.CompletedProcess:
-  """``cli.main(argv)`` in this process, as the command's completed process would be: its standard
-  error also holds the log records that reached the root logger, as the handler Beam's
-  logging.basicConfig gives the command would have printed them (pytest captures them instead)."""
-  code = cli.main(argv)
-  out, err = capfd.readouterr()
-  err += ''.join(f'{record.levelname}:{record.name}:{record.getMessage()}\n' for record in caplog.records)
-  return subprocess.CompletedProcess(argv, code, out, err)
-
-
 def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path, capfd, caplog):
   """In this process: the progress lines are the launcher's (the command's own standard error,
   TensorFlow's chatter included, is the terminal test's and the multi-process test's)."""
   _tree(tmp_path / 'in', count=1200)
-  done = _main([f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2'], capfd, caplog)
+  done = in_process([f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--progress_interval=0.2'], capfd, caplog)
   lines, ended = _progress_lines(done, '1,204')
   # How many periodic lines there are depends on when the progress thread woke (a loaded
   # machine wakes it late): their number is checked against a scripted clock below. Here:
@@ -237,7 +226,7 @@ def test_verbose_lets_beams_info_lines_through(tmp_path, capfd, caplog):
   prints them; with it, the command prints them (in its own process: --verbose leaves Beam's
   logger at INFO)."""
   photos.write_files(tmp_path / 'in', photos.labelled(('cat',), 3))
-  quiet = _main([f'--input={tmp_path}/in', f'--output={tmp_path}/quiet'], capfd, caplog)
+  quiet = in_process([f'--input={tmp_path}/in', f'--output={tmp_path}/quiet'], capfd, caplog)
   verbose = subprocess.run(command(f'--input={tmp_path}/in', f'--output={tmp_path}/verbose', '--verbose'), cwd=ROOT,
                            capture_output=True, text=True, timeout=TIMEOUT, check=False)
   assert quiet.returncode == verbose.returncode == 0

@@ -34,6 +34,17 @@ def convert(*args: object) -> int:
   return cli.main([*map(str, args), '--runner=DirectRunner'])
 
 
+def in_process(argv: List[str], capfd, caplog) -> subprocess.CompletedProcess:
+  """``cli.main(argv)`` in this process, as the command's completed process would be: its standard
+  error also holds the log records that reached the root logger, as the handler Beam's
+  logging.basicConfig gives the command would have printed them (pytest captures them instead)."""
+  from beam_pipeline import cli  # pylint: disable=import-outside-toplevel
+  code = cli.main(argv)
+  out, err = capfd.readouterr()
+  err += ''.join(f'{record.levelname}:{record.name}:{record.getMessage()}\n' for record in caplog.records)
+  return subprocess.CompletedProcess(argv, code, out, err)
+
+
 def command(*args: object) -> List[str]:
   """``python -m beam_pipeline ARGS``."""
   return [sys.executable, '-m', 'beam_pipeline', *map(str, args)]
