@@ -14,7 +14,7 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 
 import beam_pipeline
-from helpers.commands import command, convert, error_line, ROOT, run_cli, TIMEOUT, user_environment
+from helpers.commands import command, convert, error_line, in_process, ROOT, TIMEOUT, user_environment
 from helpers.dataset_reader import assert_same_dataset, local_files, read_output
 from helpers.photos import write_sample_set
 
@@ -114,10 +114,11 @@ def test_convert_writes_what_the_command_writes_and_returns_its_summary(sample_s
     {'dedupe': 'maybe'},
     {'runner': 'DataflowRunner'},
 ])
-def test_convert_raises_the_commands_one_line_errors(sample_set, tmp_path, keywords):
-  """Each keyword as the command's flag gives the command's error line: the call raises it."""
+def test_convert_raises_the_commands_one_line_errors(sample_set, tmp_path, keywords, capfd, caplog):
+  """Each keyword as the command's flag gives the command's error line: the call raises it. The
+  command runs in this process (test_cli checks a bad option's line and exit code as a process)."""
   keywords = {'input': str(sample_set), 'output': str(tmp_path / 'out'), **keywords}
-  result = run_cli(*(f'--{name}={value}' for name, value in keywords.items()))
+  result = in_process([f'--{name}={value}' for name, value in keywords.items()], capfd, caplog)
   with pytest.raises(beam_pipeline.ConversionError) as raised:
     beam_pipeline.convert(**keywords)
   assert raised.value.exit_code == result.returncode == 2
