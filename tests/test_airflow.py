@@ -1,14 +1,17 @@
 """The DAGs of deploy/airflow in a real Airflow (its own environment, .venv-airflow, which
 `make test` builds): they load, and their task runs the conversion with Airflow's Beam
 operator, on the DirectRunner and on Dataflow (offline), or launches the Flex Template."""
+import contextlib
 import json
 import os
 import re
+import select
 import shlex
 import stat
 import subprocess
 import sys
-from typing import List
+from pathlib import Path
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -23,10 +26,34 @@ DAGS = ROOT / 'deploy' / 'airflow' / 'dags'
 TASK = ROOT / 'tests' / 'helpers' / 'airflow_task.py'
 
 
+class Airflow:
+  """One Airflow process (helpers/airflow_task.py) in an Airflow home, running the tests' Airflow
+  commands in turn: each a process of its own would take seconds of CPU to start Airflow."""
+
+  def __init__(self, home: Path, process: subprocess.Popen):
+    self.home = home
+    self.process = process
+
+  def run(self, request: dict, log: Path) -> dict:
+    """The process's answer to ``request`` (helpers/airflow_task.py), with the text of ``log``,
+    where it wrote the command's output, as 'log'."""
+    self.process.stdin.write(json.dumps({**request, 'log': str(log)}) + '\n')
+    self.process.stdin.flush()
+    ready, _, _ = select.select([self.process.stdout], [], [], TIMEOUT)
+    answer = self.process.stdout.readline() if ready else ''
+    text = log.read_text() if log.exists() else ''
+    if not answer:
+      self.process.kill()
+    assert answer, f'Airflow ended or timed out (see {self.home}/airflow.log): {text[-8000:]}'
+    return {**json.loads(answer), 'log': text}
+
+
 @pytest.fixture(scope='module')
 def airflow(tmp_path_factory):
-  """The environment of an Airflow installation: its home, with the database migrated and the
-  DAGs serialized, and the storage emulator (for Dataflow's staging and gs:// outputs)."""
+  """An Airflow installation: its home, with the database migrated, run by one Airflow process
+  for every test; and the storage emulator (for Dataflow's staging and gs:// outputs). The
+  DAGs need no `dags reserialize`: `tasks test` and `dags test` parse them and write them to
+  the database themselves."""
   if not (AIRFLOW_BIN / 'airflow').exists():
     pytest.fail('no Airflow environment: `make airflow` (which `make test` runs) builds .venv-airflow')
   home = tmp_path_factory.mktemp('airflow')
@@ -36,21 +63,34 @@ def airflow(tmp_path_factory):
                        AIRFLOW_VAR_TFRECORDS_OUTPUT_ROOT='gs://data/runs',
                        # Composer defines it; the Dataflow hook reads it (and calls nothing with it here).
                        AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT=json.dumps({'conn_type': 'google_cloud_platform'}))
-    for command in (['db', 'migrate'], ['dags', 'reserialize']):
-      done = subprocess.run([str(AIRFLOW_BIN / 'airflow'), *command], env=environment, cwd=home,
-                            capture_output=True, text=True, timeout=TIMEOUT, check=False)
-      assert done.returncode == 0, done.stderr[-3000:]
-    yield environment
+    with open(home / 'airflow.log', 'w', encoding='utf-8') as output:
+      process = subprocess.Popen([str(AIRFLOW_BIN / 'python'), str(TASK)], env=environment, cwd=home,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=output, text=True)
+      try:
+        running = Airflow(home, process)
+        done = running.run({'argv': ['db', 'migrate']}, home / 'migrate.log')
+        assert done['exit'] == 0, done['log'][-3000:]
+        yield running
+      finally:
+        with contextlib.suppress(OSError):  # a process killed on a timeout has no stdin left
+          process.stdin.close()
+        try:
+          process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+          process.kill()
+          process.wait()
 
 
-def run_task(environment, dag_id: str, params: dict, record) -> str:
-  """``airflow tasks test DAG convert 2026-11-24 -t PARAMS`` (helpers/airflow_task.py); its log,
-  once the task has succeeded (the command's exit code does not say)."""
-  done = subprocess.run([str(AIRFLOW_BIN / 'python'), str(TASK), str(record), dag_id, 'convert', '2026-11-24',
-                         json.dumps(params)], env=environment, cwd=environment['AIRFLOW_HOME'],
-                        capture_output=True, text=True, timeout=TIMEOUT, check=False)
-  log = done.stdout + done.stderr
-  assert done.returncode == 0 and 'new_state=success' in log, log[-8000:]
+def run_task(airflow: Airflow, dag_id: str, params: dict, record: Path,
+             environment: Optional[Dict[str, str]] = None) -> str:
+  """``airflow tasks test DAG convert 2026-11-24 -t PARAMS``, with the Variables (and the like)
+  of ``environment`` for it alone; its log, once the task has succeeded (the command's exit
+  code does not say)."""
+  done = airflow.run({'argv': ['tasks', 'test', dag_id, 'convert', '2026-11-24', '-t', json.dumps(params)],
+                      'environment': {**(environment or {}), 'AIRFLOW_TASK_RECORD': str(record)}},
+                     record.with_name('task.log'))
+  log = done['log']
+  assert done['exit'] == 0 and 'new_state=success' in log, log[-8000:]
   return log
 
 
@@ -60,19 +100,12 @@ def command_line(log: str) -> List[str]:
   return shlex.split(line.split('Running command: ')[1].split(' [airflow.')[0])
 
 
-def test_the_dags_load_in_airflows_dagbag(airflow):
-  script = ('import json\n'
-            'from airflow.dag_processing.dagbag import DagBag\n'
-            f'bag = DagBag(dag_folder={str(DAGS)!r})\n'
-            'print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},\n'
-            '                  "dags": {d: [type(t).__name__ for t in dag.tasks] for d, dag in bag.dags.items()}}))\n')
-  done = subprocess.run([str(AIRFLOW_BIN / 'python'), '-c', script], env=airflow, capture_output=True, text=True,
-                        timeout=TIMEOUT, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  loaded = json.loads(done.stdout.strip().splitlines()[-1])
-  assert loaded == {'errors': {}, 'dags': {'images_to_tfrecords': ['_BeamPythonPipeline'],
-                                           'images_to_tfrecords_daily': ['_BeamPythonPipeline'],
-                                           'images_to_tfrecords_flex': ['DataflowStartFlexTemplateOperator']}}
+def test_the_dags_load_in_airflows_dagbag(airflow, tmp_path):
+  done = airflow.run({'dagbag': str(DAGS)}, tmp_path / 'dagbag.log')
+  assert done['exit'] == 0, done['log'][-3000:]
+  assert done['dagbag'] == {'errors': {}, 'dags': {'images_to_tfrecords': ['_BeamPythonPipeline'],
+                                                  'images_to_tfrecords_daily': ['_BeamPythonPipeline'],
+                                                  'images_to_tfrecords_flex': ['DataflowStartFlexTemplateOperator']}}
 
 
 def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
@@ -93,10 +126,9 @@ def test_the_daily_dag_updates_its_output_with_what_changed(airflow, sample_set,
   out = tmp_path / 'out'
   assert cli.main([f'--input={sample_set}', f'--output={out}', '--incremental', '--max_error_fraction=0.5']) == 0
   earlier = {path.name: path.stat().st_mtime_ns for path in out.glob('*.tfrecord')}
-  environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_DAILY_INPUT=str(sample_set),
-                     AIRFLOW_VAR_TFRECORDS_DAILY_OUTPUT=str(out))
-  log = run_task(environment, 'images_to_tfrecords_daily', {'options': {'max_error_fraction': 0.5}},
-                 tmp_path / 'record.json')
+  environment = dict(AIRFLOW_VAR_TFRECORDS_DAILY_INPUT=str(sample_set), AIRFLOW_VAR_TFRECORDS_DAILY_OUTPUT=str(out))
+  log = run_task(airflow, 'images_to_tfrecords_daily', {'options': {'max_error_fraction': 0.5}},
+                 tmp_path / 'record.json', environment)
   assert command_line(log) == [sys.executable, '-m', 'beam_pipeline', '--runner=DirectRunner',
                                '--max_error_fraction=0.5', f'--input={sample_set}', f'--output={out}', '--incremental',
                                '--labels=airflow-version=v3-3-2']
@@ -115,12 +147,12 @@ def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sampl
   python.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ]; then exec {sys.executable} {OFFLINE} "$@"; fi\n'
                     f'exec {sys.executable} "$@"\n')
   python.chmod(python.stat().st_mode | stat.S_IXUSR)
-  environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_PYTHON=str(python), AIRFLOW_VAR_TFRECORDS_PROJECT='test-project',
+  environment = dict(AIRFLOW_VAR_TFRECORDS_PYTHON=str(python), AIRFLOW_VAR_TFRECORDS_PROJECT='test-project',
                      AIRFLOW_VAR_TFRECORDS_REGION='us-central1', AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
                      AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1')
   params = {'input': 'gs://data/in', 'output': 'gs://data/beam', 'runner': 'DataflowRunner',
             'options': {'max_error_fraction': 0.5}}
-  log = run_task(environment, 'images_to_tfrecords', params, tmp_path / 'record.json')
+  log = run_task(airflow, 'images_to_tfrecords', params, tmp_path / 'record.json', environment)
   command = command_line(log)
   job_name = next(arg for arg in command if arg.startswith('--job_name=images-to-tfrecords-'))
   assert command[:3] == [str(python), '-m', 'beam_pipeline'] and sorted(command[3:]) == sorted([
@@ -136,16 +168,16 @@ def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sa
   """The request body Airflow sends, with the default output dated for the run; the fake
   launcher then runs the entry file with it, as Dataflow's launcher would."""
   gcs_emulator.upload('data', {f'flex-in/{name}': data for name, data in local_files(sample_set).items()})
-  environment = dict(airflow, AIRFLOW_VAR_TFRECORDS_PROJECT='test-project', AIRFLOW_VAR_TFRECORDS_REGION='us-central1',
+  environment = dict(AIRFLOW_VAR_TFRECORDS_PROJECT='test-project', AIRFLOW_VAR_TFRECORDS_REGION='us-central1',
                      AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
                      AIRFLOW_VAR_TFRECORDS_TEMPLATE='gs://stage/templates/images-to-tfrecords.json',
                      AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1',
                      AIRFLOW_VAR_TFRECORDS_INPUT_ROOT='gs://data/flex-in')
   # The Variable's --input_root wins over one a run's options give: whoever triggers cannot widen it.
-  run_task(environment, 'images_to_tfrecords_flex',
+  run_task(airflow, 'images_to_tfrecords_flex',
            {'input': 'gs://data/flex-in', 'options': {'max_error_fraction': 0.5, 'skip_transform': True,
                                                       'input_root': 'gs://data'}},
-           tmp_path / 'record.json')
+           tmp_path / 'record.json', environment)
   record = json.loads((tmp_path / 'record.json').read_text())
   launch = record['body']['launchParameter']
   assert (record['project_id'], record['location']) == ('test-project', 'us-central1')
@@ -172,12 +204,9 @@ def test_the_readmes_python_task_converts_with_the_api_in_this_packages_environm
       .replace("'gs://my-bucket/PetImages'", repr(str(sample_set)))
       .replace("'gs://my-bucket/tfrecords/pets'", repr(str(tmp_path / 'out')))
       .replace('dedupe=True', 'dedupe=True, max_error_fraction=0.5'))
-  environment = dict(airflow, AIRFLOW__CORE__DAGS_FOLDER=str(dags))
-  for command in (['dags', 'reserialize'], ['dags', 'test', 'images_to_tfrecords_in_python']):
-    done = subprocess.run([str(AIRFLOW_BIN / 'airflow'), *command], env=environment, cwd=airflow['AIRFLOW_HOME'],
-                          capture_output=True, text=True, timeout=TIMEOUT, check=False)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-8000:]
-  log = done.stdout + done.stderr
-  assert 'state=success' in log and "'num_examples': 27" in log, log[-8000:]
+  done = airflow.run({'argv': ['dags', 'test', 'images_to_tfrecords_in_python'],
+                      'environment': {'AIRFLOW__CORE__DAGS_FOLDER': str(dags)}}, tmp_path / 'dag.log')
+  log = done['log']
+  assert done['exit'] == 0 and 'state=success' in log and "'num_examples': 27" in log, log[-8000:]
   info, _ = read_output(tmp_path / 'out')
   assert info['num_examples'] == 27 and info['options']['dedupe']
