@@ -22,6 +22,7 @@ if __name__ == '__main__':
   # interpreter that holds Beam takes most of a second and does nothing more,
   # so the process ends here, once its output is flushed and the forkserver's
   # socket is removed.
+  workers.shutdown()  # the pool the run released: there is no next run
   multiprocessing_internals.remove_forkserver_socket()
   logging.shutdown()
   sys.stdout.flush()

@@ -125,6 +125,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   runner = options.view_as(StandardOptions).runner or 'DirectRunner'
   shown = _progress_shown(options, in_process, conversion.progress_interval, conversion.json)
   log = None if conversion.verbose else failures.RunLog()
+  state = None
   try:
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
@@ -146,7 +147,10 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     raise failures.explain(e, settings.output, settings.run_id, log) from None
   finally:
     gc.unfreeze()
-    workers.shutdown()
+    if state == PipelineState.DONE:
+      workers.release()  # for the next run of this process, if any
+    else:
+      workers.shutdown()
   if state != PipelineState.DONE:
     raise ConversionError(f'the pipeline ended in state {state}', 1)
   info = RunRecord.read(settings.output, FileSystems.exists, FileSystems.open)

@@ -14,11 +14,17 @@ small run's images. Two things keep both cores busy from the start instead:
   steps of beam_pipeline.core.steps, which import their modules where they run,
   and get plain values back.
 
+A run that ends well keeps its pool for the next run of the same process (the
+API called again: a notebook, a test suite) for IDLE_SECONDS: its workers' first
+TensorFlow calls, and the models they loaded, are paid once. A run with another
+environment, directory or standard error, or one that failed, gets new workers.
+
 Only steps whose files are all local use the pool. Cloud Storage reads are
 latency-bound and run on the DoFn's own threads, and on Dataflow (or with
 ``--direct_running_mode=multi_processing``) each SDK worker process has its
 core already: there the DoFns call the same functions inline.
 """
+import atexit
 import gc
 import multiprocessing
 import os
@@ -29,7 +35,7 @@ import tempfile
 import threading
 from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing import forkserver
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from beam_pipeline.compat import multiprocessing_internals
 
@@ -40,8 +46,17 @@ PRELOAD = ['beam_pipeline.local.preload']
 # before its preload begins, and its parent is then another process.
 LAUNCHER = 'BEAM_PIPELINE_LAUNCHER_PID'
 
+# How long a pool a run released waits, idle, for the next run of this process.
+IDLE_SECONDS = 60.0
+
 _pool: Optional[ProcessPoolExecutor] = None
 _count = 0
+# What the pool's workers were started with (_started_with): a run that differs gets new ones.
+_started: Optional[Tuple[Any, ...]] = None
+# Ends a released pool once it has waited IDLE_SECONDS; None while a run holds the pool.
+_idle_end: Optional[threading.Timer] = None
+# Held by whatever starts, releases or ends the pool: a run's thread and the idle timer's.
+_lock = threading.RLock()
 # Whether this process's forkserver has forked a pool's workers (stop_forkserver keeps it then).
 _served = False
 # The workers' temporary directory, removed with the pool (_initialize_worker).
@@ -88,22 +103,41 @@ def stop_forkserver() -> None:
 
 
 def start(workers: int = 0) -> ProcessPoolExecutor:
-  """The process pool the DoFns of this process use, with ``workers`` processes (default: one per core)."""
-  global _pool, _count, _scratch, _served
-  if _pool is None:
-    start_forkserver()
-    context = multiprocessing_internals.forkserver_context()
-    cores = _usable_cores()
-    _count = workers or len(cores)
-    assignments = context.SimpleQueue()
-    for index in range(_count):
-      assignments.put(cores[index % len(cores)])
-    _scratch = _scratch or tempfile.mkdtemp(prefix='beam-pipeline-workers-')
-    _pool = ProcessPoolExecutor(_count, mp_context=context, initializer=_initialize_worker,
-                                initargs=(os.getpid(), {**os.environ, 'TMPDIR': _scratch}, os.getcwd(), assignments,
-                                          multiprocessing_internals.PassedFd(2)))
-    _served = True
-  return _pool
+  """The process pool the DoFns of this process use, with ``workers`` processes (default: one
+  per core): the pool an earlier run released, if it was started as this one would be."""
+  global _pool, _count, _scratch, _served, _started
+  with _lock:
+    _cancel_idle_end()
+    started = _started_with(workers)
+    if _pool is not None and started != _started:
+      shutdown()
+    if _pool is None:
+      start_forkserver()
+      context = multiprocessing_internals.forkserver_context()
+      cores = _usable_cores()
+      _count = workers or len(cores)
+      assignments = context.SimpleQueue()
+      for index in range(_count):
+        assignments.put(cores[index % len(cores)])
+      _scratch = _scratch or tempfile.mkdtemp(prefix='beam-pipeline-workers-')
+      _pool = ProcessPoolExecutor(_count, mp_context=context, initializer=_initialize_worker,
+                                  initargs=(os.getpid(), {**os.environ, 'TMPDIR': _scratch}, os.getcwd(), assignments,
+                                            multiprocessing_internals.PassedFd(2)))
+      _served, _started = True, started
+    return _pool
+
+
+def release() -> None:
+  """Keeps the pool of a run that ended well for the next run of this process, for IDLE_SECONDS;
+  shutdown() then, or at the interpreter's exit."""
+  global _idle_end
+  with _lock:
+    if _pool is None:
+      return
+    _cancel_idle_end()
+    _idle_end = threading.Timer(IDLE_SECONDS, _end_if_idle)
+    _idle_end.daemon = True
+    _idle_end.start()
 
 
 def pool() -> Optional[Executor]:
@@ -117,11 +151,12 @@ def replace(broken: Executor) -> Executor:
   BrokenProcessPool. The forkserver forks the new workers, ready at once. Replaced once,
   however many tasks report it."""
   global _pool
-  if _pool is broken:
-    _pool.shutdown(wait=False, cancel_futures=True)
-    _pool = None
-    start(_count)
-  return _pool
+  with _lock:
+    if _pool is broken:
+      _pool.shutdown(wait=False, cancel_futures=True)
+      _pool = None
+      start(_count)
+    return _pool
 
 
 def count() -> int:
@@ -130,12 +165,40 @@ def count() -> int:
 
 
 def shutdown() -> None:
-  global _pool, _scratch
-  if _pool is not None:
-    _pool.shutdown(wait=True, cancel_futures=True)
-    _pool = None
-    shutil.rmtree(_scratch, ignore_errors=True)
-    _scratch = None
+  """Ends the pool's workers and removes their temporary directory."""
+  global _pool, _scratch, _started
+  with _lock:
+    _cancel_idle_end()
+    if _pool is not None:
+      _pool.shutdown(wait=True, cancel_futures=True)
+      _pool, _started = None, None
+      shutil.rmtree(_scratch, ignore_errors=True)
+      _scratch = None
+
+
+atexit.register(shutdown)
+
+
+def _started_with(workers: int) -> Tuple[Any, ...]:
+  """What a pool's workers take from this process when they start: their number, the
+  environment, the directory, and the file standard error is (a test's capture, a log)."""
+  stderr = os.fstat(2)
+  return workers or len(_usable_cores()), tuple(sorted(os.environ.items())), os.getcwd(), (stderr.st_dev, stderr.st_ino)
+
+
+def _cancel_idle_end() -> None:
+  global _idle_end
+  if _idle_end is not None:
+    _idle_end.cancel()
+    _idle_end = None
+
+
+def _end_if_idle() -> None:
+  """The idle timer's end: the pool goes unless a run took it back meanwhile (start() replaced
+  or cancelled this timer)."""
+  with _lock:
+    if _idle_end is not None and _idle_end is threading.current_thread():
+      shutdown()
 
 
 def _usable_cores() -> List[int]:

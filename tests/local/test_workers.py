@@ -44,8 +44,8 @@ def test_a_local_run_keeps_tensorflow_and_pandas_out_of_the_launcher_and_beam_ou
   graph through its workers, so it never imports TensorFlow (2 s at start-up); nor
   does it to check an --embedding_model. Beam is imported without pandas, which
   its type hints would import for DataFrames (launch.py). The workers that wrote the
-  shards, their embeddings and the graph never import Beam (the pool is kept past the
-  run to ask each of them)."""
+  shards, their embeddings and the graph never import Beam (asked after the run, which leaves
+  its pool to the next)."""
   model = [f'--embedding_model={saved["keras"]}',
            f'--embedding_image_size={models.SIZE}'] if embedding else []
   photos.write_files(tmp_path / 'in', {f'{("cat", "dog")[i % 2]}/{i}.jpg': data
@@ -55,10 +55,9 @@ def test_a_local_run_keeps_tensorflow_and_pandas_out_of_the_launcher_and_beam_ou
             'workers.start_forkserver()\n'
             'from beam_pipeline import cli\n'
             'from helpers import worker_probe\n'
-            'shutdown, workers.shutdown = workers.shutdown, lambda: None\n'
             'code = cli.main(sys.argv[1:])\n'
             f'print(json.dumps(worker_probe.imported_in_each(workers.pool(), workers.count(), {_WRITERS!r})))\n'
-            'shutdown()\n'
+            'workers.shutdown()\n'
             'print(code, "tensorflow" in sys.modules, "pandas" in sys.modules)\n')
   done = subprocess.run([sys.executable, '-c', script, f'--input={tmp_path}/in', f'--output={tmp_path}/out', *model],
                         cwd=ROOT, env={**os.environ, 'PYTHONPATH': str(ROOT / 'tests')},
@@ -126,3 +125,29 @@ def test_a_refused_run_keeps_the_forkserver_an_earlier_run_of_this_process_used(
   assert not process_state.ended(pid, timeout=1)
   assert convert(f'--input={sample_set}', f'--output={tmp_path}/next', '--max_error_fraction=1') == 0
   assert multiprocessing_internals.forkserver_pid() == pid
+
+
+def test_a_run_that_ended_well_leaves_its_workers_to_the_next_run_of_this_process(sample_set, tmp_path, monkeypatch):
+  """The API called again (a notebook, this suite) finds the workers of the run before, warm,
+  unless they were started in another environment, or that run failed; idle, they end."""
+  def run(output, *more):
+    return convert(f'--input={sample_set}', f'--output={tmp_path}/{output}', *more)
+
+  assert run('first', '--max_error_fraction=1') == 0
+  kept = workers.pool()
+  assert kept is not None
+  assert run('second', '--max_error_fraction=1') == 0
+  assert workers.pool() is kept
+  monkeypatch.setenv('BEAM_PIPELINE_TEST_SETTING', 'changed')
+  assert run('third', '--max_error_fraction=1') == 0
+  assert workers.pool() not in (None, kept)
+  assert run('failed') == 1  # the sample set's two broken files are over the error budget
+  assert workers.pool() is None
+  monkeypatch.setattr(workers, 'IDLE_SECONDS', 0.2)
+  assert run('last', '--max_error_fraction=1') == 0
+  scratch = workers.pool().submit(os.getenv, 'TMPDIR').result()  # the workers' own, removed with them
+  assert os.path.isdir(scratch)
+  waited = time.monotonic()
+  while workers.pool() is not None and time.monotonic() - waited < 30:
+    time.sleep(0.05)
+  assert workers.pool() is None and not os.path.exists(scratch)
