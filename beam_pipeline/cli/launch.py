@@ -97,6 +97,8 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     conversion = options_lib.parse(argv, beam_options)
     options, settings = conversion.options, conversion.settings
     in_process = local_runner.runs_in_process(options)
+    if not in_process:  # the workers' forkserver would import TensorFlow for nothing (and beside the model check)
+      workers.stop_forkserver()
     _say_which_splits_win(options, settings)
     earlier = None
     if not _translates_only(options):  # a dry run or a template leaves the output as it is
@@ -116,8 +118,6 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     raise
   if in_process:
     workers.start()
-  else:
-    workers.stop_forkserver()
   if conversion.verbose:
     logging.getLogger('apache_beam').setLevel(logging.INFO)
   elif not local_runner.is_direct(options):

@@ -14,6 +14,7 @@ from beam_pipeline.compat import multiprocessing_internals
 from beam_pipeline.local import workers
 from beam_pipeline.core import steps
 from beam_pipeline.core.messages import InputItem
+from beam_pipeline.core.user_errors import ModelError
 
 from helpers import models, photos, process_state, worker_probe
 from helpers.commands import ROOT, convert
@@ -151,3 +152,21 @@ def test_a_run_that_ended_well_leaves_its_workers_to_the_next_run_of_this_proces
   while workers.pool() is not None and time.monotonic() - waited < 30:
     time.sleep(0.05)
   assert workers.pool() is None and not os.path.exists(scratch)
+
+
+def test_a_run_without_the_pool_stops_its_forkserver_before_checking_the_model(tmp_path, monkeypatch):
+  """On Dataflow or in Beam's multi-process mode the launcher loads --embedding_model itself to
+  check it: a forkserver importing TensorFlow meanwhile would only take the other core from it."""
+  called = []
+  monkeypatch.setattr(workers, 'stop_forkserver', lambda: called.append('stop_forkserver'))
+
+  def check_model(*_):
+    called.append('check_model')
+    raise ModelError('is not a model')
+
+  monkeypatch.setattr(steps, 'check_model', check_model)
+  (tmp_path / 'model.keras').write_bytes(b'not a model')
+  photos.write_files(tmp_path / 'in', {'cat/1.jpg': photos.jpeg(1, 40, 30)})
+  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', f'--embedding_model={tmp_path}/model.keras',
+                 '--direct_running_mode=multi_processing', '--direct_num_workers=2') == 2
+  assert called[:2] == ['stop_forkserver', 'check_model']
