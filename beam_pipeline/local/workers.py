@@ -243,23 +243,27 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
     os.sched_setaffinity(0, {core})
   except (AttributeError, OSError):  # not Linux, or the core was taken away meanwhile
     pass
-  end_with(launcher)
+  end_with(launcher, environment['TMPDIR'])
 
 
-def end_with(pid: int) -> None:
+def end_with(pid: int, scratch: Optional[str] = None) -> None:
   """Ends this process as soon as process ``pid`` has ended (at once if it already has),
   from a daemon thread that waits on a pidfd: a SIGKILLed launcher runs no code to
-  end its workers or its forkserver. Not on Linux: nothing is watched, and workers end
-  with the pool's shutdown only."""
+  end its workers or its forkserver. A worker removes the pool's ``scratch`` directory
+  first: a launcher that was killed, or that ended with os._exit while its pool waited
+  idle for another run (Airflow's task processes do), left it. Not on Linux: nothing is
+  watched, and workers end with the pool's shutdown only."""
   try:
     pid_fd = os.pidfd_open(pid)
   except ProcessLookupError:
     os._exit(1)
   except (AttributeError, OSError):
     return
-  threading.Thread(target=_exit_with, args=(pid_fd,), name='exit-with-launcher', daemon=True).start()
+  threading.Thread(target=_exit_with, args=(pid_fd, scratch), name='exit-with-launcher', daemon=True).start()
 
 
-def _exit_with(pid_fd: int) -> None:
+def _exit_with(pid_fd: int, scratch: Optional[str]) -> None:
   select.select([pid_fd], [], [])  # a pidfd turns readable when its process ends
+  if scratch:
+    shutil.rmtree(scratch, ignore_errors=True)
   os._exit(1)

@@ -170,3 +170,25 @@ def test_a_run_without_the_pool_stops_its_forkserver_before_checking_the_model(t
   assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', f'--embedding_model={tmp_path}/model.keras',
                  '--direct_running_mode=multi_processing', '--direct_num_workers=2') == 2
   assert called[:2] == ['stop_forkserver', 'check_model']
+
+
+def test_workers_left_waiting_by_a_launcher_that_ended_abruptly_end_and_remove_their_directory(sample_set):
+  """A launcher that ends with os._exit (as Airflow's task processes do) runs no exit handler,
+  while the pool its last run released waits for another run: the workers end with it, and
+  remove the temporary directory they were given."""
+  script = ('import os, sys\n'
+            'from beam_pipeline import cli\n'
+            'from beam_pipeline.local import workers\n'
+            'code = cli.main(sys.argv[1:])\n'
+            'print(code, workers.pool().submit(os.getenv, "TMPDIR").result(), flush=True)\n'
+            'os._exit(0)\n')
+  with tempfile.TemporaryDirectory() as out:
+    done = subprocess.run([sys.executable, '-c', script, f'--input={sample_set}', f'--output={out}/out',
+                           '--max_error_fraction=1'], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+  code, scratch = done.stdout.split()[-2:]
+  assert code == '0', done.stderr[-3000:]
+  waited = time.monotonic()
+  while os.path.exists(scratch) and time.monotonic() - waited < 30:
+    time.sleep(0.05)
+  assert not os.path.exists(scratch)
