@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+from typing import Callable, Dict, Tuple
 
 import pytest
 import tensorflow as tf
@@ -154,17 +156,23 @@ def test_gzip_outputs_get_no_tfds_metadata_and_a_rerun_replaces_an_old_outputs_r
   assert RunRecord.read(str(out)).compression == 'none'
 
 
+_ORIENTATIONS = (1, 6, 3, 8)
+
+
+def _sideways(orientation: int, seed: int) -> bytes:
+  """A 60x40 photo as a JPEG whose Exif orientation tag says ``orientation``."""
+  exif = Image.Exif()
+  exif[0x0112] = orientation
+  buffer = io.BytesIO()
+  Image.open(io.BytesIO(photos.jpegs(1, seed=seed, size=(60, 40))[0])).save(buffer, 'JPEG', exif=exif.tobytes())
+  return buffer.getvalue()
+
+
 def test_photos_taken_sideways_are_stored_upright_and_counted(tmp_path):
   """A phone's portrait photo is a landscape JPEG with orientation 6: stored upright, its
   recorded size what TensorFlow decodes, and counted in beam_pipeline.json."""
-  files = {}
-  for i, orientation in enumerate((1, 6, 3, 8)):
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    buffer = io.BytesIO()
-    Image.open(io.BytesIO(photos.jpegs(1, seed=i, size=(60, 40))[0])).save(buffer, 'JPEG', exif=exif.tobytes())
-    files[f'cat/{i}.jpg'] = buffer.getvalue()
-  photos.write_files(tmp_path / 'in', files)
+  photos.write_files(tmp_path / 'in', {f'cat/{i}.jpg': _sideways(orientation, seed=i)
+                                       for i, orientation in enumerate(_ORIENTATIONS)})
   assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--skip_transform') == 0
   info, records = read_output(str(tmp_path / 'out'))
   assert (info['num_rotated'], info['num_reencoded']) == (3, 3)
@@ -175,26 +183,38 @@ def test_photos_taken_sideways_are_stored_upright_and_counted(tmp_path):
              for r in records['train'])
 
 
+@pytest.fixture(scope='module')
+def odd_output(tmp_path_factory) -> Callable[[str, str], Path]:
+  """The output of the odd-file tables and four photos taken sideways, converted with --index_files,
+  --skip_transform, --max_error_fraction=1 and the given --image_format and --exif_orientation:
+  each set of those once in this module, as the tests only read it."""
+  root = tmp_path_factory.mktemp('odd-files')
+  files = {f'odd/{name}': case.data for name, case in image_cases.cases().items()}
+  files.update({f'modes/{name}': case.data for name, case in pillow_modes.cases().items()})
+  files.update({f'sideways/{orientation}.jpg': _sideways(orientation, seed=orientation)
+                for orientation in _ORIENTATIONS})
+  photos.write_files(root / 'in', files)
+  outputs: Dict[Tuple[str, str], Path] = {}
+
+  def output(image_format: str, exif_orientation: str) -> Path:
+    if (image_format, exif_orientation) not in outputs:
+      out = root / f'{image_format}-{exif_orientation}'
+      assert convert(f'--input={root}/in', f'--output={out}', '--index_files', '--skip_transform',
+                     f'--image_format={image_format}', f'--exif_orientation={exif_orientation}',
+                     '--max_error_fraction=1') == 0
+      outputs[image_format, exif_orientation] = out
+    return outputs[image_format, exif_orientation]
+  return output
+
+
 @pytest.mark.skipif(not dali.installed(), reason='make dali (make test does) installs NVIDIA DALI')
 @pytest.mark.parametrize('exif_orientation', ['apply', 'ignore'])
-def test_dali_decodes_every_record_to_its_recorded_size_from_our_index_files(tmp_path, exif_orientation):
+def test_dali_decodes_every_record_to_its_recorded_size_from_our_index_files(odd_output, exif_orientation):
   """DALI's CPU decoder over the odd-file tables and photos taken sideways, read with the
   index files the conversion wrote. It applies Exif orientation, as TensorFlow does not:
   with --exif_orientation=ignore the sideways photos decode turned, which is the point of
   the default."""
-  files = {f'odd/{name}': case.data for name, case in image_cases.cases().items()}
-  files.update({f'modes/{name}': case.data for name, case in pillow_modes.cases().items()})
-  for orientation in (1, 6, 3, 8):
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    buffer = io.BytesIO()
-    Image.open(io.BytesIO(photos.jpegs(1, seed=orientation, size=(60, 40))[0])).save(buffer, 'JPEG',
-                                                                                     exif=exif.tobytes())
-    files[f'sideways/{orientation}.jpg'] = buffer.getvalue()
-  photos.write_files(tmp_path / 'in', files)
-  out = tmp_path / 'out'
-  assert convert(f'--input={tmp_path}/in', f'--output={out}', '--index_files', '--skip_transform',
-                 f'--exif_orientation={exif_orientation}', '--max_error_fraction=1') == 0
+  out = odd_output('original', exif_orientation)
   info, _ = read_output(str(out))
   sizes = dali.decoded_sizes(str(out))
   assert len(sizes) == info['num_examples'] > 50
@@ -207,44 +227,52 @@ _MODEL_GARDEN_READ = '''
 import json, sys
 import tensorflow as tf
 from official.vision.dataloaders import classification_input, tf_example_decoder
-out, decode_jpeg_only = sys.argv[1], sys.argv[2] == 'true'
-with open(out + '/beam_pipeline.json') as f:
-    info = json.load(f)
-files = [out + '/' + shard['file'] for split in info['splits'].values() for shard in split['shards']]
-decoder = classification_input.Decoder()
-parse = classification_input.Parser(output_size=[32, 32], num_classes=info['num_classes'],
-                                    decode_jpeg_only=decode_jpeg_only).parse_fn(is_training=True)
+results = {}
 detection = tf_example_decoder.TfExampleDecoder()
-result = {'classified': 0, 'failed': [], 'source_ids': []}
-for record in tf.data.TFRecordDataset(files):
-    try:
-        parse(decoder.decode(record))
-        result['classified'] += 1
-    except Exception as e:
-        result['failed'].append(str(e)[:300])
-    source_id = detection.decode(record)['source_id']
-    result['source_ids'].append(int(tf.strings.to_number(source_id, tf.int64)))
-print(json.dumps(result))
+for out, decode_jpeg_only in json.loads(sys.argv[1]):
+    with open(out + '/beam_pipeline.json') as f:
+        info = json.load(f)
+    files = [out + '/' + shard['file'] for split in info['splits'].values() for shard in split['shards']]
+    decoder = classification_input.Decoder()
+    parse = classification_input.Parser(output_size=[32, 32], num_classes=info['num_classes'],
+                                        decode_jpeg_only=decode_jpeg_only).parse_fn(is_training=True)
+    result = results[out] = {'classified': 0, 'failed': [], 'source_ids': []}
+    for record in tf.data.TFRecordDataset(files):
+        try:
+            parse(decoder.decode(record))
+            result['classified'] += 1
+        except Exception as e:
+            result['failed'].append(str(e)[:300])
+        source_id = detection.decode(record)['source_id']
+        result['source_ids'].append(int(tf.strings.to_number(source_id, tf.int64)))
+print(json.dumps(results))
 '''
+# Model Garden's decode_jpeg_only for each --image_format: PNGs need False.
+_DECODE_JPEG_ONLY = {'original': False, 'jpeg': True}
+
+
+@pytest.fixture(scope='module')
+def model_garden_reads(odd_output) -> Dict[str, Tuple[Path, dict]]:
+  """{image format: (output, what Model Garden read of it)} for each of _DECODE_JPEG_ONLY, all read
+  in one .venv-models process: starting its TensorFlow and Model Garden costs more than reading."""
+  outs = {image_format: odd_output(image_format, 'apply') for image_format in _DECODE_JPEG_ONLY}
+  reads = [(str(out), _DECODE_JPEG_ONLY[image_format]) for image_format, out in outs.items()]
+  result = subprocess.run([_MODELS, '-c', _MODEL_GARDEN_READ, json.dumps(reads)], capture_output=True, text=True,
+                          check=False, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  read = json.loads(result.stdout.splitlines()[-1])
+  return {image_format: (out, read[str(out)]) for image_format, out in outs.items()}
 
 
 @pytest.mark.skipif(not os.path.exists(_MODELS), reason='make models (make test does) installs Model Garden')
-@pytest.mark.parametrize('image_format, decode_jpeg_only', [('original', 'false'), ('jpeg', 'true')])
-def test_model_garden_parses_every_record_of_the_odd_file_tables(tmp_path, image_format, decode_jpeg_only):
+@pytest.mark.parametrize('image_format', list(_DECODE_JPEG_ONLY))
+def test_model_garden_parses_every_record_of_the_odd_file_tables(model_garden_reads, image_format):
   """Model Garden's classification Decoder and Parser (random crop and flip) take every record:
   PNGs with decode_jpeg_only=False, everything with its defaults after --image_format=jpeg.
   Its detection TfExampleDecoder reads image/source_id as the int64 each record holds."""
-  files = {f'odd/{name}': case.data for name, case in image_cases.cases().items()}
-  files.update({f'modes/{name}': case.data for name, case in pillow_modes.cases().items()})
-  photos.write_files(tmp_path / 'in', files)
-  out = tmp_path / 'out'
-  assert convert(f'--input={tmp_path}/in', f'--output={out}', f'--image_format={image_format}', '--skip_transform',
-                 '--max_error_fraction=1') == 0
+  out, read = model_garden_reads[image_format]
   info, records = read_output(str(out))
-  result = subprocess.run([_MODELS, '-c', _MODEL_GARDEN_READ, str(out), decode_jpeg_only], capture_output=True,
-                          text=True, check=False, timeout=600)
-  assert result.returncode == 0, result.stderr[-3000:]
-  read = json.loads(result.stdout.splitlines()[-1])
-  assert (read['classified'], read['failed']) == (info['num_examples'], []) and info['num_examples'] > 40
+  assert (read['classified'], read['failed']) == (info['num_examples'], [])
+  assert info['num_examples'] > 40 + len(_ORIENTATIONS)  # the odd files' records, besides the sideways photos'
   assert sorted(read['source_ids']) == sorted(int(r['image/source_id']) for split in records.values() for r in split)
   assert len(set(read['source_ids'])) == info['num_examples']

@@ -3,7 +3,10 @@ import itertools
 import json
 import random
 from collections import Counter
+from pathlib import Path
+from typing import Dict, Tuple
 
+import pytest
 import tensorflow as tf
 
 from helpers import photos
@@ -13,7 +16,8 @@ from helpers.dataset_reader import output_files, read_errors, read_output
 CLASSES = ('cat', 'dog', 'fox')
 
 
-def _class_sorted_set(root, per_class, duplicates=0, seed=0):
+def _class_sorted_set(root: Path, per_class: int, duplicates: int = 0,
+                      seed: int = 0) -> Tuple[Dict[str, bytes], Dict[str, str]]:
   """Tiny photos, listed class by class; `duplicates` files copied under new names, some into other classes."""
   rng = random.Random(seed)
   files = photos.labelled(CLASSES, per_class, seed, size=(24, 20), name='{label}/{label}.{i:05d}.jpg')
@@ -28,13 +32,23 @@ def _class_sorted_set(root, per_class, duplicates=0, seed=0):
   return files, planted
 
 
-def test_splits_are_stratified_and_copies_never_leak(tmp_path):
-  files, planted = _class_sorted_set(tmp_path / 'in', per_class=1000, duplicates=30)
-  out = tmp_path / 'out'
+@pytest.fixture(scope='module')
+def class_sorted_output(tmp_path_factory) -> Tuple[Path, Dict[str, bytes], Dict[str, str]]:
+  """(root, files, planted copies): 3,000 photos of three classes, 1,000 each, listed class by
+  class in root/in, 30 of them copies (some into other classes), converted into root/out, split
+  80/20 into shards of about 600 records. One conversion for the two tests that only read it."""
+  root = tmp_path_factory.mktemp('class-sorted')
+  files, planted = _class_sorted_set(root / 'in', per_class=990, duplicates=30)
   # The content-hash split alone: sample_set's photos share one gradient, so to a perceptual
   # hash they look alike and near-copy groups would chain them (test_near_duplicates has those).
-  assert run(f'--input={tmp_path}/in', f'--output={out}', '--splits=train=0.8,validation=0.2',
-             '--near_copies=off') == 0
+  assert run(f'--input={root}/in', f'--output={root}/out', '--splits=train=0.8,validation=0.2',
+             '--target_shard_mb=0.8', '--near_copies=off', '--skip_transform') == 0
+  return root, files, planted
+
+
+def test_splits_are_stratified_and_copies_never_leak(class_sorted_output):
+  root, files, planted = class_sorted_output
+  out = root / 'out'
   info, records = read_output(out)
   split_of = {r['image/filename'].decode(): split for split, rs in records.items() for r in rs}
   assert len(split_of) == len(files)  # copies are kept without --dedupe
@@ -42,12 +56,12 @@ def test_splits_are_stratified_and_copies_never_leak(tmp_path):
     in_class = [split for uri, split in split_of.items() if f'/{label}/' in uri]
     assert abs(in_class.count('validation') / len(in_class) - 0.2) <= 0.01, label
   for copy, source in planted.items():
-    assert split_of[str(tmp_path / 'in' / copy)] == split_of[str(tmp_path / 'in' / source)]
+    assert split_of[str(root / 'in' / copy)] == split_of[str(root / 'in' / source)]
   listed = info['duplicates']
   assert listed['num_extra_copies'] == len(planted) and not listed['removed']
   assert all(len(group) > 1 for group in listed['groups'])
 
-  # The seeds' recipe sees both classes in every shuffled batch of a class-sorted input.
+  # The seeds' recipe sees every class in every shuffled batch of a class-sorted input.
   spec = {'image/encoded': tf.io.FixedLenFeature([], tf.string),
           'image/class/label': tf.io.FixedLenFeature([], tf.int64)}
   files_ = [str(out / s['file']) for s in info['splits']['train']['shards']]
@@ -60,25 +74,26 @@ def test_splits_are_stratified_and_copies_never_leak(tmp_path):
   assert all(len(labels) == len(CLASSES) for labels in batches)
 
 
-def test_every_shard_mixes_the_classes_as_its_split_does(tmp_path):
-  """3,000 photos of two classes, listed class by class, split 80/20 into shards of about
-  600 records. Expected: in every shard, no run of one class longer than a random order
-  gives (at most 20: the chance of a longer one in 600 records is about 1 in 2,000), and
-  each class's share within sampling noise (three standard deviations) of its split's."""
-  photos.write_files(tmp_path / 'in', photos.labelled(('cat', 'dog'), 1500, seed=4, size=(24, 20)))
-  out = tmp_path / 'out'
-  assert run(f'--input={tmp_path}/in', f'--output={out}', '--splits=train=0.8,validation=0.2',
-             '--target_shard_mb=0.8', '--skip_transform') == 0
-  info, records = read_output(out)
-  assert len(info['splits']['train']['shards']) >= 3 and info['num_examples'] == 3000
+def test_every_shard_mixes_the_classes_as_its_split_does(class_sorted_output):
+  """Expected: in every shard, no run of one class longer than a random order gives (at most 13:
+  in 600 records of three classes equally likely, a longer run has a chance of about 1 in 4,000,
+  as one longer than 20 has with two classes), and each class's share within sampling noise
+  (three standard deviations) of its split's."""
+  root, files, _ = class_sorted_output
+  info, records = read_output(root / 'out')
+  assert len(info['splits']['train']['shards']) >= 3 and info['num_examples'] == len(files) == 3000
   for split, split_records in records.items():
-    split_share = sum(r['image/class/text'] == b'cat' for r in split_records) / len(split_records)
+    split_labels = [r['image/class/text'] for r in split_records]
+    split_shares = {label: split_labels.count(label) / len(split_labels) for label in set(split_labels)}
+    assert len(split_shares) == len(CLASSES), split
     for shard, in_shard in itertools.groupby(split_records, key=lambda r: r['_shard']):
       labels = [r['image/class/text'] for r in in_shard]
       longest = max(len(list(run_)) for _, run_ in itertools.groupby(labels))
-      share = labels.count(b'cat') / len(labels)
-      assert longest <= 20, (shard, longest)
-      assert abs(share - split_share) <= 3 * (split_share * (1 - split_share) / len(labels)) ** 0.5, (shard, share)
+      assert longest <= 13, (shard, longest)
+      for label, split_share in split_shares.items():
+        share = labels.count(label) / len(labels)
+        assert abs(share - split_share) <= 3 * (split_share * (1 - split_share) / len(labels)) ** 0.5, (shard, label,
+                                                                                                      share)
 
 
 def test_dedupe_keeps_one_copy_and_dropped_copies_are_no_errors(tmp_path):
