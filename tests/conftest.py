@@ -1,8 +1,9 @@
 """Shared fixtures; test helpers (tests/helpers) import as the package ``helpers`` (pyproject.toml
 puts tests/ on pytest's path)."""
+import contextlib
 import os
 from pathlib import Path
-from typing import List
+from typing import Iterator, List
 
 import pytest
 
@@ -19,6 +20,32 @@ def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
   --no-loadscope-reorder), so the long files start first and the many short ones even out the
   end on every worker, instead of a long file running alone at the end."""
   items.sort(key=lambda item: item.path.parent != TESTS)  # stable: files and tests keep their order
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup():
+  """Fixtures run without pytest's variable naming the current test (see pytest_pyfunc_call)."""
+  with _without_current_test_name():
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call():
+  """Tests run without PYTEST_CURRENT_TEST, which pytest sets anew for every test and phase: a
+  conversion in this process keeps its worker pool for the next only if the environment is the
+  same (local/workers.py), and that one variable would give every test new workers."""
+  with _without_current_test_name():
+    return (yield)
+
+
+@contextlib.contextmanager
+def _without_current_test_name() -> Iterator[None]:
+  name = os.environ.pop('PYTEST_CURRENT_TEST', None)
+  try:
+    yield
+  finally:
+    if name is not None:
+      os.environ['PYTEST_CURRENT_TEST'] = name
 
 
 @pytest.fixture(scope='session', autouse=True)
