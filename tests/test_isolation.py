@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from beam_pipeline.core import isolation
-from helpers import photos
-from helpers.commands import run_cli
-from helpers.dataflow import OPTIONS as DATAFLOW, run_offline
+from helpers import dataflow_offline, photos
+from helpers.commands import convert, run_cli
+from helpers.dataflow import OPTIONS as DATAFLOW
 from helpers.dataset_reader import read_errors, read_output
 from helpers.gcs_emulator import serving
 
@@ -86,19 +86,34 @@ def assert_isolated(manifest: Path, out: Path) -> None:
   assert info['num_resized'] == 1 and info['num_reencoded'] == 2  # dog/large.jpg; it and cat/plain.bmp
 
 
+def inject_here(monkeypatch) -> None:
+  """FAULTS injected in this process, as isolation.py reads them when imported, and in the processes
+  it starts (from the environment)."""
+  monkeypatch.setenv(isolation.INJECT_FAULT, FAULTS)
+  monkeypatch.setattr(isolation, 'FAULTS', isolation.faults(FAULTS))
+
+
 @pytest.mark.parametrize('mode', ['in_process', 'multi_processing'])
-def test_the_direct_runner_rejects_only_the_images_a_step_fails_on(manifest, saved, tmp_path, mode):
-  extra = ['--direct_num_workers=2', '--direct_running_mode=multi_processing'] if mode == 'multi_processing' else []
-  result = run_cli(*conversion_args(manifest, tmp_path / 'out', saved), '--runner=DirectRunner', *extra,
-                   environment={isolation.INJECT_FAULT: FAULTS})
-  assert result.returncode == 0, result.stderr[-3000:]
+def test_the_direct_runner_rejects_only_the_images_a_step_fails_on(manifest, saved, tmp_path, monkeypatch, mode):
+  """In its default mode, a command of its own: the workers' forkserver imports the steps' modules,
+  reading the faults, as the command starts. In Beam's multi-process mode, in this process: the
+  steps run in the SDK worker processes Beam starts, with its environment. One SDK worker: where
+  the steps run is what this test is about, not how many workers share them (multi-process runs
+  with two are test_training_ready.py's, test_console.py's and test_embeddings.py's)."""
+  args = conversion_args(manifest, tmp_path / 'out', saved)
+  if mode == 'in_process':
+    result = run_cli(*args, '--runner=DirectRunner', environment={isolation.INJECT_FAULT: FAULTS})
+    assert result.returncode == 0, result.stderr[-3000:]
+  else:
+    inject_here(monkeypatch)
+    assert convert(*args, '--direct_running_mode=multi_processing', '--direct_num_workers=1') == 0
   assert_isolated(manifest, tmp_path / 'out')
 
 
 def test_the_dataflow_job_rejects_only_the_images_a_step_fails_on(manifest, saved, tmp_path, monkeypatch):
+  """In this process (dataflow_offline.convert): the job runs in the process that submits it."""
   (tmp_path / 'gcs').mkdir()
+  inject_here(monkeypatch)
   with serving(str(tmp_path / 'gcs'), ('stage',)):
-    monkeypatch.setenv(isolation.INJECT_FAULT, FAULTS)
-    result = run_offline(*conversion_args(manifest, tmp_path / 'out', saved), *DATAFLOW)
-  assert result.returncode == 0, result.stderr[-3000:]
+    assert dataflow_offline.convert(*conversion_args(manifest, tmp_path / 'out', saved), *DATAFLOW) == 0
   assert_isolated(manifest, tmp_path / 'out')

@@ -10,9 +10,16 @@ embedded, with the pipeline options the job request carries (as Dataflow's worke
 get them), and the job is answered as done. All else is the command as users run
 it: option checks, translation, staging the package --setup_file builds, the
 job request, Beam's log of the submission, waiting for the job.
+
+``convert`` and ``in_process`` run the same in the caller's process (a test's), for
+tests that check what the job writes or says rather than the command's process.
 """
+import contextlib
+import logging
 import runpy
+import subprocess
 import sys
+from typing import Iterator, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -49,6 +56,40 @@ def _run_the_job(_client, request, **_kwargs) -> dataflow.Job:
   return dataflow.Job(id=JOB_ID, project_id=request.project_id, location=request.location,
                       name=request.job.name, client_request_id=request.job.client_request_id,
                       current_state=dataflow.JobState.JOB_STATE_DONE)
+
+
+@contextlib.contextmanager
+def jobs_run_here() -> Iterator[None]:
+  """CreateJob runs the job in this process (_run_the_job) while the block runs. The block's
+  commands start, as in a process of their own, without the handler that shows Beam's lines
+  of the submission (cli/launch.py adds it once a process, on the standard error of the time:
+  an earlier test's capture, perhaps), and the one they add goes with the block."""
+  create_job = dataflow.JobsV1Beta3Client.create_job
+  submission = logging.getLogger('apache_beam.runners.dataflow.internal.apiclient')
+  before = submission.handlers, submission.propagate, submission.level
+  dataflow.JobsV1Beta3Client.create_job = _run_the_job
+  submission.handlers = []
+  try:
+    yield
+  finally:
+    dataflow.JobsV1Beta3Client.create_job = create_job
+    submission.handlers, submission.propagate = before[:2]
+    submission.setLevel(before[2])
+
+
+def convert(*args: object) -> int:
+  """The exit code of ``python dataflow_offline.py -m beam_pipeline ARGS``, run in this process."""
+  from beam_pipeline import cli  # pylint: disable=import-outside-toplevel
+  with jobs_run_here():
+    return cli.main([*map(str, args)])
+
+
+def in_process(args: Sequence[object], capfd, caplog) -> subprocess.CompletedProcess:
+  """``python dataflow_offline.py -m beam_pipeline ARGS`` run in this process, as its completed process
+  would be (helpers.commands.in_process)."""
+  from helpers import commands  # pylint: disable=import-outside-toplevel  # tests/ is on the path of tests only
+  with jobs_run_here():
+    return commands.in_process([*map(str, args)], capfd, caplog)
 
 
 def main() -> None:
