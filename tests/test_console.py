@@ -162,6 +162,25 @@ def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(
   assert run.calls == len(script)
 
 
+def test_a_phase_that_began_and_ended_between_two_looks_still_gets_its_line(monkeypatch):
+  """The counters keep every phase that ended (progress_counts.Snapshot.ended): writing a few
+  images can take less than the console's half-second look, and its line must not go missing."""
+  step = _ScriptedRun.STEP
+  checking = progress_counts.Snapshot('checking', 160, 160, 3, 0.0)
+  writing = progress_counts.Snapshot('writing', 150, 150, 3, 16 * step)
+  script = ([progress_counts.Snapshot('checking', 10 * i, 160, 0, 0.0) for i in range(4)] +
+            [progress_counts.Snapshot('committing', 150, 150, 3, 20 * step, ended=(checking, writing))])
+  run = _ScriptedRun(script)
+  monkeypatch.setattr(progress, 'time', types.SimpleNamespace(monotonic=run.monotonic))
+  stream = io.StringIO()
+  with progress.shown(stream, interval=64 * step, counter=run):
+    assert run.finished.wait(TIMEOUT)
+  assert stream.getvalue().splitlines() == [
+      'progress: checking done: 160 images in 0.2 s (640 images/s), 3 rejected',  # in 16/64 s
+      'progress: writing done: 150 images in 0.1 s (2,400 images/s), 3 rejected',  # in 4/64 s
+  ]
+
+
 def test_a_terminal_without_a_size_gets_the_lines_not_a_bar(monkeypatch):
   """A terminal that reports 0 columns cannot hold a bar (tqdm drew nothing there)."""
   step = _ScriptedRun.STEP

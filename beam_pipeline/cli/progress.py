@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from typing import IO, Iterator, Optional
+from typing import IO, Iterator, List, Optional, Tuple
 
 from tqdm import tqdm
 
@@ -107,12 +107,12 @@ def _lines(counts_: Counter, stream: IO[str], interval: float, stop: threading.E
   while True:
     stopped = stop.wait(min(interval, 0.5))
     snapshot, now = counts_.snapshot(), time.monotonic()
+    ended = _ended_since(last, snapshot)
+    for phase, end in ended:
+      _print_done(phase, end, stream)
     if stopped:
-      if snapshot.phase != last.phase:
-        _print_done(last, snapshot, stream)
       return
-    if snapshot.phase != last.phase:
-      _print_done(last, snapshot, stream)
+    if ended:
       printed = now
     elif now - printed >= interval:
       print(line(snapshot, now), file=stream, flush=True)
@@ -120,9 +120,24 @@ def _lines(counts_: Counter, stream: IO[str], interval: float, stop: threading.E
     last = snapshot
 
 
-def _print_done(last: Snapshot, snapshot: Snapshot, stream: IO[str]) -> None:
-  """The line for a phase that ended: ``last`` was taken in it, ``snapshot`` after it."""
-  done = last.total if last.total is not None else snapshot.total
-  seconds = max(snapshot.started - last.started, 1e-9)
-  print(f'progress: {last.phase} done: {done:,} {last.unit} in {seconds:.1f} s ({done / seconds:,.0f} '
-        f'{last.unit}/s), {snapshot.rejected:,} {last.failed}', file=stream, flush=True)
+def _ended_since(last: Snapshot, snapshot: Snapshot) -> List[Tuple[Snapshot, float]]:
+  """The phases that ended between two snapshots, each with when it ended: as the counters
+  recorded them (Snapshot.ended: even one that began and ended between the two), or, from a
+  counter that records none, the phase of ``last`` if ``snapshot`` is in another (its total and
+  rejections as ``snapshot`` has them: the listing's total is what checking counts of)."""
+  if snapshot.ended:
+    ends = [phase.started for phase in snapshot.ended[1:]] + [snapshot.started]
+    return list(zip(snapshot.ended, ends))[len(last.ended):]
+  if snapshot.phase == last.phase:
+    return []
+  total = last.total if last.total is not None else snapshot.total
+  return [(last._replace(total=total, rejected=snapshot.rejected), snapshot.started)]
+
+
+def _print_done(phase: Snapshot, ended: float, stream: IO[str]) -> None:
+  """The line for a phase that ended at ``ended`` (time.monotonic()), as it stood at its end."""
+  done = phase.total if phase.total is not None else phase.done
+  seconds = ended - phase.started
+  rate = f' ({done / max(seconds, 1e-9):,.0f} {phase.unit}/s)' if seconds >= 0.05 else ''
+  print(f'progress: {phase.phase} done: {done:,} {phase.unit} in {seconds:.1f} s{rate}, {phase.rejected:,} '
+        f'{phase.failed}', file=stream, flush=True)

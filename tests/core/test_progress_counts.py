@@ -50,3 +50,24 @@ def test_a_process_counts_in_the_folder_its_environment_names(monkeypatch, tmp_p
   assert progress_counts.Gathered(str(tmp_path)).snapshot().done == 7
   monkeypatch.delenv(progress_counts.SHARED_FOLDER)
   assert type(progress_counts._for_this_process()) is progress_counts.Counts
+
+
+def test_every_phase_ends_in_order_even_one_the_counts_pass_in_a_single_change():
+  """Validation can keep up with the listing: the last part listed then ends checking as well,
+  and a run's writing can end between two looks of the console. Each ended phase is kept, as
+  it stood, for the console to print."""
+  counts = progress_counts.Counts()
+  counts.parts_planned(2)
+  counts.part_listed()
+  counts.listed(10)
+  counts.checked(10, rejected=1)
+  assert counts.snapshot().ended == ()
+  counts.part_listed()  # everything listed was checked already
+  writing = counts.snapshot()
+  assert writing[:4] == (WRITING, 0, 9, 1)
+  assert [phase[:4] for phase in writing.ended] == [(LISTING, 10, None, 1), (CHECKING, 10, 10, 1)]
+  assert writing.ended[0].started <= writing.ended[1].started == writing.started  # checking took no time
+  counts.written(9)
+  committing = counts.snapshot()
+  assert committing[:4] == (COMMITTING, 9, 9, 1)
+  assert committing.ended[:2] == writing.ended and committing.ended[2][:5] == (WRITING, 9, 9, 1, writing.started)

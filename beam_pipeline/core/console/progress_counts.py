@@ -16,9 +16,10 @@ import os
 import tempfile
 import threading
 import time
-from typing import Iterator, NamedTuple, Optional, Protocol
+from typing import Iterator, NamedTuple, Optional, Protocol, Tuple
 
 LISTING, CHECKING, WRITING, COMMITTING = 'listing', 'checking', 'writing', 'committing'
+PHASES = (LISTING, CHECKING, WRITING, COMMITTING)
 
 # The environment variable naming the folder worker processes keep their counts in.
 SHARED_FOLDER = 'BEAM_PIPELINE_PROGRESS_FOLDER'
@@ -32,6 +33,9 @@ class Snapshot(NamedTuple):
   started: float  # time.monotonic() of the phase's start
   unit: str = 'images'
   failed: str = 'rejected'
+  # The run's phases that ended, in order, each as it stood at its end (its ``started`` kept):
+  # a phase shorter than the console's look at the counts still gets its line.
+  ended: Tuple['Snapshot', ...] = ()
 
 
 class Counter(Protocol):
@@ -74,23 +78,46 @@ class Tallies(NamedTuple):
 
 
 class _Phases:
-  """Turns tallies into snapshots, remembering when the current phase began."""
+  """Turns tallies into snapshots, remembering when each phase began and how each one ended.
+  Tallies can pass a phase in one change (validation keeps up with the listing, so the last part
+  listed ends checking too): such a phase ends where it began."""
 
   def __init__(self):
     self._phase, self._started = LISTING, time.monotonic()
+    self._ended: Tuple[Snapshot, ...] = ()
 
   def snapshot(self, tallies: Tallies) -> Snapshot:
-    if tallies.parts is None or tallies.parts_listed < tallies.parts:
-      phase, done, total = LISTING, tallies.listed, None
-    elif tallies.checked < tallies.listed:
-      phase, done, total = CHECKING, tallies.checked, tallies.listed
-    elif tallies.written < tallies.listed - tallies.rejected:
-      phase, done, total = WRITING, tallies.written, tallies.listed - tallies.rejected
-    else:
-      phase, done, total = COMMITTING, tallies.written, tallies.written
+    phase = _phase_of(tallies)
     if phase != self._phase:
-      self._phase, self._started = phase, time.monotonic()
-    return Snapshot(phase, done, total, tallies.rejected, self._started)
+      now = time.monotonic()
+      for passed in PHASES[PHASES.index(self._phase):PHASES.index(phase)]:
+        done, total = _counted_in(passed, tallies)
+        started = self._started if passed == self._phase else now
+        self._ended += (Snapshot(passed, done, total, tallies.rejected, started),)
+      self._phase, self._started = phase, now
+    done, total = _counted_in(phase, tallies)
+    return Snapshot(phase, done, total, tallies.rejected, self._started, ended=self._ended)
+
+
+def _phase_of(tallies: Tallies) -> str:
+  if tallies.parts is None or tallies.parts_listed < tallies.parts:
+    return LISTING
+  if tallies.checked < tallies.listed:
+    return CHECKING
+  if tallies.written < tallies.listed - tallies.rejected:
+    return WRITING
+  return COMMITTING
+
+
+def _counted_in(phase: str, tallies: Tallies) -> Tuple[int, Optional[int]]:
+  """(done, total) of ``phase`` in ``tallies``; the listing's total is known only at its end."""
+  if phase == LISTING:
+    return tallies.listed, None
+  if phase == CHECKING:
+    return tallies.checked, tallies.listed
+  if phase == WRITING:
+    return tallies.written, tallies.listed - tallies.rejected
+  return tallies.written, tallies.written
 
 
 class Counts:
@@ -107,6 +134,7 @@ class Counts:
   def parts_planned(self, count: int) -> None:
     with self._lock:
       self._tallies = self._tallies._replace(parts=count)
+      self._phases.snapshot(self._tallies)
       self._changed(self._tallies)
 
   def part_listed(self) -> None:
@@ -129,6 +157,7 @@ class Counts:
   def _add(self, **counts: int) -> None:
     with self._lock:
       self._tallies = self._tallies.plus(Tallies(**counts))
+      self._phases.snapshot(self._tallies)  # a phase ends when its count does, not when the console looks
       self._changed(self._tallies)
 
   def _changed(self, tallies: Tallies) -> None:
