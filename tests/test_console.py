@@ -14,6 +14,7 @@ import termios
 import threading
 import time
 import types
+from typing import List
 
 from beam_pipeline import cli
 from beam_pipeline.cli import progress
@@ -136,6 +137,17 @@ class _ScriptedRun:
     return self.now
 
 
+def _lines_printed(monkeypatch, script: List[progress_counts.Snapshot], interval: float) -> List[str]:
+  """The lines the progress thread prints for a run that follows ``script`` (_ScriptedRun)."""
+  run = _ScriptedRun(script)
+  monkeypatch.setattr(progress, 'time', types.SimpleNamespace(monotonic=run.monotonic))
+  stream = io.StringIO()
+  with progress.shown(stream, interval=interval, counter=run):
+    assert run.finished.wait(TIMEOUT)
+  assert run.calls == len(script)
+  return stream.getvalue().splitlines()
+
+
 def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(monkeypatch):
   """The line-writing progress thread against a scripted run and clock: a line every
   interval (4 steps of the clock) within a phase, one line when a phase ends; nothing
@@ -144,14 +156,9 @@ def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(
   script = ([progress_counts.Snapshot('checking', 10 * i, 160, i // 4, 0.0) for i in range(16)] +
             [progress_counts.Snapshot('writing', 20 * i, 150, 3, 16 * step) for i in range(8)] +
             [progress_counts.Snapshot('committing', 150, 150, 3, 24 * step)])
-  run = _ScriptedRun(script)
-  monkeypatch.setattr(progress, 'time', types.SimpleNamespace(monotonic=run.monotonic))
-  stream = io.StringIO()
-  with progress.shown(stream, interval=4 * step, counter=run):
-    assert run.finished.wait(TIMEOUT)
   # Call k of snapshot() happens at k/64 s. Lines at calls 5, 9, 13 (4/64 s apart), the end of
   # checking at call 17 (writing began at 16/64 s), a line at call 21, the end of writing at 25.
-  assert stream.getvalue().splitlines() == [
+  assert _lines_printed(monkeypatch, script, interval=4 * step) == [
       'progress: checking 40 of 160 images, 512 images/s, 1 rejected, about 0 s left',  # 40 / (5/64 s)
       'progress: checking 80 of 160 images, 569 images/s, 2 rejected, about 0 s left',
       'progress: checking 120 of 160 images, 591 images/s, 3 rejected, about 0 s left',
@@ -159,7 +166,6 @@ def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(
       'progress: writing 80 of 150 images, 1,024 images/s, 3 rejected, about 0 s left',  # 80 / (5/64 s)
       'progress: writing done: 150 images in 0.1 s (1,200 images/s), 3 rejected',  # in 8/64 s
   ]
-  assert run.calls == len(script)
 
 
 def test_a_phase_that_began_and_ended_between_two_looks_still_gets_its_line(monkeypatch):
@@ -170,12 +176,7 @@ def test_a_phase_that_began_and_ended_between_two_looks_still_gets_its_line(monk
   writing = progress_counts.Snapshot('writing', 150, 150, 3, 16 * step)
   script = ([progress_counts.Snapshot('checking', 10 * i, 160, 0, 0.0) for i in range(4)] +
             [progress_counts.Snapshot('committing', 150, 150, 3, 20 * step, ended=(checking, writing))])
-  run = _ScriptedRun(script)
-  monkeypatch.setattr(progress, 'time', types.SimpleNamespace(monotonic=run.monotonic))
-  stream = io.StringIO()
-  with progress.shown(stream, interval=64 * step, counter=run):
-    assert run.finished.wait(TIMEOUT)
-  assert stream.getvalue().splitlines() == [
+  assert _lines_printed(monkeypatch, script, interval=64 * step) == [
       'progress: checking done: 160 images in 0.2 s (640 images/s), 3 rejected',  # in 16/64 s
       'progress: writing done: 150 images in 0.1 s (2,400 images/s), 3 rejected',  # in 4/64 s
   ]
