@@ -71,3 +71,25 @@ def test_every_phase_ends_in_order_even_one_the_counts_pass_in_a_single_change()
   committing = counts.snapshot()
   assert committing[:4] == (COMMITTING, 9, 9, 1)
   assert committing.ended[:2] == writing.ended and committing.ended[2][:5] == (WRITING, 9, 9, 1, writing.started)
+
+
+def test_phases_only_move_on_when_summed_counts_step_back():
+  """A worker's counts file is missing while it is being replaced: the sum steps back a moment,
+  and the phase it seems to be in again must not end a second time."""
+  with progress_counts.gathered() as gathered:
+    folder = os.environ[progress_counts.SHARED_FOLDER]
+    first, second = progress_counts.Published(folder, 'a'), progress_counts.Published(folder, 'b')
+    first.parts_planned(1)
+    first.part_listed()
+    first.listed(5)
+    second.checked(0, rejected=0)
+    assert gathered.snapshot().phase == CHECKING
+    first.checked(5, rejected=0)
+    writing = gathered.snapshot()
+    assert writing.phase == WRITING
+    os.remove(os.path.join(folder, 'a.json'))  # the sum lacks the listing a moment
+    second.written(0)
+    assert gathered.snapshot().phase == WRITING
+    first.written(5)
+    committing = gathered.snapshot()
+    assert committing.phase == COMMITTING and [phase.phase for phase in committing.ended] == [LISTING, CHECKING, WRITING]

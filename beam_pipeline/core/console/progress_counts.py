@@ -80,7 +80,8 @@ class Tallies(NamedTuple):
 class _Phases:
   """Turns tallies into snapshots, remembering when each phase began and how each one ended.
   Tallies can pass a phase in one change (validation keeps up with the listing, so the last part
-  listed ends checking too): such a phase ends where it began."""
+  listed ends checking too): such a phase ends where it began. Phases only move on: counts summed
+  while a worker's file is being replaced (Gathered) can step back, and would end a phase twice."""
 
   def __init__(self):
     self._phase, self._started = LISTING, time.monotonic()
@@ -88,6 +89,8 @@ class _Phases:
 
   def snapshot(self, tallies: Tallies) -> Snapshot:
     phase = _phase_of(tallies)
+    if PHASES.index(phase) < PHASES.index(self._phase):  # summed counts that lacked a worker's file a moment
+      phase = self._phase
     if phase != self._phase:
       now = time.monotonic()
       for passed in PHASES[PHASES.index(self._phase):PHASES.index(phase)]:
