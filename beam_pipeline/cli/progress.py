@@ -138,6 +138,6 @@ def _print_done(phase: Snapshot, ended: float, stream: IO[str]) -> None:
   """The line for a phase that ended at ``ended`` (time.monotonic()), as it stood at its end."""
   done = phase.total if phase.total is not None else phase.done
   seconds = ended - phase.started
-  rate = f' ({done / max(seconds, 1e-9):,.0f} {phase.unit}/s)' if seconds >= 0.05 else ''
+  rate = f' ({done / seconds:,.0f} {phase.unit}/s)' if seconds >= 0.05 else ''
   print(f'progress: {phase.phase} done: {done:,} {phase.unit} in {seconds:.1f} s{rate}, {phase.rejected:,} '
         f'{phase.failed}', file=stream, flush=True)

@@ -108,14 +108,15 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
   global _pool, _count, _scratch, _served, _started
   with _lock:
     _cancel_idle_end()
-    started = _started_with(workers)
+    cores = _usable_cores()
+    count = workers or len(cores)
+    started = _started_with(count)
     if _pool is not None and started != _started:
       shutdown()
     if _pool is None:
       start_forkserver()
       context = multiprocessing_internals.forkserver_context()
-      cores = _usable_cores()
-      _count = workers or len(cores)
+      _count = count
       assignments = context.SimpleQueue()
       for index in range(_count):
         assignments.put(cores[index % len(cores)])
@@ -179,11 +180,11 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
-def _started_with(workers: int) -> Tuple[Any, ...]:
-  """What a pool's workers take from this process when they start: their number, the
+def _started_with(count: int) -> Tuple[Any, ...]:
+  """What a pool's ``count`` workers take from this process when they start: their number, the
   environment, the directory, and the file standard error is (a test's capture, a log)."""
   stderr = os.fstat(2)
-  return workers or len(_usable_cores()), tuple(sorted(os.environ.items())), os.getcwd(), (stderr.st_dev, stderr.st_ino)
+  return count, tuple(sorted(os.environ.items())), os.getcwd(), (stderr.st_dev, stderr.st_ino)
 
 
 def _cancel_idle_end() -> None:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -148,10 +149,7 @@ def test_a_run_that_ended_well_leaves_its_workers_to_the_next_run_of_this_proces
   assert run('last', '--max_error_fraction=1') == 0
   scratch = workers.pool().submit(os.getenv, 'TMPDIR').result()  # the workers' own, removed with them
   assert os.path.isdir(scratch)
-  waited = time.monotonic()
-  while workers.pool() is not None and time.monotonic() - waited < 30:
-    time.sleep(0.05)
-  assert workers.pool() is None and not os.path.exists(scratch)
+  assert _within(30, lambda: workers.pool() is None) and not os.path.exists(scratch)
 
 
 def test_a_run_without_the_pool_stops_its_forkserver_before_checking_the_model(tmp_path, monkeypatch):
@@ -188,7 +186,12 @@ def test_workers_left_waiting_by_a_launcher_that_ended_abruptly_end_and_remove_t
                           check=False)
   code, scratch = done.stdout.split()[-2:]
   assert code == '0', done.stderr[-3000:]
-  waited = time.monotonic()
-  while os.path.exists(scratch) and time.monotonic() - waited < 30:
+  assert _within(30, lambda: not os.path.exists(scratch))
+
+
+def _within(seconds: float, condition: Callable[[], bool]) -> bool:
+  """Whether ``condition`` holds within ``seconds``: a bound that only a hang reaches."""
+  deadline = time.monotonic() + seconds
+  while not condition() and time.monotonic() < deadline:
     time.sleep(0.05)
-  assert not os.path.exists(scratch)
+  return condition()
