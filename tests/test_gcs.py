@@ -137,6 +137,8 @@ def test_missing_input_fails_fast(source, plan, monkeypatch, capsys):
   err = capsys.readouterr().err.strip()
   assert code == 2
   assert err.startswith('error: --input=') and '\n' not in err, err
+  assert err.endswith(('does not exist; give a glob, a directory of images or a manifest',
+                       'the pattern matches no files')), err  # missing, not unlistable
   # Checked at launch, by looking: a few reads of the bucket, nothing written, no pipeline
   # (which would read the input's objects), and no credential lookup that failed (and so waited).
   seen = plan.requests()

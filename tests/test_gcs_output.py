@@ -83,6 +83,19 @@ def test_an_output_that_cannot_be_listed_stops_the_run_before_any_work(plan, cap
 
 
 @pytest.mark.usefixtures('images')
+def test_an_input_that_cannot_be_listed_is_not_called_missing(plan, capsys):
+  """A listing the storage refuses says so, with its cause: a bucket that cannot be listed
+  (permissions, an outage) is no input that does not exist."""
+  rule = plan.add(fault_proxy.Fault(status=403), when=listing('imgs/'))
+  capsys.readouterr()
+  assert convert('unlisted-input') == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: --input=gs://{BUCKET}/imgs cannot be listed: Forbidden: ')
+  assert err.count('\n') == 1 and rule.fired == 1
+  assert plan.requests(lambda entry: entry.media) == []
+
+
+@pytest.mark.usefixtures('images')
 def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(plan, monkeypatch, capsys):
   assert convert('kept') == 0
   earlier = committed('kept')

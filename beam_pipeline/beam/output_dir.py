@@ -72,17 +72,8 @@ def _relative_names(output: str) -> List[str]:
     else:  # a prefix with no objects is an empty list, not an error
       paths = [m.path for m in FileSystems.match([FileSystems.join(output, '**')])[0].metadata_list]
   except Exception as e:  # pylint: disable=broad-except  # Beam wraps the storage's errors in BeamIOError
-    raise OutputError(f'--output={output} cannot be listed: {_cause(e)}') from e
+    raise OutputError(f'--output={output} cannot be listed: {rejections.cause(e)}') from e
   return [p[len(prefix):] for p in paths if p.startswith(prefix)]
-
-
-def _cause(error: BaseException) -> str:
-  """The first line of what went wrong, from inside Beam's BeamIOErrors if they wrap it."""
-  details = getattr(error, 'exception_details', None)
-  while isinstance(details, dict) and details:
-    error = next(iter(details.values()))
-    details = getattr(error, 'exception_details', None)
-  return f'{type(error).__name__}: {rejections.first_line(error, 300)}'
 
 
 def _is_record_of_ours(output: str, name: str) -> bool:
@@ -110,7 +101,7 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
       with FileSystems.open(path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
         found.append(RunRecord.from_json(f.read().decode('utf-8', 'backslashreplace')))
     except Exception as e:  # pylint: disable=broad-except  # a damaged record: ours, but what it listed is lost
-      raise UsageError(f'--output={output} holds a record of this tool that cannot be read ({name}: {_cause(e)}), '
+      raise UsageError(f'--output={output} holds a record of this tool that cannot be read ({name}: {rejections.cause(e)}), '
                        'so its files cannot be told from others; use a new directory, or remove this one') from None
   return found
 
@@ -174,7 +165,7 @@ def claim(output: str, run: str, held_by: str) -> output_lock.Held:
     raise
   except Exception as e:  # pylint: disable=broad-except
     held.release()
-    raise UsageError(f'--output={output} cannot be prepared: {_cause(e)}') from None
+    raise UsageError(f'--output={output} cannot be prepared: {rejections.cause(e)}') from None
   return held
 
 
@@ -221,7 +212,7 @@ def _upload(local: str, remote: str) -> None:
     with open(local, 'rb') as source, FileSystems.create(remote, compression_type=CompressionTypes.UNCOMPRESSED) as f:
       shutil.copyfileobj(source, f, _COPY_BUFFER_BYTES)
   except Exception as e:  # pylint: disable=broad-except  # the storage client's own retries are spent
-    raise OutputError(f'cannot upload {remote}: {_cause(e)}') from e
+    raise OutputError(f'cannot upload {remote}: {rejections.cause(e)}') from e
 
 
 def download(remote: str, local: str) -> None:
@@ -231,7 +222,7 @@ def download(remote: str, local: str) -> None:
     with FileSystems.open(remote, compression_type=CompressionTypes.UNCOMPRESSED) as source, open(local, 'wb') as f:
       shutil.copyfileobj(source, f, _COPY_BUFFER_BYTES)
   except Exception as e:  # pylint: disable=broad-except  # the storage client's own retries are spent
-    raise OutputError(f'cannot download {remote}: {_cause(e)}') from e
+    raise OutputError(f'cannot download {remote}: {rejections.cause(e)}') from e
 
 
 def stage_text(output: str, run: str, name: str, text: str) -> None:
@@ -242,7 +233,7 @@ def stage_text(output: str, run: str, name: str, text: str) -> None:
       # backslashreplace turns them into valid JSON \\uXXXX escapes.
       f.write(text.encode('utf-8', 'backslashreplace'))
   except Exception as e:  # pylint: disable=broad-except
-    raise OutputError(f'cannot write {temp_path(output, run, name)}: {_cause(e)}') from e
+    raise OutputError(f'cannot write {temp_path(output, run, name)}: {rejections.cause(e)}') from e
 
 
 class CommitGate:
@@ -294,7 +285,7 @@ def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable
   except OutputError:
     raise
   except Exception as e:  # pylint: disable=broad-except  # Beam's BeamIOError, the storage client's errors
-    raise OutputError(f'committing --output={output} failed: {_cause(e)}') from e
+    raise OutputError(f'committing --output={output} failed: {rejections.cause(e)}') from e
   finally:
     COMMIT_GATE.leave()
   output_lock.give_up(output, run)

@@ -39,6 +39,23 @@ def first_line(error: BaseException, limit: Optional[int] = None) -> str:
   return line[:limit] if limit else line
 
 
+def innermost(error: BaseException) -> BaseException:
+  """The storage's own error inside Beam's BeamIOErrors (their ``exception_details``), or
+  ``error`` itself: what went wrong, rather than which of Beam's calls it went wrong in."""
+  details = getattr(error, 'exception_details', None)
+  while isinstance(details, dict) and details:
+    error = next(iter(details.values()))
+    details = getattr(error, 'exception_details', None)
+  return error
+
+
+def cause(error: BaseException) -> str:
+  """What a one-line message says went wrong in a storage call: the innermost error's type and
+  first line."""
+  inner = innermost(error)
+  return f'{type(inner).__name__}: {first_line(inner, 300)}'
+
+
 class Rejected(Exception):
   """Raised by the plain functions when an input cannot become a record."""
 

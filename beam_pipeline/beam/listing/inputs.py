@@ -12,7 +12,7 @@ from typing import Iterable, List, Optional
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam.listing import local_files, manifest_files, object_listing
-from beam_pipeline.core import split_names
+from beam_pipeline.core import rejections, split_names
 from beam_pipeline.core.inputs import manifest_rows, manifest_text, skipped_files
 from beam_pipeline.core.rejections import InputFileError
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
@@ -40,16 +40,16 @@ def resolve_input(value: str) -> InputSpec:
       _check_names_images(value, kind)
       return InputSpec(kind, value)
   if any(c in value for c in '*?['):
-    if not _has_match(value):
+    if not _has_match(value, value):
       raise UsageError(f'--input={value}: the pattern matches no files')
     spec = InputSpec(GLOB, value)
     if local_files.is_local(value):
       _check_not_all_skipped(value, spec, local_files.match_local_glob(value))
     return spec
   pattern = value.rstrip('/') + '/**'
-  if _has_match(pattern):
+  if _has_match(value, pattern):
     return InputSpec(DIRECTORY, pattern)
-  if not value.endswith('/') and _has_match(value):
+  if not value.endswith('/') and _has_match(value, value):
     return InputSpec(GLOB, value)  # a single file
   raise UsageError(f'--input={value} does not exist; give a glob, a directory of images or a manifest')
 
@@ -98,13 +98,20 @@ def _check_names_images(path: str, kind: str) -> None:
     raise UsageError(f'--input={path} {empty}: it names no image; give a manifest with a row per image')
 
 
-def _has_match(pattern: str) -> bool:
-  try:
-    if local_files.is_local(pattern):
+def _has_match(value: str, pattern: str) -> bool:
+  """Whether ``pattern`` matches a file. A storage that cannot be listed is no missing input:
+  UsageError with its cause (a bucket that does not exist is missing)."""
+  if local_files.is_local(pattern):
+    try:
       return next(local_files.match_local_glob(pattern), None) is not None
+    except Exception:  # pylint: disable=broad-except  # an unreadable directory: nothing to list there
+      return False
+  try:
     return bool(FileSystems.match([pattern], limits=[1])[0].metadata_list)
-  except Exception:  # Beam raises BeamIOError for a missing directory; a local one may be unreadable
-    return False
+  except Exception as e:  # pylint: disable=broad-except  # Beam wraps the storage's errors in BeamIOError
+    if getattr(rejections.innermost(e), 'code', None) == 404:  # google.api_core's NotFound: no such bucket
+      return False
+    raise UsageError(f'--input={value} cannot be listed: {rejections.cause(e)}') from None
 
 
 def split_folders(spec: InputSpec) -> List[str]:
