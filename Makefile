@@ -59,10 +59,13 @@ run: install
 # on that core fills. Each takes a whole file at a time, so that what a file's tests share (a
 # conversion, an emulator: module-scoped fixtures) is made once; files in the order
 # tests/conftest.py gives them (the long end-to-end ones first).
+# Python writes its bytecode caches even where PYTHONDONTWRITEBYTECODE is set: every worker and
+# every command a test starts would otherwise compile the same modules again, and pytest
+# rewrite every test module's asserts in every worker.
 # PYTEST_ARGS narrows it: make test PYTEST_ARGS='-k gcs'; TEST_WORKERS=1 runs one worker.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2 * os.cpu_count())')
 test: install airflow dali models
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The Flex Template's metadata.json and the README's option table, made from beam_pipeline/core/option_table.py.
 options: install
