@@ -71,28 +71,18 @@ def test_a_rerun_into_a_gs_output_with_other_options_equals_a_fresh_run(fresh):
   assert_same_dataset(bucket_files(BUCKET, 'rerun'), bucket_files(BUCKET, fresh_first))
 
 
+@pytest.mark.parametrize('flag, prefix', [('--output', 'unlistable/'), ('--input', 'imgs/')])
 @pytest.mark.usefixtures('images')
-def test_an_output_that_cannot_be_listed_stops_the_run_before_any_work(plan, capsys):
-  rule = plan.add(fault_proxy.Fault(status=403), when=listing('unlistable/'))
+def test_a_path_that_cannot_be_listed_stops_the_run_before_any_work(flag, prefix, plan, capsys):
+  """A listing the storage refuses says so, with its cause: an input that cannot be listed
+  (permissions, an outage) is not called missing."""
+  rule = plan.add(fault_proxy.Fault(status=403), when=listing(prefix))
   capsys.readouterr()
   assert convert('unlistable') == 2
   err = capsys.readouterr().err
-  assert err.startswith(f'error: --output=gs://{BUCKET}/unlistable cannot be listed: Forbidden: ')
+  assert err.startswith(f'error: {flag}=gs://{BUCKET}/{prefix.rstrip("/")} cannot be listed: Forbidden: ')
   assert err.count('\n') == 1 and rule.fired == 1
   assert plan.requests(lambda entry: entry.media) == []  # no image was read
-
-
-@pytest.mark.usefixtures('images')
-def test_an_input_that_cannot_be_listed_is_not_called_missing(plan, capsys):
-  """A listing the storage refuses says so, with its cause: a bucket that cannot be listed
-  (permissions, an outage) is no input that does not exist."""
-  rule = plan.add(fault_proxy.Fault(status=403), when=listing('imgs/'))
-  capsys.readouterr()
-  assert convert('unlisted-input') == 2
-  err = capsys.readouterr().err
-  assert err.startswith(f'error: --input=gs://{BUCKET}/imgs cannot be listed: Forbidden: ')
-  assert err.count('\n') == 1 and rule.fired == 1
-  assert plan.requests(lambda entry: entry.media) == []
 
 
 @pytest.mark.usefixtures('images')

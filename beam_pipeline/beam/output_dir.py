@@ -101,8 +101,9 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
       with FileSystems.open(path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
         found.append(RunRecord.from_json(f.read().decode('utf-8', 'backslashreplace')))
     except Exception as e:  # pylint: disable=broad-except  # a damaged record: ours, but what it listed is lost
-      raise UsageError(f'--output={output} holds a record of this tool that cannot be read ({name}: {rejections.cause(e)}), '
-                       'so its files cannot be told from others; use a new directory, or remove this one') from None
+      raise UsageError(f'--output={output} holds a record of this tool that cannot be read '
+                       f'({name}: {rejections.cause(e)}), so its files cannot be told from others; use a new '
+                       'directory, or remove this one') from None
   return found
 
 
