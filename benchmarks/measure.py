@@ -16,7 +16,10 @@ Writes to result.json:
   (TensorFlow's libraries, the forkserver's imports in every worker) are split
   between them, so the sum is the memory the run really holds;
 * ``peak_rss_sum_mb``: the largest plain sum of their RSS, sampled every
-  RSS_SAMPLE_SECONDS, shared pages counted in each process: an upper bound.
+  RSS_SAMPLE_SECONDS, shared pages counted in each process: an upper bound;
+* ``largest_sampled``: the process with the highest RSS high-water mark seen by
+  those samples (``mb``, ``command``), so that a run whose largest process is
+  larger than expected says which one it was.
 
 It must be a small process: a child forked from a big one (pytest, with TensorFlow
 loaded) starts with a copy of that process's memory map, and Linux keeps the
@@ -30,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 SAMPLE_SECONDS = 0.5  # reading smaps_rollup costs ~10 ms per TensorFlow process
 RSS_SAMPLE_SECONDS = 0.05
@@ -53,29 +56,51 @@ def descendants(pid: int) -> List[int]:
 
 
 def _field_kib(path: str, field: str) -> int:
+  return _fields_kib(path, (field,))[0]
+
+
+def _fields_kib(path: str, fields: Tuple[str, ...]) -> List[int]:
+  """The values, in KiB, of ``fields`` ('VmRSS:', ...) of a /proc file; 0 for one not there."""
+  values = dict.fromkeys(fields, 0)
   try:
     with open(path) as f:
       for line in f:
-        if line.startswith(field):
-          return int(line.split()[1])
+        name = line[:line.find(':') + 1]
+        if name in values:
+          values[name] = int(line.split()[1])
   except OSError:
     pass
-  return 0
+  return [values[field] for field in fields]
+
+
+def _command_line(pid: int) -> str:
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as f:
+      return f.read().replace(b'\0', b' ').decode(errors='replace').strip()[:200]
+  except OSError:
+    return ''
 
 
 class _Sampler(threading.Thread):
-  """Peaks of the tree's summed PSS and RSS while the run lasts."""
+  """Peaks of the tree's summed PSS and RSS while the run lasts, and its largest process."""
 
   def __init__(self) -> None:
     super().__init__(daemon=True)
     self.peaks: Dict[str, int] = {'pss': 0, 'rss': 0}
+    self.largest: Tuple[int, str] = (0, '')  # the highest VmHWM seen, in KiB, and its command line
     self.done = threading.Event()
 
   def run(self) -> None:
     next_pss = 0.0
     while not self.done.is_set():
       processes = descendants(os.getpid())[1:]
-      self.peaks['rss'] = max(self.peaks['rss'], sum(_field_kib(f'/proc/{p}/status', 'VmRSS:') for p in processes))
+      rss = 0
+      for p in processes:
+        current, high_water = _fields_kib(f'/proc/{p}/status', ('VmRSS:', 'VmHWM:'))
+        rss += current
+        if high_water > self.largest[0]:
+          self.largest = (high_water, _command_line(p))
+      self.peaks['rss'] = max(self.peaks['rss'], rss)
       if time.monotonic() >= next_pss:
         next_pss = time.monotonic() + SAMPLE_SECONDS
         pss = sum(_field_kib(f'/proc/{p}/smaps_rollup', 'Pss:') for p in processes)
@@ -105,7 +130,8 @@ def main() -> int:
                'cpu_s': round(usage.ru_utime + usage.ru_stime, 2),
                'max_process_rss_mb': round(usage.ru_maxrss / 1024, 1),
                'peak_pss_mb': round(sampler.peaks['pss'] / 1024, 1),
-               'peak_rss_sum_mb': round(sampler.peaks['rss'] / 1024, 1)}, f)
+               'peak_rss_sum_mb': round(sampler.peaks['rss'] / 1024, 1),
+               'largest_sampled': {'mb': round(sampler.largest[0] / 1024, 1), 'command': sampler.largest[1]}}, f)
   return 0
 
 

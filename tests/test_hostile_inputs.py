@@ -96,9 +96,11 @@ class Measured(NamedTuple):
   largest_process_mb: float  # the peak RSS of the largest process of the run (its workers included)
   peak_memory_mb: float  # the peak of all its processes' summed PSS, sampled
   output: str
+  largest_sampled: str  # which process had the largest peak RSS among those sampled, and that peak
 
   def assert_memory_within(self, limit_mb: float) -> None:
-    assert self.largest_process_mb < limit_mb, f'a process of the run peaked at {self.largest_process_mb:.0f} MB'
+    assert self.largest_process_mb < limit_mb, (f'a process of the run peaked at {self.largest_process_mb:.0f} MB '
+                                                f'(sampled: {self.largest_sampled})')
     assert self.peak_memory_mb < limit_mb, f'the run held {self.peak_memory_mb:.0f} MB'
 
 
@@ -118,8 +120,9 @@ def run_measured(source, out: Path, *extra: str) -> Measured:
       raise AssertionError(f'{argv} still running after {SUBPROCESS_TIMEOUT}s') from None
   seconds = time.monotonic() - start
   result = json.loads(measured.read_text())
+  largest = result['largest_sampled']
   return Measured(result['returncode'], seconds, result['max_process_rss_mb'], result['peak_pss_mb'],
-                  log.read_text(errors='replace'))
+                  log.read_text(errors='replace'), f"{largest['mb']:.0f} MB, {largest['command']}")
 
 
 VIDEOS = 24  # sparse, 300 MB each, in the hostile run
