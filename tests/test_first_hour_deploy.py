@@ -1,10 +1,9 @@
-"""The first hour on the ways to run it (issue 38): the README's Usage in a shell fresh from
-`make run`; a Dataflow dry run tried offline, with no credentials; the Python API a notebook
-or an Airflow PythonOperator calls."""
+"""The first hour on the ways to run it (issue 38): a Dataflow dry run tried offline, with no
+credentials; the Python API a notebook or an Airflow PythonOperator calls. (The README's Usage
+in a shell fresh from `make run` is test_readme_blocks.py's.)"""
 import glob
 import json
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -16,26 +15,6 @@ from apache_beam.portability.api import beam_runner_api_pb2
 import beam_pipeline
 from helpers.commands import command, convert, error_line, in_process, ROOT, TIMEOUT, user_environment
 from helpers.dataset_reader import assert_same_dataset, local_files, read_output
-from helpers.photos import write_sample_set
-
-def test_the_readmes_usage_runs_in_a_new_shell_after_the_quick_start(tmp_path):
-  """The first block of Usage, as written, in the repository's root after `make run` (.venv and
-  the sample set), from a shell where no environment is active: the system's python lacks the
-  dependencies ("No module named 'tqdm'"), so the block must activate .venv itself."""
-  readme = (ROOT / 'README.md').read_text()
-  usage = readme[readme.index('\n## Usage\n'):]
-  block = re.search(r'^```sh\n(.*?)^```$', usage, re.S | re.M).group(1)
-  (tmp_path / '.venv').symlink_to(pathlib.Path(sys.executable).parents[1])
-  write_sample_set(str(tmp_path / 'work' / 'sample-images'))
-  environment = {name: value for name, value in user_environment().items() if name != 'VIRTUAL_ENV'}
-  environment['PATH'] = os.pathsep.join(entry for entry in environment['PATH'].split(os.pathsep)
-                                        if entry != str(pathlib.Path(sys.executable).parent))
-  done = subprocess.run(['bash', '-euo', 'pipefail', '-c', block], cwd=tmp_path, env=environment,
-                        capture_output=True, text=True, timeout=TIMEOUT, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  assert 'Wrote 83 examples of 85 images, 2 classes, to out' in done.stdout
-  assert read_output(tmp_path / 'out')[0]['splits'].keys() == {'train', 'validation'}
-
 
 DATAFLOW = ('--runner=DataflowRunner', '--project=my-project', '--region=us-central1',
             '--temp_location=gs://my-bucket/tmp')

@@ -21,6 +21,7 @@ from PIL import Image
 
 from benchmarks import sample_set
 from helpers.commands import ROOT, TIMEOUT, convert, user_environment
+from helpers.dataset_reader import read_output
 
 MODELS_PYTHON = ROOT / '.venv-models' / 'bin' / 'python'
 VENV = Path(sys.executable).parents[1]  # the environment `make install` builds, .venv
@@ -201,7 +202,10 @@ def _exec(source: str, block: Block, cwd: Path, monkeypatch: pytest.MonkeyPatch)
                          ids=lambda block: f'README.md:{block.line}')
 def test_the_readme_block_runs(block, workspace, monkeypatch):
   if block.language == 'sh':
-    _run(['bash', '-euo', 'pipefail', '-c', block.text], workspace, activates=ACTIVATE in block.text)
+    done = _run(['bash', '-euo', 'pipefail', '-c', block.text], workspace, activates=ACTIVATE in block.text)
+    if block == _usage_block():  # a new shell's first command: the system's python lacks the dependencies
+      assert 'Wrote 83 examples of 85 images, 2 classes, to out' in done.stdout
+      assert read_output(workspace / 'out')[0]['splits'].keys() == {'train', 'validation'}
     return
   source = block.text
   for online, offline in OFFLINE.items():
