@@ -1,6 +1,7 @@
 """The DAGs of deploy/airflow in a real Airflow (its own environment, .venv-airflow, which
 `make test` builds): they load, and their task runs the conversion with Airflow's Beam
-operator, on the DirectRunner and on Dataflow (offline), or launches the Flex Template."""
+operator, on the DirectRunner (the daily update; test_airflow_readme.py runs the README's try of
+the DAG) and on Dataflow (offline), or launches the Flex Template."""
 import contextlib
 import json
 import os
@@ -17,7 +18,7 @@ import pytest
 
 from beam_pipeline import cli
 from helpers import gcs_emulator
-from helpers.airflow_logs import AIRFLOW_BIN, TIMEOUT, assert_logged_as_information
+from helpers.airflow_logs import AIRFLOW_BIN, TIMEOUT
 from helpers.commands import ROOT
 from helpers.dataflow import JOB_ID, OFFLINE
 from helpers.dataset_reader import bucket_files, local_files, read_output
@@ -108,18 +109,6 @@ def test_the_dags_load_in_airflows_dagbag(airflow, tmp_path):
                                                   'images_to_tfrecords_flex': ['DataflowStartFlexTemplateOperator']}}
 
 
-def test_the_task_converts_on_the_direct_runner(airflow, sample_set, tmp_path):
-  log = run_task(airflow, 'images_to_tfrecords', {'input': str(sample_set), 'output': str(tmp_path / 'out'),
-                                                  'options': {'max_error_fraction': 0.5, 'dedupe': True}},
-                 tmp_path / 'record.json')
-  assert command_line(log) == [sys.executable, '-m', 'beam_pipeline', '--runner=DirectRunner',
-                               '--max_error_fraction=0.5', '--dedupe', f'--input={sample_set}',
-                               f'--output={tmp_path}/out', '--labels=airflow-version=v3-3-2']
-  info, records = read_output(tmp_path / 'out')
-  assert info['num_examples'] == len(records['train']) == 27 and info['options']['dedupe']
-  assert_logged_as_information(log, 27, 29)
-
-
 def test_the_daily_dag_updates_its_output_with_what_changed(airflow, sample_set, tmp_path):
   """A scheduled run takes its input and output from the Variables and converts only what
   changed since the day before: here, after a conversion of the same photos, nothing."""
@@ -151,17 +140,17 @@ def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sampl
                      AIRFLOW_VAR_TFRECORDS_REGION='us-central1', AIRFLOW_VAR_TFRECORDS_TEMP_LOCATION='gs://stage/tmp',
                      AIRFLOW_VAR_TFRECORDS_CONTAINER_IMAGE='us-docker.pkg.dev/p/r/tfrecords:1')
   params = {'input': 'gs://data/in', 'output': 'gs://data/beam', 'runner': 'DataflowRunner',
-            'options': {'max_error_fraction': 0.5}}
+            'options': {'max_error_fraction': 0.5, 'dedupe': True}}
   log = run_task(airflow, 'images_to_tfrecords', params, tmp_path / 'record.json', environment)
   command = command_line(log)
   job_name = next(arg for arg in command if arg.startswith('--job_name=images-to-tfrecords-'))
   assert command[:3] == [str(python), '-m', 'beam_pipeline'] and sorted(command[3:]) == sorted([
-      '--runner=DataflowRunner', '--max_error_fraction=0.5', '--input=gs://data/in', '--output=gs://data/beam',
-      job_name, '--project=test-project', '--region=us-central1', '--labels=airflow-version=v3-3-2',
+      '--runner=DataflowRunner', '--max_error_fraction=0.5', '--dedupe', '--input=gs://data/in',
+      '--output=gs://data/beam', job_name, '--project=test-project', '--region=us-central1', '--labels=airflow-version=v3-3-2',
       '--temp_location=gs://stage/tmp', '--sdk_container_image=us-docker.pkg.dev/p/r/tfrecords:1', '--no_wait'])
   assert f'Created job with id: [{JOB_ID}]' in log
-  files = bucket_files('data', 'beam')
-  assert json.loads(files['beam_pipeline.json'])['num_examples'] == 27
+  info = json.loads(bucket_files('data', 'beam')['beam_pipeline.json'])
+  assert info['num_examples'] == 27 and info['options']['dedupe']
 
 
 def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, sample_set, tmp_path):
