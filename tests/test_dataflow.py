@@ -3,9 +3,9 @@ only the call that submits the job replaced by running the job Dataflow would ge
 (helpers/dataflow_offline.py), with the job's own options. Its output must account for
 every input file (written or rejected, once), and be the DirectRunner's, byte for byte.
 
-The first test runs the command as a process of its own, as Airflow does; the others run it,
-with the same stand-in, in this process (dataflow_offline.convert and in_process), which
-saves each a start-up of Beam and TensorFlow."""
+The tests run the command, with the same stand-in, in this process (dataflow_offline.convert and
+in_process), which saves each a start-up of Beam and TensorFlow; test_airflow.py runs it as a
+process of its own, as Airflow does, and test_flex_template.py the Flex Template's entry file."""
 import json
 import os
 
@@ -16,8 +16,7 @@ import tensorflow_transform as tft
 from beam_pipeline import cli
 from helpers import dataflow_offline, gcs_emulator
 from helpers.commands import convert
-from helpers.dataflow import (OPTIONS as DATAFLOW, assert_every_input_accounted_for, assert_submitted_as_airflow_expects,
-                              run_offline)
+from helpers.dataflow import OPTIONS as DATAFLOW, assert_every_input_accounted_for, assert_submitted_as_airflow_expects
 from helpers.dataset_reader import assert_same_dataset, bucket_files, local_files
 
 OPTIONS = ('--max_error_fraction=0.5', '--splits=train=0.75,validation=0.25', '--target_shard_mb=0.1')
@@ -47,10 +46,10 @@ def assert_graph_works(files: dict, directory) -> None:
   assert transformed['label'].numpy().tolist() == labels
 
 
-def test_a_dataflow_job_on_local_paths_writes_what_the_direct_runner_writes(gcs, sample_set, tmp_path):
+def test_a_dataflow_job_on_local_paths_writes_what_the_direct_runner_writes(gcs, sample_set, tmp_path, capfd, caplog):
   assert convert(f'--input={sample_set}', f'--output={tmp_path}/direct', *OPTIONS) == 0
-  result = run_offline(f'--input={sample_set}', f'--output={tmp_path}/dataflow', *OPTIONS, *DATAFLOW,
-                       '--setup_file=./setup.py')
+  result = dataflow_offline.in_process([f'--input={sample_set}', f'--output={tmp_path}/dataflow', *OPTIONS, *DATAFLOW,
+                                        '--setup_file=./setup.py'], capfd, caplog)
   assert result.returncode == 0, result.stderr[-4000:]
   assert_submitted_as_airflow_expects(result)
   assert 'Wrote 27 examples' in result.stdout  # and waited for the job to report what it wrote
