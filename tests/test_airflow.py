@@ -146,8 +146,9 @@ def test_the_task_submits_a_dataflow_job_and_airflow_finds_its_id(airflow, sampl
   job_name = next(arg for arg in command if arg.startswith('--job_name=images-to-tfrecords-'))
   assert command[:3] == [str(python), '-m', 'beam_pipeline'] and sorted(command[3:]) == sorted([
       '--runner=DataflowRunner', '--max_error_fraction=0.5', '--dedupe', '--input=gs://data/in',
-      '--output=gs://data/beam', job_name, '--project=test-project', '--region=us-central1', '--labels=airflow-version=v3-3-2',
-      '--temp_location=gs://stage/tmp', '--sdk_container_image=us-docker.pkg.dev/p/r/tfrecords:1', '--no_wait'])
+      '--output=gs://data/beam', job_name, '--project=test-project', '--region=us-central1',
+      '--labels=airflow-version=v3-3-2', '--temp_location=gs://stage/tmp',
+      '--sdk_container_image=us-docker.pkg.dev/p/r/tfrecords:1', '--no_wait'])
   assert f'Created job with id: [{JOB_ID}]' in log
   info = json.loads(bucket_files('data', 'beam')['beam_pipeline.json'])
   assert info['num_examples'] == 27 and info['options']['dedupe']
