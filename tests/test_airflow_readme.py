@@ -2,11 +2,9 @@
 Airflow of its own: a file apart from test_airflow.py, whose tests share one Airflow home, so
 that the two slowest Airflow parts can run on both cores."""
 import os
-import pathlib
-import re
 import subprocess
-import sys
 
+from helpers import readme
 from helpers.airflow_logs import AIRFLOW_BIN, TIMEOUT, assert_logged_as_information
 from helpers.commands import ROOT
 from helpers.dataset_reader import read_output
@@ -17,11 +15,10 @@ def test_the_readmes_local_try_runs_the_dag_as_written(tmp_path):
   """The README's block that tries the DAG on this machine, but its `make airflow` (which built
   .venv-airflow already), in a folder laid out as the repository after `make run` (its sample
   set: 86 files, 2 of them rejected and Thumbs.db skipped)."""
-  readme = (ROOT / 'README.md').read_text()
-  block = next(block for block in re.findall(r'^```sh\n(.*?)^```$', readme, re.S | re.M) if 'airflow dags test' in block)
-  script = '\n'.join(line for line in block.splitlines() if not line.startswith('make '))
+  block = next(block for block in readme.blocks() if 'airflow dags test' in block.text)
+  script = '\n'.join(line for line in block.text.splitlines() if not line.startswith('make '))
   (tmp_path / '.venv-airflow').symlink_to(AIRFLOW_BIN.parent)
-  (tmp_path / '.venv').symlink_to(pathlib.Path(sys.executable).parents[1])
+  (tmp_path / '.venv').symlink_to(readme.VENV)
   (tmp_path / 'deploy').symlink_to(ROOT / 'deploy')
   write_sample_set(str(tmp_path / 'work' / 'sample-images'))
   environment = {name: value for name, value in os.environ.items() if not name.startswith(('AIRFLOW', 'TF_'))}

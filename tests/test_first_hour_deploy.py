@@ -13,6 +13,7 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 
 import beam_pipeline
+from helpers import readme
 from helpers.commands import convert, error_line, in_process, ROOT, TIMEOUT, user_environment
 from helpers.dataset_reader import assert_same_dataset, local_files, read_output
 
@@ -21,15 +22,14 @@ def test_a_dry_run_needs_no_credentials_and_says_where_the_job_went(sample_set, 
   """The README's dry-run block, as written, in a folder laid out as the repository after `make run`
   (work/sample-images: the sample set), on a machine with no Google credentials at all (and no
   storage emulator: no network either). test_readme_blocks leaves the block to this test."""
-  readme = (ROOT / 'README.md').read_text()
-  block = next(block for block in re.findall(r'^```sh\n(.*?)^```$', readme, re.S | re.M) if '--dry_run=True' in block)
+  block = next(block for block in readme.blocks() if '--dry_run=True' in block.text)
   (tmp_path / 'work').mkdir()
   (tmp_path / 'work' / 'sample-images').symlink_to(sample_set)
-  environment = {name: value for name, value in user_environment().items()
-                 if name not in ('GOOGLE_APPLICATION_CREDENTIALS', 'STORAGE_EMULATOR_HOST', 'VIRTUAL_ENV')}
-  environment.update(CLOUDSDK_CONFIG=str(tmp_path / 'home' / 'gcloud'), HOME=str(tmp_path / 'home'),
-                     PATH=os.pathsep.join([os.path.dirname(sys.executable), environment['PATH']]))
-  dry_run = subprocess.run(['bash', '-euo', 'pipefail', '-c', block], cwd=tmp_path, env=environment,
+  environment = readme.shell_environment()
+  for name in ('GOOGLE_APPLICATION_CREDENTIALS', 'STORAGE_EMULATOR_HOST'):
+    environment.pop(name, None)
+  environment.update(CLOUDSDK_CONFIG=str(tmp_path / 'home' / 'gcloud'), HOME=str(tmp_path / 'home'))
+  dry_run = subprocess.run(['bash', '-euo', 'pipefail', '-c', block.text], cwd=tmp_path, env=environment,
                            capture_output=True, text=True, timeout=TIMEOUT, check=False)
   assert dry_run.returncode == 0, dry_run.stderr[-3000:]
   last = dry_run.stdout.strip().splitlines()[-1]

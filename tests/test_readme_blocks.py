@@ -13,18 +13,18 @@ import sys
 import textwrap
 import traceback
 from pathlib import Path
-from typing import List, NamedTuple, Optional
+from typing import List, Optional
 from unittest import mock
 
 import pytest
 from PIL import Image
 
 from benchmarks import sample_set
-from helpers.commands import ROOT, TIMEOUT, convert, user_environment
+from helpers import readme
+from helpers.commands import ROOT, TIMEOUT, convert
 from helpers.dataset_reader import read_output
 
 MODELS_PYTHON = ROOT / '.venv-models' / 'bin' / 'python'
-VENV = Path(sys.executable).parents[1]  # the environment `make install` builds, .venv
 ACTIVATE = '. .venv/bin/activate'
 
 # What a block may use without defining it, as a reader of the README would have it: the
@@ -51,23 +51,7 @@ READ_DATASETS = textwrap.dedent('''
 OFFLINE = {"weights='imagenet'": 'weights=None'}
 
 
-class Block(NamedTuple):
-  line: int  # of the opening fence
-  language: str
-  text: str
-
-
-def readme_blocks() -> List[Block]:
-  """The README's fenced blocks of shell or Python, list-indented ones too, in order."""
-  readme = (ROOT / 'README.md').read_text()
-  found = []
-  for match in re.finditer(r'^( *)```(\w*)\n(.*?)^\1```$', readme, re.S | re.M):
-    if match.group(2) in ('sh', 'python'):
-      found.append(Block(readme.count('\n', 0, match.start()) + 1, match.group(2), textwrap.dedent(match.group(3))))
-  return found
-
-
-def why_not_offline(block: Block) -> Optional[str]:
+def why_not_offline(block: readme.Block) -> Optional[str]:
   """Why this file does not run ``block``: it cannot run on this offline machine, or another test
   runs it; None if this file runs it."""
   text = block.text
@@ -121,7 +105,7 @@ def workspace(tmp_path_factory) -> Path:
   also as PetImages), its conversion with splits (out, as Usage makes it), and a few of its
   photos with boxes, laid out as COCO and Pascal VOC lay out theirs."""
   folder = tmp_path_factory.mktemp('readme')
-  (folder / '.venv').symlink_to(VENV)
+  (folder / '.venv').symlink_to(readme.VENV)
   sample_set.write_sample_set(str(folder / 'work' / 'sample-images'))
   (folder / 'PetImages').symlink_to(folder / 'work' / 'sample-images')
   with pytest.MonkeyPatch.context() as patch:  # in this process: the Usage block runs the command itself
@@ -156,19 +140,15 @@ def _detection_sets(folder: Path) -> None:
 
 
 def _run(argv: List[str], cwd: Path, activates: bool = False) -> subprocess.CompletedProcess:
-  """Runs ``argv`` with this environment's `python` first on the PATH, or, for a block that
-  activates .venv itself (``activates``), with none on it, as in a new shell."""
-  environment = user_environment()
-  path = [entry for entry in environment['PATH'].split(os.pathsep) if entry != str(VENV / 'bin')]
-  environment['PATH'] = os.pathsep.join(path if activates else [str(VENV / 'bin'), *path])
-  environment.pop('VIRTUAL_ENV', None)
-  done = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+  """Runs ``argv`` in the shell a reader runs the README's blocks in (readme.shell_environment)."""
+  done = subprocess.run(argv, cwd=cwd, env=readme.shell_environment(activates), capture_output=True, text=True,
+                        timeout=TIMEOUT, check=False)
   assert done.returncode == 0, f'{argv[-1][:2000]}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}'
   return done
 
 
 def test_every_block_runs_or_says_why_it_cannot():
-  blocks = readme_blocks()
+  blocks = readme.blocks()
   assert len(blocks) >= 20
   assert _usage_block().text.startswith(ACTIVATE), 'Usage must start where a new shell is: the environment'
   run = [block for block in blocks if why_not_offline(block) is None]
@@ -184,7 +164,7 @@ def test_free_names_are_what_a_block_uses_without_defining():
       ['model', 'y', 'z']
 
 
-def _exec(source: str, block: Block, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _exec(source: str, block: readme.Block, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
   """Runs ``source`` in this process as `python -c` would in ``cwd``, in globals of its own: a new
   interpreter would import TensorFlow and Beam again. The environment is restored after it (importing
   tf.Transform sets TF_USE_LEGACY_KERAS, which the workers of later runs would inherit). A failure
@@ -199,7 +179,7 @@ def _exec(source: str, block: Block, cwd: Path, monkeypatch: pytest.MonkeyPatch)
   pytest.fail(f'README.md:{block.line} failed:\n{source}\n{failure}', pytrace=False)
 
 
-@pytest.mark.parametrize('block', [block for block in readme_blocks() if why_not_offline(block) is None],
+@pytest.mark.parametrize('block', [block for block in readme.blocks() if why_not_offline(block) is None],
                          ids=lambda block: f'README.md:{block.line}')
 def test_the_readme_block_runs(block, workspace, monkeypatch):
   if block.language == 'sh':
@@ -221,8 +201,8 @@ def test_the_readme_block_runs(block, workspace, monkeypatch):
   _run([python, '-c', source], workspace)
 
 
-def _usage_block() -> Block:
+def _usage_block() -> readme.Block:
   """The first block of the README's Usage: where a reader fresh from `make run` starts."""
   usage = (ROOT / 'README.md').read_text().index('\n## Usage\n')
-  return next(block for block in readme_blocks()
+  return next(block for block in readme.blocks()
               if block.line > (ROOT / 'README.md').read_text().count('\n', 0, usage) + 1)
