@@ -75,10 +75,13 @@ def test_splits_are_stratified_and_copies_never_leak(class_sorted_output):
 
 
 def test_every_shard_mixes_the_classes_as_its_split_does(class_sorted_output):
-  """Expected: in every shard, no run of one class longer than a random order gives (at most 13:
-  in 600 records of three classes equally likely, a longer run has a chance of about 1 in 4,000,
-  as one longer than 20 has with two classes), and each class's share within sampling noise
-  (three standard deviations) of its split's."""
+  """Expected: in every shard, no run of one class longer than a random order gives, and each
+  class's share within sampling noise of its split's. The shards' order keys hash the files'
+  paths, which differ from run to run (the temporary folder), so the bounds are random events
+  and must be rare ones: in 600 records of three classes equally likely, a run longer than 18
+  has a chance of about 1 in a million, a share five standard deviations off about 1 in 1.5
+  million (at three, one of the run's 15 shares failed about one run in 25). A class-sorted
+  shard misses both by far: runs of hundreds, shares of 0 or 1."""
   root, files, _ = class_sorted_output
   info, records = read_output(root / 'out')
   assert len(info['splits']['train']['shards']) >= 3 and info['num_examples'] == len(files) == 3000
@@ -89,10 +92,10 @@ def test_every_shard_mixes_the_classes_as_its_split_does(class_sorted_output):
     for shard, in_shard in itertools.groupby(split_records, key=lambda r: r['_shard']):
       labels = [r['image/class/text'] for r in in_shard]
       longest = max(len(list(run_)) for _, run_ in itertools.groupby(labels))
-      assert longest <= 13, (shard, longest)
+      assert longest <= 18, (shard, longest)
       for label, split_share in split_shares.items():
         share = labels.count(label) / len(labels)
-        assert abs(share - split_share) <= 3 * (split_share * (1 - split_share) / len(labels)) ** 0.5, (shard, label,
+        assert abs(share - split_share) <= 5 * (split_share * (1 - split_share) / len(labels)) ** 0.5, (shard, label,
                                                                                                       share)
 
 
