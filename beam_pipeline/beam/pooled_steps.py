@@ -46,8 +46,8 @@ class _Task:
     self.future: Optional[Future] = None
 
   def submit(self, pool: Any) -> '_Task':
-    self.attempts += 1
     self.pool, self.future = pool, pool.submit(self.step, *self.args)
+    self.attempts += 1
     return self
 
 
@@ -62,7 +62,9 @@ class _PooledDoFn(beam.DoFn):
 
   A worker process that dies (killed by the system, for memory perhaps) takes the
   pool with it: a new pool then runs the tasks in flight again, as a runner
-  retries a failed bundle. A task whose worker died ATTEMPTS times fails the run.
+  retries a failed bundle, whether a task in flight reports the death or the pool refuses
+  the next task (it knows of the death before any task's result is taken). A task whose
+  worker died ATTEMPTS times fails the run.
   """
 
   # Enough that a slow task at the head of the queue (a batch of large PNGs) leaves
@@ -104,7 +106,12 @@ class _PooledDoFn(beam.DoFn):
     if pool is None or (reads is not None and uris.any_remote(reads)):
       yield from then(step(*args) if reads is None else step(*args, self._remote))
       return
-    self._in_flight.append(_Task(step, args, then).submit(pool))
+    task = _Task(step, args, then)
+    try:
+      task.submit(pool)
+    except BrokenProcessPool:  # not an attempt: the task never reached a worker
+      task.submit(self._replaced(pool))
+    self._in_flight.append(task)
     yield from self._completed(limit=self.AHEAD * workers.count())
 
   def _completed(self, limit: int) -> Iterator[Any]:
@@ -115,13 +122,18 @@ class _PooledDoFn(beam.DoFn):
       except BrokenProcessPool:
         if task.attempts >= self.ATTEMPTS:
           raise
-        pool = workers.replace(task.pool)
-        for broken in self._in_flight:
-          if broken.pool is task.pool:
-            broken.submit(pool)
+        self._replaced(task.pool)
         continue
       self._in_flight.popleft()
       yield from task.then(result)
+
+  def _replaced(self, broken: Any) -> Any:
+    """A new pool in place of ``broken``, with the tasks in flight on it handed to it again."""
+    pool = workers.replace(broken)
+    for task in self._in_flight:
+      if task.pool is broken:
+        task.submit(pool)
+    return pool
 
 
 def transform_graph(settings: Settings) -> List[TransformGraph]:

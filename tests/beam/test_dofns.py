@@ -1,4 +1,8 @@
 """The DoFns driven directly, without a runner: what they hold and when they emit."""
+import os
+import signal
+from concurrent.futures.process import BrokenProcessPool
+
 import pytest
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -36,6 +40,33 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
   assert (len(from_process), len(from_finish)) == ((6 - ahead, ahead) if pooled else (6, 0))
   assert all(isinstance(output, WindowedValue) for output in from_finish)
   emitted = from_process + [output.value for output in from_finish]
+  assert [[r.uri for r in records] for records in emitted] == [[item.uri for item in batch] for batch in batches]
+
+
+def test_a_pool_that_lost_its_worker_before_the_next_batch_is_replaced_and_every_batch_emitted_once(tmp_path):
+  """A worker killed (by the system, for memory) while no result is being waited for: the pool
+  knows of it first, and refuses the next batch. Expected: a new pool takes that batch and
+  runs the one in flight again, and every batch comes out once, as for a death a result reports."""
+  photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(6, size=(64, 48)))})
+  batches = [[InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in (j, j + 1)] for j in range(0, 6, 2)]
+  settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out']).settings
+  validate = pooled_steps.ValidateImages(settings, True)
+  workers.start(1)
+  try:
+    validate.setup()
+    validate.start_bundle()
+    emitted = list(validate.process(batches[0]))
+    broken = workers.pool()
+    os.kill(broken.submit(os.getpid).result(), signal.SIGKILL)
+    with pytest.raises(BrokenProcessPool):  # the pool's own thread notices the death
+      broken.submit(os.getpid).result(timeout=60)
+    for batch in batches[1:]:
+      emitted += validate.process(batch)
+    emitted += [output.value for output in validate.finish_bundle()]
+    assert workers.pool() is not broken
+  finally:
+    validate.teardown()
+    workers.shutdown()
   assert [[r.uri for r in records] for records in emitted] == [[item.uri for item in batch] for batch in batches]
 
 
