@@ -18,26 +18,21 @@ task's log) written to "log"; then answers one line on standard output: {"exit":
 Airflow's waits on a Dataflow job (DataflowHook.wait_for_done) return at once: the
 job, run offline by dataflow_offline.py behind the Beam operator's command, is done
 by the time its id is logged. A Flex Template launch (DataflowHook.start_flex_template)
-writes its request body to AIRFLOW_TASK_RECORD and does what the template's launcher does: runs
-the entry file with the parameters as --name=value flags and Dataflow's own options
-(offline, through dataflow_offline.py, with the Python of the Variable
-tfrecords_python).
+writes its request body to AIRFLOW_TASK_RECORD and answers with a job that is done: what the
+template's launcher does with such a body, run the entry file with the parameters as
+--name=value flags, is test_flex_template's.
 """
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import traceback
-from pathlib import Path
 from typing import Dict, Iterator, List, TextIO
 
 from airflow import settings
 from airflow.configuration import conf
 from airflow.providers.google.cloud.hooks.dataflow import DataflowHook
 
-HELPERS = Path(__file__).resolve().parent
-ROOT = HELPERS.parents[1]
 JOB_ID = '2026-11-24_00_00_00-1234567890123456789'
 
 
@@ -48,14 +43,6 @@ def _wait_for_done(*_args, **_kwargs) -> None:
 def _start_flex_template(_hook, body, location, project_id, on_new_job_id_callback=None, on_new_job_callback=None):
   with open(os.environ['AIRFLOW_TASK_RECORD'], 'w', encoding='utf-8') as f:
     json.dump({'body': body, 'location': location, 'project_id': project_id}, f)
-  launch = body['launchParameter']
-  environment = launch.get('environment', {})
-  flags = [f'--{name}={value}' for name, value in launch['parameters'].items()]
-  flags += ['--runner=DataflowRunner', f'--project={project_id}', f'--region={location}',
-            f'--temp_location={environment["tempLocation"]}', f'--job_name={launch["jobName"]}',
-            f'--sdk_container_image={environment["sdkContainerImage"]}']
-  subprocess.run([os.environ['AIRFLOW_VAR_TFRECORDS_PYTHON'], str(HELPERS / 'dataflow_offline.py'),
-                  str(ROOT / 'deploy' / 'dataflow' / 'main.py'), *flags], check=True)
   job = {'id': JOB_ID, 'projectId': project_id, 'location': location, 'currentState': 'JOB_STATE_DONE'}
   if on_new_job_callback:
     on_new_job_callback(job)
