@@ -128,10 +128,12 @@ class _PooledDoFn(beam.DoFn):
       yield from task.then(result)
 
   def _replaced(self, broken: Any) -> Any:
-    """A new pool in place of ``broken``, with the tasks in flight on it handed to it again."""
+    """A new pool in place of ``broken``, with the tasks in flight on it handed to it again,
+    but for those whose result came back before the death."""
     pool = workers.replace(broken)
     for task in self._in_flight:
-      if task.pool is broken:
+      future = task.future
+      if task.pool is broken and not (future.done() and not future.cancelled() and future.exception() is None):
         task.submit(pool)
     return pool
 
