@@ -123,9 +123,9 @@ def test_the_entry_file_run_as_the_launcher_runs_it_submits_the_job_and_returns(
   the same options give on the DirectRunner."""
   with gcs_emulator.serving(str(tmp_path), ('stage',)):
     gcs_emulator.upload_photo_set('flex', 'in/', ('cat', 'dog'), per_class=10)
-    parameters = {'input': 'gs://flex/in', 'input_root': 'gs://flex/in', 'label_source': 'parent_dir', 'splits': 'train=0.8,validation=0.2',
-                  'dedupe': 'false', 'schema': 'default', 'target_shard_mb': '0.01', 'compression': 'gzip',
-                  'skip_transform': 'true', 'max_error_fraction': '0'}
+    parameters = {'input': 'gs://flex/in', 'input_root': 'gs://flex/in', 'label_source': 'parent_dir',
+                  'splits': 'train=0.8,validation=0.2', 'dedupe': 'false', 'schema': 'default',
+                  'target_shard_mb': '0.01', 'compression': 'gzip', 'skip_transform': 'true', 'max_error_fraction': '0'}
     assert all(_matches(name, value) for name, value in parameters.items())
     launched = run_offline('--output=gs://flex/template', *(f'--{name}={value}' for name, value in parameters.items()),
                            *DATAFLOW, '--sdk_container_image=us-docker.pkg.dev/p/r/tfrecords:1',

@@ -80,7 +80,7 @@ def test_every_shard_mixes_the_classes_as_its_split_does(class_sorted_output):
   paths, which differ from run to run (the temporary folder), so the bounds are random events
   and must be rare ones: in 600 records of three classes equally likely, a run longer than 18
   has a chance of about 1 in a million, a share five standard deviations off about 1 in 1.5
-  million (at three, one of the run's 15 shares failed about one run in 25). A class-sorted
+  million (at three, one of the run's 15 shares fell outside about one run in 25). A class-sorted
   shard misses both by far: runs of hundreds, shares of 0 or 1."""
   root, files, _ = class_sorted_output
   info, records = read_output(root / 'out')

@@ -45,8 +45,9 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
 
 def test_a_pool_that_lost_its_worker_before_the_next_batch_is_replaced_and_every_batch_emitted_once(tmp_path):
   """A worker killed (by the system, for memory) while no result is being waited for: the pool
-  knows of it first, and refuses the next batch. Expected: a new pool takes that batch and
-  runs the one in flight again, and every batch comes out once, as for a death a result reports."""
+  knows of it first, and refuses the next batch. Expected: a new pool takes that batch (the
+  batch before it had its result before the death, and keeps it), and every batch comes out
+  once, as for a death a result reports."""
   photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(6, size=(64, 48)))})
   batches = [[InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in (j, j + 1)] for j in range(0, 6, 2)]
   settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out']).settings
