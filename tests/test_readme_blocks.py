@@ -203,6 +203,6 @@ def test_the_readme_block_runs(block, workspace, monkeypatch):
 
 def _usage_block() -> readme.Block:
   """The first block of the README's Usage: where a reader fresh from `make run` starts."""
-  usage = (ROOT / 'README.md').read_text().index('\n## Usage\n')
-  return next(block for block in readme.blocks()
-              if block.line > (ROOT / 'README.md').read_text().count('\n', 0, usage) + 1)
+  text = (ROOT / 'README.md').read_text()
+  heading = text.count('\n', 0, text.index('\n## Usage\n')) + 1
+  return next(block for block in readme.blocks() if block.line > heading)
