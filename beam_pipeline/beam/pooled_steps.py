@@ -50,6 +50,10 @@ class _Task:
     self.attempts += 1
     return self
 
+  def succeeded(self) -> bool:
+    """Its result came back (a pool broken later leaves a finished future as it was)."""
+    return self.future.done() and not self.future.cancelled() and self.future.exception() is None
+
 
 class _PooledDoFn(beam.DoFn):
   """A DoFn that hands a core step to the local worker pool when it is ``pooled`` and can, or
@@ -132,8 +136,7 @@ class _PooledDoFn(beam.DoFn):
     but for those whose result came back before the death."""
     pool = workers.replace(broken)
     for task in self._in_flight:
-      future = task.future
-      if task.pool is broken and not (future.done() and not future.cancelled() and future.exception() is None):
+      if task.pool is broken and not task.succeeded():
         task.submit(pool)
     return pool
 
