@@ -18,7 +18,7 @@ SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
 .PHONY: install airflow dali models run test options bench bench-planning bench-near-planning bench-large \
-	bench-incremental bench-near-copies clean
+	bench-incremental bench-near-copies bench-paired clean
 
 install: $(STAMP)
 
@@ -96,6 +96,11 @@ bench-incremental: install
 # NEAR_COPIES_ARGS='--photos 200 --copied 100' for a quick try.
 bench-near-copies: install
 	$(BIN)/python -m benchmarks.near_copies $(NEAR_COPIES_ARGS)
+
+# Whole conversions of the 20,000-photo set by two checkouts, or two sets of flags, in turn: what a
+# change costs the run. PAIRED_ARGS='--other ../earlier-worktree' or "--other-flags=--near_copies=off".
+bench-paired: install
+	$(BIN)/python -m benchmarks.paired $(PAIRED_ARGS)
 
 # A million small photos end to end, against the same run at 20,000 (generates 4 GB once).
 bench-large: install
