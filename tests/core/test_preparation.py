@@ -89,6 +89,30 @@ def test_a_batch_gives_the_same_results_as_one_by_one():
   assert isinstance(tf_only, Rejected) and 'in TensorFlow' in tf_only.detail
 
 
+@pytest.mark.skipif(not hasattr(os, 'sched_setaffinity') or len(os.sched_getaffinity(0)) < 2,
+                    reason='needs two cores to tell one core from several')
+def test_a_batch_decoded_on_one_core_gives_what_the_decode_on_every_core_gives(monkeypatch):
+  """A local worker runs on a core of its own, where a batch's images decode one after the
+  other instead of in parallel: failures and all, the results are the same."""
+  datas = [c.data for c in CASES.values()]
+  in_order, original = [], tensorflow_decoding._DECODED_IN_ORDER  # pylint: disable=protected-access
+  monkeypatch.setattr(tensorflow_decoding, '_DECODED_IN_ORDER', lambda *args: in_order.append(1) or original(*args))
+  everywhere = preparation.prepare_images(datas, max_pixels=10**8)
+  assert not in_order
+  cores = os.sched_getaffinity(0)
+  os.sched_setaffinity(0, {min(cores)})  # this thread's, as a worker's initializer sets its process's
+  try:
+    one_core = preparation.prepare_images(datas, max_pixels=10**8)
+  finally:
+    os.sched_setaffinity(0, cores)
+  assert in_order
+  for name, alone, every in zip(CASES, one_core, everywhere):
+    if isinstance(every, Rejected):
+      assert isinstance(alone, Rejected) and (alone.reason, alone.detail) == (every.reason, every.detail), name
+    else:
+      assert alone == every, name
+
+
 def test_a_batch_with_rejections_leaves_no_garbage_cycles():
   """Rejections are returned as values; a traceback kept on one led back, through its
   frames, to the list of results, so a whole chunk of image bytes outlived the call

@@ -2,11 +2,13 @@
 
 Every image's stored bytes are decoded here once before they become a record, and
 summarized for its perceptual hash and quality flags: a batch at a time in one tf.data
-graph, which decodes on every core (eager calls from Python threads do not run in
-parallel), and one by one where a batch's failures must be explained
-(checked_by_tensorflow) or its warnings attributed (jpeg_warnings).
+graph, which decodes on every core the process may use (eager calls from Python threads
+do not run in parallel; on a core of its own, as a local worker is, one image after the
+other), and one by one where a batch's failures must be explained (checked_by_tensorflow)
+or its warnings attributed (jpeg_warnings).
 """
-from typing import Dict, List, NamedTuple, Tuple, Union
+import os
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -37,38 +39,55 @@ def _grid(image: tf.Tensor) -> tf.Tensor:
   return tf.raw_ops.ResizeArea(images=image[None], size=[perceptual_hash.SIDE, perceptual_hash.SIDE])[0]
 
 
-@tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool),
-                              tf.TensorSpec([], tf.int64)], autograph=False)
-def _decoded_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-  def jpeg_decoded(data):
-    header = tf.io.extract_jpeg_shape(data)
-    pixels = tf.cast(header[0], tf.int64) * tf.cast(header[1], tf.int64)
-    # A bomb's header fails here, before its pixels are decoded.
-    with tf.control_dependencies([tf.debugging.assert_less_equal(pixels, max_pixels)]):
-      return header, tf.io.decode_jpeg(data, channels=0, ratio=8)
+def _decoding_graph(num_parallel_calls: Optional[int]):
+  """The graph that decodes a batch, its images mapped ``num_parallel_calls`` at a time (None:
+  one after the other, in order)."""
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool),
+                                tf.TensorSpec([], tf.int64)], autograph=False)
+  def decoded_graph(datas: tf.Tensor, is_jpeg: tf.Tensor, max_pixels: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+    def jpeg_decoded(data):
+      header = tf.io.extract_jpeg_shape(data)
+      pixels = tf.cast(header[0], tf.int64) * tf.cast(header[1], tf.int64)
+      # A bomb's header fails here, before its pixels are decoded.
+      with tf.control_dependencies([tf.debugging.assert_less_equal(pixels, max_pixels)]):
+        return header, tf.io.decode_jpeg(data, channels=0, ratio=8)
 
-  def other_decoded(data):
-    return tf.constant(_NO_HEADER), tf.io.decode_image(data, channels=0, expand_animations=False)
+    def other_decoded(data):
+      return tf.constant(_NO_HEADER), tf.io.decode_image(data, channels=0, expand_animations=False)
 
-  def decoded(index, data, jpeg):
-    header, image = tf.cond(jpeg, lambda: jpeg_decoded(data), lambda: other_decoded(data))
-    return index, header, tf.shape(image), _grid(image)
+    def decoded(index, data, jpeg):
+      header, image = tf.cond(jpeg, lambda: jpeg_decoded(data), lambda: other_decoded(data))
+      return index, header, tf.shape(image), _grid(image)
 
-  images = (tf.data.Dataset.from_tensor_slices((tf.range(tf.size(datas)), datas, is_jpeg))
-            .map(decoded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-            .ignore_errors())
-  # An end marker keeps the batch non-empty when every image fails.
-  marker = tf.data.Dataset.from_tensors((tf.constant(-1), tf.constant(_NO_HEADER), tf.constant(_NO_HEADER),
-                                         tf.zeros([perceptual_hash.SIDE, perceptual_hash.SIDE, 1])))
-  # Padded: the grids of images of fewer channels get zeros past their own.
-  return images.concatenate(marker).padded_batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
+    images = tf.data.Dataset.from_tensor_slices((tf.range(tf.size(datas)), datas, is_jpeg))
+    images = (images.map(decoded, num_parallel_calls=num_parallel_calls, deterministic=False) if num_parallel_calls
+              else images.map(decoded)).ignore_errors()
+    # An end marker keeps the batch non-empty when every image fails.
+    marker = tf.data.Dataset.from_tensors((tf.constant(-1), tf.constant(_NO_HEADER), tf.constant(_NO_HEADER),
+                                           tf.zeros([perceptual_hash.SIDE, perceptual_hash.SIDE, 1])))
+    # Padded: the grids of images of fewer channels get zeros past their own.
+    return images.concatenate(marker).padded_batch(tf.size(datas, out_type=tf.int64) + 1).get_single_element()
+  return decoded_graph
+
+
+# On every core the process may use; on one alone (a local worker pinned to its core), in order:
+# there a parallel map's threads only add their own cost (benchmarks/README.md, What the whole
+# conversion costs).
+_DECODED_IN_PARALLEL = _decoding_graph(tf.data.AUTOTUNE)
+_DECODED_IN_ORDER = _decoding_graph(None)
+
+
+def _one_core() -> bool:
+  """Whether this process may run on one core only."""
+  return hasattr(os, 'sched_getaffinity') and len(os.sched_getaffinity(0)) == 1
 
 
 def batch_decoded(pending: List[PendingImage], max_pixels: int) -> Dict[int, Decoded]:
   """{position: what its decode gave} for the images TensorFlow decodes (JPEG: at 1/8 scale,
   which still entropy-decodes every coefficient, and only within max_pixels); an image that
   fails is left out."""
-  indexes, headers, shapes, grids = (tensor.numpy() for tensor in _decoded_graph(
+  graph = _DECODED_IN_ORDER if _one_core() else _DECODED_IN_PARALLEL
+  indexes, headers, shapes, grids = (tensor.numpy() for tensor in graph(
       tf.constant([p.stored for p in pending]), tf.constant([p.format == 'jpeg' for p in pending]),
       tf.constant(max_pixels, tf.int64)))
   kept = indexes >= 0
