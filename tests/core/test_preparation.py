@@ -106,11 +106,11 @@ def test_a_batch_decoded_on_one_core_gives_what_the_decode_on_every_core_gives(m
   finally:
     os.sched_setaffinity(0, cores)
   assert in_order
-  for name, alone, every in zip(CASES, one_core, everywhere):
-    if isinstance(every, Rejected):
-      assert isinstance(alone, Rejected) and (alone.reason, alone.detail) == (every.reason, every.detail), name
+  for name, on_one, on_every in zip(CASES, one_core, everywhere):
+    if isinstance(on_every, Rejected):
+      assert isinstance(on_one, Rejected) and (on_one.reason, on_one.detail) == (on_every.reason, on_every.detail), name
     else:
-      assert alone == every, name
+      assert on_one == on_every, name
 
 
 def test_a_batch_with_rejections_leaves_no_garbage_cycles():
