@@ -32,14 +32,12 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   coders.register()  # the element types declared below travel with compact coders, not per-record pickles
   # Only the input's pattern or manifest path enters the graph. Workers list it in parts
   # (subfolders, byte ranges of a manifest), in batches, which keeps per-element overhead
-  # low and fans out well after the shuffle.
-  listed = (pipeline
-            | 'Input' >> beam.Create([settings.input])
-            | 'Parts' >> beam.FlatMap(parts_counted)
-            | 'SpreadParts' >> beam.Reshuffle()
+  # low and fans out well after the shuffle (spread).
+  parts = pipeline | 'Input' >> beam.Create([settings.input]) | 'Parts' >> beam.FlatMap(parts_counted)
+  listed = (spread(parts, 'SpreadParts', pooled)
             | 'List' >> beam.FlatMap(batches_counted, settings.output, settings.incremental).with_output_types(
                 List[InputItem]).with_outputs(REJECTED, main='batches'))
-  batches = listed.batches | 'Distribute' >> beam.Reshuffle()
+  batches = spread(listed.batches, 'Distribute', pooled)
   annotation_rejections = []
   if settings.annotations:  # each image meets its annotation by uri
     batches, rejected = annotation_inputs.annotated(pipeline, batches, settings)
@@ -82,7 +80,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
   totals = summed_up(written.shards, 'SumUpShards', SumShardReports())
-  errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], *earlier_rejections, planned.rejected,
+  errors = ((listed[REJECTED], *annotation_rejections, checked[REJECTED], *earlier_rejections, *planned.rejected,
              written[REJECTED])
             | 'AllRejections' >> beam.Flatten()
             | 'WriteErrors' >> WriteErrors(settings.output, settings.run_id))
@@ -99,6 +97,15 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
                               earlier=AsSingleton(earlier) if earlier is not None else None))
 
 
+def spread(pcoll: beam.PCollection, label: str, pooled: bool) -> beam.PCollection:
+  """``pcoll`` handed out among the workers by a Reshuffle, unless the run's heavy steps go to this
+  process's worker pool (``pooled``): there one process runs every step but the pool's, so the
+  shuffle would spread nothing, and it costs a stage of its own (about 40 ms of CPU each on the
+  DirectRunner, whatever the input) and keeps the first image from being checked until the
+  whole input is listed."""
+  return pcoll if pooled else pcoll | label >> beam.Reshuffle()
+
+
 def summed_up(pcoll: beam.PCollection, label: str, combine_fn: beam.CombineFn) -> AsSingleton:
   """``combine_fn``'s one value of all of ``pcoll``, as a side input. CombineGlobally would make
   an empty input's value by a branch of its own (a Create, a side input, three more ParDos),
@@ -110,7 +117,9 @@ def summed_up(pcoll: beam.PCollection, label: str, combine_fn: beam.CombineFn) -
 class Planned(NamedTuple):
   plans: beam.PCollection  # of ShardPlan
   labels: AsSingleton  # the label texts in class order, labels.txt's lines
-  rejected: beam.PCollection  # of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows
+  # Of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows; flattened
+  # with the run's other rejections at once, as a flatten of its own is a step of its own.
+  rejected: Tuple[beam.PCollection, ...]
   duplicates: AsSingleton  # the groups of identical files, summed up (DuplicateGroups)
   # One element: the groups of near copies, summed up (NearGroups) with the distance and what the
   # grouping left out (FindNearCopies); None under --near_copies=off.
@@ -180,5 +189,4 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
         lambda summary, groups: {**groups, **summary},
         summed_up((merged[NEAR_COPIES], assigned[NEAR_COPIES]) | 'AllNearCopies' >> beam.Flatten(),
                   'SumUpNearCopies', NearGroups()))
-  rejected = (*rejected, grouped[REJECTED]) | 'PlanningRejections' >> beam.Flatten()
-  return Planned(plans, class_labels, rejected, duplicates, near_groups)
+  return Planned(plans, class_labels, (*rejected, grouped[REJECTED]), duplicates, near_groups)
