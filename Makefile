@@ -54,16 +54,17 @@ run: install
 	$(BIN)/python -m benchmarks.sample_set $(SAMPLE)
 	$(BIN)/python -m beam_pipeline --input=$(SAMPLE) --output=$(SAMPLE_OUT) --runner=DirectRunner
 
-# Two worker processes per core (pytest-xdist): about a third of a test's time is spent waiting
-# (on commands it started, the storage emulator, a kill it watches for), which the other worker
-# on that core fills. Each takes a whole file at a time, so that what a file's tests share (a
+# Three worker processes per two cores (pytest-xdist): about a third of a test's time is spent
+# waiting (on commands it started, the storage emulator, a kill it watches for), so a worker keeps
+# two thirds of a core busy and half a worker more per core fills the rest; more only contend for
+# the cores (README.md, Development). Each takes a whole file at a time, so that what a file's tests share (a
 # conversion, an emulator: module-scoped fixtures) is made once; files in the order
 # tests/conftest.py gives them (the long end-to-end ones first).
 # Python writes its bytecode caches even where PYTHONDONTWRITEBYTECODE is set: every worker and
 # every command a test starts would otherwise compile the same modules again, and pytest
 # rewrite every test module's asserts in every worker.
 # PYTEST_ARGS narrows it: make test PYTEST_ARGS='-k gcs'; TEST_WORKERS=1 runs one worker.
-TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2 * os.cpu_count())')
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(); print((3 * cores + 1) // 2)')
 test: install airflow dali models
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
