@@ -57,9 +57,9 @@ run: install
 # Three worker processes per two cores (pytest-xdist): about a third of a test's time is spent
 # waiting (on commands it started, the storage emulator, a kill it watches for), so a worker keeps
 # two thirds of a core busy and half a worker more per core fills the rest; more only contend for
-# the cores (README.md, Development). Each takes a whole file at a time, so that what a file's tests share (a
-# conversion, an emulator: module-scoped fixtures) is made once; files in the order
-# tests/conftest.py gives them (the long end-to-end ones first).
+# the cores (README.md, Development). Each takes a whole file at a time, so that what a file's
+# tests share (a conversion, an emulator: module-scoped fixtures) is made once; files in the
+# order tests/conftest.py gives them (the long end-to-end ones first).
 # Python writes its bytecode caches even where PYTHONDONTWRITEBYTECODE is set: every worker and
 # every command a test starts would otherwise compile the same modules again, and pytest
 # rewrite every test module's asserts in every worker.

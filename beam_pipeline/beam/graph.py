@@ -100,9 +100,9 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
 def spread(pcoll: beam.PCollection, label: str, pooled: bool) -> beam.PCollection:
   """``pcoll`` handed out among the workers by a Reshuffle, unless the run's heavy steps go to this
   process's worker pool (``pooled``): there one process runs every step but the pool's, so the
-  shuffle would spread nothing, and it costs a stage of its own (about 40 ms of CPU each on the
-  DirectRunner, whatever the input) and keeps the first image from being checked until the
-  whole input is listed."""
+  shuffle would spread nothing, and it costs a stage of its own, whatever the input
+  (benchmarks/README.md, What the whole conversion costs), and keeps the first image from
+  being checked until the whole input is listed."""
   return pcoll if pooled else pcoll | label >> beam.Reshuffle()
 
 
@@ -118,7 +118,7 @@ class Planned(NamedTuple):
   plans: beam.PCollection  # of ShardPlan
   labels: AsSingleton  # the label texts in class order, labels.txt's lines
   # Of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows; flattened
-  # with the run's other rejections at once, as a flatten of its own is a step of its own.
+  # with the run's other rejections at once, as a flatten of its own is a stage of its own.
   rejected: Tuple[beam.PCollection, ...]
   duplicates: AsSingleton  # the groups of identical files, summed up (DuplicateGroups)
   # One element: the groups of near copies, summed up (NearGroups) with the distance and what the
