@@ -9,6 +9,7 @@ from beam_pipeline.beam import coders, incremental, local_runner, output_dir
 from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
+from beam_pipeline.beam.in_memory_planning import PlanInMemory
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
 from beam_pipeline.beam.near_copies import FindNearCopies
 from beam_pipeline.beam.planning import (AssignSplits, ClassLabels, DuplicateGroups, GroupCopies, NearGroups,
@@ -137,13 +138,23 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   records (hash_order.prefix_digits); the plans do not depend on the width. An --incremental
   run's new records (``changes`` of the dataset of ``decision``) keep each class's splits in
   their fractions, count after the earlier shards and add their classes after the earlier ones.
-  With ``one_machine`` (the DirectRunner's), near copies are found in memory, in one step.
+  With ``one_machine`` (the DirectRunner's) everything is planned in memory, in one step
+  (in_memory_planning), but an --incremental update or a manifest's own source ids, whose near
+  copies alone are found in memory.
   """
   listed = AsSingleton(num_listed)
   # A manifest names each image once and gives each an image/source_id of its own: rows that
   # do not are rejected where their records meet, by a given id here, by content below.
   row_name = manifest_rows.row_names(settings.input)
   source_id_key = schemas.source_id_key(settings.schema)
+  in_order = (functools.partial(labels.extended_labels, list(decision.labels)) if decision.updates
+              else labels.sorted_labels)  # an update's new classes come after the earlier ones
+  numbering = decision.numbered if settings.incremental else None  # an --incremental output's names have no count
+  if one_machine and changes is None and not (row_name and source_id_key):
+    planned = records | 'PlanInMemory' >> PlanInMemory(settings, num_listed, records_per_bucket, row_name, in_order,
+                                                        numbering)
+    return Planned(planned.plans, AsSingleton(planned[LABELS]), (planned[REJECTED],), AsSingleton(planned[DUPLICATES]),
+                   planned[NEAR_COPIES] if settings.near_copies != 'off' else None)
   rejected = []
   if row_name and source_id_key:
     unique = records | 'UniqueSourceIds' >> UniqueSourceIds(source_id_key, row_name)
@@ -176,10 +187,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
   assigned = groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept,
                                                       list_near=near and not drop)
-  in_order = (functools.partial(labels.extended_labels, list(decision.labels)) if decision.updates
-              else labels.sorted_labels)  # an update's new classes come after the earlier ones
   class_labels = summed_up(assigned[LABELS], 'AllLabels', ClassLabels(in_order))
-  numbering = decision.numbered if settings.incremental else None  # an --incremental output's names have no count
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
                                                         numbering)
   duplicates = summed_up(grouped[DUPLICATES], 'SumUpDuplicates', DuplicateGroups())

@@ -60,7 +60,7 @@ class FindNearCopies(beam.PTransform):
     pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(planning.near_pair_bucket,
                                                            beam.pvalue.AsSingleton(self._num_listed),
                                                            self._records_per_bucket)
-    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(_left_out, beam.pvalue.AsSingleton(distance))
+    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(left_out, beam.pvalue.AsSingleton(distance))
     return {'pairs': pairs, 'found': summary}
 
 
@@ -80,7 +80,8 @@ def grouped(hashes: beam.PCollection, distance: beam.PCollection, one_machine: b
   return hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(beam.pvalue.AsSingleton(distance))
 
 
-def _left_out(summary: Mapping[str, Any], distance: int) -> Dict[str, Any]:
+def left_out(summary: Mapping[str, Any], distance: int) -> Dict[str, Any]:
+  """FindNearCopies's 'found' element: the distance, and what the grouping's bounds left out."""
   return {'distance': distance, 'left_out': {name: summary[name] for name in LEFT_OUT if summary.get(name)}}
 
 

@@ -1,0 +1,155 @@
+"""Planning in one step, in memory, for a runner that holds every element in one process (the
+DirectRunner): the plans graph.plan makes bucket by bucket, made by the same functions on the
+same buckets, with Python's dicts where the Beam planner has its shuffles and side inputs.
+
+On the DirectRunner every fused stage costs the launcher a fixed amount of CPU whatever the
+input (benchmarks/README.md, What the whole conversion costs), and the Beam planner's shuffles
+are some sixteen stages; there they spread nothing, the runner itself holding every element of
+a shuffle in memory. Dataflow keeps the Beam planner, and so do the runs this one does not
+cover (an --incremental update, a manifest's own source ids): tests/beam/test_in_memory_planning.py
+holds the two to the same plans.
+"""
+import collections
+import itertools
+from typing import Any, Callable, DefaultDict, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import apache_beam as beam
+
+from beam_pipeline.beam import near_copies, planning, tags
+from beam_pipeline.core.images import perceptual_hash
+from beam_pipeline.core.planning import hash_order, sharding, splitting
+from beam_pipeline.core.planning import near_copies as near_copy_groups
+from beam_pipeline.core.inputs import repeated_rows
+from beam_pipeline.core.messages import CheckedImage, ShardPlan
+from beam_pipeline.core.settings import Settings
+
+# The tags of the step's outputs beside the plans: each one element but REJECTED's.
+SUMMARIES = (tags.LABELS, tags.DUPLICATES, tags.NEAR_COPIES)
+
+
+class PlanInMemory(beam.PTransform):
+  """Lists of validated records to ShardPlans, and tagged, one element each: the label texts in
+  class order (tags.LABELS), the identical files summed up (tags.DUPLICATES), the near copies
+  summed up with the distance and what the grouping left out (tags.NEAR_COPIES, unless
+  --near_copies=off); and the rejections (tags.REJECTED)."""
+
+  def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int,
+               row_name: Optional[repeated_rows.RowName], in_order: Callable[[Iterable[str]], List[str]],
+               numbering: Optional[Any]):
+    super().__init__()
+    self._settings = settings
+    self._num_listed = num_listed
+    self._records_per_bucket = records_per_bucket
+    self._row_name = row_name
+    self._in_order = in_order
+    self._numbering = numbering
+
+  def expand(self, records):
+    return (records.pipeline
+            | 'Once' >> beam.Create([None])
+            | 'Plan' >> beam.FlatMap(_planned, beam.pvalue.AsList(records), beam.pvalue.AsSingleton(self._num_listed),
+                                     self._settings, self._records_per_bucket, self._row_name, self._in_order,
+                                     self._numbering).with_outputs(tags.REJECTED, *SUMMARIES, main='plans'))
+
+
+def _planned(_, batches: Iterable[List[CheckedImage]], listed: int, settings: Settings, records_per_bucket: int,
+             row_name: Optional[repeated_rows.RowName], in_order: Callable[[Iterable[str]], List[str]],
+             numbering: Optional[Any]) -> Iterator[Any]:
+  outputs = plan(batches, listed, settings, records_per_bucket, row_name, in_order, numbering)
+  yield from outputs.pop(None, [])
+  for tag, values in outputs.items():
+    for value in values:
+      yield beam.pvalue.TaggedOutput(tag, value)
+
+
+def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings, records_per_bucket: int,
+         row_name: Optional[repeated_rows.RowName], in_order: Callable[[Iterable[str]], List[str]],
+         numbering: Optional[Any] = None) -> Dict[Optional[str], List[Any]]:
+  """graph.plan's outputs by tag (None: the ShardPlans), from every batch of validated records
+  of ``listed`` inputs: the steps of the Beam planner one after the other, each over every
+  bucket."""
+  batches = list(batches)
+  near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
+  outputs: DefaultDict[Optional[str], List[Any]] = collections.defaultdict(list)
+  representatives: Dict[str, List[Tuple[str, str]]] = collections.defaultdict(list)
+  if near:  # FindNearCopies on one machine
+    distance = settings.near_distance or near_copy_groups.distance_for(listed, perceptual_hash.NEAR_DISTANCE)
+    pairs, summary = near_copy_groups.groups_on_one_machine(
+        itertools.chain.from_iterable(map(planning.perceptual_hashes, batches)), distance)
+    for pair in pairs:
+      bucket, pair = planning.near_pair_bucket(pair, listed, records_per_bucket)
+      representatives[bucket].append(pair)
+    found = near_copies.left_out(summary, distance)
+  # BucketByContent, GroupByContent, GroupCopies
+  content: DefaultDict[str, List[List[CheckedImage]]] = collections.defaultdict(list)
+  for batch in batches:
+    for bucket, records in planning.bucket_by_content(batch, listed, records_per_bucket):
+      content[bucket].append(records)
+  copies = planning.GroupCopies(settings.dedupe, row_name)
+  grouped = _by_tag(itertools.chain.from_iterable(
+      copies.process(bucket, representatives if near else None) for bucket in sorted(content.items())))
+  groups = grouped.pop(None, [])
+  outputs[tags.REJECTED] += grouped.pop(tags.REJECTED, [])
+  near_entries = []
+  if near:  # GroupNearCopies, MergeNearCopies
+    near_buckets = _grouped(grouped.pop(tags.NEAR_COPIES, []))
+    merged = _by_tag(itertools.chain.from_iterable(
+        planning.merge_near_copies(bucket, drop) for bucket in sorted(near_buckets.items())))
+    groups += merged.pop(None, [])
+    outputs[tags.REJECTED] += merged.pop(tags.REJECTED, [])
+    near_entries += merged.pop(tags.NEAR_COPIES, [])
+  # AssignSplits
+  placed = _offsets(itertools.chain.from_iterable(splitting.class_weights(*bucket) for bucket in groups))
+  assigned = _by_tag(itertools.chain.from_iterable(
+      planning.assign_splits(bucket, settings.splits, placed, listed, records_per_bucket, None, near and not drop)
+      for bucket in groups))
+  near_entries += assigned.pop(tags.NEAR_COPIES, [])
+  outputs[tags.LABELS].append(planning.ClassLabels(in_order).apply(assigned.pop(tags.LABELS, [])))
+  # PlanShards
+  outputs[None] = _shards(assigned.pop(None, []), settings.target_shard_bytes, sharding.record_sizes(settings),
+                          numbering)
+  outputs[tags.DUPLICATES].append(planning.DuplicateGroups().apply(grouped.pop(tags.DUPLICATES, [])))
+  if near:
+    outputs[tags.NEAR_COPIES].append({**planning.NearGroups().apply(near_entries), **found})
+  return outputs
+
+
+def _shards(pairs: List[Tuple[str, List[CheckedImage]]], target_bytes: int, sizes: sharding.RecordSizes,
+            numbering: Optional[Any]) -> List[ShardPlan]:
+  """PlanShards on (order bucket, records) pairs."""
+  placed = _offsets(itertools.chain.from_iterable(
+      sharding.split_bytes(bucket, records, sizes=sizes) for bucket, records in pairs))
+  shards = list(itertools.chain.from_iterable(
+      planning.assign_shards(bucket, target_bytes, placed, sizes) for bucket in sorted(_grouped(pairs).items())))
+  indexes = _grouped((sharding.numbering_chunk(*shard), shard[1]) for shard, _ in shards)
+  in_use = {chunk: [sorted(set(planned))] for chunk, planned in indexes.items()}
+  chunks = _offsets(itertools.chain.from_iterable(
+      sharding.chunk_weights(chunk, planned[0]) for chunk, planned in in_use.items()))
+  return [planning.plan_shard(shard, in_use, chunks, numbering) for shard in sorted(_grouped(shards).items())]
+
+
+def _by_tag(values: Iterable[Any]) -> DefaultDict[Optional[str], List[Any]]:
+  """A step's outputs by tag, None for its main output's."""
+  by_tag: DefaultDict[Optional[str], List[Any]] = collections.defaultdict(list)
+  for value in values:
+    if isinstance(value, beam.pvalue.TaggedOutput):
+      by_tag[value.tag].append(value.value)
+    else:
+      by_tag[None].append(value)
+  return by_tag
+
+
+def _grouped(pairs: Iterable[Tuple[Any, Any]]) -> Dict[Any, List[Any]]:
+  """A GroupByKey's (key, values), as a dict."""
+  grouped: DefaultDict[Any, List[Any]] = collections.defaultdict(list)
+  for key, value in pairs:
+    grouped[key].append(value)
+  return grouped
+
+
+def _offsets(weights: Iterable[Tuple[Tuple[str, str], int]]) -> Dict[str, List[hash_order.KeyOffsets]]:
+  """planning._BucketOffsets's multimap, {key: [offsets]}, from ((key, bucket), weight) pairs."""
+  per_key: DefaultDict[str, Dict[str, int]] = collections.defaultdict(collections.Counter)
+  for (key, bucket), weight in weights:
+    per_key[key][bucket] += weight
+  return {key: [hash_order.key_offsets(dict(buckets))] for key, buckets in per_key.items()}

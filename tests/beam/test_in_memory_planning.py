@@ -1,0 +1,95 @@
+"""Planning in memory (the DirectRunner's) plans what the Beam planner plans, bucket by bucket."""
+import random
+from typing import Any, Dict, List, Optional
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_pipeline.beam import coders, graph, in_memory_planning, local_runner
+from beam_pipeline.core.images import image_quality
+from beam_pipeline.core.inputs import labels
+from beam_pipeline.core.messages import CheckedImage
+from beam_pipeline.core.settings import SplitSpec
+from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED
+
+from helpers.values import image_record, settings
+
+CLASSES = ('cat', 'dog', 'bird')
+
+
+def _records(seed: int) -> List[CheckedImage]:
+  """1,200 photos of three classes, some of uneven size; 60 identical copies (a third of them
+  under another class); 90 near copies (a few bits of another's hash flipped, one family in
+  three of three files, some across classes); 20 featureless frames of one hash."""
+  rng = random.Random(seed)
+
+  def record(index: int, label: str, sha: Optional[str] = None, phash: Optional[str] = None, **fields: Any):
+    return image_record(f'/in/{label}/{index}.jpg', label, None, sha or f'{rng.getrandbits(256):064x}',
+                        rng.choice([900, 5_000, 40_000]), phash=phash or f'{rng.getrandbits(64):016x}', **fields)
+
+  photos = [record(i, rng.choice(CLASSES)) for i in range(1200)]
+  copies = [record(2000 + i, rng.choice(CLASSES) if i % 3 == 0 else original.label, original.source_sha256,
+                   original.phash) for i, original in enumerate(rng.sample(photos, 60))]
+  near = []
+  for i, original in enumerate(rng.sample(photos, 60)):
+    for j in range(2 if i % 3 == 0 else 1):
+      flipped = int(original.phash, 16) ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64))
+      near.append(record(3000 + 2 * i + j, rng.choice(CLASSES) if i % 4 == 0 else original.label,
+                         phash=f'{flipped:016x}'))
+  blank = [record(4000 + i, 'cat', phash='0' * 16, quality=(image_quality.LOW_INFORMATION,)) for i in range(20)]
+  everything = photos + copies + near + blank
+  rng.shuffle(everything)
+  return everything
+
+
+def _batches(records: List[CheckedImage], size: int = 37) -> List[List[CheckedImage]]:
+  return [records[i:i + size] for i in range(0, len(records), size)]
+
+
+@pytest.mark.parametrize('near_copies, dedupe, records_per_bucket', [
+    ('group', False, 100), ('drop', True, 100), ('off', True, 100), ('group', True, 10**6)])
+def test_the_plans_in_memory_are_the_beam_planners_on_the_runner(near_copies, dedupe, records_per_bucket):
+  """The same records, in batches, planned in memory as plain calls, by the Beam planner and by
+  the in-memory step on the runner: the same shards with the same records, labels, rejections
+  and summaries of copies and near copies. Buckets narrow enough to have dozens of each, and
+  shards small enough to be many."""
+  records = _records(7)
+  chosen = settings(splits=SplitSpec(('train', 'validation', 'test'), (0.8, 0.1, 0.1)), dedupe=dedupe,
+                    near_copies=near_copies, target_shard_bytes=200_000)
+  batches = _batches(records)
+  expected = in_memory_planning.plan(batches, len(records), chosen, records_per_bucket, None, labels.sorted_labels)
+  assert len(expected[None]) > 50 and expected[DUPLICATES][0]['num_groups'] >= 50
+  assert (near_copies == 'off') == (NEAR_COPIES not in expected)
+  if near_copies != 'off':
+    assert expected[NEAR_COPIES][0]['num_groups'] >= 50
+  assert bool(expected.get(REJECTED)) == (dedupe or near_copies == 'drop')
+
+  for one_machine in (False, True):
+    coders.register()
+    p = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
+    batched = p | 'Records' >> beam.Create(batches).with_output_types(List[CheckedImage])
+    listed = p | 'Listed' >> beam.Create([len(records)])
+    planned = graph.plan(batched, listed, chosen, records_per_bucket, one_machine=one_machine)
+    assert_that(planned.plans, equal_to(expected[None]), label='Plans')
+    assert_that(planned.rejected | 'Rejected' >> beam.Flatten(), equal_to(expected.get(REJECTED, [])),
+                label='Rejections')
+    summaries = (p | 'Once' >> beam.Create([None])
+                 | 'Summaries' >> beam.Map(lambda _, texts, duplicates: {LABELS: texts, DUPLICATES: duplicates},
+                                           planned.labels, planned.duplicates))
+    assert_that(summaries, equal_to([{LABELS: expected[LABELS][0], DUPLICATES: expected[DUPLICATES][0]}]),
+                label='Summaries')
+    if near_copies == 'off':
+      assert planned.near_copies is None
+    else:
+      assert_that(planned.near_copies, equal_to(expected[NEAR_COPIES]), label='NearCopies')
+    p.run().wait_until_finish()
+
+
+def test_an_empty_input_plans_nothing_and_sums_up_nothing():
+  """No records: no plans, no labels, and summaries of nothing, as the Beam planner's defaults give."""
+  planned: Dict[Any, List[Any]] = in_memory_planning.plan([], 0, settings(), 100, None, labels.sorted_labels)
+  assert planned[None] == [] and planned[LABELS] == [[]] and not planned.get(REJECTED)
+  assert planned[DUPLICATES] == [{'num_groups': 0, 'num_extra_copies': 0, 'num_label_conflicts': 0, 'groups': []}]
+  assert planned[NEAR_COPIES][0]['num_groups'] == 0
