@@ -9,7 +9,7 @@ from beam_pipeline.beam import coders, incremental, local_runner, output_dir
 from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
-from beam_pipeline.beam.in_memory_planning import PlanInMemory
+from beam_pipeline.beam.in_memory_planning import PlanOptions, PlanInMemory
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
 from beam_pipeline.beam.near_copies import FindNearCopies
 from beam_pipeline.beam.planning import (AssignSplits, ClassLabels, DuplicateGroups, GroupCopies, NearGroups,
@@ -138,9 +138,8 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   records (hash_order.prefix_digits); the plans do not depend on the width. An --incremental
   run's new records (``changes`` of the dataset of ``decision``) keep each class's splits in
   their fractions, count after the earlier shards and add their classes after the earlier ones.
-  With ``one_machine`` (the DirectRunner's) everything is planned in memory, in one step
-  (in_memory_planning), but an --incremental update or a manifest's own source ids, whose near
-  copies alone are found in memory.
+  With ``one_machine`` (the DirectRunner's) it is all planned in memory, in one step
+  (in_memory_planning).
   """
   listed = AsSingleton(num_listed)
   # A manifest names each image once and gives each an image/source_id of its own: rows that
@@ -150,9 +149,10 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   in_order = (functools.partial(labels.extended_labels, list(decision.labels)) if decision.updates
               else labels.sorted_labels)  # an update's new classes come after the earlier ones
   numbering = decision.numbered if settings.incremental else None  # an --incremental output's names have no count
-  if one_machine and changes is None and not (row_name and source_id_key):
-    planned = records | 'PlanInMemory' >> PlanInMemory(settings, num_listed, records_per_bucket, row_name, in_order,
-                                                        numbering)
+  kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
+  if one_machine:
+    planned = records | 'PlanInMemory' >> PlanInMemory(settings, num_listed, records_per_bucket,
+                                                        PlanOptions(row_name, source_id_key, in_order, numbering), kept)
     return Planned(planned.plans, AsSingleton(planned[LABELS]), (planned[REJECTED],), AsSingleton(planned[DUPLICATES]),
                    planned[NEAR_COPIES] if settings.near_copies != 'off' else None)
   rejected = []
@@ -166,7 +166,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
   near_pairs = []
   if near:  # looked up by content bucket, so the records keep their GroupByKey
-    found = records | 'FindNearCopies' >> FindNearCopies(settings, num_listed, records_per_bucket, one_machine)
+    found = records | 'FindNearCopies' >> FindNearCopies(settings, num_listed, records_per_bucket)
     near_pairs.append(AsMultiMap(found['pairs']))
   grouped = (records
              | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
@@ -184,7 +184,6 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
     rejected.append(merged[REJECTED])
   # Splits follow the content hash, class by class; each content bucket places its own
   # records, then hands them on by their shard order key, which is independent of the split.
-  kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
   assigned = groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept,
                                                       list_near=near and not drop)
   class_labels = summed_up(assigned[LABELS], 'AllLabels', ClassLabels(in_order))

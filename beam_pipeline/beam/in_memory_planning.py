@@ -5,13 +5,12 @@ same buckets, with Python's dicts where the Beam planner has its shuffles and si
 On the DirectRunner every fused stage costs the launcher a fixed amount of CPU whatever the
 input (benchmarks/README.md, What the whole conversion costs), and the Beam planner's shuffles
 are some sixteen stages; there they spread nothing, the runner itself holding every element of
-a shuffle in memory. Dataflow keeps the Beam planner, and so do the runs this one does not
-cover (an --incremental update, a manifest's own source ids): tests/beam/test_in_memory_planning.py
+a shuffle in memory. Dataflow keeps the Beam planner; tests/beam/test_in_memory_planning.py
 holds the two to the same plans.
 """
 import collections
 import itertools
-from typing import Any, Callable, DefaultDict, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, DefaultDict, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 
@@ -19,12 +18,22 @@ from beam_pipeline.beam import near_copies, planning, tags
 from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.planning import hash_order, sharding, splitting
 from beam_pipeline.core.planning import near_copies as near_copy_groups
-from beam_pipeline.core.inputs import repeated_rows
+from beam_pipeline.core.inputs import labels, repeated_rows
 from beam_pipeline.core.messages import CheckedImage, ShardPlan
 from beam_pipeline.core.settings import Settings
 
 # The tags of the step's outputs beside the plans: each one element but REJECTED's.
 SUMMARIES = (tags.LABELS, tags.DUPLICATES, tags.NEAR_COPIES)
+
+
+class PlanOptions(NamedTuple):
+  """What graph.plan takes beside the settings: how a manifest names its rows (None for other
+  inputs) and the key of the source ids it gives (None: none given), the label texts' order, and
+  an --incremental output's numbering (incremental_update.Numbering per split)."""
+  row_name: Optional[repeated_rows.RowName] = None
+  source_id_key: Optional[str] = None
+  in_order: Callable[[Iterable[str]], List[str]] = labels.sorted_labels
+  numbering: Optional[Any] = None
 
 
 class PlanInMemory(beam.PTransform):
@@ -33,29 +42,27 @@ class PlanInMemory(beam.PTransform):
   summed up with the distance and what the grouping left out (tags.NEAR_COPIES, unless
   --near_copies=off); and the rejections (tags.REJECTED)."""
 
-  def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int,
-               row_name: Optional[repeated_rows.RowName], in_order: Callable[[Iterable[str]], List[str]],
-               numbering: Optional[Any]):
+  def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int, options: PlanOptions,
+               kept: Optional[beam.PCollection] = None):
     super().__init__()
     self._settings = settings
     self._num_listed = num_listed
     self._records_per_bucket = records_per_bucket
-    self._row_name = row_name
-    self._in_order = in_order
-    self._numbering = numbering
+    self._options = options
+    self._kept = kept  # an --incremental update's (class, (split, records)) of its kept records (KeptCounts)
 
   def expand(self, records):
+    kept = beam.pvalue.AsList(self._kept) if self._kept is not None else None
     return (records.pipeline
             | 'Once' >> beam.Create([None])
             | 'Plan' >> beam.FlatMap(_planned, beam.pvalue.AsList(records), beam.pvalue.AsSingleton(self._num_listed),
-                                     self._settings, self._records_per_bucket, self._row_name, self._in_order,
-                                     self._numbering).with_outputs(tags.REJECTED, *SUMMARIES, main='plans'))
+                                     self._settings, self._records_per_bucket, self._options, kept
+                                     ).with_outputs(tags.REJECTED, *SUMMARIES, main='plans'))
 
 
 def _planned(_, batches: Iterable[List[CheckedImage]], listed: int, settings: Settings, records_per_bucket: int,
-             row_name: Optional[repeated_rows.RowName], in_order: Callable[[Iterable[str]], List[str]],
-             numbering: Optional[Any]) -> Iterator[Any]:
-  outputs = plan(batches, listed, settings, records_per_bucket, row_name, in_order, numbering)
+             options: PlanOptions, kept: Optional[Iterable[Tuple[str, Tuple[str, int]]]]) -> Iterator[Any]:
+  outputs = plan(batches, listed, settings, records_per_bucket, options, kept)
   yield from outputs.pop(None, [])
   for tag, values in outputs.items():
     for value in values:
@@ -63,14 +70,22 @@ def _planned(_, batches: Iterable[List[CheckedImage]], listed: int, settings: Se
 
 
 def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings, records_per_bucket: int,
-         row_name: Optional[repeated_rows.RowName], in_order: Callable[[Iterable[str]], List[str]],
-         numbering: Optional[Any] = None) -> Dict[Optional[str], List[Any]]:
+         options: PlanOptions = PlanOptions(), kept: Optional[Iterable[Tuple[str, Tuple[str, int]]]] = None
+         ) -> Dict[Optional[str], List[Any]]:
   """graph.plan's outputs by tag (None: the ShardPlans), from every batch of validated records
-  of ``listed`` inputs: the steps of the Beam planner one after the other, each over every
-  bucket."""
-  batches = list(batches)
-  near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
+  of ``listed`` inputs (and an --incremental update's ``kept`` counts): the steps of the Beam
+  planner one after the other, each over every bucket."""
   outputs: DefaultDict[Optional[str], List[Any]] = collections.defaultdict(list)
+  batches = list(batches)
+  if options.row_name and options.source_id_key:  # UniqueSourceIds
+    apart = _by_tag(itertools.chain.from_iterable(
+        planning.given_apart(batch, options.source_id_key) for batch in batches))
+    first = _by_tag(itertools.chain.from_iterable(
+        planning.first_row(given, options.source_id_key, options.row_name)
+        for given in sorted(_grouped(apart.pop(planning.GIVEN, [])).items())))
+    batches = apart.pop(None, []) + [first.pop(None, [])]
+    outputs[tags.REJECTED] += first.pop(tags.REJECTED, [])
+  near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
   representatives: Dict[str, List[Tuple[str, str]]] = collections.defaultdict(list)
   if near:  # FindNearCopies on one machine
     distance = settings.near_distance or near_copy_groups.distance_for(listed, perceptual_hash.NEAR_DISTANCE)
@@ -85,7 +100,7 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
   for batch in batches:
     for bucket, records in planning.bucket_by_content(batch, listed, records_per_bucket):
       content[bucket].append(records)
-  copies = planning.GroupCopies(settings.dedupe, row_name)
+  copies = planning.GroupCopies(settings.dedupe, options.row_name)
   grouped = _by_tag(itertools.chain.from_iterable(
       copies.process(bucket, representatives if near else None) for bucket in sorted(content.items())))
   groups = grouped.pop(None, [])
@@ -100,14 +115,20 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
     near_entries += merged.pop(tags.NEAR_COPIES, [])
   # AssignSplits
   placed = _offsets(itertools.chain.from_iterable(splitting.class_weights(*bucket) for bucket in groups))
+  if kept is not None:  # what the output holds, and the new records whose split is given
+    given = collections.Counter()
+    for _, bucket in groups:
+      for key, count in splitting.given_weights(bucket):
+        given[key] += count
+    kept = _grouped(itertools.chain(kept, ((stratum, (split, count)) for (stratum, split), count in given.items())))
   assigned = _by_tag(itertools.chain.from_iterable(
-      planning.assign_splits(bucket, settings.splits, placed, listed, records_per_bucket, None, near and not drop)
+      planning.assign_splits(bucket, settings.splits, placed, listed, records_per_bucket, kept, near and not drop)
       for bucket in groups))
   near_entries += assigned.pop(tags.NEAR_COPIES, [])
-  outputs[tags.LABELS].append(planning.ClassLabels(in_order).apply(assigned.pop(tags.LABELS, [])))
+  outputs[tags.LABELS].append(planning.ClassLabels(options.in_order).apply(assigned.pop(tags.LABELS, [])))
   # PlanShards
   outputs[None] = _shards(assigned.pop(None, []), settings.target_shard_bytes, sharding.record_sizes(settings),
-                          numbering)
+                          options.numbering)
   outputs[tags.DUPLICATES].append(planning.DuplicateGroups().apply(grouped.pop(tags.DUPLICATES, [])))
   if near:
     outputs[tags.NEAR_COPIES].append({**planning.NearGroups().apply(near_entries), **found})
@@ -140,7 +161,8 @@ def _by_tag(values: Iterable[Any]) -> DefaultDict[Optional[str], List[Any]]:
 
 
 def _grouped(pairs: Iterable[Tuple[Any, Any]]) -> Dict[Any, List[Any]]:
-  """A GroupByKey's (key, values), as a dict."""
+  """A GroupByKey's (key, values), as a dict whose missing keys have no values, as a multimap
+  side input's."""
   grouped: DefaultDict[Any, List[Any]] = collections.defaultdict(list)
   for key, value in pairs:
     grouped[key].append(value)

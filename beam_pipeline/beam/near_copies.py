@@ -44,19 +44,18 @@ class FindNearCopies(beam.PTransform):
   'found', one element: the distance used and what the grouping's bounds left out.
 
   The distance is --near_distance, or one for the ``num_listed`` inputs (near_copies.
-  distance_for). ``one_machine``: the DirectRunner's, which groups in memory in one step."""
+  distance_for). The DirectRunner plans in memory instead (in_memory_planning)."""
 
-  def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int, one_machine: bool):
+  def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int):
     super().__init__()
     self._given = settings.near_distance
     self._num_listed = num_listed
     self._records_per_bucket = records_per_bucket
-    self._one_machine = one_machine
 
   def expand(self, records):
     distance = near_distance(records.pipeline, self._num_listed, self._given)
     hashes = records | 'PerceptualHashes' >> beam.Map(planning.perceptual_hashes)  # a list per batch
-    found = grouped(hashes, distance, self._one_machine)
+    found = grouped(hashes, distance, one_machine=False)
     pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(planning.near_pair_bucket,
                                                            beam.pvalue.AsSingleton(self._num_listed),
                                                            self._records_per_bucket)

@@ -140,20 +140,20 @@ class UniqueSourceIds(beam.PTransform):
     self._row_name = row_name
 
   def expand(self, batches):
-    apart = batches | 'GivenApart' >> beam.FlatMap(_given_apart, self._key).with_outputs(_GIVEN, main='batches')
-    first = (apart[_GIVEN]
+    apart = batches | 'GivenApart' >> beam.FlatMap(given_apart, self._key).with_outputs(GIVEN, main='batches')
+    first = (apart[GIVEN]
              | 'GroupBySourceId' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[CheckedImage]])
-             | 'FirstRow' >> beam.FlatMap(_first_row, self._key, self._row_name).with_outputs(REJECTED, main='records'))
+             | 'FirstRow' >> beam.FlatMap(first_row, self._key, self._row_name).with_outputs(REJECTED, main='records'))
     rebatched = first.records | 'Rebatch' >> beam.BatchElements(
         min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE).with_output_types(List[CheckedImage])
     records = (apart.batches, rebatched) | 'Together' >> beam.Flatten().with_output_types(List[CheckedImage])
     return {'records': records, REJECTED: first[REJECTED]}
 
 
-_GIVEN = 'given'
+GIVEN = 'given'  # given_apart's output of the records a manifest gives a source id
 
 
-def _given_apart(batch: List[CheckedImage], key: str) -> Iterator[Any]:
+def given_apart(batch: List[CheckedImage], key: str) -> Iterator[Any]:
   """The batch's records without a given source id, as one list; the others keyed by theirs, tagged."""
   rest = []
   for record in batch:
@@ -161,12 +161,13 @@ def _given_apart(batch: List[CheckedImage], key: str) -> Iterator[Any]:
     if given is None:
       rest.append(record)
     else:
-      yield beam.pvalue.TaggedOutput(_GIVEN, (given, record))
+      yield beam.pvalue.TaggedOutput(GIVEN, (given, record))
   if rest:
     yield rest
 
 
-def _first_row(keyed: Tuple[str, Iterable[CheckedImage]], key: str, row_name: repeated_rows.RowName) -> Iterator[Any]:
+def first_row(keyed: Tuple[str, Iterable[CheckedImage]], key: str, row_name: repeated_rows.RowName) -> Iterator[Any]:
+  """The first row's record of the records a manifest gives one source id; the others' rejections, tagged."""
   source_id, records = keyed
   for value in repeated_rows.first_of_one_source_id(records, source_id, key, row_name):
     if isinstance(value, Rejection):

@@ -1,4 +1,6 @@
 """Planning in memory (the DirectRunner's) plans what the Beam planner plans, bucket by bucket."""
+import collections
+import functools
 import random
 from typing import Any, Dict, List, Optional
 
@@ -7,11 +9,13 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, graph, in_memory_planning, local_runner
+from beam_pipeline.beam import coders, graph, in_memory_planning, incremental, local_runner
+from beam_pipeline.core import option_table, schemas
 from beam_pipeline.core.images import image_quality
-from beam_pipeline.core.inputs import labels
+from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.messages import CheckedImage
-from beam_pipeline.core.settings import SplitSpec
+from beam_pipeline.core.output import incremental_catalog, incremental_update
+from beam_pipeline.core.settings import InputSpec, SplitSpec
 from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED
 
 from helpers.values import image_record, settings
@@ -59,7 +63,7 @@ def test_the_plans_in_memory_are_the_beam_planners_on_the_runner(near_copies, de
   chosen = settings(splits=SplitSpec(('train', 'validation', 'test'), (0.8, 0.1, 0.1)), dedupe=dedupe,
                     near_copies=near_copies, target_shard_bytes=200_000)
   batches = _batches(records)
-  expected = in_memory_planning.plan(batches, len(records), chosen, records_per_bucket, None, labels.sorted_labels)
+  expected = in_memory_planning.plan(batches, len(records), chosen, records_per_bucket)
   assert len(expected[None]) > 50 and expected[DUPLICATES][0]['num_groups'] >= 50
   assert (near_copies == 'off') == (NEAR_COPIES not in expected)
   if near_copies != 'off':
@@ -87,9 +91,55 @@ def test_the_plans_in_memory_are_the_beam_planners_on_the_runner(near_copies, de
     p.run().wait_until_finish()
 
 
+def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_beam_planner_plans(tmp_path):
+  """A manifest that gives source ids (a few given twice, by rows of one image and of two),
+  converted as an --incremental update: kept records counted per class and split, new copies
+  of kept pictures in their pictures' splits, earlier classes first, new shards numbered into
+  the indexes merges freed. The in-memory step plans what the Beam planner plans."""
+  rng = random.Random(11)
+  key = schemas.source_id_key(option_table.default('schema'))
+  records = []
+  for i, record in enumerate(_records(3)[:600]):
+    source_id = str(i - 1 if i and i % 50 == 0 else i)  # every fiftieth row repeats the row before's id
+    if i and i % 100 == 0:  # ... and every hundredth names that row's image again
+      record = record._replace(uri=records[-1].uri, source_sha256=records[-1].source_sha256,
+                               sha256=records[-1].sha256)
+    records.append(record._replace(extras=((key, source_id),), row=i + 1,
+                                   split='validation' if i % 37 == 0 else None))
+  kept = [incremental_catalog.Entry(f'/in/old/{i}.jpg', 'f', f'{i:064x}', rng.choice(['train', 'validation']),
+                                    rng.choice(('dog', 'zebra')), (), (), 10, 100, False, False, False, False)
+          for i in range(300)]
+  decision = incremental_update.Decision(True, labels=('zebra', 'dog'), numbering=(
+      ('train', incremental_update.Numbering(7, (2, 5))), ('validation', incremental_update.Numbering(3))))
+  chosen = settings(input=InputSpec('csv', str(tmp_path / 'list.csv')), incremental=True, target_shard_bytes=100_000,
+                    splits=SplitSpec(('train', 'validation'), (0.75, 0.25)))
+  batches = _batches(records)
+  counts = collections.Counter((entry.stratum, entry.split) for entry in kept)
+  options = in_memory_planning.PlanOptions(manifest_rows.row_names(chosen.input), key,
+                                           functools.partial(labels.extended_labels, list(decision.labels)),
+                                           decision.numbered)
+  expected = in_memory_planning.plan(batches, len(records), chosen, 50, options,
+                                     [(stratum, (split, count)) for (stratum, split), count in counts.items()])
+  assert len(expected[REJECTED]) >= 10 and expected[LABELS][0][:2] == ['zebra', 'dog']
+  assert {plan.split for plan in expected[None]} == {'train', 'validation'} and len(expected[None]) > 10
+
+  for one_machine in (False, True):
+    coders.register()
+    p = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
+    changes = incremental.Changes(None, p | 'Kept' >> beam.Create(kept), None, None, None, None)
+    batched = p | 'Records' >> beam.Create(batches).with_output_types(List[CheckedImage])
+    listed = p | 'Listed' >> beam.Create([len(records)])
+    planned = graph.plan(batched, listed, chosen, 50, decision, changes, one_machine)
+    assert_that(planned.plans, equal_to(expected[None]), label='Plans')
+    assert_that(planned.rejected | 'Rejected' >> beam.Flatten(), equal_to(expected[REJECTED]), label='Rejections')
+    texts = p | 'Once' >> beam.Create([None]) | 'Labels' >> beam.Map(lambda _, texts: texts, planned.labels)
+    assert_that(texts, equal_to(expected[LABELS]), label='Labels')
+    p.run().wait_until_finish()
+
+
 def test_an_empty_input_plans_nothing_and_sums_up_nothing():
   """No records: no plans, no labels, and summaries of nothing, as the Beam planner's defaults give."""
-  planned: Dict[Any, List[Any]] = in_memory_planning.plan([], 0, settings(), 100, None, labels.sorted_labels)
+  planned: Dict[Any, List[Any]] = in_memory_planning.plan([], 0, settings(), 100)
   assert planned[None] == [] and planned[LABELS] == [[]] and not planned.get(REJECTED)
   assert planned[DUPLICATES] == [{'num_groups': 0, 'num_extra_copies': 0, 'num_label_conflicts': 0, 'groups': []}]
   assert planned[NEAR_COPIES][0]['num_groups'] == 0
