@@ -9,7 +9,7 @@ from beam_pipeline.beam import coders, incremental, local_runner, output_dir
 from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
 from beam_pipeline.beam.errors_files import WriteErrors
-from beam_pipeline.beam.in_memory_planning import PlanOptions, PlanInMemory
+from beam_pipeline.beam.in_memory_planning import PlanInMemory, PlanOptions
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
 from beam_pipeline.beam.near_copies import FindNearCopies
 from beam_pipeline.beam.planning import (AssignSplits, ClassLabels, DuplicateGroups, GroupCopies, NearGroups,

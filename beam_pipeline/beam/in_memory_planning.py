@@ -16,9 +16,9 @@ import apache_beam as beam
 
 from beam_pipeline.beam import near_copies, planning, tags
 from beam_pipeline.core.images import perceptual_hash
+from beam_pipeline.core.inputs import labels, repeated_rows
 from beam_pipeline.core.planning import hash_order, sharding, splitting
 from beam_pipeline.core.planning import near_copies as near_copy_groups
-from beam_pipeline.core.inputs import labels, repeated_rows
 from beam_pipeline.core.messages import CheckedImage, ShardPlan
 from beam_pipeline.core.settings import Settings
 
