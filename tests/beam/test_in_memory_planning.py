@@ -10,13 +10,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.beam import coders, graph, in_memory_planning, incremental, local_runner
+from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED
 from beam_pipeline.core import option_table, schemas
 from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.messages import CheckedImage
 from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.settings import InputSpec, SplitSpec
-from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED
 
 from helpers.values import image_record, settings
 
@@ -25,7 +25,7 @@ CLASSES = ('cat', 'dog', 'bird')
 
 def _records(seed: int) -> List[CheckedImage]:
   """1,200 photos of three classes, some of uneven size; 60 identical copies (a third of them
-  under another class); 90 near copies (a few bits of another's hash flipped, one family in
+  under another class); 80 near copies (two bits of another's hash flipped, one family in
   three of three files, some across classes); 20 featureless frames of one hash."""
   rng = random.Random(seed)
 
@@ -93,9 +93,9 @@ def test_the_plans_in_memory_are_the_beam_planners_on_the_runner(near_copies, de
 
 def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_beam_planner_plans(tmp_path):
   """A manifest that gives source ids (a few given twice, by rows of one image and of two),
-  converted as an --incremental update: kept records counted per class and split, new copies
-  of kept pictures in their pictures' splits, earlier classes first, new shards numbered into
-  the indexes merges freed. The in-memory step plans what the Beam planner plans."""
+  converted as an --incremental update: kept records counted per class and split, new records
+  whose split is given (as new copies of kept pictures are), earlier classes first, new shards
+  numbered into the indexes merges freed. The in-memory step plans what the Beam planner plans."""
   rng = random.Random(11)
   key = schemas.source_id_key(option_table.default('schema'))
   records = []
