@@ -171,7 +171,4 @@ def _grouped(pairs: Iterable[Tuple[Any, Any]]) -> Dict[Any, List[Any]]:
 
 def _offsets(weights: Iterable[Tuple[Tuple[str, str], int]]) -> Dict[str, List[hash_order.KeyOffsets]]:
   """planning._BucketOffsets's multimap, {key: [offsets]}, from ((key, bucket), weight) pairs."""
-  per_key: DefaultDict[str, Dict[str, int]] = collections.defaultdict(collections.Counter)
-  for (key, bucket), weight in weights:
-    per_key[key][bucket] += weight
-  return {key: [hash_order.key_offsets(dict(buckets))] for key, buckets in per_key.items()}
+  return {key: [placed] for key, placed in hash_order.offsets(weights).items()}
