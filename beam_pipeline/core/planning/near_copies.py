@@ -107,19 +107,24 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str]], distance: int, same_
   for sha, phash in hash_of.items():
     files_of[phash].append(sha)
   counts: Dict[str, int] = collections.Counter()
-  nodes = []
+  nodes, shared = [], np.zeros(len(files_of), bool)
   for phash, shas in sorted(files_of.items()):
     if len(shas) > same_hash_cap:
       counts['uniform_hashes'] += 1
       counts['uniform_images'] += len(shas)
     else:
-      nodes.append((parse(phash), sorted(shas)))
+      shared[len(nodes)] = len(shas) > 1
+      nodes.append((parse(phash), sorted(shas) if len(shas) > 1 else shas))
   found = list(close_pairs(as_uint64([phash for phash, _ in nodes]), distance)) if nodes else []
   i = np.concatenate([pair[0] for pair in found]) if found else np.zeros(0, np.int64)
   j = np.concatenate([pair[1] for pair in found]) if found else np.zeros(0, np.int64)
+  root = components(len(nodes), i, j)
+  # Only the hashes of a component of two or more, or of two files or more, can be in a group:
+  # most images are neither, and are not looked at one by one.
+  in_group = (np.bincount(root, minlength=len(nodes)) > 1)[root] | shared[:len(nodes)]
   members: Dict[int, List[int]] = collections.defaultdict(list)
-  for index, root in enumerate(components(len(nodes), i, j).tolist()):
-    members[root].append(index)
+  for index in np.nonzero(in_group)[0].tolist():
+    members[int(root[index])].append(index)
   pairs = []
   for indexes in members.values():
     if len(indexes) > group_cap:
@@ -231,10 +236,12 @@ def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iter
   """Index pairs (i < j) of the hashes within ``distance`` of each other, some more than once.
 
   A large set is split as the keys are (pigeonhole over the ``free`` bits): for each part,
-  sorted by its value, every hash is compared with the next ones while they share the value,
-  one offset at a time over the whole set, so the cost is the set's size times the longest
-  run, in a few numpy calls per offset. A dense cluster that no part thins is compared all
-  pairs with all instead, its size squared, bounded by KEY_CAP."""
+  sorted by its value, every hash is compared with the next ones up to the longest run of one
+  value, one offset at a time over the whole set, so the cost is the set's size times the
+  longest run, in a few numpy calls per offset. Pairs across two runs are compared too, and
+  kept if close: asking whether two hashes share the value would cost a pass over the set
+  more than it saves. A dense cluster that no part thins is compared all pairs with all
+  instead, its size squared, bounded by KEY_CAP."""
   pieces = parts(free, distance + 1)
   if len(hashes) <= _ALL_PAIRS or not all(pieces):
     yield from _all_pairs(hashes, distance)
@@ -249,8 +256,7 @@ def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iter
       yield from _all_pairs(hashes, distance)
       return
     for offset in range(1, int(runs.max())):
-      same = values[offset:] == values[:-offset]
-      near = np.flatnonzero(same & (popcount(ordered[offset:] ^ ordered[:-offset]) <= distance))
+      near = np.flatnonzero(popcount(ordered[offset:] ^ ordered[:-offset]) <= distance)
       first, second = order[near], order[near + offset]
       yield np.minimum(first, second), np.maximum(first, second)
 
