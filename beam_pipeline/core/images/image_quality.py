@@ -41,6 +41,7 @@ Quality flags):
   channels. Set well under a photo with a tenth of its saturation left; cleanvision only
   asks whether the mode is L.
 """
+import functools
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -76,21 +77,35 @@ def statistics(grids: np.ndarray, gray: np.ndarray, channels: np.ndarray) -> np.
   of levels 0-255 (depth the most channels of any; an image of fewer has zeros past its own),
   the gray levels of those grids (perceptual_hash.thumbnails) and their own channel counts."""
   count, side, _ = gray.shape
-  levels = np.clip(gray, 0, _LEVELS - 1).astype(np.int32) + _LEVELS * np.arange(count, dtype=np.int32)[:, None, None]
-  shares = np.bincount(levels.ravel(), minlength=count * _LEVELS).reshape(count, _LEVELS) / (side * side)
-  entropy = np.sum(shares * np.log2(1 / np.where(shares > 0, shares, 1)), axis=1)
-  below = np.cumsum(shares, axis=1)
-  shadows = np.argmax(below >= 0.05, axis=1) / (_LEVELS - 1)
-  highlights = np.argmax(below >= 0.99, axis=1) / (_LEVELS - 1)
-  laplacian = (4 * gray[:, 1:-1, 1:-1] - gray[:, :-2, 1:-1] - gray[:, 2:, 1:-1] - gray[:, 1:-1, :-2] -
-               gray[:, 1:-1, 2:])
+  cells = side * side
+  levels = np.clip(gray, 0, _LEVELS - 1).astype(np.intp).reshape(count, cells)
+  levels += _LEVELS * np.arange(count)[:, None]
+  histograms = np.bincount(levels.ravel(), minlength=count * _LEVELS).reshape(count, _LEVELS)
+  # Of counts c over n cells, sum((c/n) log2(n/c)) is log2(n) - sum(c log2 c)/n: a look-up a
+  # level where the shares would take a division, a log and a product.
+  entropy = np.log2(cells) - _count_log_counts(cells)[histograms].sum(axis=1) / cells
+  below = np.cumsum(histograms, axis=1)
+  shadows = np.argmax(below >= 0.05 * cells, axis=1) / (_LEVELS - 1)
+  highlights = np.argmax(below >= 0.99 * cells, axis=1) / (_LEVELS - 1)
+  laplacian = 4 * gray[:, 1:-1, 1:-1]
+  for neighbour in (gray[:, :-2, 1:-1], gray[:, 2:, 1:-1], gray[:, 1:-1, :-2], gray[:, 1:-1, 2:]):
+    laplacian -= neighbour
   colour_spread = np.zeros(count)
   if grids.shape[3] >= 3:
     red, green, blue = grids[:, :, :, 0], grids[:, :, :, 1], grids[:, :, :, 2]
-    spread = np.maximum(np.maximum(red, green), blue) - np.minimum(np.minimum(red, green), blue)
+    spread, least = np.maximum(red, green), np.minimum(red, green)
+    np.maximum(spread, blue, out=spread)
+    spread -= np.minimum(least, blue, out=least)
     colour_spread = np.where(np.asarray(channels) >= 3, spread.mean(axis=(1, 2)) / 255, 0.0)
   return np.stack([gray.mean(axis=(1, 2)) / 255, shadows, highlights, laplacian.var(axis=(1, 2)), entropy,
                    colour_spread], axis=1)
+
+
+@functools.lru_cache(maxsize=None)
+def _count_log_counts(cells: int) -> np.ndarray:
+  """c log2 c for every count c a level may have of ``cells`` cells (0 for none)."""
+  counts = np.arange(cells + 1, dtype=np.float64)
+  return counts * np.log2(np.maximum(counts, 1))
 
 
 def flags(statistics: Optional[Statistics], height: int, width: int, channels: int) -> Tuple[str, ...]:
