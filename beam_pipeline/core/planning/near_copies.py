@@ -6,8 +6,8 @@ Pigeonhole: a hash split into d+1 bands differs from one within d bits in at mos
 the two agree exactly on at least one band. Keyed by (band, band value), every close pair meets
 in some key. A band of 64/(d+1) bits holds about N/2^bits hashes, which grows with N: a key
 denser than KEY_CAP is split again the same way, over the bits outside its band (two hashes
-within d that share the band share one of d+1 sub-bands). Within a key, pairs are found with
-the same split done in memory (close_pairs), and a key still over the cap holds KEY_CAP hashes
+within d that share the band share one of d+1 sub-bands). Within a key, pairs are found by
+the same pigeonhole in memory (close_pairs), and a key still over the cap holds KEY_CAP hashes
 and compares the rest against them only: what is not held is counted, as pairs among them may
 be missed ("cap and report").
 
@@ -172,6 +172,16 @@ def parts(free: int, pieces: int) -> Tuple[int, ...]:
   return tuple(masks)
 
 
+@functools.lru_cache(maxsize=None)
+def dealt(free: int, pieces: int) -> Tuple[int, ...]:
+  """The set bits of ``free`` dealt in turn into ``pieces`` masks, the pigeonhole of parts for
+  close_pairs: a DCT hash's neighbouring bits are neighbouring frequencies, which photos set
+  alike, so consecutive bits split a set less evenly (on the bench's photos their longest runs
+  of one value are about a third longer)."""
+  positions = [bit for bit in range(BITS) if free >> bit & 1]
+  return tuple(sum(1 << bit for bit in positions[piece::pieces]) for piece in range(pieces))
+
+
 def bands(distance: int) -> Tuple[int, ...]:
   """The d+1 band masks of the first level."""
   return parts(ALL_BITS, distance + 1)
@@ -235,14 +245,14 @@ def _close_to(rows: np.ndarray, columns: np.ndarray, distance: int) -> Iterator[
 def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
   """Index pairs (i < j) of the hashes within ``distance`` of each other, some more than once.
 
-  A large set is split as the keys are (pigeonhole over the ``free`` bits): for each part,
-  sorted by its value, every hash is compared with the next ones up to the longest run of one
-  value, one offset at a time over the whole set, so the cost is the set's size times the
-  longest run, in a few numpy calls per offset. Pairs across two runs are compared too, and
-  kept if close: asking whether two hashes share the value would cost a pass over the set
-  more than it saves. A dense cluster that no part thins is compared all pairs with all
-  instead, its size squared, bounded by KEY_CAP."""
-  pieces = parts(free, distance + 1)
+  A large set is split by the same pigeonhole as the keys, over the ``free`` bits dealt into
+  parts: for each part, sorted by its value, every hash is compared with the next ones up to
+  the longest run of one value, one offset at a time over the whole set, so the cost is the
+  set's size times the longest run, in a few numpy calls per offset. Pairs across two runs are
+  compared too, and kept if close: asking whether two hashes share the value would cost a pass
+  over the set more than it saves. A dense cluster that no part thins is compared all pairs
+  with all instead, its size squared, bounded by KEY_CAP."""
+  pieces = dealt(free, distance + 1)
   if len(hashes) <= _ALL_PAIRS or not all(pieces):
     yield from _all_pairs(hashes, distance)
     return
