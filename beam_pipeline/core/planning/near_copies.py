@@ -107,21 +107,20 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str]], distance: int, same_
   for sha, phash in hash_of.items():
     files_of[phash].append(sha)
   counts: Dict[str, int] = collections.Counter()
-  nodes, shared = [], np.zeros(len(files_of), bool)
+  nodes = []
   for phash, shas in sorted(files_of.items()):
     if len(shas) > same_hash_cap:
       counts['uniform_hashes'] += 1
       counts['uniform_images'] += len(shas)
     else:
-      shared[len(nodes)] = len(shas) > 1
-      nodes.append((parse(phash), sorted(shas) if len(shas) > 1 else shas))
+      nodes.append((parse(phash), sorted(shas)))
   found = list(close_pairs(as_uint64([phash for phash, _ in nodes]), distance)) if nodes else []
   i = np.concatenate([pair[0] for pair in found]) if found else np.zeros(0, np.int64)
   j = np.concatenate([pair[1] for pair in found]) if found else np.zeros(0, np.int64)
   root = components(len(nodes), i, j)
-  # Only the hashes of a component of two or more, or of two files or more, can be in a group:
-  # most images are neither, and are not looked at one by one.
-  in_group = (np.bincount(root, minlength=len(nodes)) > 1)[root] | shared[:len(nodes)]
+  # Only a hash in a component of two or more, or of two files or more, can be in a group: most
+  # images are neither, and are not looked at one by one.
+  in_group = (np.bincount(root, minlength=len(nodes)) > 1)[root] | np.array([len(shas) > 1 for _, shas in nodes], bool)
   members: Dict[int, List[int]] = collections.defaultdict(list)
   for index in np.nonzero(in_group)[0].tolist():
     members[int(root[index])].append(index)
@@ -174,10 +173,11 @@ def parts(free: int, pieces: int) -> Tuple[int, ...]:
 
 @functools.lru_cache(maxsize=None)
 def dealt(free: int, pieces: int) -> Tuple[int, ...]:
-  """The set bits of ``free`` dealt in turn into ``pieces`` masks, the pigeonhole of parts for
-  close_pairs: a DCT hash's neighbouring bits are neighbouring frequencies, which photos set
-  alike, so consecutive bits split a set less evenly (on the bench's photos their longest runs
-  of one value are about a third longer)."""
+  """The set bits of ``free`` dealt in turn into ``pieces`` masks: close_pairs's parts. Any
+  split into d+1 masks keeps the pigeonhole; dealing spreads a DCT hash's neighbouring bits,
+  neighbouring frequencies that photos set alike, over the masks, so each mask's values split
+  a set more evenly than consecutive bits' (parts): on the bench's photos, the longest runs of
+  one value a quarter shorter."""
   positions = [bit for bit in range(BITS) if free >> bit & 1]
   return tuple(sum(1 << bit for bit in positions[piece::pieces]) for piece in range(pieces))
 
