@@ -120,6 +120,37 @@ def test_close_pairs_split_in_memory_finds_every_pair():
   assert found == expected and len(expected) >= 300
 
 
+def _found_by_one_sub_part_only(value: int, distance: int, rng: random.Random) -> int:
+  """A hash ``distance`` bits from ``value`` that shares exactly one of close_pairs's parts with
+  it and, outside that part, exactly one of the second pigeonhole's sub-parts: a pair that only
+  the one sort by both finds."""
+  parts = near_copies.dealt(near_copies.ALL_BITS, distance + 1)
+  shared = rng.randrange(len(parts))
+  subs = near_copies.dealt(near_copies.ALL_BITS & ~parts[shared], distance + 1)
+  others = [part for index, part in enumerate(parts) if index != shared]
+  while True:
+    clean = rng.randrange(len(subs))
+    chosen = rng.sample([sub for index, sub in enumerate(subs) if index != clean], len(others))
+    cells = [part & sub for part, sub in zip(others, chosen)]
+    if all(cells):
+      bits = [rng.choice([bit for bit in range(64) if cell >> bit & 1]) for cell in cells]
+      return flip(value, bits)
+
+
+def test_close_pairs_split_again_past_a_long_run_finds_every_pair(monkeypatch):
+  """Runs of a part's value over _LONG_RUN split again, by a second pigeonhole over the other
+  bits, as millions of hashes in one process are: 300 pairs each found by one sort alone."""
+  monkeypatch.setattr(near_copies, '_LONG_RUN', 8)  # parts of 6 bits: runs of about 47
+  distance, rng = 10, random.Random(2)
+  values = [rng.getrandbits(64) for _ in range(2700)]
+  values += [_found_by_one_sub_part_only(values[i], distance, rng) for i in range(300)]
+  hashes = np.array(values, dtype=np.uint64)
+  found = {(int(i), int(j)) for a, b in near_copies.close_pairs(hashes, distance) for i, j in zip(a, b)}
+  expected = {(i, j) for i in range(len(values)) for j in range(i + 1, len(values))
+              if near_copies.distance_between(values[i], values[j]) <= distance}
+  assert found == expected and len(expected) >= 300
+
+
 def test_a_group_of_three_takes_its_smallest_sha():
   """a-b and b-c within D, a-c not: one group, its representative the smallest of the three."""
   a = 0x0123456789ABCDEF

@@ -46,6 +46,9 @@ MAX_CHANCE_SHARE = 0.001
 # Up to this many hashes a key is compared all pairs with all in one numpy call; above, split (close_pairs).
 _ALL_PAIRS = 512
 _FEW = 16  # a key of at most this many is compared in plain Python: numpy's calls cost more
+# The longest run of one part's value compared one offset at a time over the whole set: past it, a
+# second pigeonhole over the other bits (d+1 more sorts of the set) costs less than the offsets.
+_LONG_RUN = 2048
 _BLOCK = 1 << 22  # XORs computed at once: 32 MB of uint64
 _BYTE_BITS = np.array([bin(value).count('1') for value in range(256)], dtype=np.uint8)
 
@@ -251,24 +254,48 @@ def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iter
   set's size times the longest run, in a few numpy calls per offset. Pairs across two runs are
   compared too, and kept if close: asking whether two hashes share the value would cost a pass
   over the set more than it saves. A dense cluster that no part thins is compared all pairs
-  with all instead, its size squared, bounded by KEY_CAP."""
+  with all instead, its size squared, bounded by KEY_CAP in a key."""
   pieces = dealt(free, distance + 1)
   if len(hashes) <= _ALL_PAIRS or not all(pieces):
     yield from _all_pairs(hashes, distance)
     return
   for piece in pieces:
-    values = hashes & np.uint64(piece)
-    order = np.argsort(values, kind='stable')
-    values, ordered = values[order], hashes[order]
-    starts = np.flatnonzero(values[1:] != values[:-1]) + 1
-    runs = np.diff(np.concatenate(([0], starts, [len(values)])))
-    if runs.max() > len(hashes) // 2:
+    order, ordered, longest = _sorted_by(hashes, piece)
+    if longest > len(hashes) // 2:
       yield from _all_pairs(hashes, distance)
       return
-    for offset in range(1, int(runs.max())):
-      near = np.flatnonzero(popcount(ordered[offset:] ^ ordered[:-offset]) <= distance)
-      first, second = order[near], order[near + offset]
-      yield np.minimum(first, second), np.maximum(first, second)
+    yield from _runs_compared(hashes, distance, piece, free & ~piece, (order, ordered, longest))
+
+
+def _sorted_by(hashes: np.ndarray, mask: int) -> Tuple[np.ndarray, np.ndarray, int]:
+  """The hashes' order by their bits under ``mask``, the hashes in that order, and the longest
+  run of one value."""
+  values = hashes & np.uint64(mask)
+  order = np.argsort(values, kind='stable')
+  values = values[order]
+  starts = np.flatnonzero(values[1:] != values[:-1]) + 1
+  return order, hashes[order], int(np.diff(np.concatenate(([0], starts, [len(values)]))).max())
+
+
+def _runs_compared(hashes: np.ndarray, distance: int, fixed: int, free: int,
+                   sorted_by: Optional[Tuple[np.ndarray, np.ndarray, int]] = None
+                   ) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+  """close_pairs's pairs among hashes that agree on the bits under ``fixed``: the hashes sorted
+  by those bits (``sorted_by``, if given: _sorted_by's), each compared with the next ones up
+  to the longest run. Past _LONG_RUN (N/128 of N random hashes for a part of 7 bits) the runs
+  are split again, by the pigeonhole over the ``free`` bits: the whole set sorted by the fixed
+  bits and each sub-part's together, so that millions of hashes cost a few sorts each rather
+  than their number squared over a hundred."""
+  order, ordered, longest = sorted_by or _sorted_by(hashes, fixed)
+  pieces = dealt(free, distance + 1)
+  if longest > _LONG_RUN and all(pieces):
+    for piece in pieces:
+      yield from _runs_compared(hashes, distance, fixed | piece, free & ~piece)
+    return
+  for offset in range(1, longest):
+    near = np.flatnonzero(popcount(ordered[offset:] ^ ordered[:-offset]) <= distance)
+    first, second = order[near], order[near + offset]
+    yield np.minimum(first, second), np.maximum(first, second)
 
 
 def _all_pairs(hashes: np.ndarray, distance: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
