@@ -251,10 +251,11 @@ def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iter
   A large set is split by the same pigeonhole as the keys, over the ``free`` bits dealt into
   parts: for each part, sorted by its value, every hash is compared with the next ones up to
   the longest run of one value, one offset at a time over the whole set, so the cost is the
-  set's size times the longest run, in a few numpy calls per offset. Pairs across two runs are
-  compared too, and kept if close: asking whether two hashes share the value would cost a pass
-  over the set more than it saves. A dense cluster that no part thins is compared all pairs
-  with all instead, its size squared, bounded by KEY_CAP in a key."""
+  set's size times the longest run, in a few numpy calls per offset; past _LONG_RUN the runs
+  are split again (_runs_compared). Pairs across two runs are compared too, and kept if close:
+  asking whether two hashes share the value would cost a pass over the set more than it saves.
+  A dense cluster that no part thins is compared all pairs with all instead, its size squared,
+  bounded by KEY_CAP in a key."""
   pieces = dealt(free, distance + 1)
   if len(hashes) <= _ALL_PAIRS or not all(pieces):
     yield from _all_pairs(hashes, distance)
