@@ -61,8 +61,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   records, earlier_rejections = checked.records, []
   one_machine = runner.lower() in local_runner.DIRECT_RUNNERS
   if changes:  # a new copy of a picture the dataset holds, or a near copy of one, goes to its split
-    near = (records | 'NearEarlierCopies' >> incremental.NearEarlierCopies(changes.earlier, num_listed,
-                                                                           settings.near_distance, one_machine)
+    near = (records | 'NearEarlierCopies' >> incremental.NearEarlierCopies(changes.earlier, num_listed, settings,
+                                                                           one_machine)
             if settings.near_copies != 'off' else None)
     placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe, near,
                                                                     drop_near=settings.near_copies == 'drop')

@@ -89,12 +89,13 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
   representatives: Dict[str, List[Tuple[str, str]]] = collections.defaultdict(list)
   if near:  # FindNearCopies on one machine
     distance = settings.near_distance or near_copy_groups.distance_for(listed, perceptual_hash.NEAR_DISTANCE)
+    cap = near_copy_groups.group_cap(listed, min(settings.splits.fractions))
     pairs, summary = near_copy_groups.groups_on_one_machine(
-        itertools.chain.from_iterable(map(planning.perceptual_hashes, batches)), distance)
+        itertools.chain.from_iterable(map(planning.perceptual_hashes, batches)), distance, cap)
     for pair in pairs:
       bucket, pair = planning.near_pair_bucket(pair, listed, records_per_bucket)
       representatives[bucket].append(pair)
-    found = near_copies.left_out(summary, distance)
+    found = near_copies.left_out(summary, distance, cap)
   # BucketByContent, GroupByContent, GroupCopies
   content: DefaultDict[str, List[List[CheckedImage]]] = collections.defaultdict(list)
   for batch in batches:

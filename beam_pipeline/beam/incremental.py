@@ -21,6 +21,8 @@ from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
 from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.planning import near_copies as near_copy_groups
+from beam_pipeline.core.settings import Settings
 
 _KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
 _BATCH_SIZE = 256  # as listing and validation batch items
@@ -227,20 +229,20 @@ class NearEarlierCopies(beam.PTransform):
   The catalog's hashes join the new ones, so the grouping holds the whole dataset's; each group
   then meets its members by representative, and no key holds more than a group."""
 
-  def __init__(self, earlier: beam.PCollection, num_listed: beam.PCollection, given_distance: Optional[int],
-               one_machine: bool):
+  def __init__(self, earlier: beam.PCollection, num_listed: beam.PCollection, settings: Settings, one_machine: bool):
     super().__init__()
     self._earlier = earlier  # (Entry, kept) of every catalogued record
     self._num_listed = num_listed
-    self._given_distance = given_distance
+    self._settings = settings
     self._one_machine = one_machine
 
   def expand(self, records):
-    distance = near_copies.near_distance(records.pipeline, self._num_listed, self._given_distance)
+    distance = near_copies.near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
     hashes = ((records | 'NewHashes' >> beam.Map(planning.perceptual_hashes),
                self._earlier | 'EarlierHashes' >> beam.MapTuple(_earlier_hash))
               | 'AllHashes' >> beam.Flatten())
-    found = near_copies.grouped(hashes, distance, self._one_machine)
+    found = near_copies.grouped(hashes, distance, near_copies.largest_group(self._num_listed, self._settings),
+                                self._one_machine)
     catalogued = self._earlier | 'EarlierByContent' >> beam.MapTuple(_by_content)
     return ({'pairs': found['pairs'], 'earlier': catalogued}
             | 'ByContent' >> beam.CoGroupByKey()
@@ -249,12 +251,13 @@ class NearEarlierCopies(beam.PTransform):
             | 'NearSplits' >> beam.FlatMap(_near_earlier))
 
 
-def _earlier_hash(entry: Entry, _kept: bool) -> List[Tuple[str, str]]:
-  """A catalogued record's (source_sha256, phash), as planning.perceptual_hashes lists a new one's:
-  none for a featureless image, or from a catalog written before hashes were."""
+def _earlier_hash(entry: Entry, _kept: bool) -> List[Tuple[str, str, int]]:
+  """A catalogued record's (source_sha256, phash, priority), as planning.perceptual_hashes lists
+  a new one's: none for a featureless image, or from a catalog written before hashes were."""
   if not entry.phash or image_quality.LOW_INFORMATION in entry.quality:
     return []
-  return [(entry.source_sha256, entry.phash)]
+  return [(entry.source_sha256, entry.phash,
+           near_copy_groups.priority(entry.damaged, entry.longer_side, entry.stored_bytes))]
 
 
 def _member_of_group(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Tuple[str, Tuple[str, Any]]]:

@@ -1,18 +1,21 @@
-"""Near copies at Dataflow scale (issue 37): every file's (source_sha256, phash) in, and for every
-file in a group of near copies (source_sha256, the group's smallest sha256) out, so that a group
-never straddles two splits. The steps are core/planning/near_copies.py's; here each meets its
-data by a shuffle in which no key, list or element grows with the input:
+"""Near copies at Dataflow scale (issue 37, 59): every file's (source_sha256, phash, priority) in,
+and for every file in a group of near copies (source_sha256, the group's representative) out, so
+that a group never straddles two splits. The steps are core/planning/near_copies.py's; here each
+meets its data by a shuffle in which no key, list or element grows with the input:
 
 * one hash per file, then one node per distinct hash, by combiners (lifted before the shuffle,
   so an all-black hash of a million files costs no worker more than a few numbers and at most
-  SAME_HASH_CAP sha256 values);
-* band keys, holding bare hashes a batch at a time, counted by a combiner; only the keys over
-  the cap (bands x 2^bits of them at most, not N) reach the split as a side input, looked up
-  key by key;
-* each key's comparison holds at most the cap; its stars meet the nodes (their sha256) by hash,
-  and each node's rounds hold at most its links;
-* a group's members meet in a combiner that stops holding them past GROUP_CAP;
+  SAME_HASH_CAP files);
+* band keys, holding (hash, priority) pairs a batch at a time, counted by a combiner; only the
+  keys over the cap (bands x 2^bits of them at most, not N) reach the split as a side input,
+  looked up key by key;
+* each key finds its members' anchors holding at most the cap (near_copies.key_anchors), and
+  each node takes the best anchor its keys found, by a combiner;
+* a group's members meet by anchor in a combiner that stops listing them past GROUP_CAP images;
 * the summary is a CombineGlobally that lists the first groups only.
+
+A key's members are iterated twice when it is over the cap: a GroupByKey's values can be, on
+every runner.
 """
 import itertools
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
@@ -26,12 +29,13 @@ from beam_pipeline.core.planning import near_copies
 from beam_pipeline.core.settings import Settings
 
 # The planning stages whose largest key tags.records_per_key reports.
-BANDS, SUB_BANDS, NODES, ROUNDS, GROUPS = 'NearBands', 'NearSubBands', 'NearNodes', 'NearRounds', 'NearGroups'
+BANDS, SUB_BANDS, NODES, GROUPS = 'NearBands', 'NearSubBands', 'NearNodes', 'NearGroups'
 BAND_TOTALS = 'NearBandTotals'  # every first-level key before the dense ones are split
-COUNTERS = ('uniform_hashes', 'uniform_images', 'dense_keys', 'over_cap_hashes', 'unsettled_edges',
-            'capped_groups')
-# The counters that say what the bounds left out of the comparison (beam_pipeline.json's left_out).
-LEFT_OUT = ('uniform_images', 'over_cap_hashes', 'capped_groups', 'unsettled_edges')
+# What the grouping's bounds left out of it (beam_pipeline.json's left_out): near-uniform images,
+# hashes a key could not hold that found no anchor among those it held, hashes whose comparison
+# was cut short, and the sets of look-alikes too large to keep in one split and their images.
+LEFT_OUT = ('uniform_images', 'over_cap_hashes', 'cut_short_hashes', 'look_alike_sets', 'look_alike_images')
+COUNTERS = ('uniform_hashes', 'dense_keys') + LEFT_OUT
 _COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member'
 # Hashes are keyed a batch at a time, so each key's hashes of one batch cross the shuffle as one
 # element (Beam's per-element cost dwarfs a hash's own).
@@ -44,22 +48,25 @@ class FindNearCopies(beam.PTransform):
   'found', one element: the distance used and what the grouping's bounds left out.
 
   The distance is --near_distance, or one for the ``num_listed`` inputs (near_copies.
-  distance_for). The DirectRunner plans in memory instead (in_memory_planning)."""
+  distance_for); a group holds at most near_copies.group_cap images of them. The DirectRunner
+  plans in memory instead (in_memory_planning)."""
 
   def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int):
     super().__init__()
-    self._given = settings.near_distance
+    self._settings = settings
     self._num_listed = num_listed
     self._records_per_bucket = records_per_bucket
 
   def expand(self, records):
-    distance = near_distance(records.pipeline, self._num_listed, self._given)
+    distance = near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
+    cap = largest_group(self._num_listed, self._settings)
     hashes = records | 'PerceptualHashes' >> beam.Map(planning.perceptual_hashes)  # a list per batch
-    found = grouped(hashes, distance, one_machine=False)
+    found = grouped(hashes, distance, cap, one_machine=False)
     pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(planning.near_pair_bucket,
                                                            beam.pvalue.AsSingleton(self._num_listed),
                                                            self._records_per_bucket)
-    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(left_out, beam.pvalue.AsSingleton(distance))
+    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(left_out, beam.pvalue.AsSingleton(distance),
+                                                                   beam.pvalue.AsSingleton(cap))
     return {'pairs': pairs, 'found': summary}
 
 
@@ -71,41 +78,51 @@ def near_distance(pipeline: beam.Pipeline, num_listed: beam.PCollection, given: 
   return num_listed | 'Distance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE)
 
 
-def grouped(hashes: beam.PCollection, distance: beam.PCollection, one_machine: bool) -> Dict[str, beam.PCollection]:
-  """Lists of (source_sha256, phash) to NearCopies's output: in memory on ``one_machine`` (the
-  DirectRunner), by NearCopies's bounded shuffles elsewhere."""
+def largest_group(num_listed: beam.PCollection, settings: Settings) -> beam.PCollection:
+  """One element: the most images a group of near copies of the ``num_listed`` inputs may hold
+  (near_copies.group_cap, for the smallest of the splits asked for)."""
+  return num_listed | 'LargestGroup' >> beam.Map(near_copies.group_cap, min(settings.splits.fractions))
+
+
+def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection, one_machine: bool
+            ) -> Dict[str, beam.PCollection]:
+  """Lists of (source_sha256, phash, priority) to NearCopies's output: in memory on
+  ``one_machine`` (the DirectRunner), by NearCopies's bounded shuffles elsewhere."""
+  distance, cap = beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap)
   if one_machine:
-    return hashes | 'Group' >> NearCopiesOnOneMachine(beam.pvalue.AsSingleton(distance))
-  return hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(beam.pvalue.AsSingleton(distance))
+    return hashes | 'Group' >> NearCopiesOnOneMachine(distance, cap)
+  return hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(distance, cap)
 
 
-def left_out(summary: Mapping[str, Any], distance: int) -> Dict[str, Any]:
-  """FindNearCopies's 'found' element: the distance, and what the grouping's bounds left out."""
-  return {'distance': distance, 'left_out': {name: summary[name] for name in LEFT_OUT if summary.get(name)}}
+def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, Any]:
+  """FindNearCopies's 'found' element: the distance, the most images a group may hold, and what
+  the grouping's bounds left out."""
+  return {'distance': distance, 'largest_group': cap,
+          'left_out': {name: summary[name] for name in LEFT_OUT if summary.get(name)}}
 
 
 class NearCopies(beam.PTransform):
-  """(source_sha256, phash) per validated record to (source_sha256, representative) for every
-  distinct file of a group of near copies holding two files or more (its hashes within
-  ``distance`` bits, step by step); tagged tags.NEAR_COPIES, one summary dict (NearCopySummary).
+  """(source_sha256, phash, priority) per validated record to (source_sha256, representative)
+  for every distinct file of a group of near copies holding two files or more (an anchor and
+  the hashes within ``distance`` bits that take it as theirs, near_copies), at most ``cap``
+  images; tagged tags.NEAR_COPIES, one summary dict (NearCopySummary). ``distance`` and ``cap``
+  may be side inputs of one int.
 
   Returns {'pairs': ..., tags.NEAR_COPIES: ...}."""
 
-  def __init__(self, distance: int, key_cap: int = near_copies.KEY_CAP, group_cap: int = near_copies.GROUP_CAP,
-               same_hash_cap: int = near_copies.SAME_HASH_CAP, rounds: int = near_copies.ROUNDS):
+  def __init__(self, distance: Any, cap: Any = near_copies.GROUP_CAP, key_cap: int = near_copies.KEY_CAP,
+               same_hash_cap: int = near_copies.SAME_HASH_CAP):
     super().__init__()
-    if rounds < 1:
-      raise ValueError('NearCopies needs a label round at least: the last one counts what is unsettled')
     self._distance = distance
+    self._cap = cap
     self._key_cap = key_cap
-    self._group_cap = group_cap
     self._same_hash_cap = same_hash_cap
-    self._rounds = rounds
 
   def expand(self, pairs):
     nodes = (pairs
-             | 'OneHashPerFile' >> beam.CombinePerKey(min)
-             | 'ByHash' >> beam.MapTuple(lambda sha, phash: (phash, sha))
+             | 'OneHashPerFile' >> beam.MapTuple(lambda sha, phash, rank: (sha, (phash, rank)))
+             | 'SmallestPerFile' >> beam.CombinePerKey(min)
+             | 'ByHash' >> beam.MapTuple(lambda sha, hashed: (hashed[0], (hashed[1], sha)))
              | 'SameHash' >> beam.CombinePerKey(Bounded(self._same_hash_cap))
              | 'Nodes' >> beam.FlatMap(_node, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='nodes'))
     first = (nodes.nodes
@@ -115,33 +132,22 @@ class NearCopies(beam.PTransform):
              | 'KeySizes' >> beam.MapTuple(lambda key, batch: (key, len(batch)))
              | 'SumPerKey' >> beam.CombinePerKey(sum)
              | 'Dense' >> beam.FlatMap(_dense, self._key_cap))
-    compared = (first
+    anchored = (first
                 | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsMultiMap(dense))
                 | 'GroupByBand' >> beam.GroupByKey()
-                | 'Compare' >> beam.FlatMap(_compare, self._distance, self._key_cap, self._group_cap
-                                            ).with_outputs(_COUNTS, main='told'))
-    states = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: (node[0], node)), compared.told)
-              | 'NodesAndLinks' >> beam.Flatten()
-              | 'GroupByNode' >> beam.GroupByKey()
-              | 'FirstState' >> beam.FlatMap(_first_state))
-    for index in range(self._rounds):
-      last = index == self._rounds - 1
-      states = (states
-                | f'Offers{index}' >> beam.FlatMapTuple(near_copies.offers)
-                | f'GroupByNode{index}' >> beam.GroupByKey()
-                | f'Relabel{index}' >> beam.FlatMap(_relabel, last).with_outputs(_COUNTS, main='states'))
-      unsettled = states[_COUNTS]
-      states = states.states
-    groups = (states
-              | 'ByLabel' >> beam.MapTuple(lambda phash, state: (state.label, (phash, state.sha256, state.count)))
-              | 'GroupMembers' >> beam.CombinePerKey(Bounded(self._group_cap))
-              | 'Groups' >> beam.FlatMap(_group, self._group_cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
+                | 'Anchors' >> beam.FlatMap(_anchors, self._distance, self._key_cap).with_outputs(_COUNTS, main='told'))
+    groups = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: (node[0], node)), anchored.told)
+              | 'NodesAndAnchors' >> beam.Flatten()
+              | 'BestAnchor' >> beam.CombinePerKey(BestAnchor())
+              | 'ByAnchor' >> beam.MapTuple(_by_anchor)
+              | 'GroupMembers' >> beam.CombinePerKey(Bounded(near_copies.GROUP_CAP, weight=_files))
+              | 'Groups' >> beam.FlatMap(_group, self._cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
     several = ({'shas': nodes[_SEVERAL], 'label': groups[_LABELLED]}
                | 'JoinSeveral' >> beam.CoGroupByKey()
                | 'MapBack' >> beam.FlatMapTuple(_map_back))
     out = (groups.pairs, several) | 'Together' >> beam.Flatten()
-    summary = ((nodes[_COUNTS], dense | 'CountDense' >> beam.Map(lambda _: ('dense_keys', 1)), compared[_COUNTS],
-                unsettled, groups[_COUNTS], out | 'AsMembers' >> beam.Map(lambda pair: (_MEMBER, pair)))
+    summary = ((nodes[_COUNTS], dense | 'CountDense' >> beam.Map(lambda _: ('dense_keys', 1)), anchored[_COUNTS],
+                groups[_COUNTS], out | 'AsMembers' >> beam.Map(lambda pair: (_MEMBER, pair)))
                | 'AllCounts' >> beam.Flatten()
                | 'Summary' >> beam.CombineGlobally(NearCopySummary()))
     return {'pairs': out, tags.NEAR_COPIES: summary}
@@ -149,46 +155,57 @@ class NearCopies(beam.PTransform):
 
 class NearCopiesOnOneMachine(beam.PTransform):
   """NearCopies's output for a runner that holds every element in one process (the
-  DirectRunner), from lists of (source_sha256, phash) pairs: read whole as a side input of one
-  step that groups them in memory (near_copies.groups_on_one_machine). One step instead of
-  NearCopies's twenty-odd shuffles, each a fixed cost there (a combiner's gathering would be
-  five), and a list at a time, as Beam's cost per element exceeds a pair's own. The summary
-  holds the same counters, without a listing."""
+  DirectRunner), from lists of (source_sha256, phash, priority): read whole as a side input of
+  one step that groups them in memory (near_copies.groups_on_one_machine), instead of NearCopies's
+  shuffles, each a fixed cost there, and a list at a time, as Beam's cost per element exceeds a
+  hash's own. The summary holds the same counters, without a listing."""
 
-  def __init__(self, distance: Any):
+  def __init__(self, distance: Any, cap: Any):
     super().__init__()
-    self._distance = distance  # a side input of one int
+    self._distance = distance  # side inputs of one int each
+    self._cap = cap
 
   def expand(self, pairs):
     found = (pairs.pipeline
              | 'Once' >> beam.Create([None])
-             | 'Group' >> beam.FlatMap(_group_in_memory, beam.pvalue.AsList(pairs), self._distance).with_outputs(
-                 tags.NEAR_COPIES, main='pairs'))
+             | 'Group' >> beam.FlatMap(_group_in_memory, beam.pvalue.AsList(pairs), self._distance, self._cap
+                                       ).with_outputs(tags.NEAR_COPIES, main='pairs'))
     return {'pairs': found.pairs, tags.NEAR_COPIES: found[tags.NEAR_COPIES]}
 
 
-def _group_in_memory(_, lists: Iterable[List[Tuple[str, str]]], distance: int) -> Iterator[Any]:
-  pairs, summary = near_copies.groups_on_one_machine(itertools.chain.from_iterable(lists), distance)
-  yield from pairs
-  yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, summary)
+def _group_in_memory(_, lists: Iterable[List[Tuple[str, str, int]]], distance: int, cap: int) -> Iterator[Any]:
+  found = near_copies.groups_on_one_machine(itertools.chain.from_iterable(lists), distance, cap)
+  yield from found.pairs
+  yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, found.counts)
+
+
+def _one(_: Any) -> int:
+  return 1
+
+
+def _files(member: Tuple[int, str, int, int]) -> int:
+  """A group member's weight: its hash's distinct files."""
+  return member[3]
 
 
 class Bounded(beam.CombineFn):
-  """How many inputs, and the inputs themselves (sorted) while there are at most ``cap``: one
-  hash's distinct files (an all-black hash may have millions), one label's nodes (a chain of
-  near-uniform frames may have millions)."""
+  """How many inputs (or the sum of their ``weight``), and the inputs themselves (sorted) while
+  that is at most ``cap``: one hash's distinct files (an all-black hash may have millions), one
+  anchor's members (a set of look-alikes may have millions of images)."""
 
-  def __init__(self, cap: int):
+  def __init__(self, cap: int, weight=_one):
     self._cap = cap
+    self._weight = weight
 
   def create_accumulator(self) -> Tuple[int, Optional[List[Any]]]:
     return 0, []
 
   def add_input(self, accumulator, item: Any):
     count, items = accumulator
+    count += self._weight(item)
     if items is not None:
       items.append(item)
-    return count + 1, items if count + 1 <= self._cap else None
+    return count, items if count <= self._cap else None
 
   def merge_accumulators(self, accumulators):
     count, items = 0, []
@@ -207,26 +224,26 @@ class Bounded(beam.CombineFn):
 
 def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
   """A hash's node, its files if it has several, or the counts of a near-uniform one."""
-  phash, (count, shas) = item
-  node = near_copies.node_or_uniform(phash, count, shas, cap)
+  phash, (count, files) = item
+  node = near_copies.node_or_uniform(phash, count, files, cap)
   if node is None:
     yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_hashes', 1))
     yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_images', count))
     return
   yield tuple(node)
   if count > 1:
-    yield beam.pvalue.TaggedOutput(_SEVERAL, (node.phash, tuple(shas)))
+    yield beam.pvalue.TaggedOutput(_SEVERAL, (node.phash, tuple(sha for _, sha in files)))
 
 
 def _band_keys(batch: List[tuple], distance: int) -> List[Any]:
-  """A batch of nodes as (first-level key, its hashes of the batch) pairs."""
-  return _by_key((key, node[0]) for node in batch for key in near_copies.band_keys(node[0], distance))
+  """A batch of nodes as (first-level key, its (hash, priority) pairs of the batch) pairs."""
+  return _by_key((key, (node[0], node[1])) for node in batch for key in near_copies.band_keys(node[0], distance))
 
 
-def _by_key(pairs: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, List[int]]]:
-  by_key: Dict[Any, List[int]] = {}
-  for key, phash in pairs:
-    by_key.setdefault(key, []).append(phash)
+def _by_key(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[Any, List[Any]]]:
+  by_key: Dict[Any, List[Any]] = {}
+  for key, value in pairs:
+    by_key.setdefault(key, []).append(value)
   return list(by_key.items())
 
 
@@ -237,88 +254,109 @@ def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     yield key, count
 
 
-def _split_dense(item: Tuple[Any, Any], distance: int, dense: Mapping[Any, Iterable[int]]
-                 ) -> List[Tuple[Tuple[int, ...], tuple]]:
-  """A batch's hashes under their first-level key, or under the key's sub-band keys where it is dense."""
+def _split_dense(item: Tuple[Any, Any], distance: int, dense: Mapping[Any, Iterable[int]]) -> List[Tuple[Any, list]]:
+  """A batch's members under their first-level key, or under the key's sub-band keys where it is dense."""
   key, batch = item
   if not any(True for _ in dense[key]):
     return [(key, batch)]
-  return _by_key((sub, phash) for phash in batch for sub in near_copies.sub_band_keys(phash, distance, key))
+  return _by_key((sub, member) for member in batch for sub in near_copies.sub_band_keys(member[0], distance, key))
 
 
-def _compare(item: Tuple[Any, Any], distance: int, key_cap: int, group_cap: int
-             ) -> Iterator[Any]:
-  """One key's stars as what each member tells the first round; the hashes it did not hold, tagged."""
-  key, batches = item
-  held = [0]
+class _Members:
+  """A key's members from its batches, as often as they are iterated; how many, once they were."""
 
-  def counted() -> Iterator[int]:
-    for batch in batches:
-      held[0] += len(batch)
+  def __init__(self, batches: Iterable[List[Tuple[int, int]]]):
+    self._batches = batches
+    self.count = 0
+
+  def __iter__(self) -> Iterator[Tuple[int, int]]:
+    count = 0
+    for batch in self._batches:
+      count += len(batch)
       yield from batch
+    self.count = count
 
-  for out in near_copies.compare_key(counted(), distance, near_copies.free_bits(key, distance), key_cap, group_cap):
-    if isinstance(out, int):
-      yield beam.pvalue.TaggedOutput(_COUNTS, ('over_cap_hashes', out))
+
+def _anchors(item: Tuple[Any, Any], distance: int, key_cap: int) -> Iterator[Any]:
+  """One key's (phash, (priority, anchor)) for each member anchored to another; its counts, tagged."""
+  key, batches = item
+  members = _Members(batches)
+  for out in near_copies.key_anchors(members, distance, near_copies.free_bits(key, distance), key_cap):
+    if isinstance(out[0], str):
+      yield beam.pvalue.TaggedOutput(_COUNTS, out)
     else:
-      yield from near_copies.links(out)
-  tags.records_per_key(SUB_BANDS if len(key) == 4 else BANDS).update(held[0])
+      yield out
+  tags.records_per_key(SUB_BANDS if len(key) == 4 else BANDS).update(members.count)
 
 
-def _first_state(item: Tuple[Any, Any]) -> Iterator[Tuple[int, near_copies.State]]:
-  """A node's state if some key linked it: its node (a 3-tuple) and its links (2-tuples) met here."""
-  phash, values = item
-  node, told = None, []
-  for value in values:
-    if len(value) == 3:
-      node = value
-    else:
-      told.append(value)
-  tags.records_per_key(NODES).update(len(told) + 1)
-  state = near_copies.first_state(node, told)
-  if state is not None:
-    yield phash, state
+class BestAnchor(beam.CombineFn):
+  """A node and the best anchor its keys found: from the node (a 4-tuple) and each key's
+  (priority, anchor) (2-tuples), the node and the best of those in rank order, or None."""
+
+  def create_accumulator(self) -> Tuple[Optional[tuple], Optional[Tuple[int, int, int]]]:
+    return None, None
+
+  def add_input(self, accumulator, value: tuple):
+    node, best = accumulator
+    if len(value) == 4:
+      return tuple(value), best
+    found = (*near_copies.rank_key(value[1], value[0]), value[1])
+    return node, found if best is None or found < best else best
+
+  def merge_accumulators(self, accumulators):
+    node, best = None, None
+    for more, found in accumulators:
+      node = node or more
+      if found is not None and (best is None or found < best):
+        best = found
+    return node, best
+
+  def extract_output(self, accumulator):
+    return accumulator
 
 
-def _relabel(item: Tuple[Any, Any], last: bool) -> Iterator[Any]:
-  phash, messages = item[0], list(item[1])
-  tags.records_per_key(ROUNDS).update(len(messages))
-  state, unsettled = near_copies.relabel(messages)
-  yield phash, state
-  if last and unsettled:
-    yield beam.pvalue.TaggedOutput(_COUNTS, ('unsettled_edges', unsettled))
+def _by_anchor(phash: int, found: Tuple[tuple, Optional[Tuple[int, int, int]]]
+               ) -> Tuple[int, Tuple[int, str, int, int]]:
+  """A node under its anchor's hash (its own if no key found it one), as a group member:
+  (priority, sha256, phash, files), which sorts the group's best file first."""
+  node, best = found
+  tags.records_per_key(NODES).update(1)
+  anchor = best[2] if best is not None else phash
+  return anchor, (node[1], node[2], node[0], node[3])
 
 
 def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
-  """A group's pairs (a node of several files goes to MapBack with its label, tagged), or its
-  count as capped: too large to be copies of one picture, or marked so by a key."""
-  label, (count, nodes) = item
-  tags.records_per_key(GROUPS).update(count)
-  if near_copies.is_capped(label) or nodes is None or count > cap:
-    yield beam.pvalue.TaggedOutput(_COUNTS, ('capped_groups', 1))
+  """A group's pairs, each to the group's best file (a node of several files goes to MapBack
+  with it, tagged), or its counts as look-alikes: more than ``cap`` images."""
+  _, (images, members) = item
+  tags.records_per_key(GROUPS).update(images)
+  if images < 2:
     return
-  if len(nodes) < 2:
+  if members is None or images > cap:
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('look_alike_sets', 1))
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('look_alike_images', images))
     return
-  for phash, sha, files in nodes:
+  representative = members[0][1]
+  for _, sha, phash, files in members:
     if files == 1:
-      yield sha, label
+      yield sha, representative
     else:
-      yield beam.pvalue.TaggedOutput(_LABELLED, (phash, label))
+      yield beam.pvalue.TaggedOutput(_LABELLED, (phash, representative))
 
 
 def _map_back(phash: int, joined: Mapping[str, List[Any]]) -> Iterator[Tuple[str, str]]:
-  """The files of a hash shared by several: to their group's label, or, in no group, to their smallest."""
-  for shas in joined['shas']:
-    label = min(joined['label'], default=shas[0])
-    for sha in shas:
-      yield sha, label
+  """The files of a hash shared by several, to their group's representative."""
+  for label in joined['label']:
+    for shas in joined['shas']:
+      for sha in shas:
+        yield sha, label
 
 
 class NearCopySummary(beam.CombineFn):
   """What beam_pipeline.json says of near copies: how many groups and files in them, the
-  counters (COUNTERS), and the first MAX_LISTED_DUPLICATE_GROUPS groups' files (sorted; a
-  group's first file is its representative), never more groups than twice that at once.
-  Inputs: (counter, number), or (_MEMBER, (sha256, representative)) per output pair."""
+  counters (COUNTERS), and the first MAX_LISTED_DUPLICATE_GROUPS groups' files (sorted), never
+  more groups than twice that at once. Inputs: (counter, number), or (_MEMBER, (sha256,
+  representative)) per output pair."""
   _LISTED = run_totals.MAX_LISTED_DUPLICATE_GROUPS
 
   def create_accumulator(self) -> Tuple[Dict[str, int], Dict[str, List[str]]]:

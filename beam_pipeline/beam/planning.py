@@ -15,7 +15,7 @@ from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.inputs import repeated_rows
 from beam_pipeline.core.output import run_totals
-from beam_pipeline.core.planning import hash_order, sharding, splitting
+from beam_pipeline.core.planning import hash_order, near_copies, sharding, splitting
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, Rejection, ShardPlan
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import SplitSpec
@@ -38,12 +38,13 @@ def near_pair_bucket(pair: Tuple[str, str], listed: int, records_per_bucket: int
   return pair[0][:digits], pair
 
 
-def perceptual_hashes(records: List[CheckedImage]) -> List[Tuple[str, str]]:
-  """(source_sha256, perceptual hash) of a batch's records, as NearCopies takes them. A
-  featureless image (flagged low_information: one colour, or nearly) is left out: its hash holds
-  no layout, so an all-black and an all-white frame would agree in it."""
-  return [(record.source_sha256, record.phash) for record in records
-          if record.phash and image_quality.LOW_INFORMATION not in record.quality]
+def perceptual_hashes(records: List[CheckedImage]) -> List[Tuple[str, str, int]]:
+  """(source_sha256, perceptual hash, priority) of a batch's records, as NearCopies takes them.
+  A featureless image (flagged low_information: one colour, or nearly) is left out: its hash
+  holds no layout, so an all-black and an all-white frame would agree in it."""
+  return [(record.source_sha256, record.phash,
+           near_copies.priority(record.damaged, max(record.height, record.width), record.num_bytes))
+          for record in records if record.phash and image_quality.LOW_INFORMATION not in record.quality]
 
 
 class GroupCopies(beam.DoFn):

@@ -50,7 +50,8 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
                                   'num_removed': near.num_removed,
                                   **({'num_label_conflicts': near.num_label_conflicts}
                                      if near.num_label_conflicts else {}),
-                                  **({'left_out': near.left_out} if near.left_out else {})}
+                                  **({'left_out': near.left_out} if near.left_out else {}),
+                                  **({'largest_group': near.largest_group} if near.largest_group else {})}
   quality = quality_totals(info)
   if quality:
     summary['quality'] = quality
@@ -159,9 +160,21 @@ def details(summary: Mapping[str, Any]) -> List[str]:
     result.append(f'{counted(near["num_images"], "image")} in {counted(near["num_groups"], "group")} of near copies '
                   f'(perceptual hashes within {near["distance"]} bits; {what}{conflicts}); inspect '
                   '--near_duplicates draws them.')
-  if near and near.get('left_out', {}).get('uniform_images'):
-    result.append(f'{counted(near["left_out"]["uniform_images"], "near-uniform image")} (all one colour, or nearly) '
+  left = near.get('left_out', {}) if near else {}
+  if left.get('uniform_images'):
+    result.append(f'{counted(left["uniform_images"], "near-uniform image")} (all one colour, or nearly) '
                   'share a perceptual hash with more than a thousand others and were not grouped as near copies.')
+  if left.get('look_alike_images'):
+    mostly = (' Most of this collection looks alike (the frames of one camera, products on one background?).'
+              if left['look_alike_images'] * 2 > summary['num_inputs'] else '')
+    result.append(f'{counted(left["look_alike_images"], "image")} in {counted(left["look_alike_sets"], "set")} of '
+                  f'look-alikes (more than {near.get("largest_group", 0):,} images within {near["distance"]} bits of '
+                  'one picture) were not kept together, as a set that large would take a split\'s share away: they '
+                  f'are split image by image, as unrelated images are.{mostly}')
+  if left.get('over_cap_hashes') or left.get('cut_short_hashes'):
+    result.append(f'{counted(left.get("over_cap_hashes", 0) + left.get("cut_short_hashes", 0), "perceptual hash")} '
+                  'were compared only in part (the bounds that keep the grouping small); some near copies among them '
+                  'may have been missed (near_duplicates.left_out).')
   if summary.get('quality'):
     flags = ', '.join(f'{flag} {count:,}' for flag, count in summary['quality'].items())
     result.append(f'Worth a look, by their data-quality flags: {flags} (stored; inspect lists them by class and split, '

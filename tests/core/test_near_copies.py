@@ -7,70 +7,60 @@ import numpy as np
 import pytest
 
 from beam_pipeline.core.planning import near_copies
-from helpers.near_hashes import brute_force, flip, sha
+from helpers.near_hashes import brute_anchors, brute_force, cluster, files_of, flip, sha
 
 D = 4
 
 
-def near_groups(pairs, distance=D, key_cap=near_copies.KEY_CAP, group_cap=near_copies.GROUP_CAP,
-                rounds=near_copies.ROUNDS, same_hash_cap=near_copies.SAME_HASH_CAP):
+def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.GROUP_CAP,
+                same_hash_cap=near_copies.SAME_HASH_CAP):
   """The Beam transform's steps as plain calls: {sha256: representative} and its counters."""
   counts = collections.Counter()
-  contents = {}
-  for content, phash in pairs:
-    contents[content] = min(contents.get(content, phash), phash)
-  by_hash = collections.defaultdict(list)
-  for content, phash in contents.items():
-    by_hash[phash].append(content)
+  of_file = {}
+  for content, phash, priority in files:
+    of_file[content] = min(of_file.get(content, (phash, priority)), (phash, priority))
+  of_hash = collections.defaultdict(list)
+  for content, (phash, priority) in of_file.items():
+    of_hash[phash].append((priority, content))
   nodes, shas = [], {}
-  for phash, files in by_hash.items():
-    node = near_copies.node_or_uniform(phash, len(files), sorted(files), same_hash_cap)
+  for phash, shared in of_hash.items():
+    node = near_copies.node_or_uniform(phash, len(shared), sorted(shared), same_hash_cap)
     if node is None:
       counts['uniform_hashes'] += 1
     else:
       nodes.append(node)
-      shas[node.phash] = sorted(files)
+      shas[node.phash] = [content for _, content in sorted(shared)]
   first = collections.defaultdict(list)
   for node in nodes:
     for key in near_copies.band_keys(node.phash, distance):
-      first[key].append(node.phash)
+      first[key].append((node.phash, node.priority))
   keys = collections.defaultdict(list)
   for key, members in first.items():
     counts['dense_keys'] += len(members) > key_cap
-    for phash in members:
-      for sub in (near_copies.sub_band_keys(phash, distance, key) if len(members) > key_cap else [key]):
-        keys[sub].append(phash)
-  told = collections.defaultdict(list)
+    for member in members:
+      for sub in (near_copies.sub_band_keys(member[0], distance, key) if len(members) > key_cap else [key]):
+        keys[sub].append(member)
+  best = {}
   for key, members in keys.items():
-    for out in near_copies.compare_key(members, distance, near_copies.free_bits(key, distance), key_cap, group_cap):
-      if isinstance(out, int):
-        counts['over_cap_hashes'] += out
+    for out in near_copies.key_anchors(members, distance, near_copies.free_bits(key, distance), key_cap):
+      if isinstance(out[0], str):
+        counts[out[0]] += out[1]
       else:
-        for phash, message in near_copies.links(out):
-          told[phash].append(message)
-  states = {node.phash: near_copies.first_state(node, told[node.phash]) for node in nodes if node.phash in told}
-  for _ in range(rounds):
-    messages = collections.defaultdict(list)
-    for node, state in states.items():
-      for to, message in near_copies.offers(node, state):
-        messages[to].append(message)
-    counts['unsettled_edges'] = 0
-    for node, received in messages.items():
-      states[node], unsettled = near_copies.relabel(received)
-      counts['unsettled_edges'] += unsettled
-  by_label = collections.defaultdict(list)
-  for node, state in states.items():
-    by_label[state.label].append(node)
-  representative = {}
-  for label, members in by_label.items():
-    if near_copies.is_capped(label) or len(members) > group_cap:
-      counts['capped_groups'] += 1
-      continue
-    for node in members:
-      representative.update((content, label) for content in shas[node])
+        phash, (priority, anchor) = out
+        best[phash] = min(best.get(phash, (priority, anchor & near_copies.ALL_BITS, anchor)),
+                          (priority, anchor & near_copies.ALL_BITS, anchor))
+  groups = collections.defaultdict(list)
   for node in nodes:
-    if node.count > 1 and shas[node.phash][0] not in representative:
-      representative.update((content, node.sha256) for content in shas[node.phash])
+    groups[best[node.phash][2] if node.phash in best else node.phash].append(node)
+  representative = {}
+  for members in groups.values():
+    images = sum(node.count for node in members)
+    if images > cap:
+      counts['look_alike_sets'] += 1
+      counts['look_alike_images'] += images
+    elif images > 1:
+      chosen = min((node.priority, node.sha256) for node in members)[1]
+      representative.update((content, chosen) for node in members for content in shas[node.phash])
   return representative, counts
 
 
@@ -108,20 +98,30 @@ def test_popcount_both_ways():
   assert near_copies.table_popcount(values.reshape(1, 5)).tolist() == [expected]
 
 
-def test_close_pairs_split_in_memory_finds_every_pair():
-  """3,000 random hashes, 300 of them near another: past _ALL_PAIRS, so split twice."""
+def test_an_undamaged_larger_less_compressed_image_ranks_first():
+  ranked = sorted([(near_copies.priority(True, 4000, 9_000_000), 'damaged'),
+                   (near_copies.priority(False, 800, 90_000), 'downscaled'),
+                   (near_copies.priority(False, 1000, 60_000), 'recompressed'),
+                   (near_copies.priority(False, 1000, 200_000), 'source'),
+                   (near_copies.priority(False, 10**9, 10**13), 'past every field')])
+  assert [name for _, name in ranked] == ['past every field', 'source', 'recompressed', 'downscaled', 'damaged']
+  assert 0 <= near_copies.priority(True, 10**9, 10**13) < 2**63 and near_copies.priority(False, -1, -1) < 2**63
+
+
+def test_the_anchors_of_random_hashes_and_their_copies_are_the_first_within_d():
+  """3,000 random hashes, 300 of them near another: every hash's anchor is the first hash in
+  rank order within d of it, as comparing every pair finds."""
   rng = random.Random(1)
   values = [rng.getrandbits(64) for _ in range(2700)]
   values += [flip(values[i], rng.sample(range(64), rng.randint(0, D))) for i in range(300)]
-  hashes = np.array(values, dtype=np.uint64)
-  found = {(int(i), int(j)) for a, b in near_copies.close_pairs(hashes, D) for i, j in zip(a, b)}
-  expected = {(i, j) for i in range(len(values)) for j in range(i + 1, len(values))
-              if near_copies.distance_between(values[i], values[j]) <= D}
-  assert found == expected and len(expected) >= 300
+  hashes = np.unique(np.array(values, dtype=np.uint64))
+  found = near_copies.anchors(hashes, D)
+  assert found.cut_short == 0 and (found.anchor != np.arange(len(hashes))).sum() >= 200
+  assert np.array_equal(found.anchor, brute_anchors(hashes, D))
 
 
 def _found_by_one_sub_part_only(value: int, distance: int, rng: random.Random) -> int:
-  """A hash ``distance`` bits from ``value`` that shares exactly one of close_pairs's parts with
+  """A hash ``distance`` bits from ``value`` that shares exactly one of the first-level parts with
   it and, outside that part, exactly one of the second pigeonhole's sub-parts: a pair that only
   the one sort by both finds."""
   parts = near_copies.dealt(near_copies.ALL_BITS, distance + 1)
@@ -137,104 +137,183 @@ def _found_by_one_sub_part_only(value: int, distance: int, rng: random.Random) -
       return flip(value, bits)
 
 
-def test_close_pairs_split_again_past_a_long_run_finds_every_pair(monkeypatch):
-  """Runs of a part's value over _LONG_RUN split again, by a second pigeonhole over the other
-  bits, as millions of hashes in one process are: 300 pairs each found by one sort alone."""
-  monkeypatch.setattr(near_copies, '_LONG_RUN', 8)  # parts of 6 bits: runs of about 47
+def test_long_sparse_runs_are_split_again_and_find_every_anchor(monkeypatch):
+  """Runs of a part's value over _OFFSETS split again by a second pigeonhole over the other bits,
+  as millions of hashes in one process are: 300 pairs each found by one sort alone."""
+  monkeypatch.setattr(near_copies, '_OFFSETS', 8)  # parts of 6 bits: runs of about 47
   distance, rng = 10, random.Random(2)
   values = [rng.getrandbits(64) for _ in range(2700)]
   values += [_found_by_one_sub_part_only(values[i], distance, rng) for i in range(300)]
   hashes = np.array(values, dtype=np.uint64)
-  found = {(int(i), int(j)) for a, b in near_copies.close_pairs(hashes, distance) for i, j in zip(a, b)}
-  expected = {(i, j) for i in range(len(values)) for j in range(i + 1, len(values))
-              if near_copies.distance_between(values[i], values[j]) <= distance}
-  assert found == expected and len(expected) >= 300
+  found = near_copies.anchors(hashes, distance)
+  assert found.cut_short == 0 and (found.anchor != np.arange(len(hashes))).sum() >= 300
+  assert np.array_equal(found.anchor, brute_anchors(hashes, distance))
 
 
-def test_a_group_of_three_takes_its_smallest_sha():
-  """a-b and b-c within D, a-c not: one group, its representative the smallest of the three."""
+@pytest.mark.parametrize('kind', ['one camera', 'two scenes 12 bits apart', 'bursts among photos', 'a loose cloud'])
+def test_look_alikes_find_the_same_anchors_in_about_one_comparison_each(kind):
+  """Sets of look-alikes, where every hash has hundreds or thousands within d and a list of close
+  pairs would hold millions: the anchors are those that comparing every pair finds."""
+  rng = random.Random(kind)
+  if kind == 'one camera':
+    values = cluster(20_000, 40, 0.08, rng)
+  elif kind == 'two scenes 12 bits apart':
+    scene = cluster(8_000, 30, 0.1, rng)
+    apart = flip(0, rng.sample(range(64), 12))
+    values = scene + [value ^ apart for value in scene]
+  elif kind == 'bursts among photos':
+    values = [value for _ in range(10) for value in cluster(1_000, 40, 0.08, rng)]
+    values += [rng.getrandbits(64) for _ in range(10_000)]
+  else:
+    values = cluster(20_000, 64, 0.09, rng)
+  hashes = np.unique(np.array(values, dtype=np.uint64))
+  np.random.default_rng(3).shuffle(hashes)
+  pairs = int((near_copies.popcount(hashes[:2000, None] ^ hashes[None, :]) <= 10).sum()) * len(hashes) // 2000
+  found = near_copies.anchors(hashes, 10)
+  wrong = found.anchor != brute_anchors(hashes, 10)
+  assert pairs > 20 * len(hashes)
+  assert wrong.sum() <= found.cut_short <= len(hashes) // 100
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@hypothesis.given(st.data())
+def test_whatever_the_thresholds_an_anchor_is_the_first_within_d_unless_cut_short(data):
+  """Random mixtures of scattered hashes and clusters, with every threshold of the comparison
+  set small or large, so that each way through it runs: every anchor is within d and ranks at or
+  before its hash, and the anchors that differ from the first within d are at most those counted
+  as cut short."""
+  for name, choices in [('_OFFSETS', [4, 16, 1024]), ('_SHORT', [1, 2, 32]), ('_FIRST_STEPS', [1, 2, 8]),
+                        ('_STRAGGLER_STEPS', [1, 4, 32]), ('_WIDEST', [1, 3, 256]), ('_BLOCK', [16, 1 << 16])]:
+    setattr(near_copies, name, data.draw(st.sampled_from(choices)))
+  rng = random.Random(data.draw(st.integers(0, 2**32)))
+  distance = data.draw(st.sampled_from([2, 4, 6, 10]))
+  values = []
+  for _ in range(rng.randint(1, 4)):
+    if rng.random() < 0.4:
+      values += [rng.getrandbits(64) for _ in range(rng.randint(1, 300))]
+    else:
+      values += cluster(rng.randint(1, 300), rng.randint(4, 64), rng.random() * 0.2, rng)
+  hashes = np.unique(np.array(values, dtype=np.uint64))
+  rng.shuffle(hashes)
+  try:
+    found = near_copies.anchors(hashes, distance)
+  finally:
+    import importlib  # pylint: disable=import-outside-toplevel
+    importlib.reload(near_copies)
+  assert (found.anchor <= np.arange(len(hashes))).all()
+  assert (near_copies.popcount(hashes ^ hashes[found.anchor]) <= distance).all()
+  assert (found.anchor != brute_anchors(hashes, distance)).sum() <= found.cut_short
+
+
+def test_a_group_takes_its_best_file_and_a_chain_is_no_group():
+  """a-b and b-c within D, a-c not: no chain joins them; the first in rank order (a, the
+  largest) anchors b, and c, which only b is near, is not grouped with a. Each group's
+  representative is its best file, whatever the names."""
   a = 0x0123456789ABCDEF
   b, c = flip(a, [0, 1, 2, 3]), flip(a, [0, 1, 2, 3, 20, 30, 40, 50])
-  pairs = [(sha('a'), as_hex(a)), (sha('b'), as_hex(b)), (sha('c'), as_hex(c)), (sha('other'), as_hex(~a & 0xFFFF))]
-  representative, counts = near_groups(pairs)
-  smallest = min(sha('a'), sha('b'), sha('c'))
-  assert representative == {sha(name): smallest for name in 'abc'}
-  assert representative == brute_force(pairs, D)
-  assert counts['unsettled_edges'] == 0
+  files = [(sha('a'), as_hex(a), near_copies.priority(False, 1000, 50_000)),
+           (sha('b'), as_hex(b), near_copies.priority(False, 500, 20_000)),
+           (sha('c'), as_hex(c), near_copies.priority(False, 400, 10_000)),
+           (sha('other'), as_hex(~a & 0xFFFF), 0)]
+  representative, _ = near_groups(files)
+  assert representative == {sha('a'): sha('a'), sha('b'): sha('a')}
+  assert representative == brute_force(files, D) == dict(near_copies.groups_on_one_machine(files, D).pairs)
+
+
+def test_a_chain_is_cut_into_stars():
+  """A chain of 12 hashes, each within D of the one before only: no group holds more than an
+  anchor's neighbours, so no two members of one lie more than 2D apart."""
+  masks = near_copies.bands(D)
+  positions = [[bit for bit in range(64) if mask >> bit & 1] for mask in masks]
+  values = [0]
+  for step in range(11):
+    values.append(flip(values[-1], [positions[band][step % len(positions[band])] for band in range(D + 1)
+                                    if band != step % (D + 1)]))
+  assert all(near_copies.distance_between(x, y) == D for x, y in zip(values, values[1:]))
+  files = files_of(values)
+  pairs = dict(near_copies.groups_on_one_machine(files, D).pairs)
+  hashes = {content: int(phash, 16) for content, phash, _ in files}
+  groups = collections.defaultdict(list)
+  for content, representative in pairs.items():
+    groups[representative].append(hashes[content])
+  assert groups and all(len(members) <= 3 for members in groups.values())
+  assert all(near_copies.distance_between(x, y) <= 2 * D
+             for members in groups.values() for x in members for y in members)
+  assert pairs == brute_force(files, D) == near_groups(files)[0]
 
 
 def test_files_sharing_a_hash_group_and_a_near_uniform_hash_does_not():
   """Two files of one hash are a group alone; 1,001 of another are near-uniform frames."""
-  pairs = [(sha(1), 'aaaaaaaaaaaaaaaa'), (sha(2), 'aaaaaaaaaaaaaaaa'), (sha(2), 'aaaaaaaaaaaaaaaa')]
-  pairs += [(sha(f'black{i}'), '0000000000000000') for i in range(near_copies.SAME_HASH_CAP + 1)]
-  pairs += [(sha('dark'), '0000000000000001')]
-  representative, counts = near_groups(pairs)
-  assert representative == {sha(1): min(sha(1), sha(2)), sha(2): min(sha(1), sha(2))}
+  files = [(sha(1), 'aaaaaaaaaaaaaaaa', 5), (sha(2), 'aaaaaaaaaaaaaaaa', 3), (sha(2), 'aaaaaaaaaaaaaaaa', 3)]
+  files += [(sha(f'black{i}'), '0000000000000000', 0) for i in range(near_copies.SAME_HASH_CAP + 1)]
+  files += [(sha('dark'), '0000000000000001', 0)]
+  representative, counts = near_groups(files)
+  assert representative == {sha(1): sha(2), sha(2): sha(2)}
   assert counts['uniform_hashes'] == 1
-  assert near_copies.node_or_uniform('00000000000000ff', 3, [sha(1), sha(2), sha(3)], cap=2) is None
+  assert near_copies.node_or_uniform('00000000000000ff', 3, [(0, sha(1)), (0, sha(2)), (0, sha(3))], cap=2) is None
 
 
-def chain(length: int, distance: int = D):
-  """Hashes each within ``distance`` of the one before and of no other: each step flips one new
-  bit in every band but one (another each time), so neighbours share exactly one band."""
-  masks = near_copies.bands(distance)
-  positions = [[bit for bit in range(64) if mask >> bit & 1] for mask in masks]
-  values = [0]
-  for step in range(length - 1):
-    bits = [positions[band][step % len(positions[band])] for band in range(distance + 1) if band != step % (distance + 1)]
-    values.append(flip(values[-1], bits))
-  return values
+@pytest.mark.parametrize('images, fraction, cap', [(13, 1.0, 10), (20_000, 0.2, 40), (20_000, 1.0, 200),
+                                                   (1_000_000, 0.1, 1_000), (100_000_000, 0.05, 1_000)])
+def test_a_group_holds_at_most_a_hundredth_of_the_smallest_split(images, fraction, cap):
+  assert near_copies.group_cap(images, fraction) == cap
 
 
-def test_a_chain_longer_than_the_rounds_is_reported_unsettled():
-  values = chain(12)
-  assert all(near_copies.distance_between(a, b) == D for a, b in zip(values, values[1:]))
-  assert all(near_copies.distance_between(a, c) > D for a, c in zip(values, values[2:]))
-  pairs = [(sha(i), as_hex(value)) for i, value in enumerate(values)]
-  representative, counts = near_groups(pairs, rounds=3)
-  assert counts['unsettled_edges'] > 0
-  assert len(set(representative.values())) > 1
-  representative, counts = near_groups(pairs, rounds=12)
-  assert counts['unsettled_edges'] == 0
-  assert representative == brute_force(pairs, D)
+def test_a_set_of_look_alikes_over_the_cap_is_counted_not_grouped():
+  """The frames of one camera (about 800 distinct hashes, nearly every one within d of the best),
+  and two copies of one photo: with a cap of 40, the frames are one set of look-alikes, the
+  copies a group."""
+  rng = random.Random(4)
+  frames = cluster(2_000, 20, 0.1, rng)
+  photo = rng.getrandbits(64)
+  files = files_of(frames, 'frame') + [(sha('photo'), as_hex(photo), 0), (sha('copy'), as_hex(flip(photo, [3])), 1)]
+  found = near_copies.groups_on_one_machine(files, 10, cap=40)
+  assert dict(found.pairs) == {sha('photo'): sha('photo'), sha('copy'): sha('photo')} == brute_force(files, 10, cap=40)
+  assert {name: found.counts[name] for name in ('groups', 'images_in_groups', 'look_alike_sets')} == {
+      'groups': 1, 'images_in_groups': 2, 'look_alike_sets': 1}
+  assert 0.95 * len(frames) < found.counts['look_alike_images'] <= len(frames)
+  representative, counts = near_groups(files, distance=10, cap=40)
+  assert representative == dict(found.pairs)
+  assert (counts['look_alike_sets'], counts['look_alike_images']) == (1, found.counts['look_alike_images'])
 
 
-def test_a_component_over_the_group_cap_is_counted_not_grouped():
-  values = chain(12)
-  pairs = [(sha(i), as_hex(value)) for i, value in enumerate(values)]
-  pairs += [(sha('x'), 'ffffffffffffffff'), (sha('y'), 'fffffffffffffffe')]
-  representative, counts = near_groups(pairs, rounds=12, group_cap=5)
-  assert counts['capped_groups'] == 1
-  assert representative == {sha('x'): min(sha('x'), sha('y')), sha('y'): min(sha('x'), sha('y'))}
-
-
-def test_a_key_cap_far_below_the_input_finds_every_pair_of_a_sparse_input():
+def test_a_key_cap_far_below_the_input_finds_every_anchor_of_a_sparse_input():
   """4,400 hashes at distance 10, every tenth with a near copy, and a cap of 30: the first-level
   keys (5- and 6-bit bands, about 90 hashes a key) are over it, so split again, and none of the
   sub-band keys is still over it."""
   rng = random.Random(2)
   values = [rng.getrandbits(64) for _ in range(4000)]
   values += [flip(values[i], rng.sample(range(64), rng.randint(1, 10))) for i in range(0, 4000, 10)]
-  pairs = [(sha(i), as_hex(value)) for i, value in enumerate(values)]
-  representative, counts = near_groups(pairs, distance=10, key_cap=30)
+  files = files_of(values)
+  representative, counts = near_groups(files, distance=10, key_cap=30)
   assert counts['dense_keys'] > 0 and counts['over_cap_hashes'] == 0
-  assert representative == brute_force(pairs, distance=10)
+  assert representative == brute_force(files, distance=10)
   assert len(representative) > 2 * 300
 
 
-def test_a_dense_input_over_the_cap_reports_the_hashes_it_did_not_hold():
-  """600 distinct hashes within 2 bits of one value, a cap of 100: the sub-band keys are still
-  over it, and what they did not hold is counted; the cluster is one capped group."""
+def test_look_alikes_over_the_key_cap_find_their_anchors_among_the_held():
+  """600 distinct hashes within 2 bits of one value, a key cap of 100: the sub-band keys are
+  still over it; every hash finds its anchor among the 100 best held, so the groups are exact
+  and nothing is counted as missed. The cluster is one group, or with a cap of 50 one set of
+  look-alikes."""
   rng = random.Random(3)
   base = rng.getrandbits(64)
   values = sorted({flip(base, rng.sample(range(64), 2)) for _ in range(2000)})[:600]
-  pairs = [(sha(i), as_hex(value)) for i, value in enumerate(values)]
-  representative, counts = near_groups(pairs, key_cap=100, group_cap=1000)
-  assert counts['over_cap_hashes'] > 0
-  assert counts['unsettled_edges'] == 0 and counts['capped_groups'] == 0
-  assert set(representative.values()) == {min(sha(i) for i in range(600))}
-  representative, counts = near_groups(pairs, key_cap=100, group_cap=50)
-  assert counts['capped_groups'] >= 1 and representative == {}
+  files = files_of(values)
+  representative, counts = near_groups(files, key_cap=100)
+  assert counts['dense_keys'] > 0 and counts['over_cap_hashes'] == 0
+  assert representative == brute_force(files, D) and len(set(representative.values())) < 100
+  representative, counts = near_groups(files, key_cap=100, cap=50)
+  assert counts['look_alike_sets'] >= 1 and set(representative.values()) <= set(brute_force(files, D).values())
+
+
+def test_hashes_a_full_key_does_not_hold_and_no_held_hash_is_near_are_counted():
+  members = [(value, 0) for value in range(0, 64 * 1024, 1024)]  # 64 hashes 1 to 6 bits apart
+  far = [(near_copies.parse('f0f0f0f0f0f0f0f0'), 1), (near_copies.parse('0f0f0f0f0f0f0f0f'), 1)]
+  out = list(near_copies.key_anchors(members + far, 2, key_cap=32))
+  assert ('over_cap_hashes', 2) in out
+  anchored = dict(value for value in out if not isinstance(value[0], str))
+  assert set(anchored) <= {value for value, _ in members} and len(anchored) >= 32
 
 
 @pytest.mark.parametrize('images, distance', [(20_000, 10), (100_000, 10), (1_000_000, 8), (3_000_000, 8),
@@ -247,24 +326,21 @@ def test_the_distance_shrinks_as_the_input_grows_so_chance_groups_at_most_one_im
 
 
 def test_on_one_machine_the_groups_are_those_every_pair_compared_gives():
-  """What the DirectRunner runs: 2,000 random hashes, one in ten with a near copy, a group of
-  three, two files of one hash, a file listed twice, and a hash of six files over a same-hash
-  cap of 5 (counted, not grouped); a cluster over the group cap is counted, not grouped."""
+  """What the DirectRunner runs: 2,000 random hashes, one in ten with a near copy, two files of
+  one hash, a file listed twice, a hash of six files over a same-hash cap of 5 (counted, not
+  grouped), and a cluster over the group cap (counted, not grouped); ranks from image sizes."""
   rng = random.Random(8)
   values = [rng.getrandbits(64) for _ in range(2000)]
   values += [flip(values[i], rng.sample(range(64), rng.randint(1, 10))) for i in range(0, 2000, 10)]
-  values += [flip(values[1], range(0, 60, 6)), flip(values[1], range(1, 61, 6))]
-  files = [(sha(i), f'{value:016x}') for i, value in enumerate(values)]
-  files += [(sha('same'), files[7][1]), (sha(3), files[3][1])]
-  files += [(sha(f'black{i}'), '0000000000000000') for i in range(6)]
-  base = rng.getrandbits(64)
-  files += [(sha(f'cluster{i}'), f'{flip(base, [i % 64, (i * 7 + 1) % 64]):016x}') for i in range(40)]
-  pairs, counts = near_copies.groups_on_one_machine(files, 10, same_hash_cap=5, group_cap=30)
-  black = {sha(f'black{i}') for i in range(6)}
-  expected = brute_force([file for file in files if file[0] not in black], 10)
-  clustered = {name for name in expected if expected[name] in {expected[sha(f'cluster{i}')] for i in range(40)}}
-  assert len(clustered) > 30
-  expected = {name: rep for name, rep in expected.items() if name not in clustered}
-  assert dict(pairs) == expected and len(pairs) == len(expected) > 400
-  assert counts == {'groups': len(set(expected.values())), 'images_in_groups': len(expected), 'uniform_hashes': 1,
-                    'uniform_images': 6, 'capped_groups': 1}
+  files = [(sha(i), f'{value:016x}', near_copies.priority(i % 7 == 0, rng.randint(100, 4000), rng.randint(1, 10**6)))
+           for i, value in enumerate(values)]
+  files += [(sha('same'), files[7][1], 5), (sha(3), files[3][1], files[3][2])]
+  files += [(sha(f'black{i}'), '0000000000000000', 0) for i in range(6)]
+  files += files_of(cluster(60, 8, 0.3, rng), 'cluster')
+  found = near_copies.groups_on_one_machine(files, 10, cap=30, same_hash_cap=5)
+  expected = brute_force(files, 10, same_hash_cap=5, cap=30)
+  assert dict(found.pairs) == expected and len(found.pairs) == len(expected) > 400
+  assert found.counts['look_alike_sets'] == 1 and found.counts['look_alike_images'] > 30
+  assert {name: found.counts[name] for name in ('groups', 'images_in_groups', 'uniform_hashes', 'uniform_images')} == {
+      'groups': len(set(expected.values())), 'images_in_groups': len(expected), 'uniform_hashes': 1,
+      'uniform_images': 6}

@@ -1,6 +1,8 @@
-"""Made-up files and perceptual hashes for the near-copy grouping's tests."""
-import collections
+"""Made-up files and perceptual hashes for the near-copy grouping's tests, and the groups they
+should form, found by comparing every pair."""
 import hashlib
+import random
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -19,26 +21,45 @@ def flip(value: int, bits) -> int:
   return value
 
 
-def brute_force(pairs, distance, same_hash_cap=None):
-  """{sha256: representative} of every group of two files or more, by comparing every pair of
-  distinct hashes; a hash shared by more than ``same_hash_cap`` files is left out."""
-  contents = {}
-  for content, phash in pairs:
-    contents[content] = min(contents.get(content, phash), phash)
-  files = collections.Counter(contents.values())
-  names = sorted(name for name, phash in contents.items() if same_hash_cap is None or files[phash] <= same_hash_cap)
-  parent = list(range(len(names)))
+def files_of(values: Iterable[int], prefix: str = '') -> List[Tuple[str, str, int]]:
+  """(sha256, hash, priority) of one file per hash, named ``prefix`` and its index; the
+  priorities are the same, so that rank order is the hashes' order."""
+  return [(sha(f'{prefix}{index}'), f'{value:016x}', 0) for index, value in enumerate(values)]
 
-  def root(i):
-    while parent[i] != i:
-      i = parent[i]
-    return i
 
-  hashes = np.array([int(contents[name], 16) for name in names], dtype=np.uint64)
-  close = near_copies.popcount(hashes[:, None] ^ hashes[None, :]) <= distance
-  for a, b in zip(*np.nonzero(np.triu(close, 1))):
-    parent[max(root(a), root(b))] = min(root(a), root(b))
-  groups = collections.defaultdict(list)
-  for i, name in enumerate(names):
-    groups[root(i)].append(name)
-  return {name: min(group) for group in groups.values() if len(group) > 1 for name in group}
+def cluster(count: int, spread: int, flipped: float, rng: random.Random) -> List[int]:
+  """Up to ``count`` distinct hashes of a set of look-alikes: one hash with each of ``spread`` of
+  its bits flipped with probability ``flipped`` (the frames of one camera, a few pixels apart)."""
+  base, bits = rng.getrandbits(64), rng.sample(range(64), spread)
+  return sorted({flip(base, [bit for bit in bits if rng.random() < flipped]) for _ in range(count)})
+
+
+def brute_anchors(hashes: np.ndarray, distance: int) -> np.ndarray:
+  """Each hash's anchor (the hashes in rank order): the first one within ``distance`` of it."""
+  anchor = np.empty(len(hashes), np.int64)
+  for start in range(0, len(hashes), 1000):
+    close = near_copies.popcount(hashes[start:start + 1000, None] ^ hashes[None, :]) <= distance
+    anchor[start:start + 1000] = np.argmax(close, axis=1)
+  return anchor
+
+
+def brute_force(files: Iterable[Tuple[str, str, int]], distance: int, same_hash_cap: Optional[int] = None,
+                cap: Optional[int] = None) -> Dict[str, str]:
+  """{sha256: representative} of every group of two files or more, by the definition: a file's
+  smallest hash, a hash's files (left out if more than ``same_hash_cap``), each hash's anchor
+  the first in rank order within ``distance`` of it, found by comparing every pair; a group of
+  more than ``cap`` files is left out, and a group's representative is its best file."""
+  of_file: Dict[str, Tuple[str, int]] = {}
+  for content, phash, priority in files:
+    of_file[content] = min(of_file.get(content, (phash, priority)), (phash, priority))
+  of_hash: Dict[str, List[Tuple[int, str]]] = {}
+  for content, (phash, priority) in of_file.items():
+    of_hash.setdefault(phash, []).append((priority, content))
+  nodes = sorted((min(shared)[0], int(phash, 16), sorted(shared)) for phash, shared in of_hash.items()
+                 if same_hash_cap is None or len(shared) <= same_hash_cap)
+  anchor = brute_anchors(np.array([value for _, value, _ in nodes], dtype=np.uint64), distance)
+  groups: Dict[int, List[Tuple[int, str]]] = {}
+  for index, (_, _, shared) in enumerate(nodes):
+    groups.setdefault(int(anchor[index]), []).extend(shared)
+  return {content: min(group)[1] for group in groups.values() if 1 < len(group) <= (cap or len(group))
+          for _, content in group}

@@ -106,8 +106,11 @@ class NearDuplicates(_Json):
   num_removed: int = 0  # listed in the errors files as near_duplicate, but no errors
   num_label_conflicts: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   # What the grouping's bounds left out, where any: near-uniform images (one hash shared by more
-  # than SAME_HASH_CAP files), hashes a key could not hold, groups too large, links unsettled.
+  # than SAME_HASH_CAP files), hashes a key could not hold or whose comparison was cut short, and
+  # sets of look-alikes larger than ``largest_group`` (and their images), split image by image.
   left_out: Optional[Dict[str, int]] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  # The most images a group was kept whole with (near_copies.group_cap); None from a run before it.
+  largest_group: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   groups: List[Dict[str, Any]]
 
 

@@ -231,7 +231,8 @@ def near_duplicates(found: Optional[Mapping[str, Any]], mode: str, num_removed: 
   return NearDuplicates(distance=found['distance'], num_groups=found['num_groups'], num_images=found['num_images'],
                         removed=mode == 'drop', num_removed=num_removed,
                         num_label_conflicts=found['num_label_conflicts'] or None,
-                        left_out=dict(sorted(found['left_out'].items())) or None, groups=found['groups'])
+                        left_out=dict(sorted(found['left_out'].items())) or None,
+                        largest_group=found['largest_group'], groups=found['groups'])
 
 
 class ErrorBudgetExceeded(RuntimeError):

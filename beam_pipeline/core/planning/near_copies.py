@@ -1,29 +1,37 @@
-"""Near copies: images whose 64-bit perceptual hashes lie within a Hamming distance d of each
-other, gathered into groups without comparing every pair and without any key, list or element
-that grows with the input.
+"""Near copies: images whose 64-bit perceptual hashes lie within a Hamming distance d of one
+picture's, gathered into groups without comparing every pair and without any key, list or
+element that grows with the input.
 
-Pigeonhole: a hash split into d+1 bands differs from one within d bits in at most d of them, so
-the two agree exactly on at least one band. Keyed by (band, band value), every close pair meets
-in some key. A band of 64/(d+1) bits holds about N/2^bits hashes, which grows with N: a key
-denser than KEY_CAP is split again the same way, over the bits outside its band (two hashes
-within d that share the band share one of d+1 sub-bands). Within a key, pairs are found by
-the same pigeonhole in memory (close_pairs), and a key still over the cap holds KEY_CAP hashes
-and compares the rest against them only: what is not held is counted, as pairs among them may
-be missed ("cap and report").
+A group is an anchor and the hashes that take it as theirs: a distinct hash's anchor is the
+first hash in rank order (the best image first: priority) within d of it, itself if none comes
+before it. Every member of a group is then within d of one picture, so a group is copies of
+that picture, never a chain (a near b near c ...) that could join a whole collection of
+look-alikes; and the anchors are a function of the set of hashes alone, whatever order, runner
+or worker count found them. The price: two copies within d of each other but not of one anchor
+may land in two groups. A group of more images than the splits can take whole without losing
+their fractions (group_cap) is a set of look-alikes (frames of one fixed camera, products on one
+background): counted, and split image by image.
 
-The keys hold bare hashes (8 bytes where a node with its sha256 takes 80: each hash is in d+1
-keys, (d+1)^2 past the split). A key reports each local component (hashes joined by close pairs
-within it) as a star: every member linked to the smallest. The links meet the nodes, whose
-labels are their smallest sha256, and a bounded number of label rounds (relabel) joins the
-stars: every node takes the smallest label of itself and its neighbours, so a group's label is
-its smallest sha256. What is still unsettled after the rounds, and components too large to be
-near copies (a chain through near-uniform frames), are counted, not grouped.
+Pigeonhole: a hash split into d+1 parts differs from one within d bits in at most d of them, so
+the two agree exactly on at least one part. Sorted by a part's value and then by rank, a hash
+compares the hashes of its run (its part's value) that rank before it (anchors). In a cluster of
+look-alikes the run's first is within d of most, so each compares it first, a step at a time
+from the run's start, and stops: about one comparison a hash, however dense the cluster. A
+sparse run compares every hash with every one before it, an offset at a time; one too long for
+that is split again by the pigeonhole over the bits outside the part. What no split thins and no
+bounded number of steps settles (two clusters that agree on most bits, a loose cloud of hashes
+all about d apart) is counted as cut short: cost and memory stay bounded by the hashes.
+
+On Dataflow (beam/near_copies.py) hashes meet by band (a first-level part) value: a key denser
+than KEY_CAP is split again into sub-bands, and a key still over it holds its KEY_CAP best-ranked
+hashes and looks for the others' anchors among them only (key_anchors), which in a cluster of
+look-alikes, whose keys stay dense, is where they are. Each hash takes the best anchor any of its
+keys found.
 """
-import collections
 import functools
-import itertools
+import heapq
 import math
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -31,49 +39,45 @@ BITS = 64
 ALL_BITS = (1 << BITS) - 1
 # A hash shared by more distinct files than this is near-uniform (an all-black frame): not grouped.
 SAME_HASH_CAP = 1_000
-# The most hashes one key holds for comparison: 400 KB as uint64, about 4 MB as Python ints.
+# The most hashes one key holds for comparison: 800 KB as (hash, priority) pairs of uint64.
 KEY_CAP = 50_000
-# The most distinct hashes in one group: a larger component is a chain, not copies of one picture.
+# The most images a group holds whatever the input: what one combiner lists of a group's members.
 GROUP_CAP = 1_000
-# Label rounds over the keys' stars: a star settles in two, and the last round counts what is
-# still unsettled, so six settle any component whose stars chain at most two deep.
-ROUNDS = 6
-# A label marking a component already known to be over GROUP_CAP; it sorts before every sha256.
-CAPPED = '!'
+# A group is kept in one split while it holds at most this share of the images the smallest split
+# is to hold (group_cap), so that it moves a split's share by at most that much of it.
+GROUP_SHARE = 0.01
+SMALLEST_GROUP_CAP = 10  # however small the input, a group of this many is kept together
 # With the distance left to the input's size (distance_for): the share of images that chance
 # alone may put within it of an unrelated image.
 MAX_CHANCE_SHARE = 0.001
-# Up to this many hashes a key is compared all pairs with all in one numpy call; above, split (close_pairs).
-_ALL_PAIRS = 512
-_FEW = 16  # a key of at most this many is compared in plain Python: numpy's calls cost more
-# The longest run of one part's value compared one offset at a time over the whole set: past it, a
-# second pigeonhole over the other bits (d+1 more sorts of the set) costs less than the offsets.
-_LONG_RUN = 2048
-_BLOCK = 1 << 22  # XORs computed at once: 32 MB of uint64
+# How anchors compares a run (_anchored): a run of at most _SHORT by offsets; a longer one is
+# probed for _FIRST_STEPS steps from its start (a cluster of look-alikes is dense: most find
+# their anchor there), a sparse one of at most _OFFSETS then by offsets where one member in
+# _ASKING or more is asking; a dense run's stragglers go on for _STRAGGLER_STEPS steps, a run
+# that cannot be split again for up to _OFFSETS, before what is left is split again or cut short.
+_SHORT = 32
+_FIRST_STEPS = 2
+_OFFSETS = 1024
+_ASKING = 4
+_STRAGGLER_STEPS = 32
+_BLOCK = 1 << 16  # comparisons _compared makes at once: 512 KB of uint64
+_WIDEST = 256  # candidates one query compares at once
 _BYTE_BITS = np.array([bin(value).count('1') for value in range(256)], dtype=np.uint8)
+# priority's fields: whether damaged, then the longer side and the bytes, each counted down from
+# its largest value so that a larger image ranks first.
+_SIDE_BITS, _BYTES_BITS = 24, 38
+_LARGEST_SIDE, _MOST_BYTES = (1 << _SIDE_BITS) - 1, (1 << _BYTES_BITS) - 1
 
 
-class Node(NamedTuple):
-  """One distinct perceptual hash: the smallest sha256 of its files, and how many there are."""
-  phash: int
-  sha256: str
-  count: int
-
-
-class Member(NamedTuple):
-  """A hash's place in one key's local component: the component's smallest hash, and whether
-  the component is over GROUP_CAP (then it links nothing, only marks its members)."""
-  phash: int
-  centre: int
-  capped: bool
-
-
-class State(NamedTuple):
-  """A node between label rounds: its label and the hashes it is linked to by stars."""
-  label: str
-  neighbours: Tuple[int, ...]
-  sha256: str
-  count: int
+def priority(damaged: bool, longer_side: int, num_bytes: int) -> int:
+  """Where an image ranks as an anchor, the smallest first: undamaged before damaged, then the
+  longer side, then the most bytes (the least compressed), so that a source ranks before its
+  downscaled, cropped or re-compressed copies. One int of 63 bits, which a key holds as a
+  uint64 beside the hash; a run's catalog keeps all three of every record, so an update ranks
+  catalogued images as the run that wrote them did."""
+  side = _LARGEST_SIDE - min(max(longer_side, 0), _LARGEST_SIDE)
+  size = _MOST_BYTES - min(max(num_bytes, 0), _MOST_BYTES)
+  return (int(bool(damaged)) << (_SIDE_BITS + _BYTES_BITS)) | (side << _BYTES_BITS) | size
 
 
 def chance_share(num_images: int, distance: int) -> float:
@@ -95,50 +99,310 @@ def distance_for(num_images: int, largest: int) -> int:
   return distance
 
 
-def groups_on_one_machine(files: Iterable[Tuple[str, str]], distance: int, same_hash_cap: int = SAME_HASH_CAP,
-                          group_cap: int = GROUP_CAP) -> Tuple[List[Tuple[str, str]], Dict[str, int]]:
-  """The groups NearCopies finds, from every file's (sha256, perceptual hash) at once: for a
-  runner that holds every element in one process's memory anyway (the DirectRunner), where
-  NearCopies's twenty-odd shuffles would cost more than the comparison. The same caps hold: a
-  hash shared by more than ``same_hash_cap`` files is near-uniform, a component of more than
-  ``group_cap`` hashes a chain. Returns (sha256, representative: the group's smallest sha256)
-  for every file of a group of two or more, and the counts NearCopySummary keeps."""
-  hash_of: Dict[str, str] = {}
-  for sha, phash in files:
-    hash_of[sha] = min(phash, hash_of.get(sha, phash))
-  files_of: Dict[str, List[str]] = collections.defaultdict(list)
-  for sha, phash in hash_of.items():
-    files_of[phash].append(sha)
-  counts: Dict[str, int] = collections.Counter()
+def group_cap(num_images: int, smallest_fraction: float) -> int:
+  """The most images a group may hold and be kept in one split, for an input of ``num_images``
+  whose smallest split is ``smallest_fraction`` of it: GROUP_SHARE of that split's images, at
+  least SMALLEST_GROUP_CAP and at most GROUP_CAP. A group lands whole in one split; a larger
+  one would take a split's share away (every frame of a fixed camera in validation)."""
+  return max(SMALLEST_GROUP_CAP, min(GROUP_CAP, int(GROUP_SHARE * num_images * smallest_fraction)))
+
+
+class Node(NamedTuple):
+  """One distinct perceptual hash (as a signed 64-bit int, parse): its best file (the smallest
+  (priority, sha256)) and how many distinct files share it."""
+  phash: int
+  priority: int
+  sha256: str
+  count: int
+
+
+def rank_key(phash: int, priority_of: int) -> Tuple[int, int]:
+  """A hash's place in rank order: by priority, then by the hash itself, so that no two tie."""
+  return priority_of, phash & ALL_BITS
+
+
+def node_or_uniform(phash: str, count: int, files: Optional[Sequence[Tuple[int, str]]], cap: int = SAME_HASH_CAP
+                    ) -> Optional[Node]:
+  """The node of a hash shared by ``count`` distinct files (``files``: their (priority, sha256),
+  the smallest first, while count <= cap), or None for a near-uniform one."""
+  if count > cap or not files:
+    return None
+  return Node(parse(phash), files[0][0], files[0][1], count)
+
+
+class OnOneMachine(NamedTuple):
+  """groups_on_one_machine's result: (sha256, representative) for every file of a group, and
+  the counts NearCopySummary keeps."""
+  pairs: List[Tuple[str, str]]
+  counts: Dict[str, int]
+
+
+def groups_on_one_machine(files: Iterable[Tuple[str, str, int]], distance: int, cap: int = GROUP_CAP,
+                          same_hash_cap: int = SAME_HASH_CAP) -> OnOneMachine:
+  """The groups NearCopies finds, from every file's (sha256, perceptual hash, priority) at once:
+  for a runner that holds every element in one process's memory anyway (the DirectRunner),
+  where NearCopies's shuffles would cost more than the comparison. Its memory grows with the
+  hashes, never with the pairs of them that are close. A hash shared by more than
+  ``same_hash_cap`` files is near-uniform; a group of more than ``cap`` images, look-alikes:
+  both counted, neither grouped. A group's representative is its best file: the smallest
+  (priority, sha256) of its files."""
+  of_file: Dict[str, Tuple[str, int]] = {}
+  for sha, phash, rank in files:
+    of_file[sha] = min(of_file.get(sha, (phash, rank)), (phash, rank))
+  of_hash: Dict[str, List[Tuple[int, str]]] = {}
+  for sha, (phash, rank) in of_file.items():
+    of_hash.setdefault(phash, []).append((rank, sha))
+  counts: Dict[str, int] = {}
   nodes = []
-  for phash, shas in sorted(files_of.items()):
-    if len(shas) > same_hash_cap:
-      counts['uniform_hashes'] += 1
-      counts['uniform_images'] += len(shas)
+  for phash, shared in of_hash.items():
+    if len(shared) > same_hash_cap:
+      _add(counts, uniform_hashes=1, uniform_images=len(shared))
     else:
-      nodes.append((parse(phash), sorted(shas)))
-  found = list(close_pairs(as_uint64([phash for phash, _ in nodes]), distance)) if nodes else []
-  i = np.concatenate([pair[0] for pair in found]) if found else np.zeros(0, np.int64)
-  j = np.concatenate([pair[1] for pair in found]) if found else np.zeros(0, np.int64)
-  root = components(len(nodes), i, j)
-  # Only a hash in a component of two or more, or of two files or more, can be in a group: most
-  # images are neither, and are not looked at one by one.
-  in_group = (np.bincount(root, minlength=len(nodes)) > 1)[root] | np.array([len(shas) > 1 for _, shas in nodes], bool)
-  members: Dict[int, List[int]] = collections.defaultdict(list)
-  for index in np.nonzero(in_group)[0].tolist():
-    members[int(root[index])].append(index)
+      shared.sort()
+      nodes.append((rank_key(parse(phash), shared[0][0]), [sha for _, sha in shared]))
+  nodes.sort()
+  found = anchors(np.array([key[1] for key, _ in nodes], dtype=np.uint64), distance)
+  sizes = np.bincount(found.anchor, weights=[len(shas) for _, shas in nodes], minlength=len(nodes)).astype(np.int64)
+  if found.cut_short:
+    _add(counts, cut_short_hashes=found.cut_short)
+  members: Dict[int, List[int]] = {}
+  for index in np.flatnonzero(sizes[found.anchor] > 1).tolist():
+    members.setdefault(int(found.anchor[index]), []).append(index)
   pairs = []
-  for indexes in members.values():
-    if len(indexes) > group_cap:
-      counts['capped_groups'] += 1
+  for anchor, indexes in members.items():
+    if sizes[anchor] > cap:
+      _add(counts, look_alike_sets=1, look_alike_images=int(sizes[anchor]))
       continue
-    shas = sorted(sha for index in indexes for sha in nodes[index][1])
-    if len(shas) < 2:
-      continue
-    counts['groups'] += 1
-    counts['images_in_groups'] += len(shas)
-    pairs.extend((sha, shas[0]) for sha in shas)
-  return pairs, dict(counts)
+    _add(counts, groups=1, images_in_groups=int(sizes[anchor]))
+    representative = min((nodes[index][0][0], nodes[index][1][0]) for index in indexes)[1]
+    pairs.extend((sha, representative) for index in indexes for sha in nodes[index][1])
+  return OnOneMachine(pairs, counts)
+
+
+def _add(counts: Dict[str, int], **more: int) -> None:
+  for name, value in more.items():
+    counts[name] = counts.get(name, 0) + value
+
+
+class Anchors(NamedTuple):
+  """anchors' result: each hash's anchor (an index into the hashes, in rank order), and how many
+  hashes' comparisons were cut short (their anchor may be a worse one than the best)."""
+  anchor: np.ndarray
+  cut_short: int
+
+
+def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = None) -> Anchors:
+  """Each of ``hashes``'s anchor, the hashes given in rank order (uint64): the smallest index of
+  a hash within ``distance`` bits of it, its own if none. With ``asking``, only those hashes'
+  anchors need be found (the others' may be worse than their best)."""
+  best = np.arange(len(hashes), dtype=np.int64)
+  cut = np.zeros(len(hashes), bool)
+  asking = np.ones(len(hashes), bool) if asking is None else asking
+  _anchored(hashes, best, cut, distance, np.arange(len(hashes), dtype=np.int64), asking)
+  return Anchors(best, int((cut & asking).sum()))
+
+
+def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: int, members: np.ndarray,
+              asking: np.ndarray, fixed: int = 0, free: int = ALL_BITS, runs: Optional[np.ndarray] = None) -> None:
+  """anchors' work on ``members`` (indices into the hashes, which are in rank order; those that
+  agree on the ``fixed`` bits come in rank order), for the ``asking`` ones among them: for each
+  of the d+1 parts of the ``free`` bits, the members sorted by their value on the fixed bits and
+  the part's, stably, so in rank order within a value.
+
+  A run of at most _SHORT, or a sparse one of at most _OFFSETS, compares each member with every
+  one before it (_offsets), where one member in _ASKING or more is asking. Otherwise each asking
+  member compares the run from its start, a step at a time (_compared): _FIRST_STEPS first,
+  which tells a dense run (most askers settled: a cluster of look-alikes) from a sparse one;
+  then up to _OFFSETS steps in all in a run of at most _OFFSETS or one that cannot be split
+  again, _STRAGGLER_STEPS more in a long dense run, none in a long sparse one. Those still
+  comparing go on in their run split again by the pigeonhole over the bits outside the part.
+  ``runs`` is each member's run one level up: a run that did not halve when split (a cluster)
+  is not split again, and its askers still comparing after their steps are cut short.
+  """
+  for piece in dealt(free, distance + 1):
+    mask = fixed | piece
+    by_value = _stable_order(hashes[members], mask)
+    ordered, asks = members[by_value], asking[by_value]
+    values = hashes[ordered] & np.uint64(mask)
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    lengths = np.diff(np.concatenate((starts, [len(values)])))
+    run = np.repeat(np.arange(len(starts)), lengths)
+    start, length = starts[run], lengths[run]
+    end = start + length
+    thin = np.ones(len(ordered), bool) if runs is None else length * 2 <= runs[by_value]
+    asked = np.flatnonzero(asks & (length > 1))
+    askers = np.bincount(run[asked], minlength=len(starts))
+    probed = asked[length[asked] > _SHORT]
+    still, position = _compared(hashes[ordered[probed]], ordered[probed], best, hashes[ordered], ordered, distance,
+                                start[probed], end[probed], _FIRST_STEPS)
+    # Dense: most of the run's askers found their anchor, or their own place, in the first steps.
+    dense = (np.bincount(run[probed[still]], minlength=len(starts)) * 2
+             <= np.bincount(run[probed], minlength=len(starts)))
+    # Offsets compare every member of a run with every one before it: worth it where the run is
+    # not dense and a good share of it is asking; a few askers compare step by step instead.
+    by_offsets = ((lengths <= _SHORT) | ~dense & (lengths <= _OFFSETS)) & (askers * _ASKING >= lengths)
+    _offsets(hashes, best, distance, ordered, length, np.flatnonzero(by_offsets[run] & (length > 1)))
+    going = np.concatenate((probed[still], asked[length[asked] <= _SHORT]))
+    position = np.concatenate((position, start[asked[length[asked] <= _SHORT]]))
+    on = ~by_offsets[run[going]]
+    going, position = going[on], position[on]
+    rest = free & ~piece
+    splits = thin & (bin(rest).count('1') > distance)  # a run split again must thin; d+1 parts need d+1 bits
+    steps = np.where((length[going] <= _OFFSETS) | ~splits[going], _OFFSETS,
+                     np.where(dense[run[going]], _STRAGGLER_STEPS, 0))
+    more, _ = _compared(hashes[ordered[going]], ordered[going], best, hashes[ordered], ordered, distance,
+                        position, end[going], steps)
+    left = going[more]
+    cut[ordered[left[~splits[left]]]] = True
+    left = left[splits[left]]
+    if left.size:
+      inner = _runs(start[left], end[left])
+      on = np.zeros(len(ordered), bool)
+      on[left] = True
+      _anchored(hashes, best, cut, distance, ordered[inner], on[inner], mask, rest, length[inner])
+
+
+def _stable_order(values: np.ndarray, mask: int) -> np.ndarray:
+  """The order of ``values`` by their bits under ``mask``, ties kept in their order: the bits
+  gathered into a small number, then sorted 16 bits at a time, least significant first (numpy
+  sorts 16-bit keys stably by radix, in linear time, where a 64-bit key takes a merge sort)."""
+  packed = np.zeros(len(values), np.uint64)
+  for place, bit in enumerate(bit for bit in range(BITS) if mask >> bit & 1):
+    packed |= ((values >> np.uint64(bit)) & np.uint64(1)) << np.uint64(place)
+  order = np.arange(len(values))
+  for shift in range(0, bin(mask).count('1'), 16):
+    digits = ((packed[order] >> np.uint64(shift)) & np.uint64(0xFFFF)).astype(np.uint16)
+    order = order[np.argsort(digits, kind='stable')]
+  return order
+
+
+def _offsets(hashes: np.ndarray, best: np.ndarray, distance: int, ordered: np.ndarray, length: np.ndarray,
+             positions: np.ndarray) -> None:
+  """The members at ``positions`` of ``ordered`` (whole runs, ``length`` long), each compared
+  with every one before it in its run, which ranks first: a close one lowers its best. An offset
+  at a time over every run at once, in contiguous numpy calls; the runs no longer than the offset
+  are dropped at each power of two. Neighbours from two runs are compared too, and a close pair
+  of them lowers both ends' best (either may rank first): asking whether two hashes share a run
+  would cost more than it saves."""
+  members, lengths = ordered[positions], length[positions]
+  values = hashes[members]
+  offset, longest = 1, int(lengths.max(initial=0))
+  while offset < longest:
+    hit = np.flatnonzero(popcount(values[offset:] ^ values[:-offset]) <= distance)
+    if hit.size:
+      later, earlier = members[hit + offset], members[hit]
+      best[later] = np.minimum(best[later], earlier)
+      best[earlier] = np.minimum(best[earlier], later)
+    offset += 1
+    if offset & (offset - 1) == 0:  # a power of two: keep only the runs longer than the offset
+      keep = lengths > offset
+      members, lengths, values = members[keep], lengths[keep], values[keep]
+
+
+def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidates: np.ndarray, ranks: np.ndarray,
+              distance: int, start: np.ndarray, end: np.ndarray, steps: Union[int, np.ndarray]
+              ) -> Tuple[np.ndarray, np.ndarray]:
+  """Each query compared with the ``candidates`` (and their ``ranks``, rising within a run) from
+  its ``start`` on, in order, until one is within ``distance`` (its rank lowers the query's best,
+  ``best[slot]``), one ranks at or after its best, or its run's ``end`` comes, for at most its
+  ``steps`` comparisons. All queries at once, a block of candidates each at a time: one while
+  many are comparing, wider as they thin out, so that a long tail of few costs few numpy calls.
+  Returns the indices of the queries whose steps ran out first, in order, and where each would
+  go on."""
+  stop = np.minimum(end, start + steps)
+  active = np.flatnonzero(start < stop)
+  position = start[active]
+  out, at = [np.flatnonzero((start < end) & (start >= stop))], [start[(start < end) & (start >= stop)]]
+  while active.size:
+    width = max(1, min(_WIDEST, _BLOCK // active.size))
+    places = position[:, None] + np.arange(width)
+    valid = places < stop[active, None]
+    places = np.minimum(places, len(candidates) - 1)
+    rank, slot = ranks[places], slots[active]
+    better = rank < best[slot, None]
+    close = valid & better & (popcount(queries[active, None] ^ candidates[places]) <= distance)
+    hit = close.any(axis=1)
+    best[slot[hit]] = rank[hit, np.argmax(close[hit], axis=1)]
+    reached = (valid & ~better).any(axis=1)  # its own place, or a hash after its best
+    covered = position + width >= stop[active]
+    spent = ~hit & ~reached & covered & (stop[active] < end[active])
+    out.append(active[spent])
+    at.append(stop[active[spent]])
+    on = ~hit & ~reached & ~covered
+    active, position = active[on], position[on] + width
+  out, at = np.concatenate(out), np.concatenate(at)
+  order = np.argsort(out)
+  return out[order], at[order]
+
+
+def _runs(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+  """The positions of the distinct runs [start, end), in order."""
+  start, first = np.unique(start, return_index=True)
+  lengths = end[first] - start
+  return np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
+
+
+def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = ALL_BITS, key_cap: int = KEY_CAP
+                ) -> Iterator[object]:
+  """One key's anchors, from its members' (phash, priority) (the hash as a signed 64-bit int,
+  parse; ``members`` may be iterated twice): (phash, (priority, anchor)) for each member whose
+  anchor in the key is another hash; then, where any, ('over_cap_hashes', count) of members not
+  held that found no held anchor and ('cut_short_hashes', count) of members whose comparison was
+  cut short.
+
+  The ``key_cap`` best-ranked members are held and compared among themselves; every other
+  member, a block at a time, only with them: if it finds one, that is its best in the key
+  anyway, and in a cluster of look-alikes it does. Memory stays within the cap and a block."""
+  held = heapq.nsmallest(key_cap, members, key=lambda member: rank_key(*member))
+  if len(held) < key_cap and len(held) <= _FEW:
+    for index, (phash, _) in enumerate(held):
+      anchor = next(other for other in held if distance_between(phash, other[0]) <= distance)
+      if anchor[0] != phash:
+        yield phash, (anchor[1], anchor[0])
+    return
+  hashes = as_uint64([phash for phash, _ in held])
+  found = anchors(hashes, distance)
+  yield from _told(held, held, found.anchor, np.arange(len(held)))
+  over_cap, cut_short = 0, found.cut_short
+  if len(held) == key_cap:
+    last = rank_key(*held[-1])
+    later = (member for member in members if rank_key(*member) > last)
+    for block in _blocks(later, _KEY_BLOCK):
+      block.sort(key=lambda member: rank_key(*member))
+      found = anchors(np.concatenate([hashes, as_uint64([phash for phash, _ in block])]), distance,
+                      np.arange(len(held) + len(block)) >= len(held))
+      anchor = found.anchor[len(held):]
+      over_cap += int((anchor >= len(held)).sum())
+      cut_short += found.cut_short
+      yield from _told(block, held, np.where(anchor < len(held), anchor, -1), np.full(len(block), -1))
+  if over_cap:
+    yield 'over_cap_hashes', over_cap
+  if cut_short:
+    yield 'cut_short_hashes', cut_short
+
+
+_KEY_BLOCK = 4096  # the members past a key's cap compared with the held ones at once
+_FEW = 16  # a key of at most this many compares in plain Python: numpy's calls would cost more
+
+
+def _blocks(values: Iterable[Tuple[int, int]], size: int) -> Iterator[List[Tuple[int, int]]]:
+  block: List[Tuple[int, int]] = []
+  for value in values:
+    block.append(value)
+    if len(block) == size:
+      yield block
+      block = []
+  if block:
+    yield block
+
+
+def _told(members: Sequence[Tuple[int, int]], held: Sequence[Tuple[int, int]], anchor: np.ndarray, own: np.ndarray
+          ) -> Iterator[Tuple[int, Tuple[int, int]]]:
+  """(phash, (priority, anchor)) of each member whose anchor (an index into ``held``, -1: none)
+  is not its ``own`` index."""
+  for index in np.flatnonzero((anchor >= 0) & (anchor != own)).tolist():
+    phash, anchor_priority = held[int(anchor[index])]
+    yield members[index][0], (anchor_priority, phash)
 
 
 def parse(phash: str) -> int:
@@ -152,18 +416,11 @@ def as_uint64(phashes: Sequence[int]) -> np.ndarray:
   return np.array(phashes, dtype=np.int64).view(np.uint64)
 
 
-def node_or_uniform(phash: str, count: int, shas: Optional[Sequence[str]], cap: int = SAME_HASH_CAP
-                    ) -> Optional[Node]:
-  """The node of a hash shared by ``count`` distinct files (``shas``, the smallest first, while
-  count <= cap), or None for a near-uniform one."""
-  return Node(parse(phash), shas[0], count) if count <= cap and shas else None
-
-
 @functools.lru_cache(maxsize=None)
 def parts(free: int, pieces: int) -> Tuple[int, ...]:
   """The set bits of ``free`` split into ``pieces`` masks of consecutive set bits, as even as
-  can be (the first ones a bit wider). Pigeonhole: hashes that differ in fewer than ``pieces``
-  of these bits agree exactly on at least one mask."""
+  can be (the first ones a bit wider): the keys' bands. Pigeonhole: hashes that differ in fewer
+  than ``pieces`` of these bits agree exactly on at least one mask."""
   positions = [bit for bit in range(BITS) if free >> bit & 1]
   width, wider = divmod(len(positions), pieces)
   masks, start = [], 0
@@ -176,7 +433,7 @@ def parts(free: int, pieces: int) -> Tuple[int, ...]:
 
 @functools.lru_cache(maxsize=None)
 def dealt(free: int, pieces: int) -> Tuple[int, ...]:
-  """The set bits of ``free`` dealt in turn into ``pieces`` masks: close_pairs's parts. Any
+  """The set bits of ``free`` dealt in turn into ``pieces`` masks: anchors' parts. Any
   split into d+1 masks keeps the pigeonhole; dealing spreads a DCT hash's neighbouring bits,
   neighbouring frequencies that photos set alike, over the masks, so each mask's values split
   a set more evenly than consecutive bits' (parts): on the bench's photos, the longest runs of
@@ -234,201 +491,3 @@ def table_popcount(values: np.ndarray) -> np.ndarray:
 
 def distance_between(a: int, b: int) -> int:
   return ((a ^ b) & ALL_BITS).bit_count()
-
-
-def _close_to(rows: np.ndarray, columns: np.ndarray, distance: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-  """(row, column) positions of the pairs within ``distance``, in blocks of bounded memory."""
-  step = max(1, _BLOCK // max(1, len(columns)))
-  for start in range(0, len(rows), step):
-    near = popcount(rows[start:start + step, None] ^ columns[None, :]) <= distance
-    i, j = np.nonzero(near)
-    yield i + start, j
-
-
-def close_pairs(hashes: np.ndarray, distance: int, free: int = ALL_BITS) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-  """Index pairs (i < j) of the hashes within ``distance`` of each other, some more than once.
-
-  A large set is split by the same pigeonhole as the keys, over the ``free`` bits dealt into
-  parts: for each part, sorted by its value, every hash is compared with the next ones up to
-  the longest run of one value, one offset at a time over the whole set, so the cost is the
-  set's size times the longest run, in a few numpy calls per offset; past _LONG_RUN the runs
-  are split again (_runs_compared). Pairs across two runs are compared too, and kept if close:
-  asking whether two hashes share the value would cost a pass over the set more than it saves.
-  A dense cluster that no part thins is compared all pairs with all instead, its size squared,
-  bounded by KEY_CAP in a key."""
-  pieces = dealt(free, distance + 1)
-  if len(hashes) <= _ALL_PAIRS or not all(pieces):
-    yield from _all_pairs(hashes, distance)
-    return
-  for piece in pieces:
-    order, ordered, longest = _sorted_by(hashes, piece)
-    if longest > len(hashes) // 2:
-      yield from _all_pairs(hashes, distance)
-      return
-    yield from _runs_compared(hashes, distance, piece, free & ~piece, (order, ordered, longest))
-
-
-def _sorted_by(hashes: np.ndarray, mask: int) -> Tuple[np.ndarray, np.ndarray, int]:
-  """The hashes' order by their bits under ``mask``, the hashes in that order, and the longest
-  run of one value."""
-  values = hashes & np.uint64(mask)
-  order = np.argsort(values, kind='stable')
-  values = values[order]
-  starts = np.flatnonzero(values[1:] != values[:-1]) + 1
-  return order, hashes[order], int(np.diff(np.concatenate(([0], starts, [len(values)]))).max())
-
-
-def _runs_compared(hashes: np.ndarray, distance: int, fixed: int, free: int,
-                   sorted_by: Optional[Tuple[np.ndarray, np.ndarray, int]] = None
-                   ) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-  """close_pairs's pairs among hashes that agree on the bits under ``fixed``: the hashes sorted
-  by those bits (``sorted_by``, if given: _sorted_by's), each compared with the next ones up
-  to the longest run. Past _LONG_RUN (N/128 of N random hashes for a part of 7 bits) the runs
-  are split again, by the pigeonhole over the ``free`` bits: the whole set sorted by the fixed
-  bits and each sub-part's together, so that millions of hashes cost a few sorts each rather
-  than their number squared over a hundred."""
-  order, ordered, longest = sorted_by or _sorted_by(hashes, fixed)
-  pieces = dealt(free, distance + 1)
-  if longest > _LONG_RUN and all(pieces):
-    for piece in pieces:
-      yield from _runs_compared(hashes, distance, fixed | piece, free & ~piece)
-    return
-  for offset in range(1, longest):
-    near = np.flatnonzero(popcount(ordered[offset:] ^ ordered[:-offset]) <= distance)
-    first, second = order[near], order[near + offset]
-    yield np.minimum(first, second), np.maximum(first, second)
-
-
-def _all_pairs(hashes: np.ndarray, distance: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-  for i, j in _close_to(hashes, hashes, distance):
-    upper = i < j
-    yield i[upper], j[upper]
-
-
-def components(size: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-  """Each of ``size`` items' component root, the smallest index in it, from index pairs:
-  smallest labels pushed along the pairs, then pointer jumping, until nothing changes."""
-  root = np.arange(size)
-  while True:
-    before = root.copy()
-    lower = np.minimum(root[i], root[j])
-    np.minimum.at(root, i, lower)
-    np.minimum.at(root, j, lower)
-    root = root[root]
-    if np.array_equal(root, before):
-      return root
-
-
-def compare_key(phashes: Iterable[int], distance: int, free: int = ALL_BITS, key_cap: int = KEY_CAP,
-                group_cap: int = GROUP_CAP) -> Iterator[object]:
-  """One key's stars: a Member for every hash in a local component of two or more, then, if
-  the key held more than ``key_cap`` hashes, how many it did not hold (an int).
-
-  The first ``key_cap`` hashes are held and compared among themselves; each later one is
-  compared against the held ones only, linked to the first it is close to, and never held, so
-  memory stays bounded. A component over ``group_cap`` hashes is marked capped and links none
-  (a chain of near-uniform frames); held hashes that stay alone emit nothing."""
-  iterator = iter(phashes)
-  held = sorted(itertools.islice(iterator, key_cap))
-  if len(held) < key_cap and len(held) <= _FEW:
-    few = [(a, b) for a in range(len(held)) for b in range(a + 1, len(held))
-           if distance_between(held[a], held[b]) <= distance]
-    if few:
-      i, j = np.array(few).T
-      yield from _stars(held, components(len(held), i, j), np.zeros(len(held), dtype=np.int64), group_cap)
-    return
-  hashes = as_uint64(held)
-  pairs = list(close_pairs(hashes, distance, free))
-  i = np.concatenate([p[0] for p in pairs] + [np.zeros(0, dtype=int)])
-  j = np.concatenate([p[1] for p in pairs] + [np.zeros(0, dtype=int)])
-  attached = np.zeros(len(held), dtype=np.int64)
-  over_cap, later = 0, []
-  for phash in iterator:
-    over_cap += 1
-    later.append(phash)
-    if len(later) >= max(1, _BLOCK // max(1, len(held))):
-      yield from _attach(later, hashes, held, distance, attached, group_cap)
-      later = []
-  yield from _attach(later, hashes, held, distance, attached, group_cap)
-  yield from _stars(held, components(len(held), i, j), attached, group_cap)
-  if over_cap:
-    yield over_cap
-
-
-def _attach(later: List[int], hashes: np.ndarray, held: List[int], distance: int, attached: np.ndarray,
-            group_cap: int) -> Iterator[Member]:
-  """Hashes past the key's cap, each linked to the first held one it is close to (``attached``
-  counts them); one attached to a hash that already has ``group_cap`` is capped."""
-  if not later or not held:
-    return
-  near = popcount(as_uint64(later)[:, None] ^ hashes[None, :]) <= distance
-  for row in np.flatnonzero(near.any(axis=1)):
-    anchor = int(np.argmax(near[row]))
-    attached[anchor] += 1
-    yield Member(later[row], held[anchor], bool(attached[anchor] > group_cap))
-
-
-def _stars(held: List[int], root: np.ndarray, attached: np.ndarray, group_cap: int) -> Iterator[Member]:
-  """The held hashes' local components as stars around each one's smallest hash."""
-  size = np.bincount(root, minlength=len(held)) + np.bincount(root, weights=attached, minlength=len(held)).astype(int)
-  for index, top in enumerate(root):
-    if size[top] > 1:
-      yield Member(held[index], held[top], bool(size[top] > group_cap))
-
-
-# What a member tells the first label round: a label offered (a capped component's mark) or
-# None, and a neighbour or None.
-Told = Tuple[Optional[str], Optional[int]]
-
-
-def links(member: Member) -> List[Tuple[int, Told]]:
-  """What a member tells the first label round, keyed by hash: a capped member its mark; any
-  other, unless it is the centre, a link each way between it and the centre."""
-  if member.capped:
-    return [(member.phash, (capped_label(member.centre), None))]
-  if member.centre == member.phash:
-    return []
-  return [(member.phash, (None, member.centre)), (member.centre, (None, member.phash))]
-
-
-def capped_label(centre: int) -> str:
-  """The mark of a capped component, after its centre: it sorts before every sha256."""
-  return f'{CAPPED}{centre & ALL_BITS:016x}'
-
-
-def first_state(node: Sequence, told: Iterable[Told]) -> Optional[State]:
-  """A linked node's state, from its node (phash, smallest sha256, files) and all its keys'
-  links: the smallest label offered or its own, every neighbour; None if nothing linked it."""
-  label, neighbours, linked = node[1], set(), False
-  for offered, neighbour in told:
-    linked = True
-    if offered is not None:
-      label = min(label, offered)
-    if neighbour is not None:
-      neighbours.add(neighbour)
-  return State(label, tuple(sorted(neighbours)), node[1], node[2]) if linked else None
-
-
-def offers(phash: int, state: State) -> Iterator[Tuple[int, object]]:
-  """A round's messages of one node: its state (a plain tuple) to itself, its label to each neighbour."""
-  yield phash, tuple(state)
-  for neighbour in state.neighbours:
-    yield neighbour, state.label
-
-
-def relabel(messages: Iterable[object]) -> Tuple[State, int]:
-  """One node's round: the smallest of its label and its neighbours', and how many of its
-  links still had a smaller label at the other end (each link that differs counts once, at
-  its larger end: none left after the last round means every component settled)."""
-  state, offered = None, []
-  for message in messages:
-    if isinstance(message, str):
-      offered.append(message)
-    else:
-      state = State(*message)
-  smaller = [label for label in offered if label < state.label]
-  return (state._replace(label=min(smaller)) if smaller else state), len(smaller)
-
-
-def is_capped(label: str) -> bool:
-  return label.startswith(CAPPED)
