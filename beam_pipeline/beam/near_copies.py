@@ -12,6 +12,7 @@ meets its data by a shuffle in which no key, list or element grows with the inpu
 * each key finds its members' anchors holding at most the cap (near_copies.key_anchors), and
   each node takes the best anchor its keys found, by a combiner;
 * a group's members meet by anchor in a combiner that stops listing them past GROUP_CAP images;
+  a node of one file that neither has an anchor nor is one (most images) does not go there;
 * the summary is a CombineGlobally that lists the first groups only.
 
 A key's members are iterated twice when it is over the cap: a GroupByKey's values can be, on
@@ -139,7 +140,7 @@ class NearCopies(beam.PTransform):
     groups = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: (node[0], node)), anchored.told)
               | 'NodesAndAnchors' >> beam.Flatten()
               | 'BestAnchor' >> beam.CombinePerKey(BestAnchor())
-              | 'ByAnchor' >> beam.MapTuple(_by_anchor)
+              | 'ByAnchor' >> beam.FlatMapTuple(_by_anchor)
               | 'GroupMembers' >> beam.CombinePerKey(Bounded(near_copies.GROUP_CAP, weight=_files))
               | 'Groups' >> beam.FlatMap(_group, self._cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
     several = ({'shas': nodes[_SEVERAL], 'label': groups[_LABELLED]}
@@ -290,39 +291,45 @@ def _anchors(item: Tuple[Any, Any], distance: int, key_cap: int) -> Iterator[Any
 
 
 class BestAnchor(beam.CombineFn):
-  """A node and the best anchor its keys found: from the node (a 4-tuple) and each key's
-  (priority, anchor) (2-tuples), the node and the best of those in rank order, or None."""
+  """A node, the best anchor its keys found and whether it anchors another: from the node (a
+  4-tuple), each key's (priority, anchor) (2-tuples) and None from each key where it anchors
+  another, the node, the best anchor in rank order (or None), and True if any None came."""
 
-  def create_accumulator(self) -> Tuple[Optional[tuple], Optional[Tuple[int, int, int]]]:
-    return None, None
+  def create_accumulator(self) -> Tuple[Optional[tuple], Optional[Tuple[int, int, int]], bool]:
+    return None, None, False
 
-  def add_input(self, accumulator, value: tuple):
-    node, best = accumulator
+  def add_input(self, accumulator, value: Optional[tuple]):
+    node, best, anchoring = accumulator
+    if value is None:
+      return node, best, True
     if len(value) == 4:
-      return tuple(value), best
+      return tuple(value), best, anchoring
     found = (*near_copies.rank_key(value[1], value[0]), value[1])
-    return node, found if best is None or found < best else best
+    return node, found if best is None or found < best else best, anchoring
 
   def merge_accumulators(self, accumulators):
-    node, best = None, None
-    for more, found in accumulators:
+    node, best, anchoring = None, None, False
+    for more, found, anchors in accumulators:
       node = node or more
+      anchoring = anchoring or anchors
       if found is not None and (best is None or found < best):
         best = found
-    return node, best
+    return node, best, anchoring
 
   def extract_output(self, accumulator):
     return accumulator
 
 
-def _by_anchor(phash: int, found: Tuple[tuple, Optional[Tuple[int, int, int]]]
-               ) -> Tuple[int, Tuple[int, str, int, int]]:
+def _by_anchor(phash: int, found: Tuple[tuple, Optional[Tuple[int, int, int]], bool]
+               ) -> Iterator[Tuple[int, Tuple[int, str, int, int]]]:
   """A node under its anchor's hash (its own if no key found it one), as a group member:
-  (priority, sha256, phash, files), which sorts the group's best file first."""
-  node, best = found
+  (priority, sha256, phash, files), which sorts the group's best file first; none for a node of
+  one file that neither has an anchor nor is one, a group of one (most images)."""
+  node, best, anchoring = found
   tags.records_per_key(NODES).update(1)
-  anchor = best[2] if best is not None else phash
-  return anchor, (node[1], node[2], node[0], node[3])
+  if best is None and not anchoring and node[3] == 1:
+    return
+  yield best[2] if best is not None else phash, (node[1], node[2], node[0], node[3])
 
 
 def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:

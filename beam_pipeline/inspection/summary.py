@@ -171,10 +171,11 @@ def details(summary: Mapping[str, Any]) -> List[str]:
                   f'look-alikes (more than {near.get("largest_group", 0):,} images within {near["distance"]} bits of '
                   'one picture) were not kept together, as a set that large would take a split\'s share away: they '
                   f'are split image by image, as unrelated images are.{mostly}')
-  if left.get('over_cap_hashes') or left.get('cut_short_hashes'):
-    result.append(f'{counted(left.get("over_cap_hashes", 0) + left.get("cut_short_hashes", 0), "perceptual hash")} '
-                  'were compared only in part (the bounds that keep the grouping small); some near copies among them '
-                  'may have been missed (near_duplicates.left_out).')
+  partly = left.get('over_cap_hashes', 0) + left.get('cut_short_hashes', 0)
+  if partly:
+    result.append(f'{counted(partly, "perceptual hash", "perceptual hashes")} were compared only in part (the '
+                  'bounds that keep the grouping small); some near copies among them may have been missed '
+                  '(near_duplicates.left_out).')
   if summary.get('quality'):
     flags = ', '.join(f'{flag} {count:,}' for flag, count in summary['quality'].items())
     result.append(f'Worth a look, by their data-quality flags: {flags} (stored; inspect lists them by class and split, '

@@ -45,7 +45,7 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
     for out in near_copies.key_anchors(members, distance, near_copies.free_bits(key, distance), key_cap):
       if isinstance(out[0], str):
         counts[out[0]] += out[1]
-      else:
+      elif out[1] is not None:
         phash, (priority, anchor) = out
         best[phash] = min(best.get(phash, (priority, anchor & near_copies.ALL_BITS, anchor)),
                           (priority, anchor & near_copies.ALL_BITS, anchor))
@@ -312,7 +312,8 @@ def test_hashes_a_full_key_does_not_hold_and_no_held_hash_is_near_are_counted():
   far = [(near_copies.parse('f0f0f0f0f0f0f0f0'), 1), (near_copies.parse('0f0f0f0f0f0f0f0f'), 1)]
   out = list(near_copies.key_anchors(members + far, 2, key_cap=32))
   assert ('over_cap_hashes', 2) in out
-  anchored = dict(value for value in out if not isinstance(value[0], str))
+  anchored = dict(value for value in out if not isinstance(value[0], str) and value[1] is not None)
+  assert {value for value, told in out if told is None} == {anchor for _, anchor in anchored.values()}
   assert set(anchored) <= {value for value, _ in members} and len(anchored) >= 32
 
 

@@ -346,23 +346,27 @@ def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = A
                 ) -> Iterator[object]:
   """One key's anchors, from its members' (phash, priority) (the hash as a signed 64-bit int,
   parse; ``members`` may be iterated twice): (phash, (priority, anchor)) for each member whose
-  anchor in the key is another hash; then, where any, ('over_cap_hashes', count) of members not
-  held that found no held anchor and ('cut_short_hashes', count) of members whose comparison was
-  cut short.
+  anchor in the key is another hash, and (anchor, None) once for each such anchor; then, where
+  any, ('over_cap_hashes', count) of members not held that found no held anchor and
+  ('cut_short_hashes', count) of members whose comparison was cut short.
 
   The ``key_cap`` best-ranked members are held and compared among themselves; every other
   member, a block at a time, only with them: if it finds one, that is its best in the key
   anyway, and in a cluster of look-alikes it does. Memory stays within the cap and a block."""
   held = heapq.nsmallest(key_cap, members, key=lambda member: rank_key(*member))
   if len(held) < key_cap and len(held) <= _FEW:
-    for index, (phash, _) in enumerate(held):
+    anchoring = set()
+    for phash, _ in held:
       anchor = next(other for other in held if distance_between(phash, other[0]) <= distance)
       if anchor[0] != phash:
+        anchoring.add(anchor[0])
         yield phash, (anchor[1], anchor[0])
+    yield from ((anchor, None) for anchor in sorted(anchoring))
     return
   hashes = as_uint64([phash for phash, _ in held])
   found = anchors(hashes, distance)
-  yield from _told(held, held, found.anchor, np.arange(len(held)))
+  anchoring = np.zeros(len(held), bool)
+  yield from _told(held, held, found.anchor, np.arange(len(held)), anchoring)
   over_cap, cut_short = 0, found.cut_short
   if len(held) == key_cap:
     last = rank_key(*held[-1])
@@ -374,7 +378,8 @@ def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = A
       anchor = found.anchor[len(held):]
       over_cap += int((anchor >= len(held)).sum())
       cut_short += found.cut_short
-      yield from _told(block, held, np.where(anchor < len(held), anchor, -1), np.full(len(block), -1))
+      yield from _told(block, held, np.where(anchor < len(held), anchor, -1), np.full(len(block), -1), anchoring)
+  yield from ((held[index][0], None) for index in np.flatnonzero(anchoring).tolist())
   if over_cap:
     yield 'over_cap_hashes', over_cap
   if cut_short:
@@ -396,11 +401,13 @@ def _blocks(values: Iterable[Tuple[int, int]], size: int) -> Iterator[List[Tuple
     yield block
 
 
-def _told(members: Sequence[Tuple[int, int]], held: Sequence[Tuple[int, int]], anchor: np.ndarray, own: np.ndarray
-          ) -> Iterator[Tuple[int, Tuple[int, int]]]:
+def _told(members: Sequence[Tuple[int, int]], held: Sequence[Tuple[int, int]], anchor: np.ndarray, own: np.ndarray,
+          anchoring: np.ndarray) -> Iterator[Tuple[int, Tuple[int, int]]]:
   """(phash, (priority, anchor)) of each member whose anchor (an index into ``held``, -1: none)
-  is not its ``own`` index."""
-  for index in np.flatnonzero((anchor >= 0) & (anchor != own)).tolist():
+  is not its ``own`` index; marks each such anchor in ``anchoring``."""
+  told = np.flatnonzero((anchor >= 0) & (anchor != own))
+  anchoring[anchor[told]] = True
+  for index in told.tolist():
     phash, anchor_priority = held[int(anchor[index])]
     yield members[index][0], (anchor_priority, phash)
 
