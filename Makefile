@@ -18,7 +18,7 @@ SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
 .PHONY: install airflow dali models run test options bench bench-planning bench-near-planning bench-large \
-	bench-incremental bench-near-copies bench-paired clean
+	bench-incremental bench-near-copies bench-look-alikes bench-paired clean
 
 install: $(STAMP)
 
@@ -81,8 +81,9 @@ bench: install
 bench-planning: install
 	$(BIN)/python -m benchmarks.planning $(PLANNING_ARGS)
 
-# Near-copy grouping (issue 37) on synthetic perceptual hashes: 1M and 2M images at distances 6
-# and 8 by default. NEAR_PLANNING_ARGS='--records 1000000 --distance 8' for one run.
+# Near-copy grouping (issues 37, 59) on synthetic perceptual hashes: 1M and 2M images at distances
+# 6 and 8 by default. NEAR_PLANNING_ARGS='--records 1000000 --distance 8' for one run; add
+# '--kind look-alikes' for the frames of fixed cameras, '--on-one-machine' for a local run's grouping.
 bench-near-planning: install
 	$(BIN)/python -m benchmarks.near_copies_planning $(NEAR_PLANNING_ARGS)
 
@@ -97,6 +98,11 @@ bench-incremental: install
 # NEAR_COPIES_ARGS='--photos 200 --copied 100' for a quick try.
 bench-near-copies: install
 	$(BIN)/python -m benchmarks.near_copies $(NEAR_COPIES_ARGS)
+
+# 20,000 frames of two fixed cameras (look-alikes, issue 59) converted split 80/20, with near copies
+# grouped and with --near_copies=off. LOOK_ALIKES_ARGS='--images 200000' for more.
+bench-look-alikes: install
+	$(BIN)/python -m benchmarks.look_alikes $(LOOK_ALIKES_ARGS)
 
 # Whole conversions of the 20,000-photo set by two checkouts, or two sets of flags, in turn: what a
 # change costs the run. PAIRED_ARGS='--other ../earlier-worktree' or "--other-flags=--near_copies=off".

@@ -1,20 +1,29 @@
-"""Near-copy grouping at scale, simulated (issue 37): N synthetic (source_sha256, phash) pairs
-through beam_pipeline.beam.near_copies.NearCopies on the in-process runner.
+"""Near-copy grouping at scale, simulated (issues 37 and 59): N synthetic (source_sha256, phash,
+priority) triples through beam_pipeline.beam.near_copies.NearCopies on the in-process runner, or
+through near_copies.groups_on_one_machine (the DirectRunner's) in one process.
 
 Usage: python -m benchmarks.near_copies_planning [--records 1000000,2000000] [--distance 6,8]
+           [--kind photos|look-alikes] [--scenes 1] [--on-one-machine]
 
 Each (N, d) runs in a child process under benchmarks.measure (peak memory of the largest
-process, CPU over all of them), as benchmarks.planning does. The child generates the pairs
-inside the pipeline, a thousand at a time, so no list of N travels in the job graph. In every
-block of BLOCK images:
+process, CPU over all of them), as benchmarks.planning does. The child generates the triples
+inside the pipeline, a thousand at a time, so no list of N travels in the job graph. Photos
+(the default kind), in every block of BLOCK images:
 
 * one all-black frame (a hash shared by every such image: near-uniform, never grouped) and one
-  near-uniform frame (0 to 2 bits of one value flipped: a dense cluster, over the group cap,
-  whose files of one exact hash, a few dozen each past 1M images, are grouped by that hash);
+  near-uniform frame (0 to 2 bits of one value flipped: a dense cluster, a set of look-alikes
+  over the group cap, whose files of one exact hash, a few dozen each past 1M images, are
+  grouped by that hash);
 * PLANTED near copies: an original and its copy with 0..d bits of its hash flipped, one of
-  them a group of three (a second copy of the same original), 5% of the images;
+  them a group of three (a second copy of the same original), 5% of the images; an original
+  ranks before its copies, as a source is larger than its downscaled or re-compressed copies;
 * one exact copy (the sha256 and hash of the image before it);
 * the rest random 64-bit hashes.
+
+Look-alikes (issue 59): every image a frame of one of ``--scenes`` fixed cameras, its hash the
+scene's with each of 40 of its bits flipped with probability 0.08 (a few pixels' noise): most
+pairs of one scene lie within d, so a list of close pairs would hold N^2/2 of them; and the
+same planted copies, their originals random hashes.
 
 A sha256 here ends with the image's index in hex, so the checks know every image's family
 without holding a list: recall is the share of planted pairs whose images ended in one group;
@@ -44,7 +53,9 @@ BLACK, NEAR_UNIFORM, EXACT = 0, 1, BLOCK - 1
 PLANTED = [(slot, slot + 1) for slot in range(2, 19, 2)] + [(18, 20)]
 COPIES = {copy: original for original, copy in PLANTED}
 NEAR_UNIFORM_BASE = 0x5A5A_0F0F_3C3C_A5A5
-STAGES = ('NearBandTotals', 'NearBands', 'NearSubBands', 'NearNodes', 'NearRounds', 'NearGroups')
+STAGES = ('NearBandTotals', 'NearBands', 'NearSubBands', 'NearNodes', 'NearGroups')
+SCENE_BITS, SCENE_FLIPPED = 40, 0.08  # a look-alike frame's hash: these many bits of its scene's, each flipped so often
+SPLITS = 0.2  # the smallest split's fraction, for the group cap: 80/20
 
 
 def family(index: int) -> int:
@@ -69,25 +80,49 @@ def _flipped(value: int, rng: np.random.Generator, most: int) -> int:
   return value
 
 
-def synthetic_chunk(start: int, count: int, distance: int) -> List[Tuple[str, str]]:
-  """(source_sha256, phash) of images ``start`` to ``start + count`` (whole blocks)."""
+def _priority(index: int) -> int:
+  """A made-up image's rank as an anchor: random, an original's before its copies'."""
+  slot = index % BLOCK
+  if slot in COPIES:
+    return _priority(index - slot + COPIES[slot]) + slot
+  return int.from_bytes(hashlib.sha256(b'rank' + index.to_bytes(8, 'little')).digest()[:5], 'little') << 8
+
+
+def _frame(index: int, scenes: int, rng: np.random.Generator) -> int:
+  """A look-alike frame's hash: its scene's, with each of the scene's SCENE_BITS bits flipped
+  with probability SCENE_FLIPPED."""
+  scene = index % scenes
+  bits = np.random.default_rng(10**9 + scene).choice(64, SCENE_BITS, replace=False)
+  value = _random_hash(2**40 + scene)
+  for bit in bits[rng.random(SCENE_BITS) < SCENE_FLIPPED]:
+    value ^= 1 << int(bit)
+  return value
+
+
+def synthetic_chunk(start: int, count: int, distance: int, scenes: int = 0) -> List[Tuple[str, str, int]]:
+  """(source_sha256, phash, priority) of images ``start`` to ``start + count`` (whole blocks):
+  photos, or with ``scenes``, frames of that many cameras besides the planted copies."""
   rng = np.random.default_rng(start)
-  pairs = []
+  triples = []
   for index in range(start, start + count):
     slot = index % BLOCK
-    if slot == BLACK:
+    if slot in COPIES:
+      value = _flipped(_random_hash(index - slot + COPIES[slot]), rng, distance)
+    elif any(slot == original for original, _ in PLANTED):
+      value = _random_hash(index)
+    elif scenes:
+      value = _frame(index, scenes, rng)
+    elif slot == BLACK:
       value = 0
     elif slot == NEAR_UNIFORM:
       value = _flipped(NEAR_UNIFORM_BASE, np.random.default_rng(index), 2)
-    elif slot in COPIES:
-      value = _flipped(_random_hash(index - slot + COPIES[slot]), rng, distance)
     else:
       value = _random_hash(index)
-    if slot == EXACT:
-      pairs.append(pairs[-1])
+    if slot == EXACT and not scenes:
+      triples.append(triples[-1])
     else:
-      pairs.append((_sha(index), f'{value:016x}'))
-  return pairs
+      triples.append((_sha(index), f'{value:016x}', _priority(index)))
+  return triples
 
 
 def planted_pairs(count: int) -> int:
@@ -96,10 +131,10 @@ def planted_pairs(count: int) -> int:
   return count // BLOCK * sum((n + 1) * n // 2 for n in sizes.values())
 
 
-def _near_uniform(pair: Tuple[str, str]) -> Iterator[Tuple[Tuple[str, str], int]]:
+def _near_uniform(pair: Tuple[str, str], scenes: int) -> Iterator[Tuple[Tuple[str, str], int]]:
   """A near-uniform image's (group, hash): files of one hash grouped are same-hash pairs."""
   index = int(pair[0][48:], 16)
-  if index % BLOCK == NEAR_UNIFORM:
+  if index % BLOCK == NEAR_UNIFORM and not scenes:
     yield (pair[1], f'{_flipped(NEAR_UNIFORM_BASE, np.random.default_rng(index), 2):016x}'), 1
 
 
@@ -117,7 +152,7 @@ def _same_group(representatives: List[str]) -> int:
   return sum(n * (n - 1) // 2 for n in counts.values())
 
 
-def run_grouping(count: int, distance: int) -> Dict[str, Any]:
+def run_grouping(count: int, distance: int, scenes: int = 0) -> Dict[str, Any]:
   """Groups ``count`` synthetic images in this process's pipeline; what the child reports."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
   from apache_beam.metrics import Metrics  # pylint: disable=import-outside-toplevel
@@ -126,14 +161,16 @@ def run_grouping(count: int, distance: int) -> Dict[str, Any]:
 
   from beam_pipeline.beam import local_runner, tags  # pylint: disable=import-outside-toplevel
   from beam_pipeline.beam.near_copies import NearCopies  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import near_copies  # pylint: disable=import-outside-toplevel
 
   options = PipelineOptions([])
   p = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
   chunks = [(start, min(CHUNK, count - start)) for start in range(0, count, CHUNK)]
   grouped = (p
              | 'Chunks' >> beam.Create(chunks)
-             | 'Pairs' >> beam.FlatMap(lambda chunk: synthetic_chunk(*chunk, distance))
-             | NearCopies(distance))
+             | 'Triples' >> beam.FlatMap(lambda chunk: synthetic_chunk(*chunk, distance, scenes))
+             | NearCopies(distance, near_copies.group_cap(count, SPLITS)))
+
   def report(name: str) -> Any:
     return lambda value: Metrics.counter('near_copies_check', name).inc(value)
 
@@ -150,7 +187,7 @@ def run_grouping(count: int, distance: int) -> Dict[str, Any]:
        | 'GroupedPairs' >> beam.CombineGlobally(sum)
        | 'ReportGrouped' >> beam.Map(report('grouped_pairs')))
   _ = (grouped['pairs']
-       | 'NearUniform' >> beam.FlatMap(_near_uniform)
+       | 'NearUniform' >> beam.FlatMap(_near_uniform, scenes)
        | 'SameHashSizes' >> beam.CombinePerKey(sum)
        | 'SameHashPairs' >> beam.MapTuple(lambda _, size: size * (size - 1) // 2)
        | 'SameHashGrouped' >> beam.CombineGlobally(sum)
@@ -170,14 +207,41 @@ def run_grouping(count: int, distance: int) -> Dict[str, Any]:
             for c in metrics.query(MetricsFilter().with_namespace('near_copies_check'))['counters']}
   summary = {c.key.metric.name: c.committed
              for c in metrics.query(MetricsFilter().with_namespace('near_copies_summary'))['counters']}
+  return _row(count, distance, scenes, seconds, checks.get('planted_together', 0), checks.get('grouped_pairs', 0),
+              checks.get('same_hash_pairs', 0), summary, largest, keys)
+
+
+def run_on_one_machine(count: int, distance: int, scenes: int = 0) -> Dict[str, Any]:
+  """Groups ``count`` synthetic images as a DirectRunner run does, in memory in this process."""
+  from beam_pipeline.core.planning import near_copies  # pylint: disable=import-outside-toplevel
+
+  files = [triple for start in range(0, count, CHUNK)
+           for triple in synthetic_chunk(start, min(CHUNK, count - start), distance, scenes)]
+  started = time.monotonic()
+  found = near_copies.groups_on_one_machine(files, distance, near_copies.group_cap(count, SPLITS))
+  seconds = time.monotonic() - started
+  families: Dict[int, List[str]] = collections.defaultdict(list)
+  sizes: Dict[str, int] = collections.Counter()
+  same_hash: Dict[Tuple[str, str], int] = collections.Counter()
+  for pair in found.pairs:
+    for family_index, representative in _family_of(pair):
+      families[family_index].append(representative)
+    sizes[pair[1]] += 1
+    for key, one in _near_uniform(pair, scenes):
+      same_hash[key] += one
+  together = sum(_same_group(representatives) for representatives in families.values())
+  grouped = sum(n * (n - 1) // 2 for n in sizes.values())
+  return _row(count, distance, scenes, seconds, together, grouped,
+              sum(n * (n - 1) // 2 for n in same_hash.values()), found.counts, {}, {})
+
+
+def _row(count: int, distance: int, scenes: int, seconds: float, together: int, grouped: int, same_hash: int,
+         summary: Dict[str, int], largest: Dict[str, int], keys: Dict[str, int]) -> Dict[str, Any]:
   planted = planted_pairs(count)
-  together = checks.get('planted_together', 0)
-  return {'records': count, 'distance': distance, 'seconds': round(seconds, 2),
+  return {'records': count, 'distance': distance, 'scenes': scenes, 'seconds': round(seconds, 2),
           'us_per_record': round(seconds / count * 1e6, 2), 'largest_key': largest, 'keys': keys,
-          'planted_pairs': planted, 'recall': round(together / planted, 5),
-          'same_hash_pairs': checks.get('same_hash_pairs', 0),
-          'false_merge_pairs': checks.get('grouped_pairs', 0) - together - checks.get('same_hash_pairs', 0),
-          'summary': summary}
+          'planted_pairs': planted, 'recall': round(together / planted, 5), 'same_hash_pairs': same_hash,
+          'false_merge_pairs': grouped - together - same_hash, 'summary': summary}
 
 
 def main() -> int:
@@ -185,27 +249,34 @@ def main() -> int:
                                    description=__doc__.splitlines()[0])
   parser.add_argument('--records', default='1000000,2000000')
   parser.add_argument('--distance', default='6,8', help='Hamming distances, comma-separated')
-  parser.add_argument('--child', nargs=3, metavar=('N', 'D', 'RESULT'), help=argparse.SUPPRESS)
+  parser.add_argument('--kind', choices=('photos', 'look-alikes'), default='photos')
+  parser.add_argument('--scenes', type=int, default=1, help='with --kind=look-alikes: how many cameras')
+  parser.add_argument('--on-one-machine', action='store_true', help="the DirectRunner's grouping, in memory")
+  parser.add_argument('--child', nargs=5, metavar=('N', 'D', 'SCENES', 'WHERE', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
     logging.getLogger('apache_beam').setLevel(logging.ERROR)
-    count, distance, path = args.child
-    Path(path).write_text(json.dumps(run_grouping(int(count), int(distance))))
+    count, distance, scenes, where, path = args.child
+    run = run_on_one_machine if where == 'memory' else run_grouping
+    Path(path).write_text(json.dumps(run(int(count), int(distance), int(scenes))))
     return 0
   RESULTS.mkdir(parents=True, exist_ok=True)
+  scenes = args.scenes if args.kind == 'look-alikes' else 0
+  where = 'memory' if args.on_one_machine else 'beam'
   rows = []
   for count in map(int, args.records.split(',')):
     for distance in map(int, args.distance.split(',')):
-      row = measured_child(f'near-copies-{count}-d{distance}',
-                           ['benchmarks.near_copies_planning', '--child', str(count), str(distance)])
-      rows.append(row)
+      row = measured_child(f'near-copies-{count}-d{distance}-{args.kind}-{where}',
+                           ['benchmarks.near_copies_planning', '--child', str(count), str(distance), str(scenes),
+                            where])
+      rows.append({**row, 'where': where})
       largest = ', '.join(f'{stage} {row["largest_key"].get(stage, 0):,} of {row["keys"].get(stage, 0):,} keys'
-                          for stage in STAGES)
-      print(f'{count:>11,} d={distance} {row["seconds"]:>8.1f} s {row["us_per_record"]:>6.1f} us/record '
-            f'largest process {row["largest_process_mb"]:>6.0f} MB; recall {row["recall"]:.4f}, '
-            f'false merges {row["false_merge_pairs"]:,} (and {row["same_hash_pairs"]:,} pairs of near-uniform files '
-            f'sharing one hash); largest key: {largest}; {row["summary"]}', flush=True)
-  (RESULTS / 'near_copies_planning.json').write_text(json.dumps({'rows': rows}, indent=2))
+                          for stage in STAGES if stage in row['largest_key'])
+      print(f'{count:>11,} d={distance} {args.kind} ({where}) {row["seconds"]:>8.1f} s {row["us_per_record"]:>6.1f} '
+            f'us/record, CPU {row["cpu_s"]:.1f} s, largest process {row["largest_process_mb"]:>6.0f} MB; recall '
+            f'{row["recall"]:.4f}, false merges {row["false_merge_pairs"]:,} (and {row["same_hash_pairs"]:,} pairs of '
+            f'near-uniform files sharing one hash); largest key: {largest or "-"}; {row["summary"]}', flush=True)
+  (RESULTS / f'near_copies_planning-{args.kind}-{where}.json').write_text(json.dumps({'rows': rows}, indent=2))
   return 0
 
 
