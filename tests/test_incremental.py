@@ -157,14 +157,59 @@ def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsy
   assert sum(1 for _ in builder.as_dataset(split='validation')) == info.splits['validation'].num_examples
 
 
-def test_an_unchanged_input_writes_no_shard(work):
+def output_state(out: Path) -> Dict[str, Tuple[bytes, int, int]]:
+  """Every file of the output but its lock: its bytes, modification time and inode."""
+  found = {}
+  for path in sorted(out.rglob('*')):
+    if path.is_file() and path.name != output_layout.LOCK:
+      stat = path.stat()
+      found[str(path.relative_to(out))] = (path.read_bytes(), stat.st_mtime_ns, stat.st_ino)
+  return found
+
+
+def test_an_unchanged_input_builds_no_pipeline_and_leaves_the_output_as_it_was(work, capsys, monkeypatch):
+  """The listing's digest is the earlier run's: the launcher says so in one line, builds no
+  pipeline and touches no file of the output, its run record included."""
   out = work / 'out'
-  before = shard_states(out)
+  before = output_state(out)
+  earlier = RunRecord.read(str(out))
+  assert earlier.listing.num_listed == 2 * PER_CLASS
+  monkeypatch.setattr('beam_pipeline.beam.graph.build', lambda *args, **kwargs: pytest.fail('a pipeline was built'))
+  capsys.readouterr()
   assert convert('--incremental') == 0
-  update = update_of(out)
-  assert (update['added'], update['changed'], update['removed'], update['unchanged']) == (0, 0, 0, 2 * PER_CLASS)
-  assert update['shards_written'] == update['shards_rewritten'] == 0
-  assert shard_states(out) == before
+  assert capsys.readouterr().out.splitlines() == [
+      f'--incremental: nothing changed since the run of {earlier.created} ({2 * PER_CLASS} inputs listed as then); '
+      '--output=out is left as it is.']
+  assert output_state(out) == before
+
+
+def test_an_update_whose_pipeline_finds_nothing_changed_commits_nothing_and_merges_no_shard(work, capsys, monkeypatch):
+  """Where the launcher cannot tell (a Dataflow job lists on its workers), the pipeline finds
+  every input unchanged: it commits nothing, so the output keeps every file as it was, and its
+  small shards wait for a run that adds or removes something to be merged."""
+  out = work / 'out'
+  photos.write_files(work / 'imgs', {f'cat/small{i}.jpg': photos.jpeg(300 + i) for i in range(2)})
+  assert convert('--incremental') == 0
+  photos.write_files(work / 'imgs', {f'dog/small{i}.jpg': photos.jpeg(400 + i) for i in range(2)})
+  assert convert('--incremental') == 0  # two increments: small shards to merge
+  before = output_state(out)
+  monkeypatch.setattr('beam_pipeline.cli.launch._nothing_changed', lambda *args: None)
+  capsys.readouterr()
+  assert convert('--incremental') == 0
+  assert capsys.readouterr().out.splitlines()[-1].startswith('--incremental: nothing changed since the run of ')
+  assert output_state(out) == before
+  assert not (out / output_layout.TEMP_DIR).exists()
+
+
+def test_a_touched_added_or_renamed_file_is_a_change(work):
+  out = work / 'out'
+  cat = sorted((work / 'imgs' / 'cat').iterdir())
+  os.utime(cat[0], ns=(cat[0].stat().st_atime_ns, cat[0].stat().st_mtime_ns + 10**9))
+  assert convert('--incremental') == 0
+  assert update_of(out)['changed'] == 1
+  cat[1].rename(cat[1].with_name('renamed.jpg'))
+  assert convert('--incremental') == 0
+  assert (update_of(out)['added'], update_of(out)['removed']) == (1, 1)
 
 
 def test_other_options_or_an_output_without_a_catalog_give_a_full_conversion_said_in_one_line(work, capsys):
@@ -393,7 +438,7 @@ def test_a_changed_box_changes_its_image_and_nothing_else(tmp_path, monkeypatch)
   assert moved[0]['image/object/bbox/xmax'] == pytest.approx(40 / 48)
 
 
-def test_a_file_rejected_before_is_not_read_again_while_it_is_unchanged(work):
+def test_a_file_rejected_before_is_not_read_again_while_it_is_unchanged(work, monkeypatch):
   """The earlier errors file says what an unchanged file got: a damaged file is rejected again
   unread, and stops being listed once it is gone."""
   out = work / 'out'
@@ -405,11 +450,11 @@ def test_a_file_rejected_before_is_not_read_again_while_it_is_unchanged(work):
   stat = broken.stat()
   broken.write_bytes(good)  # the same size and time: unchanged, as far as a listing can tell
   os.utime(broken, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  monkeypatch.setattr('beam_pipeline.cli.launch._nothing_changed', lambda *args: None)  # the pipeline compares
   assert convert('--incremental') == 0
   errors = (out / 'errors-00000-of-00001.jsonl').read_text().splitlines()
   assert [json.loads(line)['reason'] for line in errors] == ['not_image']
-  update = update_of(out)
-  assert (update['added'], update['unchanged']) == (0, 2 * PER_CLASS + 1)
+  assert update_of(out)['added'] == 1  # nothing changed: nothing committed
   broken.unlink()
   assert convert('--incremental') == 0
   assert (out / 'errors-00000-of-00001.jsonl').read_text() == ''

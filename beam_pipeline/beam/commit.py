@@ -6,10 +6,10 @@ import apache_beam as beam
 
 from beam_pipeline.beam import output_dir
 from beam_pipeline.core import rejections
-from beam_pipeline.core.inputs import labels
+from beam_pipeline.core.inputs import labels, listing_digest
 from beam_pipeline.core.messages import ShardReport
 from beam_pipeline.core.output import incremental_update, output_layout, run_totals, tfds_metadata
-from beam_pipeline.core.output.run_record import RunRecord
+from beam_pipeline.core.output.run_record import Listing, RunRecord
 from beam_pipeline.core.output.run_totals import WrittenTotals
 from beam_pipeline.core.settings import Settings
 
@@ -31,13 +31,19 @@ class SumShardReports(beam.CombineFn):
 
 
 def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping[str, Any],
-           duplicates: Mapping[str, Any], near_copies: Optional[Mapping[str, Any]], transform_written: List[List[str]], settings: Settings, runner: str,
-           changes: Mapping[str, int], decision: incremental_update.Decision, earlier: Optional[RunRecord]) -> None:
+           duplicates: Mapping[str, Any], near_copies: Optional[Mapping[str, Any]], transform_written: List[List[str]],
+           settings: Settings, runner: str, changes: Mapping[str, int], decision: incremental_update.Decision,
+           earlier: Optional[RunRecord], listing: Optional[listing_digest.Digest] = None) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
   or --near_copies=drop dropped and files skipped as no images are listed with the rejections, but are no errors.
   An update's totals are those of the dataset it updates (``earlier``: its run record) with
-  what it wrote (``written``) added, and it records what changed (``changes``)."""
+  what it wrote (``written``) added, and it records what changed (``changes``); an update that
+  found nothing changed commits nothing, leaving the output as it was. An --incremental run
+  records its ``listing``'s digest, with which the next one may find so without a pipeline."""
+  if decision.updates and not incremental_update.changed(changes):
+    output_dir.discard(settings.output, settings.run_id)
+    return
   dataset, moves = written, []
   if decision.updates:
     dataset = WrittenTotals.of_record(earlier).add(written, replace=True)
@@ -69,7 +75,9 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
                             dedupe=settings.dedupe, num_removed=removed, num_skipped=skipped,
                             near_copies=run_totals.near_duplicates(near_copies, settings.near_copies, near_removed),
                             settings=settings.as_dict(), runner=runner,
-                            embedding=run_totals.embedding_info(settings.embedding, settings.schema), update=update)
+                            embedding=run_totals.embedding_info(settings.embedding, settings.schema), update=update,
+                            listing=(Listing(num_listed=listing.count, digest=listing.text)
+                                     if listing is not None and listing.text else None))
   tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
   for name, text in tfds_files.items():
     output_dir.stage_text(settings.output, settings.run_id, name, text)

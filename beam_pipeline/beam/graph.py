@@ -44,8 +44,11 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
     batches, rejected = annotation_inputs.annotated(pipeline, batches, settings)
     annotation_rejections.append(rejected)
   num_listed = listed.batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
-  if settings.incremental:  # what each record is made from, for the catalog
+  listing = None
+  if settings.incremental:  # what each record is made from, for the catalog; the listing's digest
     batches = batches | 'RecordFingerprints' >> beam.Map(incremental.with_record_fingerprints)
+    listing = summed_up((batches, listed[REJECTED]) | 'ListingAndTurnedAway' >> beam.Flatten(), 'DigestListing',
+                        incremental.ListingDigest())
   changes = None
   if decision.updates:  # only new and changed files go on, found against the record of the dataset updated
     earlier = (pipeline | 'Output' >> beam.Create([settings.output])
@@ -95,7 +98,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
                               runner=runner, changes=AsSingleton(changes.counts, default_value={}) if changes else {},
                               decision=decision,
-                              earlier=AsSingleton(earlier) if earlier is not None else None))
+                              earlier=AsSingleton(earlier) if earlier is not None else None, listing=listing))
 
 
 def spread(pcoll: beam.PCollection, label: str, pooled: bool) -> beam.PCollection:

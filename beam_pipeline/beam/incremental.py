@@ -5,7 +5,6 @@ The catalog is read from its files in parallel and joined by uri (CoGroupByKey),
 records by content hash, so no element holds the catalog or the listing: an update costs one
 pass over both plus the work of what changed.
 """
-import hashlib
 import io
 from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
@@ -18,6 +17,7 @@ from beam_pipeline.beam import near_copies, output_dir, planning, tags
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_quality
+from beam_pipeline.core.inputs import fingerprints, listing_digest
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
 from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
@@ -81,18 +81,27 @@ class FindChanges(beam.PTransform):
 
 
 def with_record_fingerprints(batch: List[InputItem]) -> List[InputItem]:
-  return [_with_record_fingerprint(item) for item in batch]
+  """A batch's items, each with the fingerprint of its record (fingerprints.of_record)."""
+  return [item._replace(fingerprint=fingerprints.of_record(item)) for item in batch]
 
 
-def _with_record_fingerprint(item: InputItem) -> InputItem:
-  """The item with a fingerprint of everything its record is made from: its file's, and what the
-  listing gives besides the bytes (a manifest's label and split, its boxes), so that a relabelled
-  file or a moved box counts as changed. An unknown file fingerprint stays unknown ('')."""
-  if not item.fingerprint:
-    return item
-  given = repr((item.label, item.labels, item.split, item.extras, item.objects, item.annotated_size))
-  digest = hashlib.sha256(given.encode('utf-8', 'backslashreplace')).hexdigest()[:16]
-  return item._replace(fingerprint=f'{item.fingerprint}:{digest}')
+class ListingDigest(beam.CombineFn):
+  """The digest of the whole listing (listing_digest.Digest), from each batch's and rejection's."""
+
+  def create_accumulator(self) -> listing_digest.Digest:
+    return listing_digest.Digest()
+
+  def add_input(self, accumulator: listing_digest.Digest, value: Any) -> listing_digest.Digest:
+    return accumulator.merge(listing_digest.of(value if isinstance(value, list) else [value]))
+
+  def merge_accumulators(self, accumulators: Iterable[listing_digest.Digest]) -> listing_digest.Digest:
+    merged = listing_digest.Digest()
+    for accumulator in accumulators:
+      merged = merged.merge(accumulator)
+    return merged
+
+  def extract_output(self, accumulator: listing_digest.Digest) -> listing_digest.Digest:
+    return accumulator
 
 
 def _catalogued(files: Tuple[str, str], output: str) -> Iterator[Tuple[str, Tuple[str, Entry]]]:

@@ -292,6 +292,16 @@ def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable
   output_lock.give_up(output, run)
 
 
+def discard(output: str, run: str) -> None:
+  """Leaves the output as it is, marker and all, if ``run`` still holds the lock: what it staged
+  goes, and the lock is given up (an --incremental run that found nothing changed)."""
+  output_lock.check_held(output, run)
+  staged = FileSystems.join(output_layout.TEMP_DIR, run)
+  _delete(output, [name for name in _relative_names(output) if name.startswith(staged + '/')],
+          [staged, output_layout.TEMP_DIR])
+  output_lock.give_up(output, run)
+
+
 def _commit(output: str, run: str, written: List[str], written_dirs: List[str], run_record_json: str,
             last: List[str], moves: List[Tuple[str, str]]) -> None:
   stage_text(output, run, output_layout.RUN_RECORD, run_record_json)

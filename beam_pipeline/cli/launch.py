@@ -21,11 +21,12 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline.beam import dry_run, graph, local_runner, model_files, output_dir
-from beam_pipeline.beam.listing import inputs
+from beam_pipeline.beam.listing import inputs, parts
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
 from beam_pipeline.compat import beam_internals
 from beam_pipeline.core import steps
 from beam_pipeline.core.console import native_output, progress_counts
+from beam_pipeline.core.console.quantities import counted
 from beam_pipeline.core.output import earlier_input, incremental_update, run_lock
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
@@ -109,6 +110,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     if settings.embedding:
       settings = _check_model(settings, in_process, held)
     decision = _incremental(earlier, settings)
+    unchanged = _nothing_changed(earlier, settings, options, decision)
   except UsageError as e:
     workers.shutdown()
     workers.stop_forkserver()  # a bad option: no run, no workers
@@ -116,6 +118,9 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   except SystemExit:  # --help, printed
     workers.stop_forkserver()
     raise
+  if unchanged:
+    workers.stop_forkserver()
+    return Outcome(None, unchanged, conversion.json, False)
   if in_process:
     workers.start()
   if conversion.verbose:
@@ -154,6 +159,8 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   if state != PipelineState.DONE:
     raise ConversionError(f'the pipeline ended in state {state}', 1)
   info = RunRecord.read(settings.output, FileSystems.exists, FileSystems.open)
+  if decision.updates and info == earlier:  # the update found nothing changed and committed nothing
+    return Outcome(None, _unchanged_line(earlier, settings), conversion.json, False)
   wrote = summary.of(info, settings.output, time.monotonic() - started)
   return Outcome(wrote, None, conversion.json, ctrl_c.during_commit)
 
@@ -184,6 +191,27 @@ def _incremental(earlier: Optional[RunRecord], settings: Settings) -> incrementa
   if decision.full_conversion and earlier is not None:
     print(f'--incremental: converting everything, since {decision.full_conversion}', file=sys.stderr)
   return decision
+
+
+def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: PipelineOptions,
+                     decision: incremental_update.Decision) -> Optional[str]:
+  """What the command says where an --incremental update finds its input listed as the run that
+  wrote ``earlier`` listed it (the same digest, parts.digest_of_listing): nothing to do, and no
+  pipeline is built; else None. Only a local run lists here (a Dataflow job lists on its
+  workers, and finds so there: commit.commit), and only an input whose listing gives every
+  fingerprint (--annotations' boxes come from files of their own)."""
+  if not decision.updates or earlier.listing is None or settings.annotations or not local_runner.is_direct(options):
+    return None
+  digest = parts.digest_of_listing(settings.input, settings.output)
+  if (digest.count, digest.text) != (earlier.listing.num_listed, earlier.listing.digest):
+    return None
+  return _unchanged_line(earlier, settings, digest.count)
+
+
+def _unchanged_line(earlier: RunRecord, settings: Settings, listed: Optional[int] = None) -> str:
+  inputs_listed = f' ({counted(listed, "input")} listed as then)' if listed is not None else ''
+  return (f'--incremental: nothing changed since the run of {earlier.created}{inputs_listed}; '
+          f'--output={settings.output} is left as it is.')
 
 
 def _say_which_splits_win(options: PipelineOptions, settings: Settings) -> None:

@@ -18,7 +18,7 @@ from beam_pipeline.beam.listing import inputs, local_files, manifest_files, obje
 from beam_pipeline.core import isolation, rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.inputs import fingerprints as input_fingerprints
-from beam_pipeline.core.inputs import manifest_parts, manifest_rows, manifest_text
+from beam_pipeline.core.inputs import listing_digest, manifest_parts, manifest_rows, manifest_text
 from beam_pipeline.core.messages import InputItem, Rejection
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, InputSpec
@@ -237,3 +237,15 @@ def batches_counted(part: InputPart, output: str, fingerprints: bool = False) ->
       counts.listed(len(batch))
       yield batch
   counts.part_listed()
+
+
+def digest_of_listing(spec: InputSpec, output: str) -> listing_digest.Digest:
+  """The digest of the whole input as an --incremental run's pipeline lists it (graph.build's
+  DigestListing), listed here in one process, a part at a time: each item with its record's
+  fingerprint, and what the listing turns away."""
+  digest = listing_digest.Digest()
+  for part in input_parts(spec):
+    digest = digest.merge(listing_digest.of(
+        value if isinstance(value, Rejection) else value._replace(fingerprint=input_fingerprints.of_record(value))
+        for value in list_part(part, output, fingerprints=True)))
+  return digest

@@ -78,5 +78,15 @@ def of_rows(fingerprints: Iterable[str]) -> str:
   return fingerprints[0].partition(_ROW)[0] + _ROW + _hash('\n'.join(fingerprints))
 
 
+def of_record(item: InputItem) -> str:
+  """The fingerprint of everything an item's record is made from: its file's, and what the
+  listing gives besides the bytes (a manifest's label and split, its boxes), so that a relabelled
+  file or a moved box counts as changed. An unknown file fingerprint stays unknown."""
+  if not item.fingerprint:
+    return UNKNOWN
+  given = repr((item.label, item.labels, item.split, item.extras, item.objects, item.annotated_size))
+  return f'{item.fingerprint}:{hashlib.sha256(given.encode("utf-8", "backslashreplace")).hexdigest()[:_HASH_DIGITS]}'
+
+
 def _hash(text: str) -> str:
   return hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:_HASH_DIGITS]

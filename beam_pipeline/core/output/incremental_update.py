@@ -158,6 +158,13 @@ def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:
   return moves
 
 
+def changed(changes: Mapping[str, int]) -> bool:
+  """Whether an update's inputs (``changes``: incremental_catalog.change counts) hold anything
+  added, changed or removed since the earlier run."""
+  return any(changes.get(kind) for kind in (incremental_catalog.ADDED, incremental_catalog.CHANGED,
+                                            incremental_catalog.REMOVED))
+
+
 def what_changed(decision: Decision, changes: Mapping[str, int], written: run_totals.WrittenTotals,
            dataset: run_totals.WrittenTotals, labels: List[str]) -> Update:
   """What the run record of an --incremental run says it changed: ``changes`` counts its inputs

@@ -146,6 +146,14 @@ class Update(_Json):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Listing(_Json):
+  """The input as an --incremental run listed it (core/inputs/listing_digest.py): how many
+  items and rejections, and their digest. A later run that lists the same has nothing to do."""
+  num_listed: int
+  digest: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunRecord(_Json):
   """A completed run's beam_pipeline.json; its JSON keys are these fields, in this order."""
   tool: str = TOOL
@@ -177,6 +185,8 @@ class RunRecord(_Json):
   embedding: Optional[Embedding] = None
   options: Dict[str, Any]  # the settings as given (Settings.as_dict), and the runner
   update: Optional[Update] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --incremental
+  # With --incremental, where every input listed had a fingerprint.
+  listing: Optional[Listing] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   def input_given(self) -> Optional[str]:
     """The --input the run converted, as given (a folder without the '/**' its listing adds);
@@ -208,13 +218,15 @@ class RunRecord(_Json):
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'RunRecord':
     """The record of parsed JSON, of this version or an earlier one."""
-    embedding, update, near = data.get('embedding'), data.get('update'), data.get('near_duplicates')
+    embedding, update, near, listing = (data.get('embedding'), data.get('update'), data.get('near_duplicates'),
+                                        data.get('listing'))
     return _typed(cls, data, splits={name: Split.from_dict(split) for name, split in data['splits'].items()},
                   errors_files=data.get('errors_files', [data['errors_file']]),
                   duplicates=_typed(Duplicates, data['duplicates']),
                   near_duplicates=_typed(NearDuplicates, near) if near else None,
                   embedding=_typed(Embedding, embedding) if embedding else None,
-                  update=_typed(Update, update) if update else None)
+                  update=_typed(Update, update) if update else None,
+                  listing=_typed(Listing, listing) if listing else None)
 
   @classmethod
   def from_json(cls, text: str) -> 'RunRecord':

@@ -10,7 +10,8 @@ from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.messages import ShardReport
-from beam_pipeline.core.output.run_record import Duplicates, Embedding, NearDuplicates, RunRecord, Shard, Split, Update
+from beam_pipeline.core.output.run_record import (Duplicates, Embedding, Listing, NearDuplicates, RunRecord, Shard, Split,
+                                                  Update)
 from beam_pipeline.core.settings import EmbeddingSpec
 
 
@@ -176,7 +177,7 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None,
           num_skipped: int = 0, update: Optional[Update] = None,
-          near_copies: Optional[NearDuplicates] = None) -> RunRecord:
+          near_copies: Optional[NearDuplicates] = None, listing: Optional[Listing] = None) -> RunRecord:
   """``written`` is written_totals of every shard: counts per split come from the shards as
   written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
   up the groups of identical files: num_groups, num_extra_copies, num_label_conflicts, and the
@@ -220,6 +221,7 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
       embedding=embedding,
       options=dict(settings, runner=runner),
       update=update,
+      listing=listing,
   )
 
 
