@@ -21,6 +21,7 @@ from PIL import Image
 from beam_pipeline import cli
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.output.run_record import RunRecord
+from beam_pipeline.core.writing import record_index
 from beam_pipeline.inspection import verify
 from helpers import fault_proxy, gcs_emulator, photos
 from helpers.commands import ROOT
@@ -210,6 +211,44 @@ def test_a_touched_added_or_renamed_file_is_a_change(work):
   cat[1].rename(cat[1].with_name('renamed.jpg'))
   assert convert('--incremental') == 0
   assert (update_of(out)['added'], update_of(out)['removed']) == (1, 1)
+
+
+def test_a_shard_written_again_copies_the_records_it_keeps_byte_for_byte(work):
+  """A deleted photo's shard is written again as the bytes of its other records, framing and
+  CRCs as they were: nothing parsed or framed again."""
+  out = work / 'out'
+  catalog = sorted((out / output_layout.CATALOG_DIR).glob('*.jsonl'))[0]
+  shard = out / (catalog.name[:-len('.jsonl')] + output_layout.SHARD_SUFFIX)
+  uris = [json.loads(line)[0] for line in catalog.read_text().splitlines()]
+  data = shard.read_bytes()
+  spans = record_index.checked_spans(data)
+  (work / uris[1]).unlink()
+  assert convert('--incremental') == 0
+  assert shard.read_bytes() == b''.join(data[offset:offset + size] for index, (offset, size) in enumerate(spans)
+                                        if index != 1)
+  assert [json.loads(line)[0] for line in catalog.read_text().splitlines()] == uris[:1] + uris[2:]
+
+
+def test_a_damaged_shard_an_update_must_write_again_fails_it_and_keeps_the_dataset(work, capsys):
+  """A bit flipped in a shard that lost a record: its CRC says so, the update fails naming the
+  shard, and the output keeps its earlier dataset."""
+  out = work / 'out'
+  catalog = sorted((out / output_layout.CATALOG_DIR).glob('*.jsonl'))[0]
+  shard = out / (catalog.name[:-len('.jsonl')] + output_layout.SHARD_SUFFIX)
+  damaged = bytearray(shard.read_bytes())
+  damaged[len(damaged) // 2] ^= 0x01
+  shard.write_bytes(bytes(damaged))
+  (work / json.loads(catalog.read_text().splitlines()[0])[0]).unlink()
+  record = (out / output_layout.RUN_RECORD).read_bytes()
+  capsys.readouterr()
+  assert convert('--incremental') == 1
+  err = capsys.readouterr().err.splitlines()
+  assert err[0].startswith(f'error: the output is damaged: out/{shard.name}: the data of the record at byte ')
+  assert err[0].endswith('fails its checksum (in step Write/ParDo(WriteOutputs))')
+  assert err[2] == '  Convert again with --incremental --rebuild: it converts the input whole into --output=out.'
+  assert (out / output_layout.RUN_RECORD).read_bytes() == record
+  assert convert('--incremental', '--rebuild') == 0
+  assert_verified(out)
 
 
 def test_other_options_or_an_output_without_a_catalog_give_a_full_conversion_said_in_one_line(work, capsys):

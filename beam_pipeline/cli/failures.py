@@ -27,7 +27,7 @@ from beam_pipeline.core import rejections
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.output.run_totals import ErrorBudgetExceeded
 from beam_pipeline.core.inputs.reading import TransientReadError
-from beam_pipeline.core.rejections import InputFileError, LockLost, OutputError
+from beam_pipeline.core.rejections import DamagedOutput, InputFileError, LockLost, OutputError
 from beam_pipeline.core.user_errors import ConversionError
 
 _STEP = re.compile(r"\[while running '([^']+)'\]")
@@ -117,6 +117,9 @@ def _cause(error: BaseException, output: str):
             'Rerun when it recovers.')
   if isinstance(error, LockLost) or LockLost.__name__ in text:
     return (first, 'The other run\'s output stands; rerun once it has ended if this run\'s is the one you want.')
+  if isinstance(error, DamagedOutput) or DamagedOutput.__name__ in text:
+    return (f'the output is damaged: {first}',
+            f'Convert again with --incremental --rebuild: it converts the input whole into --output={output}.')
   if isinstance(error, OutputError) or OutputError.__name__ in text:
     return (f'the output could not be written: {first}',
             f'Check that --output={output} is writable and has room, then rerun.')

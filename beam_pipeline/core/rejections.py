@@ -75,6 +75,11 @@ class OutputError(RunFailure):
   """The output cannot be listed, written or committed: the run stops, whatever the images."""
 
 
+class DamagedOutput(OutputError):
+  """The output's own files are not what its run record says (a shard or a catalog damaged, cut
+  short or deleted since it was written): an update cannot build on them; a rebuild can."""
+
+
 class LockLost(OutputError):
   """The run no longer holds its output's lock when it comes to commit: another run's work is
   there, or soon will be, and this run's must not mix with it."""

@@ -38,3 +38,26 @@ def test_a_file_cut_inside_a_record_is_an_error(tmp_path):
   for cut in (len(data) - 1, len(data) - 10, 5):
     with pytest.raises(ValueError, match='ends inside a record'):
       list(record_index.data_lengths(io.BytesIO(data[:cut])))
+
+
+@pytest.mark.parametrize('datas', [[], [b''], [b'x' * 5], [b'a' * n for n in (0, 1, 300, 70_000, 2)]])
+def test_the_checked_spans_are_the_tools_index(tmp_path, datas):
+  """Where each framed record lies, as the tfrecord package's index tool finds it."""
+  data = _shard(tmp_path / 'shard.tfrecord', datas)
+  assert ''.join(f'{offset} {size}\n' for offset, size in record_index.checked_spans(data)) == _tool_index(data)
+
+
+def test_a_flipped_bit_or_a_cut_fails_the_checked_spans(tmp_path):
+  """A bit flipped in a length or in data fails its CRC-32C; a file cut short ends inside a record."""
+  data = _shard(tmp_path / 'shard.tfrecord', [b'abc', b'defgh' * 100, b'ij'])
+  second = 12 + 3 + 4
+  for position, error in [(second + 2, 'the length of the record at byte 19 fails its checksum'),
+                          (second + 12 + 7, 'the data of the record at byte 19 fails its checksum'),
+                          (len(data) - 1, 'the data of the record at byte 535 fails its checksum')]:
+    flipped = bytearray(data)
+    flipped[position] ^= 0x10
+    with pytest.raises(ValueError, match=error):
+      record_index.checked_spans(bytes(flipped))
+  for cut, error in [(len(data) - 1, 'ends inside the record at byte 535'), (5, 'inside the header of the record')]:
+    with pytest.raises(ValueError, match=error):
+      record_index.checked_spans(data[:cut])

@@ -9,17 +9,20 @@ documented one: an 8-byte little-endian length, its 4-byte CRC, the data, its
 4-byte CRC.
 """
 import struct
-from typing import BinaryIO, Iterable, Iterator, Tuple
+from typing import BinaryIO, Iterable, Iterator, List, Tuple
 
-_FRAMING_BYTES = 16
+import google_crc32c
+
+FRAMING_BYTES = 16  # a record's length and two CRCs around its data
+_CRC_MASK_DELTA = 0xA282EAD8  # TFRecord's masked CRC: rotated right by 15 bits, plus this
 
 
 def framed(lengths: Iterable[int]) -> Iterator[Tuple[int, int]]:
   """(offset, framed length) of records of these data lengths, written one after another."""
   offset = 0
   for length in lengths:
-    yield offset, length + _FRAMING_BYTES
-    offset += length + _FRAMING_BYTES
+    yield offset, length + FRAMING_BYTES
+    offset += length + FRAMING_BYTES
 
 
 def text(lengths: Iterable[int]) -> str:
@@ -36,8 +39,35 @@ def data_lengths(stream: BinaryIO) -> Iterator[int]:
   while position < end:
     header = stream.read(12)
     length, = struct.unpack('<Q', header[:8]) if len(header) == 12 else (end,)
-    position += length + _FRAMING_BYTES
+    position += length + FRAMING_BYTES
     if position > end:
       raise ValueError('the file ends inside a record')
     stream.seek(position)
     yield length
+
+
+def checked_spans(data: bytes) -> List[Tuple[int, int]]:
+  """(offset, framed length) of each record of a whole uncompressed TFRecord file, both of its
+  CRC-32Cs checked: an update copies the records it keeps as they are, framing and all, without
+  parsing or framing them again. ValueError where the file ends inside a record or a checksum
+  fails."""
+  spans, position = [], 0
+  while position < len(data):
+    if position + 12 > len(data):
+      raise ValueError(f'the file ends inside the header of the record at byte {position}')
+    length, length_crc = struct.unpack_from('<QI', data, position)
+    if _masked_crc(data[position:position + 8]) != length_crc:
+      raise ValueError(f'the length of the record at byte {position} fails its checksum')
+    end = position + length + FRAMING_BYTES
+    if end > len(data):
+      raise ValueError(f'the file ends inside the record at byte {position}')
+    if _masked_crc(data[position + 12:end - 4]) != struct.unpack_from('<I', data, end - 4)[0]:
+      raise ValueError(f'the data of the record at byte {position} fails its checksum')
+    spans.append((position, end - position))
+    position = end
+  return spans
+
+
+def _masked_crc(data: bytes) -> int:
+  crc = google_crc32c.value(data)
+  return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
