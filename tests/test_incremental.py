@@ -251,6 +251,51 @@ def test_a_damaged_shard_an_update_must_write_again_fails_it_and_keeps_the_datas
   assert_verified(out)
 
 
+def _damage(out: Path, kind: str) -> str:
+  """Damages the output's first shard or its catalog as ``kind`` says; returns the file's name."""
+  catalog = sorted((out / output_layout.CATALOG_DIR).glob('*.jsonl'))[0]
+  shard = out / (catalog.name[:-len('.jsonl')] + output_layout.SHARD_SUFFIX)
+  lines = catalog.read_text().splitlines(keepends=True)
+  if kind == 'shard emptied':
+    shard.write_bytes(b'')
+  elif kind == 'shard cut short':
+    shard.write_bytes(shard.read_bytes()[:-100])
+  elif kind == 'shard deleted':
+    shard.unlink()
+  elif kind == 'catalog line deleted':
+    catalog.write_text(''.join(lines[1:]))
+  elif kind == 'catalog emptied':
+    catalog.write_text('')
+  elif kind == 'catalog cut mid-line':
+    catalog.write_text(''.join(lines)[:-40])
+  else:
+    catalog.unlink()
+  return (shard if kind.startswith('shard') else catalog).relative_to(out).as_posix()
+
+
+@pytest.mark.parametrize('kind', ['shard emptied', 'shard cut short', 'shard deleted', 'catalog line deleted',
+                                  'catalog emptied', 'catalog cut mid-line', 'catalog deleted'])
+def test_an_update_over_a_damaged_output_refuses_naming_the_file_and_rebuild_repairs_it(work, capsys, kind):
+  """Whether anything changed or not, an update checks the shards and catalogs it keeps against
+  the run record (sizes, the catalogs' checksums): it never exits 0 over them, names the file,
+  leaves the output as it was, and --rebuild converts it whole again."""
+  out = work / 'out'
+  damaged = _damage(out, kind)
+  record = (out / output_layout.RUN_RECORD).read_bytes()
+  for change in (False, True):
+    if change:
+      photos.write_files(work / 'imgs', {'cat/new.jpg': photos.jpeg(777)})
+    capsys.readouterr()
+    assert convert('--incremental') == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f'error: the output is damaged: {damaged} '), err
+    assert err[2] == '  Convert again with --incremental --rebuild: it converts the input whole into --output=out.'
+    assert (out / output_layout.RUN_RECORD).read_bytes() == record
+  assert convert('--incremental', '--rebuild') == 0
+  assert_verified(out)
+  assert RunRecord.read(str(out)).num_examples == 2 * PER_CLASS + 1
+
+
 def test_other_options_or_an_output_without_a_catalog_give_a_full_conversion_said_in_one_line(work, capsys):
   out = work / 'out'
   capsys.readouterr()

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import near_copies, output_dir, planning, tags
@@ -21,6 +21,8 @@ from beam_pipeline.core.inputs import fingerprints, listing_digest
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
 from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output.run_record import Shard
+from beam_pipeline.core.rejections import DamagedOutput
 from beam_pipeline.core.planning import near_copies as near_copy_groups
 from beam_pipeline.core.settings import Settings
 
@@ -54,8 +56,8 @@ class FindChanges(beam.PTransform):
     pipeline = batches.pipeline
     listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, item) for item in batch])
     catalogued = (self._earlier
-                  | 'CatalogFiles' >> beam.FlatMap(lambda record: [(shard.file, shard.catalog_file) for split in
-                                                                   record.splits.values() for shard in split.shards])
+                  | 'CatalogFiles' >> beam.FlatMap(lambda record: [shard for split in record.splits.values()
+                                                                   for shard in split.shards])
                   | 'SpreadCatalog' >> beam.Reshuffle()
                   | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output))
     rejected = (self._earlier
@@ -104,12 +106,21 @@ class ListingDigest(beam.CombineFn):
     return accumulator
 
 
-def _catalogued(files: Tuple[str, str], output: str) -> Iterator[Tuple[str, Tuple[str, Entry]]]:
-  shard, catalog = files
-  with FileSystems.open(output_dir.path(output, catalog), compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    text = f.read().decode('utf-8', 'surrogateescape')
-  for entry in incremental_catalog.entries(text):
-    yield entry.uri, (shard, entry)
+def _catalogued(shard: Shard, output: str) -> Iterator[Tuple[str, Tuple[str, Entry]]]:
+  for entry in checked_catalog(shard, output):
+    yield entry.uri, (shard.file, entry)
+
+
+def checked_catalog(shard: Shard, output: str) -> List[Entry]:
+  """The entries of one shard's catalog, checked against the run record (incremental_catalog.
+  checked): DamagedOutput where the shard or its catalog is not what the record says."""
+  try:
+    with FileSystems.open(output_dir.path(output, shard.catalog_file),
+                          compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      data = f.read()
+  except (BeamIOError, OSError) as e:
+    raise DamagedOutput(f'{shard.catalog_file} cannot be read: {rejections.cause(e)}') from e
+  return incremental_catalog.checked(shard, data, output_dir.size(output, shard.file))
 
 
 def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:

@@ -30,7 +30,7 @@ import shutil
 import threading
 from typing import Iterable, List, Optional, Set, Tuple
 
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.beam import output_lock
@@ -51,6 +51,18 @@ def path(output: str, name: str) -> str:
 def run_dir(output: str, run: str) -> str:
   """The staging folder of ``run``: only it writes there, only its commit moves files out."""
   return FileSystems.join(output, output_layout.TEMP_DIR, run)
+
+
+def size(output: str, name: str) -> Optional[int]:
+  """The size of the output's file ``name`` in bytes, None if there is none: one stat, or one
+  metadata request."""
+  found = path(output, name)
+  if not uris.is_remote(output):
+    return os.path.getsize(found) if os.path.isfile(found) else None
+  try:
+    return next((m.size_in_bytes for m in FileSystems.match([found])[0].metadata_list if m.path == found), None)
+  except BeamIOError:
+    return None
 
 
 def temp_path(output: str, run: str, name: str) -> str:

@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from beam_pipeline.beam import dry_run, graph, local_runner, model_files, output_dir
+from beam_pipeline.beam import dry_run, graph, incremental, local_runner, model_files, output_dir
 from beam_pipeline.beam.listing import inputs, parts
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
 from beam_pipeline.compat import beam_internals
@@ -31,6 +31,7 @@ from beam_pipeline.core.output import earlier_input, incremental_update, run_loc
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
+from beam_pipeline.core.rejections import DamagedOutput
 from beam_pipeline.core.user_errors import ConversionError, ModelError, UsageError
 from beam_pipeline.local import workers
 
@@ -204,6 +205,12 @@ def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: 
     return None
   digest = parts.digest_of_listing(settings.input, settings.output)
   if (digest.count, digest.text) != (earlier.listing.num_listed, earlier.listing.digest):
+    return None
+  try:  # the output as its record says, or the pipeline says what is damaged (incremental.FindChanges)
+    for split in earlier.splits.values():
+      for shard in split.shards:
+        incremental.checked_catalog(shard, settings.output)
+  except DamagedOutput:
     return None
   return _unchanged_line(earlier, settings, digest.count)
 

@@ -156,6 +156,7 @@ class ShardReport:
   quality: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
   index_file: Optional[str] = None  # with --index_files
   catalog_file: Optional[str] = None  # with --incremental
+  catalog_sha256: Optional[str] = None  # of the catalog file (incremental_catalog.checksum)
   # The report of a shard as an earlier run wrote it, which this run wrote again: its counts come
   # off the earlier totals (run_totals.WrittenTotals.add_shard).
   replaced: bool = False

@@ -10,12 +10,15 @@ parallel like the shards and no element holds all of it; a kept shard keeps its 
 file untouched as well.
 """
 import collections
+import hashlib
 import json
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.messages import CheckedImage, Rejection, ShardReport
 from beam_pipeline.core.output import run_totals
+from beam_pipeline.core.output.run_record import Shard
+from beam_pipeline.core.rejections import DamagedOutput
 
 
 class Entry(NamedTuple):
@@ -73,6 +76,34 @@ def text(entries: Iterable[Entry]) -> str:
   return ''.join(map(line, entries))
 
 
+def checksum(text_of_file: str) -> str:
+  """The SHA-256 of a catalog file of this text, as shard_writer.write_text writes it: the run
+  record keeps it, and an update checks each catalog it reads against it."""
+  return hashlib.sha256(text_of_file.encode('utf-8', 'backslashreplace')).hexdigest()
+
+
+def checked(shard: Shard, catalog_bytes: bytes, shard_bytes: Optional[int]) -> List[Entry]:
+  """The entries of ``shard``'s catalog file (``catalog_bytes``), checked against what the run
+  record says of the shard: its shard file there (``shard_bytes``: its size, None if missing) and
+  of its size, its catalog's checksum (a record from before checksums has none), and as many
+  entries as the shard holds records. DamagedOutput naming the file otherwise: an update that
+  builds on it would miscount the dataset or store records twice."""
+  if shard_bytes is None:
+    raise DamagedOutput(f'{shard.file} is missing')
+  if shard_bytes != shard.num_bytes:
+    raise DamagedOutput(f'{shard.file} holds {shard_bytes:,} bytes where the run record says {shard.num_bytes:,}')
+  if shard.catalog_sha256 and hashlib.sha256(catalog_bytes).hexdigest() != shard.catalog_sha256:
+    raise DamagedOutput(f'{shard.catalog_file} is not the catalog the run wrote: its checksum differs')
+  try:
+    found = entries(catalog_bytes.decode('utf-8', 'surrogateescape'))
+  except (ValueError, TypeError, IndexError) as e:
+    raise DamagedOutput(f'{shard.catalog_file}: {rejections.first_line(e)}') from e
+  if len(found) != shard.num_examples:
+    raise DamagedOutput(f'{shard.catalog_file} lists {len(found):,} records where {shard.file} holds '
+                        f'{shard.num_examples:,}')
+  return found
+
+
 def entries(text_of_file: str) -> List[Entry]:
   """The entries of one catalog file, in the shard's order."""
   return [parse(value) for value in text_of_file.splitlines() if value.strip()]
@@ -81,7 +112,7 @@ def entries(text_of_file: str) -> List[Entry]:
 def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *, multi_label: bool,
            annotations: bool, index_file: Optional[str] = None, catalog_file: Optional[str] = None) -> ShardReport:
   """The report of a shard holding ``shard_entries``: what the writer reports of it, counted
-  again from its catalog alone."""
+  again from its catalog alone, with its catalog file's checksum."""
   labels = [value.labels if multi_label else value.label for value in shard_entries]
   objects = collections.Counter(label for value in shard_entries for label in value.objects)
   return ShardReport(split=split, file=file, num_examples=len(shard_entries), num_bytes=num_bytes,
@@ -90,7 +121,7 @@ def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *,
                      num_rotated=sum(value.rotated for value in shard_entries),
                      num_damaged_jpeg=sum(value.damaged for value in shard_entries),
                      objects=dict(objects) if annotations else None, index_file=index_file,
-                     catalog_file=catalog_file,
+                     catalog_file=catalog_file, catalog_sha256=checksum(text(shard_entries)) if catalog_file else None,
                      **run_totals.image_statistics(labels, [value.longer_side for value in shard_entries],
                                                    [value.stored_bytes for value in shard_entries],
                                                    [(value.stratum, value.quality) for value in shard_entries]))

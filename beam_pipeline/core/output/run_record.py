@@ -56,6 +56,8 @@ class Shard(_Json):
   num_bytes: int
   index_file: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --index_files
   catalog_file: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --incremental
+  # Its SHA-256, which an update checks the catalog against; None in a record from before it.
+  catalog_sha256: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   @property
   def files(self) -> List[str]:

@@ -110,7 +110,8 @@ class WrittenTotals:
     if report.rewritten:
       self.rewritten_files.append(report.file)
     shard = Shard(file=report.file, num_examples=report.num_examples, num_bytes=report.num_bytes,
-                  index_file=report.index_file, catalog_file=report.catalog_file)
+                  index_file=report.index_file, catalog_file=report.catalog_file,
+                  catalog_sha256=report.catalog_sha256)
     self.splits.setdefault(report.split, SplitTotals()).add(report, [] if report.replaced else [shard], sign)
     return self
 
