@@ -39,6 +39,18 @@ def test_parse_splits():
       splitting.parse_splits(bad)
 
 
+@pytest.mark.parametrize('given, meant', [('validaton', 'validation'), ('trian', 'train'), ('tset', 'test'),
+                                          ('vaildation', 'validation'), ('trainn', 'train'), ('vaild', 'validation')])
+def test_a_split_name_one_typo_off_a_usual_one_asks_whether_it_was_meant(given, meant):
+  with pytest.raises(UsageError, match=f"'{given}' is one letter off {meant}; did you mean {meant}\\?"):
+    splitting.parse_splits(f'train=0.8,{given}=0.2' if meant != 'train' else f'{given}=0.8,test=0.2')
+
+
+def test_names_of_their_own_are_no_typos():
+  for given in ('holdout', 'val2', 'test_hard', 'train_1', 'eval', 'calibration', 'devv', 'vals'):
+    assert splitting.parse_splits(f'train=0.8,{given}=0.2').names == ('train', given)
+
+
 def test_a_usual_split_is_named_alike_by_every_word_for_it():
   """--splits reads val, dev, training ... as a manifest's split column and split folders do."""
   assert splitting.parse_splits('training=0.7,val=0.2,testing=0.1') == SplitSpec(('train', 'validation', 'test'),

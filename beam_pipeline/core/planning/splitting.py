@@ -35,6 +35,10 @@ def parse_splits(value: Optional[str]) -> SplitSpec:
     name, _, fraction = part.partition('=')
     name = name.strip()
     name = split_names.named(name) if _NAME.match(name) else name
+    meant = split_names.mistyped(name)
+    if meant:
+      raise UsageError(f'--splits={value}: {name!r} is one letter off {meant}; did you mean {meant}? (to name a '
+                       f'split of your own so, put a digit or an underscore in it: {name}_1)')
     if not _NAME.match(name) or name in names:
       raise UsageError(f'--splits={value}: {name!r} is not a valid, unique split name (lowercase, a-z0-9_)')
     try:
