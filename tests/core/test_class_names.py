@@ -40,3 +40,12 @@ def test_every_name_it_accepts_is_one_line_of_labels_txt():
       continue
     assert (name + '\n').splitlines() == [name], hex(code)
     assert name.encode('utf-8').decode('utf-8') == name
+
+
+def test_a_name_composed_or_decomposed_in_unicode_is_one_class():
+  """'café' with é as one code point (NFC), or as e and a combining acute accent (NFD, as folders
+  copied from macOS name it): one class, written composed; and so is 'Å' as the letter or the sign."""
+  composed, decomposed = 'caf\u00e9', 'cafe\u0301'
+  assert composed != decomposed
+  assert class_names.class_name(decomposed) == class_names.class_name(composed) == composed
+  assert class_names.class_name('\u212b') == class_names.class_name('A\u030a') == '\u00c5'

@@ -22,9 +22,11 @@ class BadClassName(ValueError):
 
 @functools.lru_cache(maxsize=4096)
 def class_name(text: str) -> str:
-  """The class ``text`` names: stripped of the whitespace around it. Raises BadClassName for a
-  text that cannot be one line of labels.txt. Cached: a run's images share a few classes."""
-  name = text.strip()
+  """The class ``text`` names: stripped of the whitespace around it, in Unicode's composed form
+  (NFC), so that 'café' written as one code point for é or as e and a combining accent (as a
+  folder copied from macOS has it) is one class, not two that print alike. Raises BadClassName
+  for a text that cannot be one line of labels.txt. Cached: a run's images share a few classes."""
+  name = unicodedata.normalize('NFC', text.strip())
   if not name:
     raise BadClassName('is blank')
   if name.isprintable():  # the common case: nothing below can be in it

@@ -1,0 +1,32 @@
+"""Mistakes that used to pass silently (issue 60): each now gives a clear answer before any work,
+or is read the way the user meant."""
+import pytest
+
+from beam_pipeline import cli
+from helpers import photos
+from helpers.dataset_reader import read_output
+
+
+def test_a_class_folder_named_composed_and_decomposed_in_unicode_is_one_class(tmp_path):
+  """A folder copied from macOS names 'café' with e and a combining accent (NFD), one made
+  elsewhere with é (NFC): one class, as the summary, labels.txt and the records say."""
+  composed, decomposed = 'caf\u00e9', 'cafe\u0301'
+  photos.write_files(tmp_path / 'in', {f'{composed}/a{i}.jpg': photos.jpeg(i) for i in range(2)})
+  photos.write_files(tmp_path / 'in', {f'{decomposed}/b{i}.jpg': photos.jpeg(10 + i) for i in range(2)})
+  assert cli.main([f'--input={tmp_path / "in"}', f'--output={tmp_path / "out"}', '--runner=DirectRunner',
+                   '--skip_transform']) == 0
+  info, records = read_output(tmp_path / 'out')
+  assert info['labels'] == [composed] and info['splits']['train']['classes'] == {composed: 4}
+  assert (tmp_path / 'out' / 'labels.txt').read_text(encoding='utf-8') == composed + '\n'
+  assert {record['image/class/text'].decode() for record in records['train']} == {composed}
+
+
+def test_a_mistyped_split_name_stops_the_run_before_it_starts(tmp_path, capsys):
+  photos.write_files(tmp_path / 'in', photos.labelled(['cat'], 2))
+  code = cli.main([f'--input={tmp_path / "in"}', f'--output={tmp_path / "out"}', '--runner=DirectRunner',
+                   '--splits=train=0.8,validaton=0.2'])
+  assert code == 2
+  assert capsys.readouterr().err.splitlines() == [
+      "error: --splits=train=0.8,validaton=0.2: 'validaton' is one letter off validation; did you mean validation? "
+      '(to name a split of your own so, put a digit or an underscore in it: validaton_1)']
+  assert not (tmp_path / 'out').exists()
