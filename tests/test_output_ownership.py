@@ -16,6 +16,7 @@ from typing import Dict, Iterator, Tuple
 import pytest
 
 from beam_pipeline import cli
+from beam_pipeline.beam.listing import local_files
 from helpers import gcs_emulator
 from helpers.commands import ROOT, command, error_line, started, user_environment
 from helpers.dataset_reader import read_output
@@ -119,9 +120,28 @@ def test_another_tools_tfrecords_and_labels_are_refused_untouched(sets, tmp_path
   capsys.readouterr()
   assert convert(sets[0], out) == 2
   assert error_line(capsys.readouterr().err) == (
-      f'error: --output={out} is not empty and holds no output of this tool (5 file(s), first: labels.txt); use an '
+      f'error: --output={out} is not empty and holds no output of this tool (5 entries at its top, first: labels.txt); use an '
       'empty or new directory: nothing is written over files this tool did not write')
   assert tree(out) == before
+
+
+def test_a_home_folder_as_output_is_refused_from_its_top_without_walking_it(tmp_path, capsys, monkeypatch):
+  """--output=$HOME or /: refused from the names at its top, before its tree is walked."""
+  home = tmp_path / 'home'
+  for name in ('.bashrc', 'Documents/a.txt', 'Pictures/2019/b.jpg'):
+    (home / name).parent.mkdir(parents=True, exist_ok=True)
+    (home / name).write_text('x')
+  walk = local_files.walk_local_files
+
+  def walked(root, *args, **kwargs):
+    assert str(root).rstrip('/') != str(home), 'the output was walked'
+    return walk(root, *args, **kwargs)
+
+  monkeypatch.setattr(local_files, 'walk_local_files', walked)
+  assert cli.main([f'--input={home}/Pictures', f'--output={home}', *RUN_ARGS]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      f'error: --output={home} is not empty and holds no output of this tool (3 entries at its top, first: .bashrc); '
+      'use an empty or new directory: nothing is written over files this tool did not write']
 
 
 def test_a_shard_no_record_of_ours_lists_is_a_users_even_in_our_output(sets, fresh, tmp_path, capsys):

@@ -30,3 +30,13 @@ def test_a_mistyped_split_name_stops_the_run_before_it_starts(tmp_path, capsys):
       "error: --splits=train=0.8,validaton=0.2: 'validaton' is one letter off validation; did you mean validation? "
       '(to name a split of your own so, put a digit or an underscore in it: validaton_1)']
   assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('interval', ['1e-9', '0.5', '0.99'])
+def test_a_progress_interval_under_a_second_is_refused(tmp_path, capsys, interval):
+  """1e-9 was taken: 40,499 progress lines for one run."""
+  photos.write_files(tmp_path / 'in', photos.labelled(['cat'], 1))
+  assert cli.main([f'--input={tmp_path / "in"}', f'--output={tmp_path / "out"}', '--runner=DirectRunner',
+                   f'--progress_interval={interval}']) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      f'error: --progress_interval={interval} is less than 1: give 1 or more']

@@ -134,6 +134,8 @@ def check_ours(output: str) -> None:
   """
   if FileSystems.get_scheme(output) is None and os.path.isfile(output):
     raise UsageError(output_lock.unwritable(output, NotADirectoryError()))
+  if FileSystems.get_scheme(output) is None and os.path.isdir(output):
+    _check_top_level(output)
   try:
     names = _relative_names(output)
   except OutputError as e:
@@ -154,6 +156,19 @@ def check_ours(output: str) -> None:
   if foreign:
     raise UsageError(f'--output={output} holds {len(foreign)} file(s) this tool did not write '
                      f'(first: {foreign[0]}); use an empty or new directory')
+
+
+def _check_top_level(output: str) -> None:
+  """UsageError, from the top level of a local directory alone, if it holds entries but none of
+  this tool's markers (a home folder, /): it is no output of ours, and walking its whole tree to
+  say so could take minutes."""
+  with os.scandir(output) as entries:
+    names = sorted(entry.name for entry in entries)
+  markers = {output_layout.RUN_RECORD, output_layout.LOCK, output_layout.TEMP_DIR, output_layout.OLD_RUN_RECORD}
+  if names and not markers & set(names):
+    raise UsageError(f'--output={output} is not empty and holds no output of this tool ({len(names):,} entries at its '
+                     f'top, first: {names[0]}); use an empty or new directory: nothing is written over files this '
+                     'tool did not write')
 
 
 def earlier_record(output: str) -> Optional[RunRecord]:

@@ -63,13 +63,16 @@ class Choice(Kind):
 
 @dataclasses.dataclass(frozen=True)
 class Number(Kind):
-  """A positive, finite number."""
+  """A positive, finite number, at least ``minimum`` where one is given."""
   regex: Optional[str] = r'^([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-9]*)$'
+  minimum: Optional[float] = None
 
   def parse(self, flag: str, text: Optional[str]) -> float:
     number = _float(flag, text)
     if not 0 < number < math.inf:
       raise UsageError(f'{flag}={text} must be a positive number')
+    if self.minimum is not None and number < self.minimum:
+      raise UsageError(f'{flag}={text} is less than {self.minimum:g}: give {self.minimum:g} or more')
     return number
 
 
@@ -339,8 +342,8 @@ OPTIONS: Tuple[Option, ...] = (
     # console: the command's own, not the pipeline's
     Option('verbose', 'console', Switch(), "Show Beam's INFO log lines", changes_output=False),
     Option('json', 'console', Switch(), 'Print the summary as JSON on standard output', changes_output=False),
-    Option('progress_interval', 'console', Number(), 'Seconds between progress lines when standard error is not a '
-           'terminal (Airflow and CI logs); a positive number', default='10', changes_output=False),
+    Option('progress_interval', 'console', Number(minimum=1), 'Seconds between progress lines when standard error '
+           'is not a terminal (Airflow and CI logs); 1 or more', default='10', changes_output=False),
 )
 
 # The groups of --help, in order, and what a group says of itself.
