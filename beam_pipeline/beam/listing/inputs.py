@@ -6,6 +6,8 @@ so a million-file input never travels in the job graph; at launch we only check 
 there is something to list.
 """
 import csv
+import functools
+import json
 import os
 from typing import Iterable, List, Optional
 
@@ -14,6 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_pipeline.beam.listing import local_files, manifest_files, object_listing
 from beam_pipeline.core import rejections, split_names
 from beam_pipeline.core.inputs import manifest_rows, manifest_text, skipped_files
+from beam_pipeline.core.output import output_layout, run_record
 from beam_pipeline.core.rejections import InputFileError
 from beam_pipeline.core.settings import CSV, DIRECTORY, GLOB, JSONL, InputSpec
 from beam_pipeline.core.user_errors import UsageError
@@ -67,9 +70,35 @@ def listed_below(spec: InputSpec) -> Optional[str]:
 
 
 def skip_reason(spec: InputSpec, path: str) -> Optional[str]:
-  """Why listing ``spec`` skips the file ``path`` as no image (skipped_files), or None."""
+  """Why listing ``spec`` skips the file ``path`` as no image (skipped_files, or a file of an
+  output of this tool's that lies in a local input), or None."""
   below = listed_below(spec)
-  return skipped_files.skip_reason(path[len(below):]) if below is not None and path.startswith(below) else None
+  if below is None or not path.startswith(below):
+    return None
+  output = _output_of_ours(os.path.dirname(path), below.rstrip('/')) if local_files.is_local(path) else None
+  if output:
+    return f'a file of {output}, an output of beam_pipeline (its shards, graph and reports)'
+  return skipped_files.skip_reason(path[len(below):])
+
+
+@functools.lru_cache(maxsize=4096)
+def _output_of_ours(directory: str, top: str) -> Optional[str]:
+  """The folder at or above ``directory`` (up to ``top``, the folder listed) that holds a run
+  record of this tool's, or None. Cached: a folder's files share the answer."""
+  if _is_record_of_ours(os.path.join(directory, output_layout.RUN_RECORD)):
+    return directory
+  parent = os.path.dirname(directory)
+  if not directory or directory == top or parent == directory or len(directory) <= len(top):
+    return None
+  return _output_of_ours(parent, top)
+
+
+def _is_record_of_ours(path: str) -> bool:
+  try:
+    with open(path, encoding='utf-8') as f:
+      return json.load(f).get('tool') == run_record.TOOL
+  except (OSError, ValueError, AttributeError):
+    return False
 
 
 def _check_not_all_skipped(value: str, spec: InputSpec, paths: Iterable[str]) -> None:

@@ -139,7 +139,12 @@ def _inside(output: str, spec: InputSpec) -> Optional[str]:
   if local_files.is_local(output) != local_files.is_local(top):
     return None
   if local_files.is_local(output):
-    output, top = os.path.abspath(output), os.path.abspath(top or '.')
+    top = os.path.abspath(top or '.')
+    real, real_top = os.path.realpath(output), os.path.realpath(top)
+    if (real + '/').startswith(real_top.rstrip('/') + '/'):  # where the listing meets it, through links too
+      output = os.path.join(top, os.path.relpath(real, real_top)) if real != real_top else top
+    else:
+      output = os.path.abspath(output)
   output = output.rstrip('/')
   return output if (output + '/').startswith(top.rstrip('/') + '/') else None
 
