@@ -179,11 +179,11 @@ def test_rerun_replaces_the_previous_result_and_refuses_foreign_files(tmp_path, 
   assert (out / 'beam_pipeline.json').exists()  # refused before touching anything
 
 
-def test_error_budget_fails_the_rerun_but_keeps_its_errors_and_the_earlier_output(tmp_path, capsys):
+def test_error_budget_fails_the_rerun_before_it_writes_and_keeps_the_earlier_output(tmp_path, capsys, monkeypatch):
   """A complete output, then a rerun whose input gained 4 bad files of 10. Expected: exit 1
-  with the budget's line and what became of the output; the earlier output still committed,
-  read whole by reader.load and passed by verify; the rerun's errors file where the message
-  says; a rerun with a larger budget then commits."""
+  with the budget's line, naming the top reasons, a file of each and the budget that would do,
+  before a shard is written, and what became of the output; the earlier output still committed,
+  read whole by reader.load and passed by verify; a rerun with that budget then commits."""
   files = {f'a/{i}.jpg': d for i, d in enumerate(photos.jpegs(6))}
   photos.write_files(tmp_path / 'in', files)
   out = tmp_path / 'out'
@@ -193,14 +193,16 @@ def test_error_budget_fails_the_rerun_but_keeps_its_errors_and_the_earlier_outpu
   bad['a/empty.jpg'] = b''
   photos.write_files(tmp_path / 'in', bad)
   capsys.readouterr()
+  monkeypatch.setattr('beam_pipeline.core.steps.write_shard', lambda *args: pytest.fail('a shard was written'))
   assert convert(f'--input={tmp_path}/in', f'--output={out}', '--max_error_fraction=0.3') == 1
+  monkeypatch.undo()
   message = capsys.readouterr().err.strip().splitlines()[-2:]
-  assert message[0].startswith('error: error budget exceeded: 4 of 10 inputs (40.0%) were rejected')
-  assert 'top reasons: not_image 3, empty 1' in message[0]
+  assert message[0] == (
+      'error: error budget exceeded: 4 of 10 inputs (40.0%) were rejected as they were checked, more than '
+      '--max_error_fraction=0.3, so nothing was written; top reasons: not_image 3 (first: '
+      f'{tmp_path}/in/a/gone0.jpg), empty 1 (first: {tmp_path}/in/a/empty.jpg); to write the dataset anyway, '
+      'rerun with --max_error_fraction=0.4')
   assert message[1] == f'  Nothing was committed: --output={out} still holds its earlier complete dataset, unchanged.'
-  [staged_errors] = (out / '.beam_pipeline-tmp').glob('*/errors-00000-of-00001.jsonl')  # the run's staging folder
-  assert message[0].endswith(f'see {staged_errors}')
-  assert len(staged_errors.read_text().splitlines()) == 4
   assert (out / 'beam_pipeline.json').read_bytes() == committed
   assert sum(len(batch[0]) for batch in reader.load(str(out), batch_size=4)) == 6
   assert cli.main(['verify', str(out)]) == 0

@@ -98,7 +98,8 @@ def test_a_run_that_fails_raises_what_the_command_says_after_its_error_line(samp
   with pytest.raises(beam_pipeline.ConversionError) as raised:
     beam_pipeline.convert(input=sample_set, output=str(tmp_path / 'out'), max_error_fraction=0.01)
   failed = raised.value
-  assert failed.exit_code == 1 and failed.message.startswith('error budget exceeded: 2 of 29 inputs')
+  assert failed.exit_code == 1 and failed.message.startswith('error budget exceeded: 2 of 29 inputs (6.9%) were '
+                                                             'rejected as they were checked')
   assert failed.details == ('Nothing was committed: --output=' + str(tmp_path / 'out') + ' holds no complete dataset.',)
   assert str(failed) == failed.message + '\n  ' + failed.details[0]
 

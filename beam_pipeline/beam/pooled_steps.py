@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import BinaryIO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -20,7 +20,7 @@ from beam_pipeline.beam import model_files, output_dir, output_lock, tags
 from beam_pipeline.core import steps, uris
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.inputs import reading
-from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.output import output_layout, run_totals
 from beam_pipeline.core.messages import (InputItem, OutputUnit, ShardPlan, ShardRewrite, ShardWritten, TransformGraph,
                                          Validated)
 from beam_pipeline.core.settings import Settings
@@ -200,8 +200,16 @@ class WriteOutputs(_PooledDoFn):
     if self._held:
       self._held.close()
 
-  def process(self, unit: OutputUnit, class_names: List[str]) -> Iterator[Any]:
+  def process(self, unit: OutputUnit, class_names: List[str],
+              checked: Optional[Tuple[int, Mapping[str, Tuple[int, str]]]] = None, num_listed: int = 0
+              ) -> Iterator[Any]:
+    """Writes ``unit``; first, if the listing's and the images' checks already rejected too many
+    inputs (``checked``: how many rows the listing rejected, which are inputs beside the
+    ``num_listed`` items, and each reason's count and first uri), fails the run instead."""
     settings = self._settings
+    if checked is not None:
+      rows, by_reason = checked
+      run_totals.check_budget_before_writing(num_listed + rows, by_reason, settings.max_error_fraction)
     if isinstance(unit, ShardPlan):
       name = output_layout.shard_file(unit, settings.compression)
       staged = output_dir.staging(settings.output, settings.run_id, name, self._scratch)

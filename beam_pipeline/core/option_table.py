@@ -342,8 +342,8 @@ OPTIONS: Tuple[Option, ...] = (
     # console: the command's own, not the pipeline's
     Option('verbose', 'console', Switch(), "Show Beam's INFO log lines", changes_output=False),
     Option('json', 'console', Switch(), 'Print the summary as JSON on standard output', changes_output=False),
-    Option('progress_interval', 'console', Number(minimum=1), 'Seconds between progress lines when standard error '
-           'is not a terminal (Airflow and CI logs); 1 or more', default='10', changes_output=False),
+    Option('progress_interval', 'console', Number(minimum=0.1), 'Seconds between progress lines when standard '
+           'error is not a terminal (Airflow and CI logs); 0.1 or more', default='10', changes_output=False),
 )
 
 # The groups of --help, in order, and what a group says of itself.

@@ -21,6 +21,11 @@ from beam_pipeline.core.inputs import skipped_files
     ('cat/list.csv', 'no image, by its extension (.csv)'),
     ('README.md', 'no image, by its extension (.md)'),
     ('IMG_0001.MOV', 'no image, by its extension (.mov)'),
+    ('icons/logo.svg', 'no image, by its extension (.svg)'),  # a vector drawing: no raster image
+    ('locale/de/LC_MESSAGES/app.mo', 'no image, by its extension (.mo)'),
+    ('AUTHORS', 'no image, by its name (AUTHORS: a text file of a project)'),
+    ('pkg/COPYING', 'no image, by its name (COPYING: a text file of a project)'),
+    ('License', 'no image, by its name (License: a text file of a project)'),
 ])
 def test_system_hidden_and_clearly_other_files_are_skipped_saying_why(relative, reason):
   assert skipped_files.skip_reason(relative) == reason
@@ -29,7 +34,7 @@ def test_system_hidden_and_clearly_other_files_are_skipped_saying_why(relative, 
 @pytest.mark.parametrize('relative', [
     'cat/1.jpg', 'cat/1.JPEG', 'dog/2.png', 'scan.tiff', 'icon.ico', 'photo.webp', 'anim.gif',
     'IMG_0001',  # no extension: cameras and scrapers write images without one
-    'download.php', 'photo.jpg_large', 'x.raw', 'vector.svg',  # an unknown extension, or an image that may not decode
+    'download.php', 'photo.jpg_large', 'x.raw', 'AUTHORS.jpg',  # an unknown extension, or an image that may not decode
     'cat.12.jpg', 'a..b.jpg', 'v1.0/1.jpg',  # dots inside names, not at their start
 ])
 def test_images_and_unknown_files_are_checked(relative):

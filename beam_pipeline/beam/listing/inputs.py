@@ -6,10 +6,9 @@ so a million-file input never travels in the job graph; at launch we only check 
 there is something to list.
 """
 import csv
-import functools
 import json
 import os
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -81,16 +80,28 @@ def skip_reason(spec: InputSpec, path: str) -> Optional[str]:
   return skipped_files.skip_reason(path[len(below):])
 
 
-@functools.lru_cache(maxsize=4096)
 def _output_of_ours(directory: str, top: str) -> Optional[str]:
-  """The folder at or above ``directory`` (up to ``top``, the folder listed) that holds a run
-  record of this tool's, or None. Cached: a folder's files share the answer."""
-  if _is_record_of_ours(os.path.join(directory, output_layout.RUN_RECORD)):
-    return directory
-  parent = os.path.dirname(directory)
-  if not directory or directory == top or parent == directory or len(directory) <= len(top):
-    return None
-  return _output_of_ours(parent, top)
+  """The folder at or above ``directory``, below ``top`` (the folder listed), that holds a run
+  record of this tool's, or None. Each folder is looked at once (_OUTPUT_OF, a bounded cache):
+  a folder's files, and its subfolders, share the answer, however deep the tree."""
+  visited, found = [], None
+  while len(directory) > len(top) and directory != os.path.dirname(directory):
+    if directory in _OUTPUT_OF:
+      found = _OUTPUT_OF[directory]
+      break
+    visited.append(directory)
+    if _is_record_of_ours(os.path.join(directory, output_layout.RUN_RECORD)):
+      found = directory
+      break
+    directory = os.path.dirname(directory)
+  if len(_OUTPUT_OF) > _CACHED_FOLDERS:
+    _OUTPUT_OF.clear()
+  _OUTPUT_OF.update(dict.fromkeys(visited, found))
+  return found
+
+
+_OUTPUT_OF: Dict[str, Optional[str]] = {}
+_CACHED_FOLDERS = 100_000
 
 
 def _is_record_of_ours(path: str) -> bool:

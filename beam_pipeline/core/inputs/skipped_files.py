@@ -32,6 +32,13 @@ NOT_IMAGE_EXTENSIONS = frozenset('''
     zip tar gz tgz bz2 xz 7z rar
     mp3 wav aac m4a flac ogg mp4 mov avi mkv webm m4v wmv 3gp
     xmp aae url lnk exe dll
+    svg svgz eps ps ai mo po pot
+'''.split())
+# Files a project or a package keeps beside its images, named without an extension: text, by
+# their names (a file of another name without one may be an image a camera or a scraper wrote).
+TEXT_FILE_NAMES = frozenset('''
+    authors copying license licence readme changelog changes news notice install todo contributors
+    maintainers makefile version
 '''.split())
 
 
@@ -51,7 +58,10 @@ def skip_reason(relative: str) -> Optional[str]:
     return 'a macOS resource fork (AppleDouble), no image'
   if name.startswith('.'):
     return 'a hidden file'
-  extension = posixpath.splitext(name)[1][1:].lower()
+  stem, extension = posixpath.splitext(name)
+  extension = extension[1:].lower()
   if extension in NOT_IMAGE_EXTENSIONS:
     return f'no image, by its extension (.{extension})'
+  if stem.lower() in TEXT_FILE_NAMES and extension in ('', 'md', 'rst', 'txt'):
+    return f'no image, by its name ({name}: a text file of a project)'
   return None

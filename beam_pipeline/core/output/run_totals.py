@@ -4,6 +4,7 @@ built into its run_record.RunRecord, and the error budget the run is held to.
 import collections
 import dataclasses
 import datetime
+import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from beam_pipeline.version import __version__
@@ -242,6 +243,31 @@ class ErrorBudgetExceeded(RuntimeError):
   """Too much of the input was rejected; the message is meant for the user as is."""
 
   PREFIX = 'error budget exceeded: '
+
+
+# Rejections that are no failure of an image: a file skipped as no image, an annotation that
+# cannot be used (no image), an image --drop_unannotated asked to leave out.
+NOT_BUDGETED = frozenset({rejections.SKIPPED, rejections.BAD_ANNOTATION, rejections.UNANNOTATED})
+
+
+def check_budget_before_writing(num_inputs: int, rejected_by_reason: Mapping[str, Tuple[int, str]],
+                                max_fraction: float) -> None:
+  """Raises ErrorBudgetExceeded before any shard is written if the listing's and the images'
+  checks already rejected more than ``max_fraction`` of the ``num_inputs`` (``rejected_by_reason``:
+  each reason's count and first uri; those of NOT_BUDGETED left out): rejections only grow from
+  here, so the run would fail its budget at the end all the same. Names the top reasons, a file
+  of each, and the budget that would let the run write the dataset."""
+  counted = {reason: value for reason, value in rejected_by_reason.items() if reason not in NOT_BUDGETED}
+  rejected = sum(count for count, _ in counted.values())
+  if not num_inputs or rejected / num_inputs <= max_fraction:
+    return
+  top = sorted(counted.items(), key=lambda item: (-item[1][0], item[0]))[:3]
+  reasons = ', '.join(f'{reason} {count} (first: {uri})' for reason, (count, uri) in top)
+  enough = math.ceil(rejected / num_inputs * 10) / 10
+  raise ErrorBudgetExceeded(
+      f'{ErrorBudgetExceeded.PREFIX}{rejected} of {num_inputs} inputs ({rejected / num_inputs:.1%}) were rejected as '
+      f'they were checked, more than --max_error_fraction={max_fraction:g}, so nothing was written; top reasons: '
+      f'{reasons}; to write the dataset anyway, rerun with --max_error_fraction={enough:g}')
 
 
 def check_error_budget(num_written: int, errors_by_reason: Mapping[str, int], num_removed: int, max_fraction: float,
