@@ -14,7 +14,8 @@ from beam_pipeline.cli import arguments
 from beam_pipeline.cli import options
 from beam_pipeline.core.user_errors import UsageError
 
-from helpers import gcs_emulator
+from beam_pipeline import version
+from helpers import gcs_emulator, readme
 from helpers.commands import ROOT, convert
 from helpers.dataflow import OPTIONS as DATAFLOW, assert_submitted_as_airflow_expects, run_offline
 from helpers.dataset_reader import assert_same_dataset, bucket_files
@@ -160,3 +161,12 @@ def test_the_build_context_holds_what_the_dockerfile_copies_and_no_virtual_envir
     if line.startswith('COPY ') and '--from=' not in line:
       copied.update(line.split()[1:-1])
   assert copied == allowed
+
+
+def test_the_readmes_image_tag_is_the_packages_version():
+  """The README's variables, run as a reader runs them: the image's tag is this package's version,
+  not a number written down once."""
+  block = next(block.text for block in readme.blocks() if 'IMAGE=' in block.text)
+  done = subprocess.run(['bash', '-ec', block + '\necho "$IMAGE"'], cwd=ROOT, capture_output=True, text=True,
+                        env=readme.shell_environment(), check=True)
+  assert done.stdout.strip().endswith(f'/tfrecords/images-to-tfrecords:{version.__version__}')
