@@ -84,6 +84,8 @@ class GroupCopies(beam.DoFn):
       progress_counts.counts().rejected(len(dropped))
       for rejection in dropped:
         yield tags.rejected(rejection)
+      if not group.records:  # every copy rejected
+        continue
       representative = representatives.get(copies[0].source_sha256)
       if representative is None:
         groups.append(group)

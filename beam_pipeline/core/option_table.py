@@ -217,8 +217,9 @@ OPTIONS: Tuple[Option, ...] = (
            'take precedence', shown_default='all train',
            example='train=0.8,validation=0.1,test=0.1', template='Splits',
            record=lambda settings: dict(zip(settings.splits.names, settings.splits.fractions))),
-    Option('dedupe', 'labels and splits', Switch(), 'Keep one copy of identical files (the others are listed in the '
-           'errors file as duplicate, no error); without it copies are kept, always in one split',
+    Option('dedupe', 'labels and splits', Switch(), 'Keep one copy of identical files, with the label most copies '
+           'give (the others are listed in the errors file as duplicate, no error; copies that give no one label '
+           'most are all rejected as label_conflict); without it copies are kept, always in one split',
            template='Drop duplicates', record=lambda settings: settings.dedupe),
     Option('near_copies', 'labels and splits', Choice(values=('group', 'drop', 'off')), 'Near copies (the same '
            'photo re-saved, downscaled, converted, brightened or cropped by a few percent; their perceptual hashes '

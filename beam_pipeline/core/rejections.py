@@ -20,6 +20,8 @@ BAD_MANIFEST_ROW = 'bad_manifest_row'
 DUPLICATE_ROW = 'duplicate_row'  # a manifest row naming an image an earlier row names: the image is written once
 CHANGED_DURING_RUN = 'changed_during_run'
 DUPLICATE = 'duplicate'  # dropped by --dedupe: listed with the rejections, but not an error
+# Under --dedupe, identical files whose labels give no one label most: the picture's class cannot be told.
+LABEL_CONFLICT = 'label_conflict'
 NEAR_DUPLICATE = 'near_duplicate'  # dropped by --near_copies=drop, as DUPLICATE is by --dedupe
 # No image, by where or what it is (.DS_Store, notes.txt, .git/: core/inputs/skipped_files.py): listed
 # with the rejections, but not an error, and not one of the inputs the error budget counts.

@@ -181,8 +181,8 @@ def details(summary: Mapping[str, Any]) -> List[str]:
     result.append(f'Worth a look, by their data-quality flags: {flags} (stored; inspect lists them by class and split, '
                   '--reject_quality rejects them).')
   if duplicates.get('num_label_conflicts'):
-    kept = ('--dedupe kept the first copy by uri, with its label; the errors file names both'
-            if duplicates['removed'] else 'each copy kept with its own label: training sees one picture as '
+    kept = ('--dedupe kept a copy with the label most copies give, and none where no one label is given most: '
+            'label_conflict; the errors file names them' if duplicates['removed'] else 'each copy kept with its own label: training sees one picture as '
             'different classes')
     result.append(f'Conflicting labels in {counted(duplicates["num_label_conflicts"], "group")} of identical files '
                   f'({kept}).')

@@ -116,7 +116,30 @@ def test_dedupe_says_when_the_labels_of_the_copies_conflict():
   assert [(d.uri, d.detail) for d in dropped] == [
       ('gs://b/cat/c.jpg', 'same content as gs://b/cat/a.jpg (--dedupe keeps one copy)'),
       ('gs://b/dog/b.jpg', "same content as gs://b/cat/a.jpg (--dedupe keeps one copy); the labels conflict: 'dog' "
-                           "here, 'cat' on gs://b/cat/a.jpg, which is kept with its label")]
+                           "here, 'cat' on gs://b/cat/a.jpg, which is kept with its label, given by 2 of the 3 "
+                           'copies')]
+
+
+def test_dedupe_keeps_the_label_most_copies_give_whatever_the_names():
+  """The copy that sorts first is no more right than the others: two copies say dog, one cat."""
+  copies = [_record('a.jpg', 'cat', content='same'), _record('b.jpg', 'dog', content='same'),
+            _record('c.jpg', 'dog', content='same')]
+  group, dropped = splitting.group_duplicates(copies, dedupe=True)
+  assert [(r.uri, r.label) for r in group.records] == [('gs://b/dog/b.jpg', 'dog')]
+  assert {d.uri: d.reason for d in dropped} == {'gs://b/cat/a.jpg': 'duplicate', 'gs://b/dog/c.jpg': 'duplicate'}
+
+
+def test_dedupe_rejects_every_copy_where_no_one_label_is_given_most():
+  copies = [_record('a.jpg', 'cat', content='same'), _record('b.jpg', 'dog', content='same')]
+  group, dropped = splitting.group_duplicates(copies, dedupe=True)
+  assert group.records == ()
+  assert [(d.uri, d.reason, d.detail) for d in dropped] == [
+      ('gs://b/cat/a.jpg', 'label_conflict', "the same picture as gs://b/dog/b.jpg under other labels ('cat' by 1; "
+       "'dog' by 1): no one label is given most, so --dedupe keeps none; give the copies one label, or remove those "
+       'wrongly labelled'),
+      ('gs://b/dog/b.jpg', 'label_conflict', "the same picture as gs://b/cat/a.jpg under other labels ('cat' by 1; "
+       "'dog' by 1): no one label is given most, so --dedupe keeps none; give the copies one label, or remove those "
+       'wrongly labelled')]
 
 
 def test_labels_conflict_unless_every_copy_has_the_same_labels_in_any_order():

@@ -84,6 +84,9 @@ def group_duplicates(records: Iterable[CheckedImage], dedupe: bool) -> Tuple[Con
 
   A split named for any member (manifest column, split folder) applies to all of
   them: the first such split by uri wins, so copies never straddle two splits.
+  Under ``dedupe`` the copy kept carries the label most copies give (the first such copy by
+  uri); where no one label is given most (cat once, dog once), which label the picture has
+  cannot be told from the files, and every copy is rejected as label_conflict: an empty group.
   """
   isolation.fault_point(isolation.GROUP)
   ordered = sorted(records, key=lambda r: r.uri)
@@ -91,8 +94,13 @@ def group_duplicates(records: Iterable[CheckedImage], dedupe: bool) -> Tuple[Con
   ordered = [r if r.split == split else r._replace(split=split) for r in ordered]
   if not dedupe:
     return ContentGroup(tuple(ordered)), []
-  kept, copies = ordered[0], ordered[1:]
-  dropped = [Rejection(r.uri, rejections.DUPLICATE, _duplicate_detail(r, kept)) for r in copies]
+  given = sorted(collections.Counter(map(_label_set, ordered)).items(), key=lambda item: (-item[1], sorted(item[0])))
+  if len(given) > 1 and given[0][1] == given[1][1]:
+    return ContentGroup(()), [Rejection(r.uri, rejections.LABEL_CONFLICT, _conflict_detail(r, ordered, given))
+                              for r in ordered]
+  kept = next(r for r in ordered if _label_set(r) == given[0][0])
+  dropped = [Rejection(r.uri, rejections.DUPLICATE, _duplicate_detail(r, kept, len(ordered), given[0][1]))
+             for r in ordered if r is not kept]
   return ContentGroup((kept,)), dropped
 
 
@@ -168,13 +176,24 @@ def _label_text(record: CheckedImage) -> str:
   return ', '.join(repr(label) for label in labels) or 'no label'
 
 
-def _duplicate_detail(copy: CheckedImage, kept: CheckedImage) -> str:
-  """The errors line of a copy --dedupe drops: whose copy it is, and whether their labels conflict."""
+def _duplicate_detail(copy: CheckedImage, kept: CheckedImage, copies: int, with_kept_label: int) -> str:
+  """The errors line of a copy --dedupe drops: whose copy it is, and whether their labels
+  conflict (then which label won: ``with_kept_label`` of the ``copies`` give the kept one's)."""
   detail = f'same content as {kept.uri} (--dedupe keeps one copy)'
   if _label_set(copy) == _label_set(kept):
     return detail
   return (f'{detail}; the labels conflict: {_label_text(copy)} here, {_label_text(kept)} on {kept.uri}, '
-          f'which is kept with its label')
+          f'which is kept with its label, given by {with_kept_label} of the {copies} copies')
+
+
+def _conflict_detail(copy: CheckedImage, copies: Sequence[CheckedImage], given: Sequence[Tuple[FrozenSet[str], int]]
+                     ) -> str:
+  """The errors line of a copy of a picture whose copies give no one label most."""
+  labels = '; '.join(f'{", ".join(repr(label) for label in sorted(labels)) or "no label"} by {count}'
+                     for labels, count in given)
+  return (f'the same picture as {", ".join(r.uri for r in copies if r is not copy)} under other labels ({labels}): '
+          'no one label is given most, so --dedupe keeps none; give the copies one label, or remove those wrongly '
+          'labelled')
 
 
 def class_weights(bucket: str, groups: Iterable[ContentGroup]) -> Iterable[Tuple[Tuple[str, str], int]]:
