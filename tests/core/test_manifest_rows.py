@@ -116,6 +116,8 @@ def test_a_row_of_several_labels_read_as_a_box_points_to_multi_label():
     (('imgs/a.jpg', ' '), ''),
     (('TRAIN', 'imgs/a.jpg', ''), ''),
     (('imgs/a.jpg', ' dog '), 'dog'),
+    (('imgs/a.jpg', 'null'), ''),  # what a DataFrame's None is in JSON, and SQL and pandas write for none
+    (('imgs/a.jpg', 'NaN'), ''),
 ])
 def test_an_empty_label_cell_is_told_from_no_label_column(row, label):
   assert _item(*row).label == label
@@ -131,6 +133,9 @@ def test_an_empty_label_cell_is_told_from_no_label_column(row, label):
     ('{"uri": "a.jpg", "label": " dog "}', 'dog'),
     ('{"uri": "a.jpg", "label": 3}', '3'),  # a whole number is its digits, as before
     ('{"uri": "a.jpg", "class": -2}', '-2'),
+    ('{"uri": "a.jpg", "label": 3.0}', '3'),  # a DataFrame's whole numbers, made floats beside a missing one
+    ('{"uri": "a.jpg", "label": NaN}', ''),  # one missing label: no label, as null is
+    ('{"uri": "a.jpg", "label": "null"}', ''),
 ])
 def test_json_labels_are_text_or_whole_numbers(line, label):
   assert manifest_rows.jsonl_line_item('gs://b/m.jsonl', line).label == label
@@ -138,7 +143,7 @@ def test_json_labels_are_text_or_whole_numbers(line, label):
 
 @pytest.mark.parametrize('value, kind', [
     ('{"a": 1}', 'an object'), ('true', 'true or false'), ('false', 'true or false'),
-    ('1.5', 'a number with a fraction'), ('3.0', 'a number with a fraction'), ('NaN', 'a number with a fraction'),
+    ('1.5', 'a number with a fraction'), ('-0.25', 'a number with a fraction'),
 ])
 def test_a_json_label_that_is_not_text_is_a_bad_row_naming_its_type(value, kind):
   for multi_label in (False, True):

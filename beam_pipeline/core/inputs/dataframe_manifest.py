@@ -23,7 +23,12 @@ def jsonl(frame: Any) -> str:
   if not len(frame):  # pylint: disable=use-implicit-booleaness-not-len  # a DataFrame has no truth value
     raise UsageError('input: the DataFrame has no rows; give one row per image')
   frame = frame.copy()
-  frame['uri'] = [_absolute(uri) for uri in frame['uri']]
+  frame['uri'] = [_absolute(os.fsdecode(uri) if isinstance(uri, bytes) else uri) for uri in frame['uri']]
+  for column in frame.columns:
+    binary = next((index for index, value in enumerate(frame[column]) if isinstance(value, (bytes, bytearray))), None)
+    if binary is not None:
+      raise UsageError(f'input: the DataFrame\'s column {column!s} holds bytes (row {binary}), which a manifest field '
+                       'cannot: decode them to text, or leave the column out')
   text = frame.to_json(orient='records', lines=True, force_ascii=False)
   return text if text.endswith('\n') else text + '\n'
 

@@ -99,14 +99,26 @@ def _one_label(values: List[str]) -> str:
   return labels[0] if labels else ''
 
 
+# What a label cell says for a missing label, whatever the input: JSON's null, a DataFrame's None
+# or NaN (written as null), a CSV's empty cell, or the words pandas and SQL write for them.
+MISSING_LABELS = frozenset({'', 'null', 'nan'})
+
+
+def _missing(text: str) -> bool:
+  return text.strip().lower() in MISSING_LABELS
+
+
 def _label_text(value: Any) -> str:
-  """A label value as text: a string stripped ('' for none), a whole number as its digits
-  ("label": 3 is class "3"), null as ''. Anything else rejects the row, naming its type: an
-  object's repr or 'True' names no class anyone meant."""
-  if value is None:
+  """A label value as text: a string stripped, a whole number as its digits ("label": 3 is
+  class "3", and so is 3.0, as a DataFrame's whole numbers become floats beside a missing one),
+  a missing label (null, NaN, MISSING_LABELS) as ''. Anything else rejects the row, naming its
+  type: an object's repr or 'True' names no class anyone meant."""
+  if value is None or (isinstance(value, float) and math.isnan(value)):
     return ''
   if isinstance(value, str):
-    return value.strip()
+    return '' if _missing(value) else value.strip()
+  if isinstance(value, float) and value.is_integer():
+    return str(int(value))
   if isinstance(value, int) and not isinstance(value, bool):
     return str(value)
   kind = {bool: 'true or false', float: 'a number with a fraction', dict: 'an object'}.get(type(value),
@@ -121,10 +133,11 @@ def _multi_label_item(uri: str, values: List[str], split: Optional[str],
 
 
 def _unique_labels(values: List[Any]) -> List[str]:
-  """The label texts of a row, stripped, empty ones left out and repeats counted once, in order."""
+  """The label texts of a row, stripped, missing ones (MISSING_LABELS) left out and repeats
+  counted once, in order."""
   if not all(isinstance(value, str) for value in values):
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'labels {values} are not all strings')
-  return list(dict.fromkeys(value.strip() for value in values if value.strip()))
+  return list(dict.fromkeys(value.strip() for value in values if not _missing(value)))
 
 
 def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
