@@ -1,8 +1,10 @@
-"""``inspect --contact_sheet``: a grid of sample images, a row per class, each with its split.
+"""``inspect --contact_sheet``: a grid of sample images, a row per class, each captioned with
+its class and split.
 
-Samples are the first records of each class in shard order (a shard's order is a
-salted hash, so they are a fair pick), read with TensorFlow's TFRecord reader and
-drawn with Pillow. With --annotations each sample shows its objects' boxes (and with
+Samples are the first records of each class in each split, in shard order (a shard's order is
+a salted hash, so they are a fair pick), taken from the splits in turn so that a row shows
+every split that holds the class, not training images alone; read with TensorFlow's TFRecord
+reader and drawn with Pillow. With --annotations each sample shows its objects' boxes (and with
 --include_masks their masks, tinted in the box's colour), and an image
 without a class of its own (a detection set's usual case) fills the row of one of its
 objects' classes; negatives are shown only when no image has an object.
@@ -21,6 +23,7 @@ from beam_pipeline.core.settings import COMPRESSIONS
 
 CELL = 128  # thumbnail side, pixels
 CAPTION = 18  # caption height under a thumbnail
+CAPTION_CHARACTERS = 19  # of the caption's font that fit a thumbnail's width
 LABEL_WIDTH = 170  # the column of class names
 MAX_CLASSES = 40
 UNLABELED = '(unlabeled)'
@@ -44,6 +47,7 @@ class Sample(NamedTuple):
   image: bytes
   split: str
   boxes: List[Box]  # empty without --annotations
+  label: str = ''  # the record's class, its first under --multi_label; '' for none
 
 
 def colour(label: int) -> Tuple[int, int, int]:
@@ -59,12 +63,15 @@ def class_id(label: Any, multi_label: bool) -> int:
   return ids[0] if ids else -1
 
 
-def records(info: RunRecord, output: str, spec: Mapping[str, Any]) -> Iterator[Tuple[str, Dict[str, Any]]]:
-  """Each record of the output's shards, split by split in shard order, as (its split, its features
-  ``spec`` parses): a sheet reads only the features it draws."""
+def records(info: RunRecord, output: str, spec: Mapping[str, Any], splits: Optional[List[str]] = None
+            ) -> Iterator[Tuple[str, Dict[str, Any]]]:
+  """Each record of the output's shards (of ``splits``, all by default), split by split in shard
+  order, as (its split, its features ``spec`` parses): a sheet reads only the features it draws."""
   tf = quiet_import.tensorflow()
   compression = COMPRESSIONS[info.compression]
   for split, entry in info.splits.items():
+    if splits is not None and split not in splits:
+      continue
     for shard in entry.shards:
       for serialized in tf.data.TFRecordDataset(uris.join(output, shard.file), compression_type=compression):
         yield split, tf.io.parse_single_example(serialized, spec)
@@ -87,18 +94,34 @@ def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Samp
                  keys[schemas.OBJECT_TEXT]: tf.io.VarLenFeature(tf.string)})
   if info.options.get('include_masks'):
     spec[keys[schemas.OBJECT_MASK]] = tf.io.VarLenFeature(tf.string)
-  for split, record in records(info, output, spec):
-    sample = Sample(record[keys[schemas.IMAGE]].numpy(), split, _boxes(record, keys) if annotated else [])
-    row = _row(info.labels, class_id(record[keys[schemas.LABEL]], multi_label), sample.boxes, wanted, per_class)
-    if row:
-      wanted[row].append(sample)
-    elif not sample.boxes and len(negatives) < per_class:
-      negatives.append(sample)
-    if all(len(found) == per_class for found in wanted.values()):
-      return wanted
+  by_split = {}
+  for split in info.splits:  # each split's own, up to per_class a class: then a row takes them in turn
+    found: Dict[str, List[Sample]] = {label: [] for label in wanted}
+    for _, record in records(info, output, spec, [split]):
+      label_id = class_id(record[keys[schemas.LABEL]], multi_label)
+      sample = Sample(record[keys[schemas.IMAGE]].numpy(), split, _boxes(record, keys) if annotated else [],
+                      info.labels[label_id] if 0 <= label_id < len(info.labels) else '')
+      row = _row(info.labels, label_id, sample.boxes, found, per_class)
+      if row:
+        found[row].append(sample)
+      elif not sample.boxes and len(negatives) < per_class:
+        negatives.append(sample)
+      if all(len(samples_) == per_class for samples_ in found.values()):
+        break
+    by_split[split] = found
+  for label in wanted:
+    wanted[label] = _in_turn([by_split[split][label] for split in by_split], per_class)
   if annotated and negatives and not any(wanted.values()):
     return {UNLABELED: negatives}
   return wanted
+
+
+def _in_turn(lists: List[List[Sample]], count: int) -> List[Sample]:
+  """Up to ``count`` samples, one of each list in turn: every split that holds some shows."""
+  taken: List[Sample] = []
+  for position in range(count):
+    taken.extend(samples_[position] for samples_ in lists if position < len(samples_))
+  return taken[:count]
 
 
 def captions(info: RunRecord) -> Dict[str, str]:
@@ -118,7 +141,7 @@ def captions(info: RunRecord) -> Dict[str, str]:
 
 def draw(samples_: Mapping[str, List[Sample]], title: str, per_class: int, captions_: Mapping[str, str]) -> Image.Image:
   """The sheet: a title, then a row per class (its name and what it counts in all splits) of
-  thumbnails, their boxes drawn, with their split beneath."""
+  thumbnails, their boxes drawn, with their class and split beneath."""
   font, small, tiny = ImageFont.load_default(size=15), ImageFont.load_default(size=12), ImageFont.load_default(size=10)
   row = CELL + CAPTION + 8
   sheet = Image.new('RGB', (LABEL_WIDTH + per_class * (CELL + 6) + 6, 40 + row * len(samples_)), BACKGROUND)
@@ -131,8 +154,17 @@ def draw(samples_: Mapping[str, List[Sample]], title: str, per_class: int, capti
     for column, sample in enumerate(found):
       left = LABEL_WIDTH + column * (CELL + 6)
       sheet.paste(thumbnail(sample, tiny), (left, top))
-      pen.text((left + 2, top + CELL + 2), sample.split, fill=MUTED, font=small)
+      pen.text((left + 2, top + CELL + 2), tile_caption(sample), fill=MUTED, font=small)
   return sheet
+
+
+def tile_caption(sample: Sample) -> str:
+  """What a tile says beneath it: its class (or its first object's) and its split, the class cut
+  so that both fit a tile's width (CAPTION_CHARACTERS)."""
+  label = sample.label or (sample.boxes[0].text if sample.boxes else '')
+  if not label:
+    return sample.split
+  return f'{short(label, max(4, CAPTION_CHARACTERS - len(sample.split) - 3))} · {sample.split}'
 
 
 def _boxes(record: Mapping[str, Any], keys: Mapping[str, str]) -> List[Box]:

@@ -215,6 +215,19 @@ def test_inspect_draws_a_contact_sheet_and_plots_and_lists_the_errors(output, tm
   assert os.path.getsize(plots) > 10_000
 
 
+def test_the_contact_sheet_samples_every_split_and_captions_each_tile_with_its_class_and_split(output):
+  """Not the first records in shard order, which are all training images: each class's row takes
+  the splits in turn."""
+  from beam_pipeline.core.output.run_record import RunRecord  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.inspection import contact_sheet  # pylint: disable=import-outside-toplevel
+  found = contact_sheet.samples(RunRecord.read(str(output)), str(output), 4)
+  assert list(found) == ['ant', 'bee', 'cat']
+  for label, samples in found.items():
+    assert len(samples) == 4 and {sample.split for sample in samples} == {'train', 'validation'}
+    assert [contact_sheet.tile_caption(sample) for sample in samples[:2]] == [f'{label} · train',
+                                                                             f'{label} · validation']
+
+
 def test_inspect_reads_every_errors_file_of_a_run_that_needed_several(output, tmp_path, capsys):
   """A run with more rejections than errors_output.REJECTIONS_PER_FILE lists them in several
   files: inspect counts them all, reason by reason, and its summary names them by a glob."""
