@@ -79,8 +79,8 @@ class GroupCopies(beam.DoFn):
       group, dropped = grouped
       if len(copies) > 1:
         Metrics.counter(tags.NAMESPACE, 'duplicate_groups').inc()
-        yield beam.pvalue.TaggedOutput(tags.DUPLICATES, (sorted(r.uri for r in copies),
-                                                         splitting.labels_conflict(copies)))
+        yield beam.pvalue.TaggedOutput(tags.DUPLICATES, splitting.duplicate_group_entry(
+            copies, group.records[0] if self._dedupe and group.records else None, self._dedupe))
       progress_counts.counts().rejected(len(dropped))
       for rejection in dropped:
         yield tags.rejected(rejection)
@@ -427,35 +427,37 @@ class NearGroups(beam.CombineFn):
 
 
 def _first_entries(entries: List[Dict[str, Any]], count: int) -> List[Dict[str, Any]]:
-  return sorted(entries, key=lambda entry: entry['images'])[:count]
+  """The first ``count`` group entries: those whose labels conflict first (a person must look at
+  them; listed first, they are never among the ones left out), then by their files."""
+  return sorted(entries, key=lambda entry: (not entry.get('label_conflict'), entry['images']))[:count]
 
 
 class DuplicateGroups(beam.CombineFn):
   """Every group of identical files, summed up as beam_pipeline.json lists them: how many
   groups and extra copies, how many of the groups have conflicting labels, and the first
-  MAX_LISTED_DUPLICATE_GROUPS groups (sorted), never more of them at once. Each input is a
-  group's sorted uris and whether its labels conflict (splitting.labels_conflict)."""
+  MAX_LISTED_DUPLICATE_GROUPS groups' entries (splitting.duplicate_group_entry; _first_entries),
+  never more of them at once."""
   _LISTED = run_totals.MAX_LISTED_DUPLICATE_GROUPS
 
-  def create_accumulator(self) -> Tuple[int, int, int, List[List[str]]]:
+  def create_accumulator(self) -> Tuple[int, int, int, List[Dict[str, Any]]]:
     return 0, 0, 0, []
 
-  def add_input(self, accumulator, group: Tuple[List[str], bool]):
+  def add_input(self, accumulator, entry: Dict[str, Any]):
     num_groups, num_extra, num_conflicts, listed = accumulator
-    uris, conflict = group
-    listed.append(uris)
+    listed.append(entry)
     if len(listed) > 2 * self._LISTED:
-      listed = sorted(listed)[:self._LISTED]
-    return num_groups + 1, num_extra + len(uris) - 1, num_conflicts + bool(conflict), listed
+      listed = _first_entries(listed, self._LISTED)
+    return (num_groups + 1, num_extra + len(entry['images']) - 1, num_conflicts + bool(entry.get('label_conflict')),
+            listed)
 
   def merge_accumulators(self, accumulators):
     num_groups, num_extra, num_conflicts, listed = self.create_accumulator()
     for groups, extra, conflicts, more in accumulators:
       num_groups, num_extra, num_conflicts = num_groups + groups, num_extra + extra, num_conflicts + conflicts
-      listed = sorted(listed + more)[:self._LISTED]
+      listed = _first_entries(listed + more, self._LISTED)
     return num_groups, num_extra, num_conflicts, listed
 
   def extract_output(self, accumulator) -> Dict[str, Any]:
     num_groups, num_extra, num_conflicts, listed = accumulator
     return {'num_groups': num_groups, 'num_extra_copies': num_extra, 'num_label_conflicts': num_conflicts,
-            'groups': sorted(listed)[:self._LISTED]}
+            'groups': _first_entries(listed, self._LISTED)}

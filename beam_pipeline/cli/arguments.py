@@ -99,9 +99,10 @@ def parser() -> argparse.ArgumentParser:
   inspect.add_argument('--samples', type=_positive_whole_number, default=8,
                        help='Images per class on the contact sheet, and per flag on the quality sheet. '
                        'Default: %(default)s')
-  inspect.add_argument('--near_duplicates', metavar='PATH.png', help='Draw the first 20 groups of near copies '
-                       'side by side, a row each, with each file\'s name and split (kept or removed under '
-                       '--near_copies=drop), into this PNG. The files are read where the conversion found them.')
+  inspect.add_argument('--near_duplicates', metavar='PATH.png', help='Draw the groups of near copies '
+                       'beam_pipeline.json lists, those whose labels conflict first, side by side, a row each, with '
+                       'each file\'s name, class and split (kept or removed under --near_copies=drop), 20 groups a '
+                       'page: this PNG, then PATH-2.png and on. The files are read where the conversion found them.')
   inspect.add_argument('--duplicates', action='store_true', help='List the groups of exact and of near copies '
                        '(the first 1,000 of each, as beam_pipeline.json holds them), with their files.')
 

@@ -125,9 +125,16 @@ def inspect(namespace, info: RunRecord) -> int:
     print(f'Quality sheet: {namespace.quality_sheet}')
   if namespace.near_duplicates:
     from beam_pipeline.inspection import near_copy_sheet  # pylint: disable=import-outside-toplevel
-    heading = near_copy_sheet.title(output, info.near_duplicates)
-    near_copy_sheet.draw(heading, info.near_duplicates.groups).save(namespace.near_duplicates)
-    print(f'Near copies: {namespace.near_duplicates}')
+    near = info.near_duplicates
+    drawn = []
+    for page in range(1, near_copy_sheet.pages(near) + 1):
+      path = near_copy_sheet.page_path(namespace.near_duplicates, page)
+      start = (page - 1) * near_copy_sheet.ROWS
+      near_copy_sheet.draw(near_copy_sheet.title(output, near, page), near.groups[start:start + near_copy_sheet.ROWS],
+                           first=start + 1).save(path)
+      drawn.append(path)
+    print(f'Near copies: {drawn[0]}' + (f' ... {drawn[-1]} ({len(drawn)} pages of {near_copy_sheet.ROWS} groups)'
+                                        if len(drawn) > 1 else ''))
   if namespace.plots:
     from beam_pipeline.inspection import plots  # pylint: disable=import-outside-toplevel
     plots.draw(info, namespace.plots, title)

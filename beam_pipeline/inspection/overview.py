@@ -81,14 +81,19 @@ def duplicates(info: RunRecord) -> List[str]:
   """The groups of exact and of near copies as the record lists them (the first
   MAX_LISTED_DUPLICATE_GROUPS of each), each file with where it went, and how many are not listed."""
   exact = info.duplicates
-  what = '--dedupe kept the first of each by uri, removed the rest' if exact.removed else 'each group in one split'
+  what = ('--dedupe kept one of each, with the label most copies give, removed the rest' if exact.removed
+          else 'each group in one split')
   lines = [f'Exact copies: {counted(exact.num_groups, "group")}, '
            f'{counted(exact.num_extra_copies, "extra copy", "extra copies")} ({what}).' if exact.num_groups
            else 'Exact copies: none.']
   for number, group in enumerate(exact.groups, 1):
-    lines.append(f'  group {number}')
-    lines += [f'    {uri}' + (('  kept' if index == 0 else '  removed') if exact.removed else '')
-              for index, uri in enumerate(group)]
+    if isinstance(group, list):  # a record before group entries: its uris, the first kept under --dedupe
+      group = {'images': group, **({'kept': group[0]} if exact.removed else {})}
+    lines.append(f'  group {number}' + (': labels conflict' if group.get('label_conflict') else ''))
+    labels = group.get('labels') or [''] * len(group['images'])
+    for uri, label in zip(group['images'], labels):
+      status = _copy_status(uri, group) if exact.removed else ''
+      lines.append(f'    {uri}' + ''.join(f'  {part}' for part in (label, status) if part))
   lines += _unlisted(exact.num_groups, len(exact.groups))
   near = info.near_duplicates
   if near is None:
@@ -101,8 +106,18 @@ def duplicates(info: RunRecord) -> List[str]:
   for number, group in enumerate(near.groups, 1):
     about = ', '.join(filter(None, (group.get('split'), 'labels conflict' if group.get('label_conflict') else '')))
     lines.append(f'  group {number}' + (f': {about}' if about else ''))
-    lines += [f'    {uri}' + (f'  {near_copy_status(uri, group)}' if near.removed else '') for uri in group['images']]
+    labels = group.get('labels') or [''] * len(group['images'])
+    for uri, label in zip(group['images'], labels):
+      status = near_copy_status(uri, group) if near.removed else ''
+      lines.append(f'    {uri}' + ''.join(f'  {part}' for part in (label, status) if part))
   return lines + _unlisted(near.num_groups, len(near.groups))
+
+
+def _copy_status(uri: str, group: Mapping[str, Any]) -> str:
+  """What --dedupe did with a file of a listed group of identical files."""
+  if group.get('kept') is None:
+    return 'rejected (label_conflict)'
+  return 'kept' if uri == group['kept'] else 'removed'
 
 
 def near_copy_status(uri: str, group: Mapping[str, Any]) -> str:

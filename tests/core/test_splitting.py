@@ -207,7 +207,7 @@ def test_a_merged_group_ranks_by_its_smallest_hash_and_keeps_the_splits_given():
   assert not dropped
   entry = splitting.near_group_entry(merged.records, split='test')
   assert entry == {'images': ['gs://b/cat/b.jpg', 'gs://b/cat/c.jpg', 'gs://b/cat/d.jpg', 'gs://b/dog/a.jpg'],
-                   'split': 'test', 'label_conflict': True}
+                   'labels': ['cat', 'cat', 'cat', 'dog'], 'split': 'test', 'label_conflict': True}
   given = [ContentGroup((_record('a.jpg', 'cat', split='train'),)), *members]
   merged, _ = splitting.merge_near_copies(given, drop=False)  # a given split is never moved
   assert {r.uri: r.split for r in merged.records} == {'gs://b/cat/a.jpg': 'train', 'gs://b/cat/b.jpg': 'train',
@@ -225,7 +225,8 @@ def test_drop_keeps_the_largest_image_then_the_largest_file_then_the_first_uri()
                                                   ('gs://b/cat/twin.jpg', 'near_duplicate')]
   assert all('gs://b/cat/large.jpg' in d.detail for d in dropped)
   assert splitting.near_group_entry([small, twin, large], kept=large) == {
-      'images': ['gs://b/cat/large.jpg', 'gs://b/cat/small.jpg', 'gs://b/cat/twin.jpg'], 'kept': 'gs://b/cat/large.jpg'}
+      'images': ['gs://b/cat/large.jpg', 'gs://b/cat/small.jpg', 'gs://b/cat/twin.jpg'], 'labels': ['cat'] * 3,
+      'kept': 'gs://b/cat/large.jpg'}
 
 
 def test_given_weights_count_the_groups_whose_split_is_given_by_class_and_split():

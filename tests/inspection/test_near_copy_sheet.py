@@ -25,10 +25,12 @@ def _record(near: Optional[NearDuplicates] = None, exact=(), removed: bool = Fal
   report = ShardReport(split='train', file='train-00000-of-00001.tfrecord', num_examples=2, num_bytes=200,
                        num_reencoded=0, num_resized=0, num_rotated=0, num_damaged_jpeg=0,
                        **run_totals.image_statistics(labels, [40, 40], [900, 900]))
-  exact = [list(group) for group in exact]
+  exact = [group if isinstance(group, dict) else list(group) for group in exact]
   return run_totals.build(
       written=run_totals.written_totals([report]), labels=labels, errors_by_reason={}, num_errors_files=1,
-      duplicates={'num_groups': len(exact), 'num_extra_copies': sum(len(group) - 1 for group in exact),
+      duplicates={'num_groups': len(exact),
+                  'num_extra_copies': sum(len(group['images'] if isinstance(group, dict) else group) - 1
+                                          for group in exact),
                   'groups': exact},
       dedupe=removed, num_removed=0, settings={'input': '/in/**', 'input_kind': 'directory', 'output': '/out',
                                                'schema': 'default', 'compression': 'none'},
@@ -93,8 +95,8 @@ def test_the_sheet_draws_the_first_rows_of_many_groups_and_a_wide_group_in_part(
   assert near_copy_sheet.header(1, wide) == f'Group 1: 11 images, the first {near_copy_sheet.PER_ROW} drawn'
   record = _near(many, num_groups=1234)
   assert near_copy_sheet.title('/out', record) == (
-      f'/out: near copies within 10 bits, 1,234 groups of {record.num_images} images, '
-      f'the first {near_copy_sheet.ROWS} drawn')
+      f'/out: near copies within 10 bits, 1,234 groups of {record.num_images} images, groups 1-20 of {len(many)} '
+      'listed')
 
 
 def test_a_readable_cell_shows_its_picture_and_an_unreadable_one_does_not(groups):
@@ -137,11 +139,25 @@ def test_duplicates_say_which_copy_was_kept_and_how_many_groups_are_not_listed(g
   record = _record(_near(dropped, removed=True, num_groups=1003), exact=[('/in/x.jpg', '/in/y.jpg')], removed=True)
   lines = overview.duplicates(dataclasses.replace(record, duplicates=dataclasses.replace(record.duplicates,
                                                                                           num_groups=1001)))
-  assert lines[:4] == [('Exact copies: 1,001 groups, 1 extra copy (--dedupe kept the first of each by uri, removed '
-                        'the rest).'), '  group 1', '    /in/x.jpg  kept', '    /in/y.jpg  removed']
+  assert lines[:4] == [('Exact copies: 1,001 groups, 1 extra copy (--dedupe kept one of each, with the label most '
+                        'copies give, removed the rest).'), '  group 1', '    /in/x.jpg  kept', '    /in/y.jpg  removed']
   assert lines[4] == '  ... and 1,000 more groups, not listed (beam_pipeline.json lists the first 1)'
   assert lines[6:9] == ['  group 1', f'    {groups[0]["images"][0]}  removed', f'    {groups[0]["images"][1]}  kept']
   assert lines[-1] == '  ... and 1,000 more groups, not listed (beam_pipeline.json lists the first 3)'
+
+
+def test_duplicates_name_each_copys_label_and_what_dedupe_did_with_it():
+  """Group entries of this version: the copy kept with the label most copies give, and a group
+  whose copies give no one label most, every copy rejected; conflicts marked."""
+  exact = [{'images': ['/in/a.jpg', '/in/b.jpg', '/in/c.jpg'], 'labels': ['cat', 'dog', 'dog'], 'kept': '/in/b.jpg',
+            'label_conflict': True},
+           {'images': ['/in/d.jpg', '/in/e.jpg'], 'labels': ['cat', 'dog'], 'kept': None, 'label_conflict': True}]
+  record = _record(exact=exact, removed=True)
+  assert overview.duplicates(record)[1:9] == [
+      '  group 1: labels conflict', '    /in/a.jpg  cat  removed', '    /in/b.jpg  dog  kept',
+      '    /in/c.jpg  dog  removed', '  group 2: labels conflict', '    /in/d.jpg  cat  rejected (label_conflict)',
+      '    /in/e.jpg  dog  rejected (label_conflict)', 'Near copies: not looked for (--near_copies=off, or an output '
+      'written before they were).']
 
 
 def test_without_near_copies_there_is_nothing_to_draw_and_the_command_says_why(tmp_path, capsys):
@@ -155,6 +171,25 @@ def test_without_near_copies_there_is_nothing_to_draw_and_the_command_says_why(t
   assert overview.duplicates(RunRecord.read(str(out)))[-1].startswith('Near copies: not looked for')
 
 
-def test_the_help_says_how_many_groups_the_sheet_draws():
+def test_the_help_says_how_many_groups_a_page_draws():
   inspect = arguments.parser()._subparsers._group_actions[0].choices['inspect']  # pylint: disable=protected-access
-  assert f'the first {near_copy_sheet.ROWS} groups' in ' '.join(inspect.format_help().split())
+  assert f'{near_copy_sheet.ROWS} groups a page' in ' '.join(inspect.format_help().split())
+
+
+def test_every_listed_group_is_on_a_page_and_each_tile_names_its_class(groups, tmp_path, capsys):
+  """45 groups: three pages of 20, 20 and 5, titled with the groups each draws; a tile's second
+  line is its file's class and its split."""
+  labelled = [dict(group, labels=['cat'] * (len(group['images']) - 1) + ['dog']) for group in groups]
+  many = labelled * 15
+  out = _output(tmp_path, _record(_near(many)))
+  sheet = tmp_path / 'near.png'
+  assert cli.main(['inspect', str(out), f'--near_duplicates={sheet}']) == 0
+  pages = [sheet, tmp_path / 'near-2.png', tmp_path / 'near-3.png']
+  assert f'Near copies: {pages[0]} ... {pages[2]} (3 pages of 20 groups)' in capsys.readouterr().out
+  row = near_copy_sheet.HEADER + contact_sheet.CELL + near_copy_sheet.CAPTION + near_copy_sheet.GAP
+  assert [_height(page) for page in pages] == [40 + 20 * row, 40 + 20 * row, 40 + 5 * row]
+  assert not (tmp_path / 'near-4.png').exists()
+  record = _near(many)
+  assert near_copy_sheet.title('/out', record, 3) == '/out: near copies within 10 bits, 45 groups of 105 images, groups 41-45 of 45 listed'
+  assert [(cell.label, cell.status) for cell in near_copy_sheet.cells(labelled[1])] == [
+      ('cat', 'validation'), ('cat', 'validation'), ('dog', 'validation')]

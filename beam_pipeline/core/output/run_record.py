@@ -93,7 +93,10 @@ class Duplicates(_Json):
   num_removed: int = 0  # listed in the errors files too, as duplicate, but no errors; 0.1 counted them as errors
   # Groups whose files were given different labels; written only when there are any.
   num_label_conflicts: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
-  groups: List[List[str]]
+  # Each listed group: {'images': uris, 'labels': each's, 'kept' (--dedupe: the uri kept, or null
+  # where every copy was rejected as label_conflict), 'label_conflict'}; a record before 0.2.x lists
+  # the uris alone, the first kept under --dedupe.
+  groups: List[Any]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

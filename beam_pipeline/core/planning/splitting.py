@@ -144,13 +144,28 @@ def merge_near_copies(groups: Iterable[ContentGroup], drop: bool) -> Tuple[Conte
   return ContentGroup((kept,)), dropped
 
 
+def duplicate_group_entry(records: Sequence[CheckedImage], kept: Optional[CheckedImage], dedupe: bool
+                          ) -> Dict[str, Any]:
+  """How beam_pipeline.json lists one group of identical files: its files (sorted uris), each's
+  label, under --dedupe the one ``kept`` (none where every copy was rejected as label_conflict),
+  and whether their labels conflict."""
+  ordered = sorted(records, key=lambda r: r.uri)
+  entry: Dict[str, Any] = {'images': [r.uri for r in ordered], 'labels': [_label_names(r) for r in ordered]}
+  if dedupe:
+    entry['kept'] = kept.uri if kept is not None else None
+  if labels_conflict(records):
+    entry['label_conflict'] = True
+  return entry
+
+
 def near_group_entry(records: Sequence[CheckedImage], split: Optional[str] = None,
                      kept: Optional[CheckedImage] = None) -> Dict[str, Any]:
-  """How beam_pipeline.json lists one near-copy group of ``records``: its files (sorted uris)
-  and the ``split`` they are in (comma-separated where a manifest or folders gave its files
+  """How beam_pipeline.json lists one near-copy group of ``records``: its files (sorted uris),
+  each's label, and the ``split`` they are in (comma-separated where a manifest or folders gave its files
   different ones), or under --near_copies=drop the one ``kept``; and whether their labels
   conflict."""
-  entry: Dict[str, Any] = {'images': sorted(record.uri for record in records)}
+  ordered = sorted(records, key=lambda r: r.uri)
+  entry: Dict[str, Any] = {'images': [r.uri for r in ordered], 'labels': [_label_names(r) for r in ordered]}
   if kept is not None:
     entry['kept'] = kept.uri
   else:
@@ -171,7 +186,13 @@ def labels_conflict(records: Iterable[CheckedImage]) -> bool:
   return len({_label_set(record) for record in records}) > 1
 
 
+def _label_names(record: CheckedImage) -> str:
+  """A record's labels as a group's entry lists them: 'cat, dog', '' for none."""
+  return ', '.join(record.labels or ((record.label,) if record.label is not None else ()))
+
+
 def _label_text(record: CheckedImage) -> str:
+  """A record's labels as an errors line names them: "'cat', 'dog'", or 'no label'."""
   labels = record.labels or ((record.label,) if record.label is not None else ())
   return ', '.join(repr(label) for label in labels) or 'no label'
 
