@@ -12,7 +12,7 @@ from beam_pipeline.local import workers  # pylint: disable=wrong-import-position
 
 if __name__ == '__main__':
   argv = sys.argv[1:]
-  cli.quiet_libraries()
+  cli.quiet_libraries(arguments.command_of(argv))
   if arguments.command_of(argv) == 'convert' and workers.available():
     # Before Beam is imported: the workers' forkserver imports TensorFlow meanwhile.
     # The conversion stops it again if its options leave the pool unused.

@@ -18,12 +18,15 @@ from beam_pipeline.core.user_errors import UsageError
 from beam_pipeline.core.console.quantities import counted
 
 
-def quiet_libraries() -> None:
+def quiet_libraries(command: str = '') -> None:
   """Keeps TensorFlow's C++ log off the console: its CUDA probing reads like a failure on a
   machine without a GPU, and its decoders' per-image warnings are about files the run
   either writes anyway or rejects with the decoder's error in their errors line. Set
-  before TensorFlow is imported, in this process and the workers it forks."""
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+  before TensorFlow is imported, in this process and the workers it forks. ``verify`` keeps
+  its warnings (libpng's reach standard error only through that log, libjpeg's directly): it
+  catches and counts them (verify.py), as training will print them; its import stays quiet
+  all the same (quiet_import)."""
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1' if command == 'verify' else '3')
 
 
 def main(argv: Optional[List[str]] = None, started: Optional[float] = None) -> int:
@@ -65,8 +68,8 @@ def _end_quietly() -> int:
 def _main(argv: Optional[List[str]], started: Optional[float]) -> int:
   started = time.monotonic() if started is None else started
   argv = sys.argv[1:] if argv is None else list(argv)
-  quiet_libraries()
   command = arguments.command_of(argv)
+  quiet_libraries(command)
   if command == 'convert':
     from beam_pipeline.cli import launch  # pylint: disable=import-outside-toplevel
     return launch.convert(argv, started)

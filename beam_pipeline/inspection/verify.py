@@ -59,6 +59,27 @@ class Problem(NamedTuple):
     return f'{where}: {self.what}'
 
 
+# The prefix TensorFlow's log gives a line, naming its source file: libpng's warnings reach
+# standard error through it ('W0000 00:00:1796542481.328831    3411 png_io.cc:96] '), libjpeg's
+# directly, without one.
+_LOG_PREFIX = re.compile(r'^[IWEF]\d{4} [\d:.]+ +\d+ ([\w.]+):\d+\] ')
+_DECODER_SOURCES = re.compile(r'^(png|jpeg|gif|bmp|webp)\w*\.cc$')
+
+
+def decoder_warnings(said: str) -> List[str]:
+  """The lines of what standard error caught that the image decoders printed: libjpeg's, and
+  TensorFlow's log lines from its decoders' sources (without their prefix); not its other log
+  lines (a missing GPU driver, the first op's device set-up)."""
+  lines = []
+  for line in said.splitlines():
+    logged = _LOG_PREFIX.match(line)
+    if not logged:
+      lines.append(line)
+    elif _DECODER_SOURCES.match(logged.group(1)):
+      lines.append(line[logged.end():])
+  return lines
+
+
 class Report(NamedTuple):
   problems: List[Problem]
   shards: int
@@ -85,7 +106,7 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None) -> Repor
   for shard_problems, _ in results:
     problems += shard_problems
   return Report(sorted(problems, key=lambda p: (p.shard, p.record is None, p.record or 0)), len(listed),
-                sum(records for _, records in results), said.splitlines())
+                sum(records for _, records in results), decoder_warnings(said))
 
 
 def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str, embedding: Optional[Embedding],

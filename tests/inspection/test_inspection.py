@@ -2,6 +2,7 @@
 
 The command runs in this process (cli.main) where only its exit code and what it says are
 checked; in a subprocess where its console must also stay free of the libraries' chatter."""
+import io
 import json
 import os
 import re
@@ -64,6 +65,24 @@ def test_verify_reports_what_the_decoders_print_in_one_line_off_the_console(tmp_
   assert re.fullmatch(r'The image decoders printed 1 warning\(s\), the first: "Corrupt JPEG data: [0-9]+ extraneous '
                       r'bytes before marker 0xd9"\. An image that warns but decodes to its recorded size is intact; '
                       r'TensorFlow prints the same when training reads it\.', note), note
+  assert result.stderr == ''
+
+
+def test_verify_counts_libpngs_warnings_too(tmp_path):
+  """A PNG whose colour profile libpng finds wrong (an iCCP chunk too short) decodes, and libpng
+  warns each time, through TensorFlow's log, as training will print it: verify says so too, and
+  standard error stays clean."""
+  files = photos.labelled(('ant',), 2, seed=5)
+  buffer = io.BytesIO()
+  Image.new('RGB', (40, 30), (200, 10, 10)).save(buffer, 'PNG', icc_profile=b'\x00' * 200)
+  files['ant/profile.png'] = buffer.getvalue()
+  photos.write_files(tmp_path / 'in', files)
+  assert convert(f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--skip_transform') == 0
+  result = run_cli('verify', tmp_path / 'out')
+  assert result.returncode == 0, result.stderr[-3000:]
+  verdict, note = result.stdout.splitlines()
+  assert verdict == f'Verified 3 records in 1 shard of {tmp_path}/out: all intact.'
+  assert note.startswith('The image decoders printed 1 warning(s), the first: "PNG warning: iCCP: too short".')
   assert result.stderr == ''
 
 
