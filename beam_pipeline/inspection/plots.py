@@ -16,9 +16,19 @@ MAX_CLASSES = 60
 
 def draw(info: RunRecord, path: str, title: str) -> None:
   """Writes the figure to ``path``."""
+  figure = plotted(info, title)
+  figure.savefig(path, dpi=100)
+  pyplot.close(figure)
+
+
+def plotted(info: RunRecord, title: str) -> 'matplotlib.figure.Figure':
+  """The figure: as wide as its classes and size bins need, the bins' labels upright so that
+  neighbours never overlap ('512 KiB-1 MiB' beside '1-2 MiB')."""
   splits = info.splits
   labels = info.labels[:MAX_CLASSES]
-  figure, (balance, sides, sizes) = pyplot.subplots(3, 1, figsize=(max(8, 0.35 * len(labels) + 3), 11))
+  bins = max([len(getattr(split, field)) for split in splits.values() for field in ('longer_side_px', 'kib')] + [0])
+  figure, (balance, sides, sizes) = pyplot.subplots(3, 1, figsize=(max(8, 0.35 * len(labels) + 3, 0.6 * bins + 2),
+                                                                   11))
   figure.suptitle(title)
   width = 0.8 / max(len(splits), 1)
   for offset, (name, split) in enumerate(splits.items()):
@@ -33,7 +43,7 @@ def draw(info: RunRecord, path: str, title: str) -> None:
       axes.bar([index + offset * width for index in range(len(edges))],
                [getattr(split, field).get(str(edge), 0) for edge in edges], width, label=name)
     axes.set_xticks([index + 0.4 - width / 2 for index in range(len(edges))],
-                    [overview.bin_label(str(edge), unit) for edge in edges])
+                    [overview.bin_label(str(edge), unit) for edge in edges], rotation=90)
     axes.set_ylabel('images')
   sides.set_title('images by longer side')
   sizes.set_title('images by stored size')
@@ -41,5 +51,4 @@ def draw(info: RunRecord, path: str, title: str) -> None:
     if len(splits) > 1:
       axes.legend()
   figure.tight_layout()
-  figure.savefig(path, dpi=100)
-  pyplot.close(figure)
+  return figure
