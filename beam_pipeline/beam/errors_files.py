@@ -7,6 +7,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Tuple
 import apache_beam as beam
 
 from beam_pipeline.beam import output_dir, tags
+from beam_pipeline.core import rejections
 from beam_pipeline.core.messages import Rejection
 from beam_pipeline.core.output import errors_output, output_layout
 
@@ -64,3 +65,40 @@ def _sum_errors_written(written: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
     num_files += part['num_files']
     by_reason.update(part['by_reason'])
   return {'num_files': num_files, 'by_reason': dict(by_reason)}
+
+
+Counted = Tuple[int, Dict[str, Tuple[int, str]]]
+
+
+def counted_rejection(rejection: Rejection, listed: bool) -> Tuple[bool, str, str]:
+  """What RejectionCounts counts of a rejection: whether the listing made it, its reason, and its
+  uri as text any coder takes (a name's undecodable bytes as \\x escapes)."""
+  return listed, rejection.reason, rejection.uri.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
+
+
+class RejectionCounts(beam.CombineFn):
+  """(listed, reason, uri) of rejections (counted_rejection) as how many of the listing's own are inputs
+  (a bad manifest row; not a file skipped as no image), and {reason: (count, first uri)} of them
+  all: a few numbers and uris whatever the input."""
+
+  def create_accumulator(self) -> Counted:
+    return 0, {}
+
+  def add_input(self, accumulator: Counted, item: Tuple[bool, str, str]) -> Counted:
+    rows, by_reason = accumulator
+    listed, reason, uri = item
+    count, first = by_reason.get(reason, (0, uri))
+    by_reason[reason] = (count + 1, min(first, uri))
+    return rows + (listed and reason != rejections.SKIPPED), by_reason
+
+  def merge_accumulators(self, accumulators: Iterable[Counted]) -> Counted:
+    rows, merged = 0, {}
+    for more, by_reason in accumulators:
+      rows += more
+      for reason, (count, uri) in by_reason.items():
+        total, first = merged.get(reason, (0, uri))
+        merged[reason] = (total + count, min(first, uri))
+    return rows, merged
+
+  def extract_output(self, accumulator: Counted) -> Counted:
+    return accumulator

@@ -1,6 +1,6 @@
 """The conversion pipeline, top to bottom as the data flows."""
 import functools
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
@@ -8,7 +8,7 @@ from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
 from beam_pipeline.beam import coders, incremental, local_runner, output_dir
 from beam_pipeline.beam.listing import annotation_inputs
 from beam_pipeline.beam.commit import SumShardReports, commit
-from beam_pipeline.beam.errors_files import WriteErrors
+from beam_pipeline.beam.errors_files import RejectionCounts, WriteErrors, counted_rejection
 from beam_pipeline.beam.in_memory_planning import PlanInMemory, PlanOptions
 from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
 from beam_pipeline.beam.near_copies import FindNearCopies
@@ -16,11 +16,11 @@ from beam_pipeline.beam.planning import (AssignSplits, ClassLabels, DuplicateGro
                                          PlanShards, UniqueSourceIds, bucket_by_content, merge_near_copies)
 from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
 from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
-from beam_pipeline.core import rejections, schemas
+from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.output import incremental_update
 from beam_pipeline.core.planning import hash_order, sharding
-from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit, Rejection
+from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
 
@@ -79,9 +79,9 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   # A run whose checks already rejected too many images stops before it writes (an update's
   # budget counts the dataset it keeps, so only its commit can tell).
   budget = {} if decision.updates else dict(
-      checked=summed_up((listed[REJECTED] | 'AsListed' >> beam.Map(_counted, True),
+      checked=summed_up((listed[REJECTED] | 'AsListed' >> beam.Map(counted_rejection, True),
                          (*annotation_rejections, checked[REJECTED]) | 'Checked' >> beam.Flatten()
-                         | 'AsChecked' >> beam.Map(_counted, False))
+                         | 'AsChecked' >> beam.Map(counted_rejection, False))
                         | 'CheckedRejections' >> beam.Flatten(), 'CountChecked', RejectionCounts()),
       num_listed=AsSingleton(num_listed))
   written = ((planned.plans, graph, *rewrites)
@@ -107,43 +107,6 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
                               runner=runner, changes=AsSingleton(changes.counts, default_value={}) if changes else {},
                               decision=decision,
                               earlier=AsSingleton(earlier) if earlier is not None else None, listing=listing))
-
-
-Counted = Tuple[int, Dict[str, Tuple[int, str]]]
-
-
-def _counted(rejection: Rejection, listed: bool) -> Tuple[bool, str, str]:
-  """What RejectionCounts counts of a rejection: whether the listing made it, its reason, and its
-  uri as text any coder takes (a name's undecodable bytes as \\x escapes)."""
-  return listed, rejection.reason, rejection.uri.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
-
-
-class RejectionCounts(beam.CombineFn):
-  """(listed, reason, uri) of rejections (_counted) as how many of the listing's own are inputs
-  (a bad manifest row; not a file skipped as no image), and {reason: (count, first uri)} of them
-  all: a few numbers and uris whatever the input."""
-
-  def create_accumulator(self) -> Counted:
-    return 0, {}
-
-  def add_input(self, accumulator: Counted, item: Tuple[bool, str, str]) -> Counted:
-    rows, by_reason = accumulator
-    listed, reason, uri = item
-    count, first = by_reason.get(reason, (0, uri))
-    by_reason[reason] = (count + 1, min(first, uri))
-    return rows + (listed and reason != rejections.SKIPPED), by_reason
-
-  def merge_accumulators(self, accumulators: Iterable[Counted]) -> Counted:
-    rows, merged = 0, {}
-    for more, by_reason in accumulators:
-      rows += more
-      for reason, (count, uri) in by_reason.items():
-        total, first = merged.get(reason, (0, uri))
-        merged[reason] = (total + count, min(first, uri))
-    return rows, merged
-
-  def extract_output(self, accumulator: Counted) -> Counted:
-    return accumulator
 
 
 def spread(pcoll: beam.PCollection, label: str, pooled: bool) -> beam.PCollection:
