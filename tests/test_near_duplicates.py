@@ -144,8 +144,9 @@ def test_drop_keeps_the_largest_image_of_each_group(small, tmp_path):
   for copy, original in made.items():
     groups[original].update({copy, original})
   for files in groups.values():
-    # Most pixels, then most bytes (the files are stored as they are), then the first name.
-    kept = min(files, key=lambda name: (-np.prod(Image.open(root / name).size), -(root / name).stat().st_size, name))
+    # Most pixels, then most bytes (the files are stored as they are), then by content, never by name.
+    kept = min(files, key=lambda name: (-np.prod(Image.open(root / name).size), -(root / name).stat().st_size,
+                                        hashlib.sha256((root / name).read_bytes()).hexdigest()))
     assert files & written == {kept}
     for name in files - {kept}:
       assert dropped[name]['reason'] == 'near_duplicate'

@@ -225,7 +225,8 @@ OPTIONS: Tuple[Option, ...] = (
            'photo re-saved, downscaled, converted, brightened or cropped by a few percent; their perceptual hashes '
            'within --near_distance bits of one picture\'s): group keeps each group in one split, as identical files '
            'are, unless it holds more than a hundredth of the smallest split (a set of look-alikes, split image by '
-           'image); drop keeps the largest image of each group (the others are listed in the errors file as '
+           'image); drop keeps the best image of each group (undamaged, then the most pixels, then the '
+           'most bytes; the others are listed in the errors file as '
            'near_duplicate, no error); off leaves them to the splits by content hash', default='group',
            template='Near copies',
            record=lambda settings: settings.near_copies),

@@ -98,7 +98,8 @@ def duplicates(info: RunRecord) -> List[str]:
   near = info.near_duplicates
   if near is None:
     return lines + ['Near copies: not looked for (--near_copies=off, or an output written before they were).']
-  what = 'the largest of each kept, the rest removed' if near.removed else 'each group in one split'
+  what = ('the best of each kept (undamaged, most pixels, most bytes), the rest removed' if near.removed
+          else 'each group in one split')
   if not near.num_groups:
     return lines + [f'Near copies (perceptual hashes within {near.distance} bits): none.']
   lines.append(f'Near copies (perceptual hashes within {near.distance} bits): {counted(near.num_groups, "group")} of '

@@ -153,7 +153,8 @@ def details(summary: Mapping[str, Any]) -> List[str]:
                   f'{counted(duplicates["num_groups"], "group")} ({what}).')
   near = summary.get('near_duplicates')
   if near and near['num_groups']:
-    what = (f'the largest of each kept, {near["num_removed"]:,} removed' if near['removed']
+    what = (f'the best of each kept (undamaged, most pixels, most bytes), {near["num_removed"]:,} removed'
+            if near['removed']
             else 'each group in one split')
     conflicts = (f', {counted(near["num_label_conflicts"], "group")} with conflicting labels'
                  if near.get('num_label_conflicts') else '')

@@ -215,15 +215,21 @@ def test_a_merged_group_ranks_by_its_smallest_hash_and_keeps_the_splits_given():
                                                     'gs://b/dog/a.jpg': 'test'}
 
 
-def test_drop_keeps_the_largest_image_then_the_largest_file_then_the_first_uri():
+def test_drop_keeps_the_undamaged_then_the_largest_image_then_the_largest_file_whatever_the_names():
   small = _record('small.jpg', 'cat', height=10, width=10, num_bytes=900)
   large = _record('large.jpg', 'cat', height=20, width=20, num_bytes=100)
   twin = _record('twin.jpg', 'cat', height=20, width=20, num_bytes=100)
-  merged, dropped = splitting.merge_near_copies([ContentGroup((r,)) for r in (small, twin, large)], drop=True)
-  assert [r.uri for r in merged.records] == ['gs://b/cat/large.jpg']
-  assert [(d.uri, d.reason) for d in dropped] == [('gs://b/cat/small.jpg', 'near_duplicate'),
-                                                  ('gs://b/cat/twin.jpg', 'near_duplicate')]
-  assert all('gs://b/cat/large.jpg' in d.detail for d in dropped)
+  damaged = _record('damaged.jpg', 'cat', height=40, width=40, num_bytes=5000, damaged=True)
+  merged, dropped = splitting.merge_near_copies([ContentGroup((r,)) for r in (small, twin, large, damaged)], drop=True)
+  kept = min((large, twin), key=lambda r: r.source_sha256)  # a tie of size and bytes: by content, not by name
+  assert merged.records == (kept,)
+  assert sorted(d.uri for d in dropped) == sorted(r.uri for r in (small, twin, large, damaged) if r is not kept)
+  assert all(d.reason == 'near_duplicate' and d.detail.startswith(f'a near copy of {kept.uri}, which is kept '
+                                                                  '(--near_copies=drop keeps the best image')
+             for d in dropped)
+  renamed = [r._replace(uri=r.uri.replace('twin', 'aaa').replace('large', 'zzz')) for r in (small, twin, large)]
+  assert splitting.merge_near_copies([ContentGroup((r,)) for r in renamed], drop=True)[0].records[0].source_sha256 == (
+      kept.source_sha256)
   assert splitting.near_group_entry([small, twin, large], kept=large) == {
       'images': ['gs://b/cat/large.jpg', 'gs://b/cat/small.jpg', 'gs://b/cat/twin.jpg'], 'labels': ['cat'] * 3,
       'kept': 'gs://b/cat/large.jpg'}

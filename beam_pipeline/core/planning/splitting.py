@@ -118,8 +118,11 @@ def is_near_bucket(bucket: str) -> bool:
   return bucket.endswith(NEAR_BUCKET_SUFFIX)
 
 
-def _largest_first(record: CheckedImage) -> Tuple[int, int, str]:
-  return -record.height * record.width, -record.num_bytes, record.uri
+def _best_first(record: CheckedImage) -> Tuple[bool, int, int, str]:
+  """--near_copies=drop's order of a group's files: undamaged first, then the most pixels, then
+  the most bytes (the least compressed), then by content, never by name: renaming a file never
+  changes which is kept."""
+  return record.damaged, -record.height * record.width, -record.num_bytes, record.source_sha256
 
 
 def merge_near_copies(groups: Iterable[ContentGroup], drop: bool) -> Tuple[ContentGroup, List[Rejection]]:
@@ -129,17 +132,18 @@ def merge_near_copies(groups: Iterable[ContentGroup], drop: bool) -> Tuple[Conte
   does. A split named for a member (manifest column, split folder) stays its own: near copies
   are found by likeness, which may be wrong, so they never move an image out of the split it
   was given; the members without one take the first given split (by uri). Under ``drop`` the
-  largest image (most pixels stored, then most bytes, then the first uri) is kept and every
-  other file of the group, exact copies too, is rejected as a near duplicate naming it."""
+  best image (_best_first: undamaged, most pixels, most bytes) is kept and every other file of
+  the group, exact copies too, is rejected as a near duplicate naming it."""
   records = sorted((record for group in groups for record in group.records),
                    key=lambda r: (r.source_sha256, r.uri))
   given = next((r.split for r in sorted(records, key=lambda r: r.uri) if r.split), None)
   records = [r if r.split or not given else r._replace(split=given) for r in records]
   if not drop:
     return ContentGroup(tuple(records)), []
-  kept = min(records, key=_largest_first)
+  kept = min(records, key=_best_first)
   dropped = [Rejection(r.uri, rejections.NEAR_DUPLICATE,
-                       f'a near copy of {kept.uri}, which is kept (--near_copies=drop keeps the largest image)')
+                       f'a near copy of {kept.uri}, which is kept (--near_copies=drop keeps the best image: '
+                       'undamaged, then the most pixels, then the most bytes)')
              for r in sorted(records, key=lambda r: r.uri) if r is not kept]
   return ContentGroup((kept,)), dropped
 
