@@ -66,21 +66,26 @@ def test_no_rejection_still_writes_the_one_empty_file(tmp_path):
 
 def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
   """More groups than beam_pipeline.json lists: the counts cover them all, the list the first
-  MAX_LISTED_DUPLICATE_GROUPS in sorted order, however the runner splits and merges them."""
+  MAX_LISTED_DUPLICATE_GROUPS, those whose labels conflict first, then in sorted order, however
+  the runner splits and merges them."""
   listed = run_totals.MAX_LISTED_DUPLICATE_GROUPS
   rng = random.Random(2)
   groups = [sorted(f'/photos/{rng.getrandbits(40):010x}-{copy}.jpg' for copy in range(rng.randint(2, 4)))
             for _ in range(3 * listed + 7)]
   conflicts = [index % 7 == 0 for index in range(len(groups))]  # groups whose files have different labels
+  entries = [{'images': group, **({'label_conflict': True} if conflict else {})}
+             for group, conflict in zip(groups, conflicts)]
+  first = sorted(entries, key=lambda entry: (not entry.get('label_conflict'), entry['images']))[:listed]
+  assert first[0].get('label_conflict') and not first[-1].get('label_conflict')
   expected = {'num_groups': len(groups), 'num_extra_copies': sum(len(g) - 1 for g in groups),
-              'num_label_conflicts': sum(conflicts), 'groups': sorted(groups)[:listed]}
+              'num_label_conflicts': sum(conflicts), 'groups': first}
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(list(zip(groups, conflicts)), reshuffle=False) | beam.CombineGlobally(planning.DuplicateGroups()),
+      p | beam.Create(entries, reshuffle=False) | beam.CombineGlobally(planning.DuplicateGroups()),
       equal_to([expected])))
   combine = planning.DuplicateGroups()
   halves = [combine.create_accumulator(), combine.create_accumulator()]
-  for index, group in enumerate(zip(groups, conflicts)):
-    halves[index % 2] = combine.add_input(halves[index % 2], group)
+  for index, entry in enumerate(entries):
+    halves[index % 2] = combine.add_input(halves[index % 2], entry)
   assert combine.extract_output(combine.merge_accumulators(halves)) == expected
   assert combine.extract_output(combine.create_accumulator()) == {'num_groups': 0, 'num_extra_copies': 0,
                                                                   'num_label_conflicts': 0, 'groups': []}
