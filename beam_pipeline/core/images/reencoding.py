@@ -31,6 +31,10 @@ warnings.simplefilter('ignore', Image.DecompressionBombWarning)
 # The decoders decide what becomes of each image; the warning only adds chatter.
 warnings.filterwarnings('ignore', category=UserWarning, module='PIL')
 
+# zlib's level for the PNGs stored in place of other formats (WebP, TIFF, ...): the fastest that
+# still compresses, a few times as fast as Pillow's default (6) for a seventh more bytes
+# (benchmarks/README.md, PNG encoding).
+PNG_LEVEL = 1
 # Modes PNG stores as they are.
 _PNG_MODES = {'1', 'L', 'I;16', 'LA', 'P', 'RGB', 'RGBA'}
 # Modes converted before PNG encoding; colour-space conversions are the only
@@ -176,7 +180,7 @@ def _encoded(image: Image.Image, target: str, jpeg_quality: int, icc_profile: Op
   if target == 'jpeg':
     image.save(buffer, 'JPEG', quality=jpeg_quality, icc_profile=icc_profile)
   else:
-    image.save(buffer, 'PNG', icc_profile=icc_profile)
+    image.save(buffer, 'PNG', icc_profile=icc_profile, compress_level=PNG_LEVEL)
   return buffer.getvalue()
 
 
