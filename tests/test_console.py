@@ -81,7 +81,7 @@ def _progress_lines(done, checked: str):
   assert output[:len(lines)] == lines and output[len(lines)].startswith('Wrote '), output
   ended = [line for line in lines if ' done: ' in line]
   assert [line.split(' done:')[0] for line in ended] == ['progress: listing', 'progress: checking', 'progress: writing']
-  assert re.match(rf'progress: checking done: {checked} images in [0-9.]+ s \([0-9,]+ images/s\), 2 rejected$',
+  assert re.match(rf'progress: checking done: {checked} images in [0-9.]+ s \([0-9.,]+ images/s\), 2 rejected$',
                   ended[1])
   return lines, ended
 
@@ -95,7 +95,7 @@ def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path, capfd, caplog):
   # How many periodic lines there are depends on when the progress thread woke (a loaded
   # machine wakes it late): their number is checked against a scripted clock below. Here:
   # every line is one of a phase in progress or done, in phase order, counts never going back.
-  periodic = [re.match(r'progress: (listing|checking|writing|committing) ([0-9,]+)( of ([0-9,]+))? images, [0-9,]+ images/s, '
+  periodic = [re.match(r'progress: (listing|checking|writing|committing) ([0-9,]+)( of ([0-9,]+))? images, [0-9.,]+ images/s, '
                        r'([0-9,]+) rejected(, about [0-9]+ s left)?$', line) for line in lines if ' done: ' not in line]
   assert all(periodic), lines
   phases = ['listing', 'checking', 'writing', 'committing']
@@ -180,6 +180,12 @@ def test_a_phase_that_began_and_ended_between_two_looks_still_gets_its_line(monk
       'progress: checking done: 160 images in 0.2 s (640 images/s), 3 rejected',  # in 16/64 s
       'progress: writing done: 150 images in 0.1 s (2,400 images/s), 3 rejected',  # in 4/64 s
   ]
+
+
+def test_a_slow_phase_of_large_images_reads_as_moving_not_stalled():
+  """Eight-thousand-pixel images go by at a few a second or less: the rate keeps a decimal."""
+  assert progress.line(progress_counts.Snapshot('writing', 3, 16, 0, 0.0), now=10.0) == (
+      'progress: writing 3 of 16 images, 0.3 images/s, 0 rejected, about 43 s left')
 
 
 def test_a_terminal_without_a_size_gets_the_lines_not_a_bar(monkeypatch):

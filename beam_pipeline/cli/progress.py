@@ -16,7 +16,7 @@ from typing import IO, Iterator, List, Optional, Tuple
 
 from tqdm import tqdm
 
-from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.console import progress_counts, quantities
 from beam_pipeline.core.console.progress_counts import COMMITTING, Counter, Snapshot
 
 
@@ -28,7 +28,7 @@ def line(snapshot: Snapshot, now: float) -> str:
   left = ''
   if snapshot.total and rate > 0 and snapshot.done < snapshot.total:
     left = f', about {(snapshot.total - snapshot.done) / rate:.0f} s left'
-  return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {rate:,.0f} {snapshot.unit}/s, '
+  return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {quantities.rate(rate, snapshot.unit)}, '
           f'{snapshot.rejected:,} {snapshot.failed}{left}')
 
 
@@ -138,6 +138,6 @@ def _print_done(phase: Snapshot, ended: float, stream: IO[str]) -> None:
   """The line for a phase that ended at ``ended`` (time.monotonic()), as it stood at its end."""
   done = phase.total if phase.total is not None else phase.done
   seconds = ended - phase.started
-  rate = f' ({done / seconds:,.0f} {phase.unit}/s)' if seconds >= 0.05 else ''
+  rate = f' ({quantities.rate(done / seconds, phase.unit)})' if seconds >= 0.05 else ''
   print(f'progress: {phase.phase} done: {done:,} {phase.unit} in {seconds:.1f} s{rate}, {phase.rejected:,} '
         f'{phase.failed}', file=stream, flush=True)

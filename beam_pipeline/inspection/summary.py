@@ -4,7 +4,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from beam_pipeline.core import rejections, uris
-from beam_pipeline.core.console.quantities import binary_size, counted, noun
+from beam_pipeline.core.console.quantities import binary_size, counted, noun, rate
 from beam_pipeline.core.output.run_record import RunRecord
 
 # Classes listed by name in a split's line; more are summarized by their smallest and largest counts.
@@ -62,7 +62,7 @@ def of(info: RunRecord, output: str, wall_seconds: Optional[float] = None) -> Di
     summary['embedding'] = {'model': embedding.model, 'sha256': embedding.sha256,
                             'output_shape': embedding.output_shape, 'images_stored': embedding.images_stored}
   if wall_seconds is not None:
-    summary.update(wall_seconds=round(wall_seconds, 2), images_per_second=round(inputs / max(wall_seconds, 1e-9), 1))
+    summary.update(wall_seconds=round(wall_seconds, 2), images_per_second=round(inputs / max(wall_seconds, 1e-9), 3))
   return summary
 
 
@@ -79,7 +79,7 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
   """The summary for people, as a run ends: what it wrote, then details()."""
   speed = ''
   if 'wall_seconds' in summary:
-    speed = f' in {summary["wall_seconds"]:.1f} s ({summary["images_per_second"]:,.0f} images/s)'
+    speed = f' in {summary["wall_seconds"]:.1f} s ({rate(summary["images_per_second"], "images")})'
   update = summary.get('update')
   if update and not update.get('full_conversion'):
     return [*updated(summary, update, speed), *details(summary)]
