@@ -16,12 +16,14 @@ from typing import Dict, Iterator, Tuple
 import pytest
 
 from beam_pipeline import cli
+from beam_pipeline.cli import failures
 from beam_pipeline.beam.listing import local_files
 from helpers import gcs_emulator
 from helpers.commands import ROOT, command, error_line, started, user_environment
 from helpers.dataset_reader import read_output
 from helpers.photos import labelled, write_files
 from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.rejections import LockLost
 
 AT_POINT = ROOT / 'tests' / 'helpers' / 'at_point.py'
 # --overwrite: these runs replace one set's output with the other's on purpose, to show what the lock
@@ -214,7 +216,23 @@ def test_a_run_whose_lock_was_taken_commits_nothing(sets, tmp_path):
     assert a.wait(timeout=300) == 1
   text = log.read_text()
   assert 'no longer holds the lock' in error_line(text) and 'report it' not in text, text[-3000:]
+  assert 'another run took' in text and 'unchanged' not in text and 'no complete dataset' not in text, text[-3000:]
   assert_dataset_of(out, ('bird', 'cow', 'fish'), 3 * PER_CLASS)
+
+
+@pytest.mark.parametrize('committed', [False, True], ids=['while-the-other-commits', 'after-it-committed'])
+def test_a_run_that_lost_its_lock_says_another_run_took_the_output(tmp_path, committed):
+  """Whatever the output holds at that moment (nothing complete while the winner commits, or the
+  winner's dataset), the loser says what happened, never that the output is unchanged or empty."""
+  out = tmp_path / 'out'
+  out.mkdir()
+  if committed:
+    (out / output_layout.RUN_RECORD).write_text('{}')
+  error = LockLost(f'this run (a) no longer holds the lock of --output={out} (run b does)')
+  failed = failures.explain(RuntimeError(f'{type(error).__module__}.LockLost: {error}'), str(out), 'a', None)
+  assert failed.exit_code == 1 and 'no longer holds the lock' in failed.message
+  assert failed.details[0] == (f'Nothing of this run was committed: another run took --output={out} over, and '
+                               "what it holds is that run's to commit.")
 
 
 def test_a_second_run_into_a_busy_gcs_output_is_refused(sets, tmp_path, capsys):

@@ -89,7 +89,7 @@ def explain(error: BaseException, output: str, run: str, log: Optional[RunLog]) 
   step = _STEP.search(text)
   written = _write_log(error, output, run, log)
   return ConversionError(cause + (f' (in step {step.group(1)})' if step else ''), 1, [
-      _output_state(output), advice,
+      _output_state(output, lock_lost=isinstance(error, LockLost) or LockLost.__name__ in text), advice,
       f'Details (the traceback and the log of the run): {written}' if written else
       'Details could not be written to a log file; rerun with --verbose to see them.'])
 
@@ -136,7 +136,12 @@ def _input_file_error(error: BaseException) -> Optional[str]:
   return _STEP.sub('', found.group(1)).strip() if found else None
 
 
-def _output_state(output: str) -> str:
+def _output_state(output: str, lock_lost: bool = False) -> str:
+  """What the output holds now that the run failed. A run that lost its lock names the other
+  run instead: what the output holds is that run's doing, and may change while it commits."""
+  if lock_lost:
+    return (f'Nothing of this run was committed: another run took --output={output} over, and what it holds is '
+            'that run\'s to commit.')
   try:
     committed = FileSystems.exists(output_dir.path(output, output_layout.RUN_RECORD))
   except Exception:  # pylint: disable=broad-except  # the output may be what failed
