@@ -150,15 +150,50 @@ def transform_graph(settings: Settings) -> List[TransformGraph]:
                          not (spec and spec.only), settings.multi_label)]
 
 
+# The input bytes one task of validation takes at most where a batch is divided among the pool's
+# workers (divided): a batch of small photos stays one task, a batch of large images is spread.
+TASK_BYTES = 2 * 2**20
+
+
+def divided(items: List[InputItem], sizes: List[int], task_bytes: int = TASK_BYTES) -> List[List[InputItem]]:
+  """``items`` in consecutive tasks of about equal input bytes (``sizes``, each item's), as few as
+  keep each near ``task_bytes``: a listing batch holds a fixed number of files, and sixteen 8K
+  images in one task would keep one worker decoding while the others wait, and the progress
+  count still for a minute."""
+  total = sum(sizes)
+  tasks = min(len(items), -(-total // task_bytes)) or 1
+  if tasks == 1:
+    return [items]
+  target = total / tasks
+  divisions: List[List[InputItem]] = [[]]
+  filled = 0
+  for item, size in zip(items, sizes):
+    if divisions[-1] and filled + size / 2 > target * len(divisions) and len(divisions) < tasks:
+      divisions.append([])
+    divisions[-1].append(item)
+    filled += size
+  return divisions
+
+
+def _local_size(uri: str) -> int:
+  try:
+    return os.stat(uri).st_size
+  except (OSError, ValueError):
+    return 0  # its read will say why
+
+
 class ValidateImages(_PooledDoFn):
   """Reads, hashes and fully decodes batches of inputs (core/images/validation.py); emits lists of
-  metadata records, never bytes: Beam's cost per element exceeds a record's own."""
+  metadata records, never bytes: Beam's cost per element exceeds a record's own. In the worker
+  pool, a batch of large files is divided among the workers (divided)."""
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:
     # An --incremental run keeps each rejected input's fingerprint in the errors files.
     fingerprints = {item.uri: item.fingerprint for item in batch} if self._settings.incremental else {}
-    yield from self._run(steps.validate_batch, (batch, self._settings), functools.partial(self._emit, fingerprints),
-                         (item.uri for item in batch))
+    pooled = self._pooled and workers.pool() is not None and not uris.any_remote(item.uri for item in batch)
+    for task in divided(batch, [_local_size(item.uri) for item in batch]) if pooled else [batch]:
+      yield from self._run(steps.validate_batch, (task, self._settings), functools.partial(self._emit, fingerprints),
+                           (item.uri for item in task))
 
   def _emit(self, fingerprints: Dict[str, str], result: Validated) -> Iterator[Any]:
     progress_counts.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))

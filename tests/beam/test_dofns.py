@@ -85,3 +85,14 @@ def test_split_assignment_hands_a_content_bucket_on_by_order_bucket_then_its_lab
   assert {r.split for r in assigned if r.label == 'cat'} == {'train', 'test'}
   assert [(o.tag, o.value) for o in tagged] == [('labels', 'cat'), ('labels', 'dog')]
   assert len(by_order) <= 16 ** sharding.ORDER_BUCKET_DIGITS
+
+
+def test_a_batch_of_large_files_is_divided_among_the_workers_in_order():
+  items = [InputItem(f'/in/{i}.png') for i in range(6)]
+  assert pooled_steps.divided(items, [1000] * 6, task_bytes=2**20) == [items]  # small photos: one task
+  assert pooled_steps.divided(items, [2**20] * 6, task_bytes=2**20) == [[item] for item in items]
+  assert pooled_steps.divided(items, [2**20] * 6, task_bytes=2 * 2**20) == [items[0:2], items[2:4], items[4:6]]
+  # Cut where the bytes so far pass a multiple of a third of the total (a file counted at its middle).
+  assert pooled_steps.divided(items, [3 * 2**20, 2**19, 2**19, 2**19, 2**19, 2**20], task_bytes=2**21) == [
+      items[0:1], items[1:3], items[3:6]]
+  assert pooled_steps.divided([], [], task_bytes=2**20) == [[]]

@@ -66,3 +66,20 @@ def test_a_reencoding_that_decodes_to_another_size_is_rejected(tmp_path):
   assert [r.reason for r in written.rejections] == ['corrupt']
   assert 'made again, decodes to' in written.rejections[0].detail
   assert written.shard.num_examples == 0
+
+
+def test_a_shard_of_reencoded_images_is_made_on_threads_in_its_plans_order(tmp_path):
+  """WebP, BMP and TIFF re-encoded ahead on threads, JPEGs stored as they are, a file removed
+  meanwhile: the shard holds the rest in the plan's order, each with the bytes validation made."""
+  files = {}
+  for i in range(9):
+    files[f'{i}.{("webp", "bmp", "jpg", "tiff")[i % 4]}'] = photos.encode(photos.image(i, 64, 48),
+                                                                          ('WEBP', 'BMP', 'JPEG', 'TIFF')[i % 4])
+  records = _validated(tmp_path, files)
+  os.remove(tmp_path / '5.bmp')
+  written = shard_writer.write_shard(ShardPlan('train', 0, 1, tuple(records)), str(tmp_path / 'shard'), settings(),
+                                     ['cat'])
+  assert [os.path.basename(r.uri) for r in written.rejections] == ['5.bmp']
+  kept = [record for record in records if not record.uri.endswith('5.bmp')]
+  assert [(f['image/filename'].bytes_list.value[0].decode(), f['image/key/sha256'].bytes_list.value[0].decode())
+          for f in _written(tmp_path / 'shard')] == [(record.uri, record.sha256) for record in kept]

@@ -5,9 +5,11 @@ a local run. It writes a local file with TensorFlow's TFRecordWriter, under the
 temporary name it is given; the Beam side moves or uploads it into place, so a
 worker never touches a final name, and every shard is framed by the same writer.
 """
+import contextlib
 import functools
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -24,6 +26,8 @@ from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
 from beam_pipeline.core.output import output_layout
 
+
+REENCODE_THREADS = 2  # images re-encoded at once while a shard is written, and so held at once
 
 # What the model is given, a batch of stored images, and gives: one flattened embedding each.
 Embed = Callable[[Sequence[bytes]], Sequence[np.ndarray]]
@@ -49,9 +53,13 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   lengths = []
   batch_size = settings.embedding.batch_size if embed else 1
   read = functools.partial(_read, settings=settings, open_remote=remote and remote.open)
-  stored = _stored(reading.read_files(isolation.READ, read, plan.records, lambda record: record.uri, remote),
-                   settings, rejected)
-  with tf.io.TFRecordWriter(file_path, COMPRESSIONS[settings.compression]) as writer:
+  # Pillow lets go of the GIL while it decodes and encodes, so images re-encoded on threads
+  # beside the writer keep every core busy on a shard of WebPs, even the run's last shard.
+  reencoding_threads = (ThreadPoolExecutor(REENCODE_THREADS, thread_name_prefix='reencode', initializer=_on_any_core)
+                        if any(record.reencoded for record in plan.records) else contextlib.nullcontext())
+  with reencoding_threads as reencoders, tf.io.TFRecordWriter(file_path, COMPRESSIONS[settings.compression]) as writer:
+    stored = _stored(reading.read_files(isolation.READ, read, plan.records, lambda record: record.uri, remote),
+                     settings, rejected, reencoders)
     for batch in _batches(stored, batch_size):
       embedded = _embedded(batch, embed, settings) if embed else [None] * len(batch)
       for (record, image, original_size, turned), embedding in zip(batch, embedded):
@@ -105,13 +113,29 @@ class _Stored(NamedTuple):
   rotated: bool  # turned upright by its Exif orientation
 
 
-def _stored(read: Iterable[Tuple[CheckedImage, Any]], settings: Settings,
-            rejected: List[Rejection]) -> Iterator[_Stored]:
+def _on_any_core() -> None:
+  """A re-encoding thread may run on every core of the machine, whatever core its process was
+  given: a local run's worker is held to one (local/workers.py), and its shard may be the last."""
+  try:
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))  # 0: this thread alone, on Linux
+  except (AttributeError, OSError):  # not Linux, or cores taken away
+    pass
+
+
+def _stored(read: Iterable[Tuple[CheckedImage, Any]], settings: Settings, rejected: List[Rejection],
+            reencoders: Optional[Executor] = None) -> Iterator[_Stored]:
   """(record, stored bytes, source's (height, width)) of each record read; the ones rejected
-  go to ``rejected`` instead. A re-encoding's record follows what is written (_reencoded)."""
-  for record, data in read:
-    if not isinstance(data, Rejected):
-      data = isolation.run(isolation.REENCODE, [record.uri], _stored_image, record, data, settings)
+  go to ``rejected`` instead. A re-encoding's record follows what is written (_reencoded).
+  Given ``reencoders``, REENCODE_THREADS records are made ahead on them, in order, so that
+  only a few images are held at once."""
+
+  def made(read_record: Tuple[CheckedImage, Any]) -> Union[_Stored, Rejected]:
+    record, data = read_record
+    if isinstance(data, Rejected):
+      return data
+    return isolation.run(isolation.REENCODE, [record.uri], _stored_image, record, data, settings)
+
+  for (record, _), data in reading.prefetched(made, read, reencoders, REENCODE_THREADS if reencoders else 0):
     if isinstance(data, Rejected):
       rejected.append(Rejection.of(record.uri, data))
       continue
