@@ -38,6 +38,7 @@ from multiprocessing import forkserver
 from typing import Any, Dict, List, Optional, Tuple
 
 from beam_pipeline.compat import multiprocessing_internals
+from beam_pipeline.core.images import kept_encodings
 
 # What the forkserver imports before it forks: a watch on the launcher, TensorFlow, and the
 # modules the steps run.
@@ -61,6 +62,7 @@ _lock = threading.RLock()
 _served = False
 # The workers' temporary directory, removed with the pool (_initialize_worker).
 _scratch: Optional[str] = None
+KEPT_ENCODINGS = 'kept-encodings'  # in the pool's scratch directory (core/images/kept_encodings.py)
 
 
 def available() -> bool:
@@ -239,6 +241,8 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   # TensorFlow's modules, imported by the forkserver, live as long as the worker:
   # each full collection would rescan them.
   gc.freeze()
+  # The workers share this machine's disk: what validation re-encodes, the writer need not make again.
+  kept_encodings.enable(os.path.join(environment['TMPDIR'], KEPT_ENCODINGS))
   core = cores.get()
   try:
     os.sched_setaffinity(0, {core})

@@ -9,7 +9,7 @@ import functools
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from beam_pipeline.core import isolation, rejections, schemas
-from beam_pipeline.core.images import boxes, image_info, image_quality, preparation
+from beam_pipeline.core.images import boxes, image_info, image_quality, kept_encodings, preparation
 from beam_pipeline.core.inputs import input_root, labels, reading
 from beam_pipeline.core.planning import sharding
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, Validated
@@ -68,15 +68,18 @@ def _decode(chunk: List[_Loaded], settings: Settings, result: Validated) -> None
   """TensorFlow decodes the chunk on every core; each image becomes a record or a rejection."""
   prepared = isolation.each_alone(isolation.VALIDATE, chunk, lambda loaded: loaded.item.uri, functools.partial(
       _prepared, settings=settings))
-  for loaded, image in zip(chunk, prepared):
-    if not isinstance(image, Rejected):
-      image = isolation.run(isolation.VALIDATE, [loaded.item.uri], _record, loaded, image, settings)
+  for loaded, made in zip(chunk, prepared):
+    image = made if isinstance(made, Rejected) else isolation.run(isolation.VALIDATE, [loaded.item.uri], _record,
+                                                                   loaded, made, settings)
     if isinstance(image, Rejected):
       result.rejections.append(Rejection.of(loaded.item.uri, image))
       continue
     result.source_formats[image.info.source_format] += 1
     result.records.append(image.record)
     result.annotation_problems.extend(image.problems)
+    if image.info.reencoded:  # for the shard writer, which would make the same bytes again
+      kept_encodings.keep(image.record.source_sha256, image.record.sha256, made.stored,
+                          (image.info.original_height, image.info.original_width), image.info.orientation != 1)
 
 
 def _prepared(chunk: Sequence[_Loaded], settings: Settings) -> List:

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from beam_pipeline.core import isolation
-from beam_pipeline.core.images import image_info, reencoding
+from beam_pipeline.core.images import image_info, kept_encodings, reencoding
 from beam_pipeline.core.inputs import reading
 from beam_pipeline.core.output import incremental_catalog
 from beam_pipeline.core.writing import examples, record_index
@@ -215,6 +215,9 @@ def _stored_image(record: CheckedImage, data: bytes, settings: Settings) -> _Sto
   """
   if not record.reencoded:
     return _Stored(record, data, (record.height, record.width), False)
+  kept = kept_encodings.taken(record.source_sha256, record.sha256)
+  if kept:
+    return _Stored(record, kept.stored, kept.original_size, kept.rotated)
   again = reencoding.reencode_again(data, settings.stored)
   if image_info.sha256_hex(again.stored) != record.sha256:
     reencoding.check_stored(again.stored, record.format, record.height, record.width)
