@@ -20,14 +20,18 @@ from beam_pipeline.core.console import progress_counts, quantities
 from beam_pipeline.core.console.progress_counts import COMMITTING, Counter, Snapshot
 
 
-def line(snapshot: Snapshot, now: float) -> str:
-  """One plain line about a snapshot, for logs."""
+def line(snapshot: Snapshot, now: float, moved: Optional[float] = None) -> str:
+  """One plain line about a snapshot, for logs. The time left is reckoned at the pace up to when
+  the count last ``moved`` and counts down from there: while large images are under way and none
+  has finished, it must not grow as if the work had slowed."""
   elapsed = max(now - snapshot.started, 1e-9)
   rate = snapshot.done / elapsed
   of = f' of {snapshot.total:,}' if snapshot.total is not None else ''
   left = ''
-  if snapshot.total and rate > 0 and snapshot.done < snapshot.total:
-    left = f', about {(snapshot.total - snapshot.done) / rate:.0f} s left'
+  if snapshot.total and snapshot.done and snapshot.done < snapshot.total:
+    moved = now if moved is None else min(moved, now)
+    pace = snapshot.done / max(moved - snapshot.started, 1e-9)
+    left = f', about {max(0.0, (snapshot.total - snapshot.done) / pace - (now - moved)):.0f} s left'
   return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {quantities.rate(rate, snapshot.unit)}, '
           f'{snapshot.rejected:,} {snapshot.failed}{left}')
 
@@ -104,6 +108,7 @@ def _bar(counts_: Counter, stream: IO[str], _interval: float, stop: threading.Ev
 def _lines(counts_: Counter, stream: IO[str], interval: float, stop: threading.Event) -> None:
   """A line when a phase ends (what it did, how fast), and every ``interval`` seconds within one."""
   last, printed = counts_.snapshot(), time.monotonic()
+  moved = printed  # when the count last changed
   while True:
     stopped = stop.wait(min(interval, 0.5))
     snapshot, now = counts_.snapshot(), time.monotonic()
@@ -112,10 +117,12 @@ def _lines(counts_: Counter, stream: IO[str], interval: float, stop: threading.E
       _print_done(phase, end, stream)
     if stopped:
       return
+    if snapshot.phase != last.phase or snapshot.done != last.done:
+      moved = now
     if ended:
       printed = now
     elif now - printed >= interval:
-      print(line(snapshot, now), file=stream, flush=True)
+      print(line(snapshot, now, moved), file=stream, flush=True)
       printed = now
     last = snapshot
 
