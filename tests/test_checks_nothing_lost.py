@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from beam_pipeline import cli
 from beam_pipeline.beam.listing import annotation_inputs
-from beam_pipeline.core.images import png_chunks
+from beam_pipeline.core.images.formats import png_chunks
 
 from helpers import dali, hostile_files, image_cases, photos
 from helpers.commands import convert, error_line

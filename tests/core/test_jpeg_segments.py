@@ -1,7 +1,8 @@
 """The Exif segments of a JPEG counted before Pillow parses them (quadratically)."""
 import pytest
 
-from beam_pipeline.core.images import jpeg_segments, preparation
+from beam_pipeline.core.images import preparation
+from beam_pipeline.core.images.formats import jpeg_segments
 from beam_pipeline.core.rejections import Rejected
 
 from helpers.hostile_files import exif_segment, segment

@@ -1,7 +1,7 @@
 """The walk of a PNG's chunks: what Pillow's load() parses past the pixels, and whether it is an APNG."""
 import pytest
 
-from beam_pipeline.core.images import png_chunks
+from beam_pipeline.core.images.formats import png_chunks
 from beam_pipeline.core.rejections import Rejected
 
 from helpers import image_cases, pillow_modes

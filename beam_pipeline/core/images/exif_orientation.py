@@ -9,7 +9,7 @@ import struct
 
 from PIL import Image
 
-from beam_pipeline.core.images import jpeg_segments
+from beam_pipeline.core.images.formats import jpeg_segments
 from beam_pipeline.core.settings import StoredImages
 
 _ORIENTATION_TAG = 0x0112

@@ -9,7 +9,8 @@ from typing import Union
 from PIL import Image, UnidentifiedImageError
 
 from beam_pipeline.core import isolation
-from beam_pipeline.core.images import decoder_messages, exif_orientation, jpeg_segments, pillow_limit, png_chunks
+from beam_pipeline.core.images import decoder_messages, exif_orientation, pillow_limit
+from beam_pipeline.core.images.formats import jpeg_segments, png_chunks
 from beam_pipeline.core import rejections
 from beam_pipeline.core.images import reencoding, stored_images
 from beam_pipeline.core.images.image_info import PendingImage
