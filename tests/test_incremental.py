@@ -391,6 +391,47 @@ def test_new_near_copies_of_kept_pictures_go_to_their_split_or_go_as_near_duplic
   assert all(original in found[copy]['detail'] for copy, original in copies.items()), found
 
 
+@pytest.mark.parametrize('options', [(), ('--near_copies=drop',)], ids=['group', 'drop'])
+def test_after_an_update_the_run_record_lists_the_copies_a_fresh_conversion_lists(work, options):
+  """The groups of identical files and of near copies, and their label conflicts, are those of
+  the whole dataset, not of the files the update read: copies and near copies of kept pictures,
+  new pairs among the new files, a group left with one file, one group untouched."""
+  output = 'out' if not options else 'other'
+  if options:
+    assert convert('--incremental', *options, output=output) == 0
+  shutil.copy(work / 'imgs/cat/cat.1.jpg', work / 'imgs/dog/conflict.jpg')
+  shutil.copy(work / 'imgs/cat/cat.2.jpg', work / 'imgs/cat/copy.2.jpg')
+  (work / 'imgs/dog/near.3.jpg').write_bytes(resaved(work / 'imgs/dog/dog.3.jpg'))
+  assert convert('--incremental', *options, output=output) == 0
+  (work / 'imgs/cat/copy.2.jpg').unlink()  # its group is left with one file
+  shutil.copy(work / 'imgs/cat/cat.5.jpg', work / 'imgs/cat/copy.5.jpg')  # a copy of a kept picture
+  photos.write_files(work / 'imgs', {'dog/new.jpg': photos.jpeg(104), 'cat/new.jpg': photos.jpeg(104)})  # a new pair
+  (work / 'imgs/cat/near.6.jpg').write_bytes(resaved(work / 'imgs/cat/cat.6.jpg'))
+  (work / 'imgs/dog/near.new.jpg').write_bytes(resaved(work / 'imgs/dog/new.jpg'))
+
+  assert convert('--incremental', *options, output=output) == 0
+  assert update_of(work / output)['unchanged'] > PER_CLASS  # an update, not a fresh conversion
+  assert convert('--incremental', *options, output='fresh') == 0
+  updated, fresh = (json.loads((work / name / output_layout.RUN_RECORD).read_text()) for name in (output, 'fresh'))
+  assert updated['duplicates'] == fresh['duplicates']
+  # A new picture's split is the update's to choose (it keeps each class's fractions); each group
+  # lists the one its files are in.
+  assert _without_splits(updated['near_duplicates']) == _without_splits(fresh['near_duplicates'])
+  split = {name: split for name, _, split in pairs(work / output)}
+  for group in updated['near_duplicates']['groups']:
+    if 'split' in group:
+      assert group['split'] == ', '.join(sorted({split[image] for image in group['images']})), group
+  listed = {image for group in fresh['duplicates']['groups'] for image in group['images']}
+  assert {'imgs/cat/cat.1.jpg', 'imgs/cat/cat.5.jpg', 'imgs/cat/new.jpg'} <= listed
+  assert 'imgs/cat/cat.2.jpg' not in listed
+  near = {image for group in fresh['near_duplicates']['groups'] for image in group['images']}
+  assert {'imgs/dog/near.3.jpg', 'imgs/cat/near.6.jpg', 'imgs/dog/near.new.jpg'} <= near
+
+
+def _without_splits(near: dict) -> dict:
+  return {**near, 'groups': [{key: value for key, value in group.items() if key != 'split'} for group in near['groups']]}
+
+
 def test_the_class_fractions_stay_within_a_point_of_the_target(work):
   out = work / 'out'
   photos.write_files(work / 'imgs', photos.labelled(['cat', 'dog'], 25, seed=11, name='{label}/more.{i}.jpg'))

@@ -67,10 +67,16 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
     near = (records | 'NearEarlierCopies' >> incremental.NearEarlierCopies(changes.earlier, num_listed, settings,
                                                                            one_machine)
             if settings.near_copies != 'off' else None)
-    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe, near,
+    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe,
+                                                                    near and near['near'],
                                                                     drop_near=settings.near_copies == 'drop')
     records, earlier_rejections = placed['records'], [placed[REJECTED], changes.carried]
   planned = plan(records, num_listed, settings, records_per_bucket, decision, changes, one_machine)
+  if changes:  # the groups of copies and near copies of the whole dataset, not of the increment planned
+    planned = planned._replace(
+        duplicates=summed_up(placed[DUPLICATES], 'SumUpDatasetDuplicates', DuplicateGroups()),
+        near_copies=near and pipeline | 'NearGroupsOfDataset' >> incremental.NearGroupsOfDataset(
+            near, planned.plans, drop=settings.near_copies == 'drop', dedupe=settings.dedupe))
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its
   # vocabulary is labels.txt) beside them.

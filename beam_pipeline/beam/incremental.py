@@ -6,7 +6,7 @@ records by content hash, so no element holds the catalog or the listing: an upda
 pass over both plus the work of what changed.
 """
 import io
-from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -23,7 +23,7 @@ from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.core.output.run_record import Shard
 from beam_pipeline.core.rejections import DamagedOutput
-from beam_pipeline.core.planning import near_copies as near_copy_groups
+from beam_pipeline.core.planning import near_copies as near_copy_groups, splitting
 from beam_pipeline.core.settings import Settings
 
 _KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
@@ -173,6 +173,11 @@ class EarlierCopies(beam.PTransform):
   kept one) in that picture's split, so splits stay stable and leak-free; under ``dedupe`` a
   copy of a picture the dataset keeps is rejected as its duplicate, tagged REJECTED.
 
+  Every group of identical files the updated dataset holds goes on tagged DUPLICATES, as
+  planning's GroupCopies lists them: the kept records of each content hash meet the new ones
+  here anyway, so beam_pipeline.json describes the dataset, not the increment (and planning's
+  own list, of the increment, is left unused).
+
   ``near`` (NearEarlierCopies's) places a near copy of a catalogued picture the same way, unless
   a manifest or a folder gave it a split (likeness may be wrong); under ``drop_near`` a near copy
   of a picture the dataset keeps is rejected, the dataset's image kept."""
@@ -193,26 +198,39 @@ class EarlierCopies(beam.PTransform):
       sides['near'] = self._near
     placed = (sides
               | 'ByContent' >> beam.CoGroupByKey()
-              | 'Place' >> beam.FlatMap(_placed, self._dedupe, self._drop_near).with_outputs(tags.REJECTED,
-                                                                                             main='records'))
+              | 'Place' >> beam.FlatMap(_placed, self._dedupe, self._drop_near).with_outputs(
+                  tags.REJECTED, tags.DUPLICATES, main='records'))
     batched = placed.records | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                             ).with_output_types(List[CheckedImage])
-    return {'records': batched, tags.REJECTED: placed[tags.REJECTED]}
+    return {'records': batched, tags.REJECTED: placed[tags.REJECTED], tags.DUPLICATES: placed[tags.DUPLICATES]}
 
 
-def _by_content(entry: Entry, kept: bool) -> Tuple[str, Tuple[str, str, bool]]:
-  return entry.source_sha256, (entry.uri, entry.split, kept)
+class Catalogued(NamedTuple):
+  """What a content hash's join needs of a catalogued record: where it is, whether it is kept,
+  and its labels for the list of identical files (splitting.duplicate_group_entry)."""
+  uri: str
+  split: str
+  kept: bool  # its file is unchanged: the updated dataset holds the record
+  label: Optional[str]
+  labels: Tuple[str, ...]
+
+
+def _by_content(entry: Entry, kept: bool) -> Tuple[str, Catalogued]:
+  return entry.source_sha256, Catalogued(entry.uri, entry.split, kept, entry.label, entry.labels)
 
 
 def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool, drop_near: bool = False) -> Iterator[Any]:
   _, sides = joined
   new = sorted(sides['new'], key=lambda record: record.uri)
+  earlier = sorted(sides['earlier'])  # by uri, as copies are grouped
+  duplicates = _duplicate_group(earlier, new, dedupe)
+  if duplicates:
+    yield beam.pvalue.TaggedOutput(tags.DUPLICATES, duplicates)
   if not new:
     return
-  earlier = sorted(sides['earlier'])  # by uri, as copies are grouped
   if earlier:
-    _, split, _ = earlier[0]
-    kept = next((uri for uri, _, is_kept in earlier if is_kept), None)
+    split = earlier[0].split
+    kept = next((value.uri for value in earlier if value.kept), None)
     for record in new:
       if dedupe and kept:
         progress_counts.counts().rejected(1)
@@ -225,7 +243,7 @@ def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool, drop_
   if near is None:
     yield from new
     return
-  uri, split, kept = near
+  uri, split, kept = near.uri, near.split, near.kept
   Metrics.counter(tags.NAMESPACE, 'near_copies_of_earlier').inc(len(new))
   for record in new:
     if drop_near and kept:
@@ -236,18 +254,33 @@ def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool, drop_
       yield record if record.split else record._replace(split=split)
 
 
-def _kept_first(earlier: Tuple[str, str, bool]) -> Tuple[bool, str]:
-  uri, _, kept = earlier
-  return not kept, uri
+def _duplicate_group(earlier: List[Catalogued], new: List[CheckedImage], dedupe: bool) -> Optional[Dict[str, Any]]:
+  """The entry of the updated dataset's files of one content hash, if there are several: its kept
+  records and today's new files (a new file of a hash the dataset does not hold is planned, and
+  under ``dedupe`` its group keeps the copy planning keeps)."""
+  unique = list({record.uri: record for record in new}.values())  # a manifest may name a file twice
+  kept = [value for value in earlier if value.kept]
+  if len(kept) + len(unique) < 2:
+    return None
+  if kept:
+    return splitting.duplicate_group_entry([*kept, *unique], kept[0], dedupe)
+  group, _ = splitting.group_duplicates(unique, dedupe)
+  return splitting.duplicate_group_entry(unique, group.records[0] if group.records else None, dedupe)
+
+
+def _kept_first(earlier: Catalogued) -> Tuple[bool, str]:
+  return not earlier.kept, earlier.uri
 
 
 class NearEarlierCopies(beam.PTransform):
-  """Lists of new records to (source_sha256, (uri, split, kept)) for each new file that is a near
+  """Lists of new records to (source_sha256, Catalogued) for each new file that is a near
   copy of a catalogued record (their perceptual hashes grouped as planning groups near copies,
   near_copies.grouped), naming one such record, a kept one first: EarlierCopies's ``near``.
 
   The catalog's hashes join the new ones, so the grouping holds the whole dataset's; each group
-  then meets its members by representative, and no key holds more than a group."""
+  then meets its members by representative, and no key holds more than a group. Returns
+  {'near': EarlierCopies's ``near``, 'members': (representative, members) of every group, for
+  NearGroupsOfDataset, 'found': the grouping's summary, as FindNearCopies's 'found'}."""
 
   def __init__(self, earlier: beam.PCollection, num_listed: beam.PCollection, settings: Settings, one_machine: bool):
     super().__init__()
@@ -261,14 +294,18 @@ class NearEarlierCopies(beam.PTransform):
     hashes = ((records | 'NewHashes' >> beam.Map(planning.perceptual_hashes),
                self._earlier | 'EarlierHashes' >> beam.MapTuple(_earlier_hash))
               | 'AllHashes' >> beam.Flatten())
-    found = near_copies.grouped(hashes, distance, near_copies.largest_group(self._num_listed, self._settings),
-                                self._one_machine)
+    cap = near_copies.largest_group(self._num_listed, self._settings)
+    found = near_copies.grouped(hashes, distance, cap, self._one_machine)
     catalogued = self._earlier | 'EarlierByContent' >> beam.MapTuple(_by_content)
-    return ({'pairs': found['pairs'], 'earlier': catalogued}
-            | 'ByContent' >> beam.CoGroupByKey()
-            | 'ByGroup' >> beam.FlatMap(_member_of_group)
-            | 'GroupMembers' >> beam.GroupByKey()
-            | 'NearSplits' >> beam.FlatMap(_near_earlier))
+    files = records | 'NewFiles' >> beam.FlatMap(
+        lambda batch: [(record.source_sha256, (record.uri, record.label, record.labels)) for record in batch])
+    members = ({'pairs': found['pairs'], 'earlier': catalogued, 'new': files}
+               | 'ByContent' >> beam.CoGroupByKey()
+               | 'ByGroup' >> beam.FlatMap(_member_of_group)
+               | 'GroupMembers' >> beam.GroupByKey())
+    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(
+        near_copies.left_out, beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap))
+    return {'near': members | 'NearSplits' >> beam.FlatMap(_near_earlier), 'members': members, 'found': summary}
 
 
 def _earlier_hash(entry: Entry, _kept: bool) -> List[Tuple[str, str, int]]:
@@ -280,28 +317,119 @@ def _earlier_hash(entry: Entry, _kept: bool) -> List[Tuple[str, str, int]]:
            near_copy_groups.priority(entry.damaged, entry.longer_side, entry.stored_bytes))]
 
 
-def _member_of_group(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Tuple[str, Tuple[str, Any]]]:
-  """A file in a group of near copies under the group's representative: its catalogued records,
-  or, for a new file (no record has its content), its content hash."""
+# A new file as a group of near copies lists it: (uri, label, labels).
+NewFile = Tuple[str, Optional[str], Tuple[str, ...]]
+
+
+def _member_of_group(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Tuple[str, Tuple[str, str, Any]]]:
+  """The files of one content hash in a group of near copies, under the group's representative:
+  each catalogued record (_EARLIER, sha, Catalogued), and the new files (_NEW, sha, NewFile list)."""
   sha, sides = joined
   representative = next(iter(sides['pairs']), None)
   if representative is None:
     return
-  earlier = list(sides['earlier'])
-  if earlier:
-    yield from ((representative, (_EARLIER, value)) for value in earlier)
-  else:
-    yield representative, (_NEW, sha)
+  yield from ((representative, (_EARLIER, sha, value)) for value in sides['earlier'])
+  new = {uri: (uri, label, labels) for uri, label, labels in sides['new']}  # a manifest may name a file twice
+  if new:
+    yield representative, (_NEW, sha, [new[uri] for uri in sorted(new)])
 
 
-def _near_earlier(grouped: Tuple[str, Iterable[Tuple[str, Any]]]) -> Iterator[Tuple[str, Tuple[str, str, bool]]]:
+def _near_earlier(grouped: Tuple[str, Iterable[Tuple[str, str, Any]]]) -> Iterator[Tuple[str, Catalogued]]:
   _, members = grouped
   members = list(members)
-  earlier = min((value for kind, value in members if kind == _EARLIER), key=_kept_first, default=None)
+  earlier = min((value for kind, _, value in members if kind == _EARLIER), key=_kept_first, default=None)
   if earlier is None:
     return
-  for sha in sorted({value for kind, value in members if kind == _NEW}):
+  for sha in sorted({sha for kind, sha, _ in members if kind == _NEW}):
     yield sha, earlier
+
+
+class NearMember(NamedTuple):
+  """A file of the updated dataset in a group of near copies, as its entry lists it
+  (splitting.near_group_entry)."""
+  uri: str
+  source_sha256: str
+  label: Optional[str]
+  labels: Tuple[str, ...]
+  split: Optional[str]  # None: a new file not written (a copy or near copy dropped)
+  earlier: bool = False  # a kept catalogued record
+
+
+class NearGroupsOfDataset(beam.PTransform):
+  """The near-copy groups of the updated dataset, summed up as beam_pipeline.json lists them
+  (planning.NearGroups, with the grouping's distance and what it left out), as a fresh
+  conversion of the same files lists them: the groups NearEarlierCopies found among catalogued
+  and new hashes together, each with its kept records and its new files, these with the splits
+  planning gave them. Only the increment and the groups' members cross the shuffles it adds."""
+
+  def __init__(self, near: Mapping[str, beam.PCollection], plans: beam.PCollection, drop: bool, dedupe: bool):
+    super().__init__()
+    self._members = near['members']  # NearEarlierCopies's
+    self._found = near['found']
+    self._plans = plans  # ShardPlan of the new records written
+    self._drop = drop
+    self._dedupe = dedupe
+
+  def expand(self, pipeline):
+    listed = self._members | 'Members' >> beam.FlatMap(_earlier_members).with_outputs(_NEW, main='earlier')
+    written = self._plans | 'WrittenFiles' >> beam.FlatMap(
+        lambda plan: [(record.source_sha256, (record.uri, plan.split)) for record in plan.records])
+    joined = ({'group': listed[_NEW], 'written': written}
+              | 'NewByContent' >> beam.CoGroupByKey()
+              | 'NewMembers' >> beam.FlatMap(_new_members, self._drop, self._dedupe))
+    entries = ((listed.earlier, joined)
+               | 'AllMembers' >> beam.Flatten()
+               | 'ByRepresentative' >> beam.GroupByKey()
+               | 'Entries' >> beam.FlatMap(_near_entry, self._drop, self._dedupe))
+    groups = entries | 'SumUp' >> beam.CombineGlobally(planning.NearGroups()).without_defaults()
+    return self._found | 'WithGroups' >> beam.Map(
+        lambda summary, groups: {**groups, **summary},
+        beam.pvalue.AsSingleton(groups, default_value=planning.NearGroups().apply([])))
+
+
+def _earlier_members(grouped: Tuple[str, Iterable[Tuple[str, str, Any]]]) -> Iterator[Any]:
+  """A group's kept catalogued records as (representative, NearMember); its new files as
+  (source_sha256, (representative, NewFile list)), tagged, to meet the splits they were written to."""
+  representative, members = grouped
+  for kind, sha, value in members:
+    if kind == _NEW:
+      yield beam.pvalue.TaggedOutput(_NEW, (sha, (representative, value)))
+    elif value.kept:
+      yield representative, NearMember(value.uri, sha, value.label, value.labels, value.split, earlier=True)
+
+
+def _new_members(joined: Tuple[str, Mapping[str, Iterable[Any]]], drop: bool, dedupe: bool
+                 ) -> Iterator[Tuple[str, NearMember]]:
+  """The new files of one content hash in a near-copy group, as (representative, NearMember): those
+  written; under ``drop`` also the near copies it dropped, but not the copies ``dedupe`` dropped."""
+  sha, sides = joined
+  group = next(iter(sides['group']), None)
+  if group is None:
+    return
+  representative, files = group
+  splits = dict(sides['written'])
+  members = [NearMember(uri, sha, label, labels, splits.get(uri)) for uri, label, labels in files]
+  if not drop:
+    members = [member for member in members if member.split]
+  elif dedupe:
+    members = list(splitting.group_duplicates(members, dedupe)[0].records)
+  yield from ((representative, member) for member in members)
+
+
+def _near_entry(grouped: Tuple[str, Iterable[NearMember]], drop: bool, dedupe: bool) -> Iterator[Dict[str, Any]]:
+  """One group's entry (splitting.near_group_entry), if two different pictures of it are in the
+  dataset or were dropped from it; under ``dedupe`` a new copy of a kept record is not listed."""
+  _, members = grouped
+  members = sorted(members, key=lambda member: member.uri)
+  if dedupe:
+    kept = {member.source_sha256 for member in members if member.earlier}
+    members = [member for member in members if member.earlier or member.source_sha256 not in kept]
+  if len({member.source_sha256 for member in members}) < 2:
+    return
+  if drop:
+    yield splitting.near_group_entry(members, kept=next((m for m in members if m.split), members[0]))
+  else:
+    yield splitting.near_group_entry(members, split=', '.join(sorted({member.split for member in members})))
 
 
 class KeptCounts(beam.PTransform):
