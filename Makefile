@@ -75,6 +75,7 @@ options: install
 bench: install
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.storage
+	$(BIN)/python -m benchmarks.large_images
 
 # Planning at scale on synthetic metadata (100K, 1M and 5M records by default; about half an hour).
 # PLANNING_ARGS=--incremental: an --incremental update's planning (1M records, 1% changed).
