@@ -102,6 +102,31 @@ def test_directory_input_to_gcs_output(tmp_path, capsys):
   assert f'Wrote {len(expected)} examples' in capsys.readouterr().out
 
 
+def test_verify_and_inspect_read_a_gs_output_through_beams_file_systems(tmp_path, capsys):
+  """TensorFlow's file layer would call the real Cloud Storage, not the emulator: both commands
+  read the run record, errors file and shards as the conversion wrote them, and verify still
+  finds a shard cut short."""
+  expected = _photo_set('photos-verify')
+  out = 'gs://photos-verify/out'
+  assert _run(['--input=gs://photos-verify/imgs', f'--output={out}', '--runner=DirectRunner', '--index_files']) == 0
+  capsys.readouterr()
+  assert cli.main(['verify', out]) == 0, capsys.readouterr().err
+  said = capsys.readouterr().out
+  assert f'{len(expected)} records' in said, said
+  sheet = tmp_path / 'sheet.png'
+  assert cli.main(['inspect', out, '--errors', f'--contact_sheet={sheet}']) == 0, capsys.readouterr().err
+  assert f'gs://photos-verify/{GARBAGE}' in capsys.readouterr().out
+  assert sheet.stat().st_size > 1000
+
+  info = json.loads(gcs_emulator.download('photos-verify', f'out/{output_layout.RUN_RECORD}'))
+  shard = info['splits']['train']['shards'][0]['file']
+  data = gcs_emulator.download('photos-verify', f'out/{shard}')
+  gcs_emulator.upload('photos-verify', {f'out/{shard}': data[:len(data) // 2]})
+  assert cli.main(['verify', out]) == 1
+  said = capsys.readouterr()
+  assert shard in said.out + said.err and 'beam_pipeline.json says' in said.out + said.err
+
+
 def test_glob_input(tmp_path, capsys):
   expected = _photo_set('photos-glob')
   gcs_emulator.upload('photos-glob', {'imgs/cat/notes.txt': b'not matched by *.jpg'})

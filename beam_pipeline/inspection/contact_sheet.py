@@ -20,6 +20,7 @@ from beam_pipeline.core.console import quiet_import
 from beam_pipeline.core.console.quantities import counted
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.settings import COMPRESSIONS
+from beam_pipeline.inspection import files
 
 CELL = 128  # thumbnail side, pixels
 CAPTION = 18  # caption height under a thumbnail
@@ -73,8 +74,9 @@ def records(info: RunRecord, output: str, spec: Mapping[str, Any], splits: Optio
     if splits is not None and split not in splits:
       continue
     for shard in entry.shards:
-      for serialized in tf.data.TFRecordDataset(uris.join(output, shard.file), compression_type=compression):
-        yield split, tf.io.parse_single_example(serialized, spec)
+      with files.local_copy(uris.join(output, shard.file)) as path:
+        for serialized in tf.data.TFRecordDataset(path, compression_type=compression):
+          yield split, tf.io.parse_single_example(serialized, spec)
 
 
 def samples(info: RunRecord, output: str, per_class: int) -> Dict[str, List[Sample]]:

@@ -1,46 +1,77 @@
 """An output's files for inspect and verify: local ones with plain file calls, remote ones
-(gs://) with TensorFlow's file systems, which the records are read with anyway.
+(gs://) with Beam's FileSystems, which wrote them.
 
-Neither command imports Beam, and a local ``inspect`` does not import TensorFlow.
+TensorFlow's file layer reaches Cloud Storage by a client of its own, which ignores the
+storage emulator's STORAGE_EMULATOR_HOST and takes its own credentials; so a remote shard is
+copied to a local file (local_copy) and read there by TensorFlow's TFRecord reader. Beam is
+imported only for a remote output: a local ``inspect`` or ``verify`` does not pay for it, and
+a local ``inspect`` does not import TensorFlow either.
 """
+import contextlib
 import glob
+import io
 import os
-from typing import IO, List
+import shutil
+import tempfile
+from typing import IO, Iterator, List
 
 from beam_pipeline.core import uris
-from beam_pipeline.core.console import quiet_import
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.output.run_record import RunRecord
+
+_COPY_CHUNK = 8 * 2**20
+
+
+def _file_systems():
+  """Beam's FileSystems, imported at the first remote path (see the module's docstring)."""
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  return FileSystems
+
+
+def _open_remote(path: str) -> IO[bytes]:
+  from apache_beam.io.filesystem import CompressionTypes  # pylint: disable=import-outside-toplevel
+  # Uncompressed whatever the name: a .gz shard is read as the bytes TensorFlow's reader inflates.
+  return _file_systems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 def info(output: str) -> RunRecord:
   """beam_pipeline.json; FileNotFoundError for an output that is not complete."""
   if not uris.is_remote(output):
     return RunRecord.read(output)
-  tf = quiet_import.tensorflow()
-  return RunRecord.read(output, tf.io.gfile.exists, tf.io.gfile.GFile)
+  return RunRecord.read(output, _file_systems().exists, _open_remote)
 
 
 def open_text(path: str) -> IO[str]:
   if not uris.is_remote(path):
     return open(path, encoding='utf-8')
-  tf = quiet_import.tensorflow()
-  return tf.io.gfile.GFile(path)
+  return io.TextIOWrapper(_open_remote(path), encoding='utf-8')
 
 
 def open_binary(path: str) -> IO[bytes]:
   if not uris.is_remote(path):
     return open(path, 'rb')
-  tf = quiet_import.tensorflow()
-  return tf.io.gfile.GFile(path, 'rb')
+  return _open_remote(path)
+
+
+@contextlib.contextmanager
+def local_copy(path: str) -> Iterator[str]:
+  """A local path holding the file at ``path``: itself, or for a remote file a temporary copy,
+  removed when the block ends (one shard at a time: at most --target_shard_mb on disk each)."""
+  if not uris.is_remote(path):
+    yield path
+    return
+  with tempfile.TemporaryDirectory(prefix='beam-pipeline-inspect-') as scratch:
+    local = os.path.join(scratch, os.path.basename(path))
+    with _open_remote(path) as source, open(local, 'wb') as target:
+      shutil.copyfileobj(source, target, _COPY_CHUNK)
+    yield local
 
 
 def shard_names(output: str) -> List[str]:
   """The names of every file in ``output`` named like a shard."""
-  pattern = uris.join(output, output_layout.SHARD_GLOB)
   if uris.is_remote(output):
-    tf = quiet_import.tensorflow()
-    paths = tf.io.gfile.glob(pattern)
+    matched = _file_systems().match([uris.join(output, output_layout.SHARD_GLOB)])[0]
+    paths = [metadata.path for metadata in matched.metadata_list]
   else:
     paths = glob.glob(glob.escape(output.rstrip('/') + '/') + output_layout.SHARD_GLOB)
   return sorted(os.path.basename(path) for path in paths if path.endswith(output_layout.SHARD_SUFFIXES))
@@ -49,5 +80,4 @@ def shard_names(output: str) -> List[str]:
 def size(path: str) -> int:
   if not uris.is_remote(path):
     return os.path.getsize(path)
-  tf = quiet_import.tensorflow()
-  return tf.io.gfile.stat(path).length
+  return _file_systems().match([path])[0].metadata_list[0].size_in_bytes

@@ -119,36 +119,39 @@ def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str
   if size != shard.num_bytes:
     problems.append(Problem(name, None, f'{size} bytes, beam_pipeline.json says {shard.num_bytes}'))
   index = 0
-  while len(problems) < MAX_PROBLEMS_PER_SHARD:
-    records = _decoded(path, keys, compression, index, embedding, classes, masks)
-    try:
-      for record in records:
-        problem = _record_problem(record, keys, embedding, classes, masks)
-        if problem:
-          problems.append(Problem(name, index, problem))
+  with files.local_copy(path) as local:
+    while len(problems) < MAX_PROBLEMS_PER_SHARD:
+      records = _decoded(local, keys, compression, index, embedding, classes, masks)
+      try:
+        for record in records:
+          problem = _record_problem(record, keys, embedding, classes, masks)
+          if problem:
+            problems.append(Problem(name, index, problem))
+          index += 1
+          if tally:
+            tally.add(1, bool(problem))
+        break
+      except tf.errors.DataLossError as e:
+        problems.append(Problem(name, index, f'the file is damaged here: {_message(e)}'))
+        break
+      except tf.errors.InvalidArgumentError as e:  # this record does not parse or decode; check on after it
+        problems.append(Problem(name, index, f'does not parse or decode: {_message(e)}'))
         index += 1
         if tally:
-          tally.add(1, bool(problem))
-      break
-    except tf.errors.DataLossError as e:
-      problems.append(Problem(name, index, f'the file is damaged here: {_message(e)}'))
-      break
-    except tf.errors.InvalidArgumentError as e:  # this record does not parse or decode; check on after it
-      problems.append(Problem(name, index, f'does not parse or decode: {_message(e)}'))
-      index += 1
-      if tally:
-        tally.add(1, 1)
-  if index != shard.num_examples and len(problems) < MAX_PROBLEMS_PER_SHARD:
-    problems.append(Problem(name, None, f'{counted(index, "record")} read, beam_pipeline.json says {shard.num_examples}'))
-  if shard.index_file and not problems:
-    problems += _index_problems(path, shard)
+          tally.add(1, 1)
+    if index != shard.num_examples and len(problems) < MAX_PROBLEMS_PER_SHARD:
+      problems.append(Problem(name, None, f'{counted(index, "record")} read, beam_pipeline.json says '
+                                          f'{shard.num_examples}'))
+    if shard.index_file and not problems:
+      problems += _index_problems(path, local, shard)
   return problems, index
 
 
-def _index_problems(path: str, shard: Shard) -> List[Problem]:
-  """Whether the shard's index file (--index_files) gives every record's offset and length."""
+def _index_problems(path: str, local: str, shard: Shard) -> List[Problem]:
+  """Whether the shard's index file (--index_files) gives every record's offset and length;
+  ``local``: the shard's local copy (files.local_copy)."""
   index_path = path[:len(path) - len(shard.file)] + shard.index_file
-  with files.open_binary(path) as f:
+  with open(local, 'rb') as f:
     expected = record_index.text(record_index.data_lengths(f)).splitlines()
   try:
     with files.open_text(index_path) as f:
