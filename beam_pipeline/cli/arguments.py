@@ -110,6 +110,9 @@ def parser() -> argparse.ArgumentParser:
                                description='Check every record of a completed output: framing, parsing, '
                                'decoding to its recorded size, and its hash.')
   verify.add_argument('output', metavar='OUTPUT', help='A completed output directory (local or gs://).')
+  verify.add_argument('--all', action='store_true', dest='everything',
+                      help='Read every shard of an --incremental output: by default only those its last update '
+                      'wrote are read, the others checked for their presence and size.')
   return root
 
 

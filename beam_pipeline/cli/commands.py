@@ -149,10 +149,13 @@ def verify(namespace, info: RunRecord) -> int:
   """Exit 0 if every record checks out; else 1, naming the first problems."""
   quiet_import.tensorflow()
   from beam_pipeline.inspection import verify as verification  # pylint: disable=import-outside-toplevel
-  tally = progress_counts.Tally('verifying', info.num_examples, 'records', 'failed')
+  reading = verification.to_read(info, namespace.everything)
+  total = info.num_examples if reading is None else sum(
+      shard.num_examples for split in info.splits.values() for shard in split.shards if shard.file in reading)
+  tally = progress_counts.Tally('verifying', total, 'records', 'failed')
   # The check catches what the decoders print on standard error; progress is shown on a copy of it.
   with progress.console() as console, progress.shown(console, counter=tally):
-    report = verification.verify(namespace.output, info, tally)
+    report = verification.verify(namespace.output, info, tally, namespace.everything)
   if report.problems:
     shown = report.problems[:20]
     print(f'{len(report.problems)} problem(s) in {namespace.output}:', file=sys.stderr)
@@ -160,6 +163,10 @@ def verify(namespace, info: RunRecord) -> int:
       print(f'  {problem}', file=sys.stderr)
     if len(report.problems) > len(shown):
       print(f'  ... and {len(report.problems) - len(shown)} more', file=sys.stderr)
+  elif report.unread:
+    print(f'Verified {counted(report.records, "record")} in the {counted(report.shards - report.unread, "shard")} '
+          f'the update of {info.created} wrote, of {namespace.output}: all intact; its other '
+          f'{counted(report.unread, "shard")} are there, each of its recorded size (verify --all reads them too).')
   else:
     print(f'Verified {counted(report.records, "record")} in {counted(report.shards, "shard")} of {namespace.output}: '
           'all intact.')

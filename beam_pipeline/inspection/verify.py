@@ -22,7 +22,7 @@ import hashlib
 import math
 import os
 import re
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
 
@@ -85,10 +85,23 @@ class Report(NamedTuple):
   shards: int
   records: int  # records read and checked
   decoder_warnings: List[str]  # lines the image decoders printed while the records decoded
+  unread: int = 0  # shards checked for their presence and size only (to_read)
 
 
-def verify(output: str, info: RunRecord, tally: Optional[Tally] = None) -> Report:
-  """Checks ``output``, whose beam_pipeline.json is ``info``; counts records on ``tally``."""
+def to_read(info: RunRecord, everything: bool) -> Optional[FrozenSet[str]]:
+  """The shards whose records a check reads: those the last update of an --incremental output
+  wrote, unless ``everything``; None: all of them. An update reads what it keeps of each shard
+  it writes again and checks each catalog against its checksum, and its other shards are as
+  the run that wrote them left them, so a daily check need not read the whole dataset again."""
+  update = info.update
+  if everything or update is None or update.written_files is None:
+    return None
+  return frozenset(update.written_files)
+
+
+def verify(output: str, info: RunRecord, tally: Optional[Tally] = None, everything: bool = True) -> Report:
+  """Checks ``output``, whose beam_pipeline.json is ``info``; counts records on ``tally``. Without
+  ``everything``, only the shards to_read names are read; the others' sizes are checked."""
   listed = {shard.file: shard for split in info.splits.values() for shard in split.shards}
   present = set(files.shard_names(output))
   problems = [Problem(name, None, 'listed in beam_pipeline.json but missing') for name in sorted(set(listed) - present)]
@@ -96,6 +109,12 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None) -> Repor
   keys = schemas.keys(info.schema)
   compression = COMPRESSIONS[info.compression]
   checked = sorted(set(listed) & present)
+  reading = to_read(info, everything)
+  if reading is not None:
+    unread = sorted(set(checked) - reading)
+    problems += [Problem(name, None, f'{size} bytes, beam_pipeline.json says {listed[name].num_bytes}')
+                 for name in unread if (size := files.size(uris.join(output, name))) != listed[name].num_bytes]
+    checked = sorted(set(checked) & reading)
   classes = info.labels if info.options.get('annotations') else None
   masks = bool(info.options.get('include_masks'))
   with native_output.captured() as decoders, concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
@@ -106,7 +125,7 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None) -> Repor
   for shard_problems, _ in results:
     problems += shard_problems
   return Report(sorted(problems, key=lambda p: (p.shard, p.record is None, p.record or 0)), len(listed),
-                sum(records for _, records in results), decoder_warnings(said))
+                sum(records for _, records in results), decoder_warnings(said), len(listed) - len(checked))
 
 
 def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str, embedding: Optional[Embedding],

@@ -182,7 +182,9 @@ def what_changed(decision: Decision, changes: Mapping[str, int], written: run_to
                 shards_written=new, shards_rewritten=rewritten_live,
                 shards_kept=shards - new - rewritten_live,
                 new_classes=labels[len(decision.labels):] if decision.updates else [],
-                full_conversion=decision.full_conversion)
+                full_conversion=decision.full_conversion,
+                written_files=sorted(shard.file for split in written.splits.values() for shard in split.shards
+                                     if shard.num_examples) if decision.updates else None)
 
 
 def _normal(value: object) -> object:
