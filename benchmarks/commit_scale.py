@@ -1,7 +1,8 @@
 """The commit of an output of many shards (output_dir.commit), for an --incremental run that wrote
 ~1% of them against a full run that wrote them all (issue 36).
 
-Usage: python -m benchmarks.commit_scale [--shards 70000] [--written-pct 1] [--gcs-shards 500] [--repeat 2] [--gcs-repeat 1]
+Usage: python -m benchmarks.commit_scale [--shards 70000] [--written-pct 1] [--gcs-shards 500] [--repeat 2]
+                                          [--gcs-repeat 1]
        (also: python -m benchmarks.incremental --commit ...)
 
 An output is made of tiny (100-byte) shard files and their catalog files, with a run record

@@ -182,7 +182,8 @@ def check(update: Path, full: Path, scratch: Path) -> Dict[str, Any]:
           'missing': sorted(pairs_want - pairs_got)[:10], 'extra': sorted(pairs_got - pairs_want)[:10],
           'unlisted_shards': sorted(set(on_disk) - set(got['files'])),
           'errors_equal': errors_got == errors_want,
-          'errors_missing': sorted(errors_want - errors_got)[:10], 'errors_extra': sorted(errors_got - errors_want)[:10]}
+          'errors_missing': sorted(errors_want - errors_got)[:10],
+          'errors_extra': sorted(errors_got - errors_want)[:10]}
 
 
 def timed(name: str, argv: List[str], scratch: Path, label: str) -> Dict[str, Any]:
@@ -281,13 +282,16 @@ def no_change(input_dir: Path, updated: Path, scratch: Path, args: argparse.Name
 def summarize(report: Dict[str, Any]) -> Dict[str, Any]:
   """Medians over the rounds, and what looks wrong."""
   rounds = report['rounds']
-  median = lambda values: round(statistics.median(values), 3)  # pylint: disable=unnecessary-lambda-assignment
+
+  def median(values: List[float]) -> float:
+    return round(statistics.median(values), 3)
   summary = {name: median([r[which][field] for r in rounds])
              for name, which, field in (('update_wall_s', 'update', 'wall_s'), ('update_cpu_s', 'update', 'cpu_s'),
                                         ('full_wall_s', 'full', 'wall_s'), ('full_cpu_s', 'full', 'cpu_s'),
                                         ('update_pss_mb', 'update', 'peak_pss_mb'),
                                         ('full_pss_mb', 'full', 'peak_pss_mb'))}
-  summary.update(wall_ratio=median([r['wall_ratio'] for r in rounds]), cpu_ratio=median([r['cpu_ratio'] for r in rounds]),
+  summary.update(wall_ratio=median([r['wall_ratio'] for r in rounds]),
+                 cpu_ratio=median([r['cpu_ratio'] for r in rounds]),
                  untouched_pct=median([r['shards']['untouched_pct'] for r in rounds]))
   summary['meets_aim'] = summary['wall_ratio'] <= AIM
   problems = []
@@ -339,7 +343,8 @@ def print_report(report: Dict[str, Any], summary: Dict[str, Any]) -> None:
         f'{summary["update_pss_mb"]:>9.0f}')
   print(f'   {"fresh conversion of the same input":<34}{summary["full_wall_s"]:>9.1f}{summary["full_cpu_s"]:>9.1f}'
         f'{summary["full_pss_mb"]:>9.0f}')
-  print(f'update/full: wall {summary["wall_ratio"]:.2f}x (aim <= {AIM}: {"met" if summary["meets_aim"] else "MISSED"}), '
+  aim = 'met' if summary['meets_aim'] else 'MISSED'
+  print(f'update/full: wall {summary["wall_ratio"]:.2f}x (aim <= {AIM}: {aim}), '
         f'CPU {summary["cpu_ratio"]:.2f}x; per round: '
         + ', '.join(f'{r["wall_ratio"]:.2f}/{r["cpu_ratio"]:.2f} ({r["order"][0]} first)' for r in report['rounds']))
   shards = report['rounds'][0]['shards']

@@ -291,7 +291,8 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
 
 
 def main(argv: List[str] = None) -> int:
-  parser = argparse.ArgumentParser(prog='python -m benchmarks.incremental_planning', description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(prog='python -m benchmarks.incremental_planning',
+                                   description=__doc__.splitlines()[0])
   parser.add_argument('--records', default='1000000', help='catalogued records, comma-separated (5000000: ~x5 time)')
   parser.add_argument('--change-pct', type=float, default=1.0, help='changed + removed + added, in %% of the records')
   parser.add_argument('--modes', default='in_process')

@@ -15,11 +15,10 @@ validation share. Results go to work/bench-results/look-alikes.json.
 import argparse
 import io
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict
 
 import numpy as np
 from PIL import Image

@@ -158,16 +158,17 @@ def measured_child(name: str, module_args: List[str]) -> Dict[str, Any]:
 def main() -> int:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.planning', description=__doc__.splitlines()[0])
   parser.add_argument('--records', default=None, help='default 100000,1000000,5000000; 1000000 with --incremental')
-  parser.add_argument('--modes', default=None, help='default in_process,multi_processing; in_process with --incremental')
+  parser.add_argument('--modes', default=None,
+                      help='default in_process,multi_processing; in_process with --incremental')
   parser.add_argument('--incremental', action='store_true', help="an --incremental update's planning instead "
                       '(benchmarks/incremental_planning.py)')
   parser.add_argument('--change-pct', default='1', help='with --incremental: the change, in %% of the records')
   parser.add_argument('--child', nargs=3, metavar=('N', 'MODE', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args()
-  if args.incremental:
-    from benchmarks import incremental_planning  # pylint: disable=import-outside-toplevel
-    return incremental_planning.main(['--records', args.records or '1000000', '--modes', args.modes or 'in_process',
-                                      '--change-pct', args.change_pct])
+  if args.incremental:  # a process of its own: incremental_planning imports this module
+    return subprocess.call([sys.executable, '-m', 'benchmarks.incremental_planning', '--records',
+                            args.records or '1000000', '--modes', args.modes or 'in_process',
+                            '--change-pct', args.change_pct])
   args.records = args.records or '100000,1000000,5000000'
   args.modes = args.modes or 'in_process,multi_processing'
   if args.child:

@@ -11,6 +11,7 @@ is kept. Prints the seconds, the megapixels a second and the size of each, besid
 work/bench-results/png-encoding.json.
 """
 import argparse
+import functools
 import io
 import json
 import sys
@@ -31,6 +32,10 @@ def _pillow(image, level: int) -> bytes:
   return buffer.getvalue()
 
 
+def _tensorflow_png(tf, pixels: np.ndarray, level: int) -> bytes:
+  return tf.io.encode_png(pixels, level).numpy()
+
+
 def measure(repeat: int) -> List[Dict[str, Any]]:
   from beam_pipeline.core.console import quiet_import  # pylint: disable=import-outside-toplevel
   tf = quiet_import.tensorflow()
@@ -38,8 +43,8 @@ def measure(repeat: int) -> List[Dict[str, Any]]:
   for name, (width, height) in SIZES.items():
     image = natural_photos.photo(7, width, height).convert('RGB')
     pixels = np.asarray(image)
-    encoders = {f'Pillow level {level}': (lambda level=level: _pillow(image, level)) for level in range(0, 10)}
-    encoders.update({f'TensorFlow encode_png {level}': (lambda level=level: tf.io.encode_png(pixels, level).numpy())
+    encoders = {f'Pillow level {level}': functools.partial(_pillow, image, level) for level in range(0, 10)}
+    encoders.update({f'TensorFlow encode_png {level}': functools.partial(_tensorflow_png, tf, pixels, level)
                      for level in (1, 6)})
     for encoder, encode in encoders.items():
       best, size = float('inf'), 0

@@ -53,8 +53,8 @@ def _run(checkout: Path, count: int, directory: Path) -> float:
   """The child's CPU seconds; run as a script (its folder first on sys.path, not a checkout's) from
   the checkout, so that the checkout's package is the one imported."""
   environment = {**os.environ, 'PYTHONPATH': str(checkout), 'TF_CPP_MIN_LOG_LEVEL': '3'}
-  out = subprocess.run([sys.executable, __file__, '--child', str(count), str(directory)], cwd=checkout, env=environment, check=True,
-                       capture_output=True, text=True)
+  out = subprocess.run([sys.executable, __file__, '--child', str(count), str(directory)], cwd=checkout, env=environment,
+                       check=True, capture_output=True, text=True)
   imported_from, seconds = out.stdout.split()[-2:]
   assert Path(imported_from) == checkout, (imported_from, checkout)
   return float(seconds)
@@ -65,7 +65,8 @@ def main() -> None:
   parser.add_argument('other', type=Path)
   parser.add_argument('--images', type=int, default=1000)
   parser.add_argument('--rounds', type=int, default=6)
-  parser.add_argument('--photos', type=Path, help="a folder of photos to prepare instead of natural_photos' 1024x768 ones")
+  parser.add_argument('--photos', type=Path,
+                      help="a folder of photos to prepare instead of natural_photos' 1024x768 ones")
   args = parser.parse_args()
   directory = args.photos.resolve() if args.photos else PHOTOS
   if not args.photos:

@@ -22,7 +22,8 @@ and memory cover every process of the run, the converter's workers included
 (benchmarks.measure): memory is the peak of the processes' summed PSS (shared pages
 split between them), with the largest single process and the plain RSS sum beside it.
 
-Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e,f,g,h] [--repeat N] [--keep-output] [--costs 2000,20000]
+Usage: python -m benchmarks.run [--images 2000] [--only a,b,c,d,e,f,g,h] [--repeat N] [--keep-output]
+                                [--costs 2000,20000]
        python -m benchmarks.run --memory-scaling
 """
 import argparse
@@ -154,9 +155,9 @@ def bench(n: int, only: str, repeat: int, keep_output: bool) -> Dict[str, Any]:
     top, bottom = name.split('/')
     if top in ok and bottom in ok:
       value = ok[top]['wall_s'] / ok[bottom]['wall_s']
-      meets = (lambda limit: value >= limit) if higher else (lambda limit: value <= limit)
+      meets = {limit: value >= limit if higher else value <= limit for limit in (target, stretch)}
       ratios[name] = {'value': round(value, 3), 'target': target, 'stretch': stretch,
-                      'meets_target': meets(target), 'meets_stretch': meets(stretch)}
+                      'meets_target': meets[target], 'meets_stretch': meets[stretch]}
   return {'images': n, 'repeat': repeat, 'machine': machine(), 'data_set': data, 'best': best, 'runs': runs,
           'ratios': ratios, 'output': str(scratch / 'converter-c') if keep_output and 'c' in ok else None}
 

@@ -10,17 +10,23 @@ import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # as the command sets it (cli.quiet_libraries)
 
-from helpers import fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position
+from helpers import extra_venvs, fault_proxy, gcs_emulator  # noqa: E402  pylint: disable=wrong-import-position
 
 TESTS = Path(__file__).parent
+# Folders whose tests each run a whole pipeline, as the end-to-end files of tests/ run the command.
+PIPELINE_FOLDERS = (TESTS / 'beam', TESTS / 'local')
 
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
   """The end-to-end files (tests/test_*.py, each running the command) before the unit tests'
   folders: pytest-xdist hands out whole files in this order (make test: --dist loadfile
   --no-loadscope-reorder), so the long files start first and the many short ones even out the
-  end on every worker, instead of a long file running alone at the end."""
+  end on every worker, instead of a long file running alone at the end. Those and the tests
+  that run a pipeline are marked slow, which make test-fast leaves out."""
   items.sort(key=lambda item: item.path.parent != TESTS)  # stable: files and tests keep their order
+  for item in items:
+    if item.path.parent == TESTS or item.path.parent in PIPELINE_FOLDERS:
+      item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -46,6 +52,17 @@ def pytest_pyfunc_call():
   same (local/workers.py), and that one variable would give every test new workers."""
   with _without_current_test_name():
     return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport():
+  """Under `make test` (extra_venvs.required), a test that skipped for want of .venv-dali or
+  .venv-models fails: CI must read the records with those readers, not pass without them."""
+  report = yield
+  if report.skipped and extra_venvs.required() and extra_venvs.BUILT_BY_MAKE_TEST in str(report.longrepr):
+    report.outcome = 'failed'
+    report.longrepr = f'skipped under make test, which builds the environment first: {report.longrepr}'
+  return report
 
 
 @contextlib.contextmanager

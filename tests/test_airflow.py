@@ -182,7 +182,8 @@ def test_the_readmes_python_task_converts_with_the_api_in_this_packages_environm
   """The README's DAG of one external_python task calling beam_pipeline.convert, its interpreter
   this environment's, on local paths: the summary comes back to Airflow as plain values."""
   readme = (ROOT / 'README.md').read_text()
-  dag = next(block for block in re.findall(r'^```python\n(.*?)^```$', readme, re.S | re.M) if 'external_python' in block)
+  blocks = re.findall(r'^```python\n(.*?)^```$', readme, re.S | re.M)
+  dag = next(block for block in blocks if 'external_python' in block)
   dags = tmp_path / 'dags'
   dags.mkdir()
   (dags / 'python_task.py').write_text(

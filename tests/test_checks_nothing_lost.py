@@ -60,7 +60,8 @@ def test_a_numeric_option_out_of_range_stops_before_any_work(one_photo, tmp_path
 def test_inspect_wants_a_positive_number_of_samples(tmp_path, capsys, samples):
   """A negative count failed inside Pillow with a traceback; 0 drew an empty sheet."""
   assert cli.main(['inspect', str(tmp_path), f'--samples={samples}', f'--contact_sheet={tmp_path}/sheet.png']) == 2
-  assert error_line(capsys.readouterr().err) == f"error: argument --samples: '{samples}' must be a positive whole number"
+  assert (error_line(capsys.readouterr().err)
+          == f"error: argument --samples: '{samples}' must be a positive whole number")
 
 
 def _listed(record: dict, key: str) -> list:
@@ -246,7 +247,8 @@ def test_copies_with_conflicting_labels_are_counted_and_said(conflicting_labels,
     assert read_errors(str(out)) == [
         {'uri': f'{root}/a.jpg', 'reason': 'label_conflict', 'detail': f'the same picture as {root}/b.jpg {conflict}'},
         {'uri': f'{root}/b.jpg', 'reason': 'label_conflict', 'detail': f'the same picture as {root}/a.jpg {conflict}'},
-        {'uri': f'{root}/e.jpg', 'reason': 'duplicate', 'detail': f'same content as {root}/d.jpg (--dedupe keeps one copy)'}]
+        {'uri': f'{root}/e.jpg', 'reason': 'duplicate',
+         'detail': f'same content as {root}/d.jpg (--dedupe keeps one copy)'}]
     assert said == ['Conflicting labels in 1 group of identical files (--dedupe kept a copy with the label most copies '
                     'give, and none where no one label is given most: label_conflict; the errors file names them).']
     assert sorted(r['image/class/text'].decode() for r in records['train']) == ['cat', 'dog']
@@ -276,7 +278,8 @@ def test_animated_pngs_are_stored_as_a_still_png_of_the_frame_tensorflow_decodes
     assert stored[name]['image/format'] == b'png' and not png_chunks.verify(data).animated, name
     for channels in (0, 3):
       original = tf.io.decode_image(case.data, channels=channels, expand_animations=False).numpy()
-      assert np.array_equal(tf.io.decode_image(data, channels=channels, expand_animations=False).numpy(), original), name
+      decoded = tf.io.decode_image(data, channels=channels, expand_animations=False).numpy()
+      assert np.array_equal(decoded, original), name
 
 
 @pytest.mark.skipif(not dali.installed(), reason='make dali (make test does) installs NVIDIA DALI')

@@ -95,8 +95,9 @@ def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path, capfd, caplog):
   # How many periodic lines there are depends on when the progress thread woke (a loaded
   # machine wakes it late): their number is checked against a scripted clock below. Here:
   # every line is one of a phase in progress or done, in phase order, counts never going back.
-  periodic = [re.match(r'progress: (listing|checking|writing|committing) ([0-9,]+)( of ([0-9,]+))? images, [0-9.,]+ images/s, '
-                       r'([0-9,]+) rejected(, about [0-9]+ s left)?$', line) for line in lines if ' done: ' not in line]
+  periodic = [re.match(r'progress: (listing|checking|writing|committing) ([0-9,]+)( of ([0-9,]+))? images, '
+                       r'[0-9.,]+ images/s, ([0-9,]+) rejected(, about [0-9]+ s left)?$', line)
+              for line in lines if ' done: ' not in line]
   assert all(periodic), lines
   phases = ['listing', 'checking', 'writing', 'committing']
   progress_made = [(phases.index(m.group(1)), int(m.group(2).replace(',', '')), int(m.group(5))) for m in periodic]

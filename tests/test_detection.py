@@ -18,7 +18,7 @@ from PIL import Image, ImageDraw
 
 from beam_pipeline import cli, reader
 from beam_pipeline.inspection import contact_sheet
-from helpers import models
+from helpers import extra_venvs, models
 from helpers.commands import convert, error_line
 from helpers.dataset_reader import read_errors
 
@@ -55,7 +55,7 @@ def _coco_set(root: Path) -> Dict[str, dict]:
   rng = random.Random(5)
   images, annotations, truth = [], [], {}
   names = [f'photo{i:02d}.{"png" if i % 3 == 0 else "jpg"}' for i in range(12)]
-  for number, name in enumerate(names, start=1):
+  for name in names:
     width, height = rng.choice([(96, 64), (80, 80), (64, 100)])
     boxes = []
     for _ in range(rng.randint(1, 3)):
@@ -257,7 +257,8 @@ def test_pascal_voc_boxes_keep_difficult_and_truncated(tmp_path):
     (['--drop_unannotated'], 'error: --drop_unannotated needs --annotations'),
     (['--annotations={root}/nothing.json'], 'error: --annotations={root}/nothing.json does not exist'),
     (['--annotations={root}/notes.txt'], 'error: --annotations={root}/notes.txt: '),
-    (['--annotations={root}/instances.json', '--schema=simple'], "error: boxes are written in the Object Detection API's"),
+    (['--annotations={root}/instances.json', '--schema=simple'],
+     "error: boxes are written in the Object Detection API's"),
 ])
 def test_annotation_options_that_cannot_work_fail_before_any_work(coco, tmp_path, capsys, args, message):
   """In this process: each is a UsageError of the options' parsing, which the command, run in a
@@ -358,7 +359,7 @@ def _printed(run: Dict[str, str]) -> dict:
   return json.loads(run['stdout'].splitlines()[-1])
 
 
-@pytest.mark.skipif(not MODELS_PYTHON.exists(), reason='make models (make test does) installs Model Garden')
+@pytest.mark.skipif(not MODELS_PYTHON.exists(), reason=extra_venvs.missing('Model Garden (.venv-models)', 'models'))
 def test_model_garden_decodes_the_boxes_and_coco_evaluation_of_the_truth_gives_ap_1(coco_converted, model_garden):
   out = coco_converted
   result = _printed(model_garden['boxes'])
@@ -432,8 +433,8 @@ def test_an_automl_detection_csv_is_the_manifest_and_the_boxes(tmp_path, capsys)
   assert sorted(records) == ['a.jpg', 'b.png', 'c.jpg', 'd.jpg']
   a = records['a.jpg']
   assert [text.decode() for text in _values(a, 'image/object/class/text')] == ['cat', 'dog']
-  np.testing.assert_allclose(list(zip(*(_values(a, f'image/object/bbox/{k}') for k in ('xmin', 'ymin', 'xmax', 'ymax')))),
-                             [(0.1, 0.1, 0.6, 0.9), (0.5, 0.2, 0.9, 0.7)], atol=1e-6)
+  corners = (_values(a, f'image/object/bbox/{k}') for k in ('xmin', 'ymin', 'xmax', 'ymax'))
+  np.testing.assert_allclose(list(zip(*corners)), [(0.1, 0.1, 0.6, 0.9), (0.5, 0.2, 0.9, 0.7)], atol=1e-6)
   assert _values(records['b.png'], 'image/object/bbox/xmin') == []
   # c.jpg was taken sideways (Exif 6): stored upright, its box turned with it.
   c = records['c.jpg']
@@ -441,7 +442,8 @@ def test_an_automl_detection_csv_is_the_manifest_and_the_boxes(tmp_path, capsys)
                              [1 - 0.4, 0.1, 1 - 0.1, 0.4], atol=1e-6)
   assert _values(records['d.jpg'], 'image/object/bbox/xmin') == pytest.approx([0.2])
   info = json.loads((out / 'beam_pipeline.json').read_text())
-  assert info['splits']['validation']['num_examples'] == 1 and info['splits']['train']['objects'] == {'cat': 2, 'dog': 2}
+  assert info['splits']['validation']['num_examples'] == 1
+  assert info['splits']['train']['objects'] == {'cat': 2, 'dog': 2}
   [bad] = read_errors(str(out))
   assert (bad['uri'], bad['reason']) == (f'{tmp_path}/boxes.csv:row 5', 'bad_manifest_row')
   assert 'inverted' in bad['detail']
@@ -572,7 +574,7 @@ def test_masks_need_a_coco_segmentation_for_every_object(coco, tmp_path, capsys)
   assert 'Pascal VOC, which has none' in error_line(capsys.readouterr().err)
 
 
-@pytest.mark.skipif(not MODELS_PYTHON.exists(), reason='make models (make test does) installs Model Garden')
+@pytest.mark.skipif(not MODELS_PYTHON.exists(), reason=extra_venvs.missing('Model Garden (.venv-models)', 'models'))
 def test_model_garden_decodes_the_masks(masks_max_side, model_garden):
   decoded = _printed(model_garden['masks'])
   records = _records(masks_max_side)

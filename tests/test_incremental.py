@@ -460,7 +460,8 @@ def test_verify_reads_the_shards_the_last_update_wrote_and_all_of_them_when_aske
 
 
 def _without_splits(near: dict) -> dict:
-  return {**near, 'groups': [{key: value for key, value in group.items() if key != 'split'} for group in near['groups']]}
+  return {**near, 'groups': [{key: value for key, value in group.items() if key != 'split'}
+                             for group in near['groups']]}
 
 
 def test_the_class_fractions_stay_within_a_point_of_the_target(work):

@@ -300,7 +300,8 @@ def _damaged_large(root: Path, kind: str) -> Path:
 
 def _truncated_small(root: Path, kind: str) -> Path:
   _images(root / 'imgs', ['0.jpg'], seed=5)
-  rows = [json.dumps({'uri': 'imgs/0.jpg', 'label': 'cat'}) + '\n'] * 20 if kind == 'jsonl' else ['imgs/0.jpg,cat\n'] * 20
+  row = json.dumps({'uri': 'imgs/0.jpg', 'label': 'cat'}) + '\n' if kind == 'jsonl' else 'imgs/0.jpg,cat\n'
+  rows = [row] * 20
   data, flush_point = _gzipped(rows, 10)
   path = root / f'manifest.{kind}.gz'
   path.write_bytes(data[:flush_point])

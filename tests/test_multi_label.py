@@ -84,13 +84,14 @@ def test_every_record_holds_its_sorted_ids_and_their_texts(converted):
 def test_reader_load_gives_multi_hot_float_labels(converted):
   out, expected = converted
   _, records = read_output(out)
+  assert sorted(records) == ['train', 'validation'] and all(records.values())  # an empty output reads nothing
   for split, in_split in records.items():
     hot = [labels.numpy() for _, labels in reader.load(out, split, image_size=16, batch_size=8)]
     assert all(batch.dtype == np.float32 and batch.shape[1] == len(CLASSES) for batch in hot)
     read = collections.Counter(tuple(row) for row in np.concatenate(hot).tolist())
     wanted = collections.Counter(tuple(float(name in expected[r['image/filename'].decode()]) for name in CLASSES)
                                  for r in in_split)
-    assert read == wanted, split
+    assert read == wanted and sum(read.values()) == len(in_split), split
 
 
 def test_tensorflow_datasets_reads_the_labels_as_a_sequence_of_class_label(converted):

@@ -138,7 +138,8 @@ def test_drop_keeps_the_largest_image_of_each_group(small, tmp_path):
   root, made, uniform = small
   assert convert(f'--input={root}', f'--output={tmp_path}', SPLITS, '--near_copies=drop') == 0
   written = set(splits_of(tmp_path, root))
-  errors = [json.loads(line) for path in sorted(tmp_path.glob('errors-*.jsonl')) for line in path.read_text().splitlines()]
+  errors = [json.loads(line) for path in sorted(tmp_path.glob('errors-*.jsonl'))
+            for line in path.read_text().splitlines()]
   dropped = {str(Path(error['uri']).relative_to(root)): error for error in errors}
   groups = collections.defaultdict(set)
   for copy, original in made.items():

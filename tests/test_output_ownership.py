@@ -122,8 +122,8 @@ def test_another_tools_tfrecords_and_labels_are_refused_untouched(sets, tmp_path
   capsys.readouterr()
   assert convert(sets[0], out) == 2
   assert error_line(capsys.readouterr().err) == (
-      f'error: --output={out} is not empty and holds no output of this tool (5 entries at its top, first: labels.txt); use an '
-      'empty or new directory: nothing is written over files this tool did not write')
+      f'error: --output={out} is not empty and holds no output of this tool (5 entries at its top, first: '
+      'labels.txt); use an empty or new directory: nothing is written over files this tool did not write')
   assert tree(out) == before
 
 

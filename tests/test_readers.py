@@ -20,7 +20,7 @@ from beam_pipeline.core.writing import record_index
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import verify
 
-from helpers import dali, image_cases, photos, pillow_modes
+from helpers import dali, extra_venvs, image_cases, photos, pillow_modes
 from helpers.commands import convert
 from helpers.dataset_reader import read_output
 
@@ -207,7 +207,7 @@ def odd_output(tmp_path_factory) -> Callable[[str, str], Path]:
   return output
 
 
-@pytest.mark.skipif(not dali.installed(), reason='make dali (make test does) installs NVIDIA DALI')
+@pytest.mark.skipif(not dali.installed(), reason=extra_venvs.missing('NVIDIA DALI (.venv-dali)', 'dali'))
 @pytest.mark.parametrize('exif_orientation', ['apply', 'ignore'])
 def test_dali_decodes_every_record_to_its_recorded_size_from_our_index_files(odd_output, exif_orientation):
   """DALI's CPU decoder over the odd-file tables and photos taken sideways, read with the
@@ -264,7 +264,7 @@ def model_garden_reads(odd_output) -> Dict[str, Tuple[Path, dict]]:
   return {image_format: (out, read[str(out)]) for image_format, out in outs.items()}
 
 
-@pytest.mark.skipif(not os.path.exists(_MODELS), reason='make models (make test does) installs Model Garden')
+@pytest.mark.skipif(not os.path.exists(_MODELS), reason=extra_venvs.missing('Model Garden (.venv-models)', 'models'))
 @pytest.mark.parametrize('image_format', list(_DECODE_JPEG_ONLY))
 def test_model_garden_parses_every_record_of_the_odd_file_tables(model_garden_reads, image_format):
   """Model Garden's classification Decoder and Parser (random crop and flip) take every record:

@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from benchmarks import sample_set
-from helpers import readme
+from helpers import extra_venvs, readme
 from helpers.commands import ROOT, TIMEOUT, convert
 from helpers.dataset_reader import read_output
 
@@ -136,7 +136,8 @@ def _detection_sets(folder: Path) -> None:
         f'<object><name>{label}</name><bndbox><xmin>{width // 4}</xmin><ymin>{height // 4}</ymin>'
         f'<xmax>{3 * width // 4}</xmax><ymax>{3 * height // 4}</ymax></bndbox></object></annotation>')
   (coco / 'annotations' / 'instances_train2017.json').write_text(json.dumps(
-      {'images': images, 'annotations': annotations, 'categories': [{'id': 1, 'name': 'cat'}, {'id': 2, 'name': 'dog'}]}))
+      {'images': images, 'annotations': annotations,
+       'categories': [{'id': 1, 'name': 'cat'}, {'id': 2, 'name': 'dog'}]}))
 
 
 def _run(argv: List[str], cwd: Path, activates: bool = False) -> subprocess.CompletedProcess:
@@ -197,7 +198,7 @@ def test_the_readme_block_runs(block, workspace, monkeypatch):
     _exec(source, block, workspace, monkeypatch)
     return
   if not MODELS_PYTHON.exists():
-    pytest.skip('.venv-models is built by make test (make models)')
+    pytest.skip(extra_venvs.missing('.venv-models', 'models'))
   _run([python, '-c', source], workspace)
 
 

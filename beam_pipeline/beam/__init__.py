@@ -1,2 +1,4 @@
-"""The Beam side: options, the pipeline graph and its DoFns, coders, the output directory
-and its commit, and what runs a local conversion (runner and worker pool)."""
+"""The Beam side: the pipeline graph (graph.py) and its transforms and DoFns, coders, the
+output directory, its lock and its commit, and how a local run is handed to the DirectRunner
+(local_runner). The options are the command line's (cli/options.py); the worker pool that runs
+a local run's heavy steps is local/."""

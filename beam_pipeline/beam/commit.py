@@ -69,7 +69,8 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
     output_dir.stage_text(settings.output, settings.run_id, output_layout.LABEL_MAP,
                           labels.label_map_pbtxt(labels_list))
     label_files.append(output_layout.LABEL_MAP)
-  update = incremental_update.what_changed(decision, changes, written, dataset, labels_list) if settings.incremental else None
+  update = (incremental_update.what_changed(decision, changes, written, dataset, labels_list)
+            if settings.incremental else None)
   info = run_totals.build(written=dataset, labels=labels_list, errors_by_reason=errors_by_reason,
                             num_errors_files=num_errors_files, duplicates=duplicates,
                             dedupe=settings.dedupe, num_removed=removed, num_skipped=skipped,

@@ -112,7 +112,7 @@ def _acquire_file(output: str, run: str) -> Held:
     data = run_lock.record_for(run, time.time(), stale_after=0).to_json().encode()
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
-    return Held(output, run, lambda: _release_file(path, run, fd, output if created else None))
+    return Held(output, run, lambda: _release_file(path, run, fd, output if created else None))  # noqa: B023 (returns)
   raise UsageError(f'--output={output}: its lock kept changing hands; try again')
 
 

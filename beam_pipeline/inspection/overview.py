@@ -17,7 +17,7 @@ def glance(info: RunRecord, output: str) -> List[str]:
   """Splits and shards, classes and their balance, image sizes, rejections, options."""
   lines = summary.held(summary.of(info, output), info)
   splits = info.splits
-  for name, split in splits.items():
+  for split in splits.values():
     for shard in split.shards:
       lines.append(f'  {shard.file}: {counted(shard.num_examples, "example")}, {counted(shard.num_bytes, "byte")}')
   # A detection set's images rarely have a class of their own: its objects' table replaces one of zeros.
@@ -46,7 +46,8 @@ def _quality(info: RunRecord) -> List[str]:
   lines = ['Data-quality flags (images stored; worth a look), by split and class:']
   for name, split in info.splits.items():
     for flag, per_class in (split.quality or {}).items():
-      classes = ', '.join(f'{label or "(no class)"} {count:,}' for label, count in list(per_class.items())[:LISTED_CLASSES])
+      classes = ', '.join(f'{label or "(no class)"} {count:,}'
+                          for label, count in list(per_class.items())[:LISTED_CLASSES])
       more = f', ... and {len(per_class) - LISTED_CLASSES} more classes' if len(per_class) > LISTED_CLASSES else ''
       lines.append(f'  {name}: {flag} {sum(per_class.values()):,}: {classes}{more}')
   return lines

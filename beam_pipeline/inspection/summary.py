@@ -123,7 +123,8 @@ def details(summary: Mapping[str, Any]) -> List[str]:
     result.append(f'  {name:<{width}}  {split["num_examples"]:>9,} {noun(split["num_examples"], "example")} in '
                   f'{counted(shards, "shard")} ({size}){_classes(split["classes"])}')
     if 'objects' in split:
-      result.append(f'  {"":<{width}}  {sum(split["objects"].values()):>9,} {noun(sum(split["objects"].values()), "object")}'
+      objects = sum(split["objects"].values())
+      result.append(f'  {"":<{width}}  {objects:>9,} {noun(objects, "object")}'
                     f'{_classes(split["objects"], "objects")}')
   if summary['num_errors']:
     reasons = ', '.join(f'{reason} {count:,}' for reason, count in
@@ -183,8 +184,8 @@ def details(summary: Mapping[str, Any]) -> List[str]:
                   '--reject_quality rejects them).')
   if duplicates.get('num_label_conflicts'):
     kept = ('--dedupe kept a copy with the label most copies give, and none where no one label is given most: '
-            'label_conflict; the errors file names them' if duplicates['removed'] else 'each copy kept with its own label: training sees one picture as '
-            'different classes')
+            'label_conflict; the errors file names them' if duplicates['removed']
+            else 'each copy kept with its own label: training sees one picture as different classes')
     result.append(f'Conflicting labels in {counted(duplicates["num_label_conflicts"], "group")} of identical files '
                   f'({kept}).')
   return result

@@ -67,8 +67,8 @@ def test_no_key_holds_more_than_about_the_bound_and_the_plans_are_todays(monkeyp
   count = p | 'Count' >> beam.Create([len(records)])
   result = graph.plan(batches, count, settings(splits=SPLITS, target_shard_bytes=TARGET_BYTES), BOUND)
   assert_that(result.plans, equal_to(expected), label='plans')
-  summed = p | 'Once' >> beam.Create([None]) | beam.Map(lambda _, labels, duplicates: (labels, duplicates['num_groups']),
-                                                       result.labels, result.duplicates)
+  summed = p | 'Once' >> beam.Create([None]) | beam.Map(
+      lambda _, labels, duplicates: (labels, duplicates['num_groups']), result.labels, result.duplicates)
   assert_that(summed, equal_to([(list(CLASSES), 8000 // 50)]), label='summed up')
   outcome = p.run()
   outcome.wait_until_finish()

@@ -45,7 +45,8 @@ def test_only_what_an_unchanged_file_would_get_again_is_carried():
     assert not incremental_catalog.carried(Rejection('a.jpg', reason, '', 'file:1:2'))
   line = Rejection('a\udcff.jpg', 'corrupt', 'cut short', 'file:1:2')
   assert Rejection.from_json(line.to_json()) == line
-  assert 'fingerprint' not in Rejection('a.jpg', 'corrupt', 'x').to_json()  # the errors files of other runs as they were
+  # The errors files of other runs as they were:
+  assert 'fingerprint' not in Rejection('a.jpg', 'corrupt', 'x').to_json()
 
 
 def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer_does():
@@ -104,7 +105,8 @@ def test_groups_of_new_images_fill_what_each_class_lacks():
 
 
 def test_new_classes_come_after_the_earlier_ones():
-  assert labels.extended_labels(['dog', 'cat', '10'], ['cat', 'bird', 'ant', 'dog']) == ['dog', 'cat', '10', 'ant', 'bird']
+  extended = labels.extended_labels(['dog', 'cat', '10'], ['cat', 'bird', 'ant', 'dog'])
+  assert extended == ['dog', 'cat', '10', 'ant', 'bird']
   assert labels.extended_labels(['2', '1'], ['10', '3']) == ['2', '1', '3', '10']
 
 
@@ -153,8 +155,8 @@ def test_gaps_close_by_moving_the_last_shards_with_their_index_and_catalog():
   assert incremental_update.gap_moves(shards[:1]) == []
   totals = run_totals.WrittenTotals()
   for item in shards:
-    totals.add_shard(ShardReport(split='train', file=item.file, num_examples=1, num_bytes=1, catalog_file=item.catalog_file,
-                                 index_file=item.index_file))
+    totals.add_shard(ShardReport(split='train', file=item.file, num_examples=1, num_bytes=1,
+                                 catalog_file=item.catalog_file, index_file=item.index_file))
   totals.add_shard(ShardReport(split='train', file='train-00006.tfrecord', num_examples=0, num_bytes=0))
   incremental_update.close_gaps(totals)
   assert sorted(s.file for s in totals.splits['train'].shards) == [f'train-{i:05d}.tfrecord' for i in range(4)]
@@ -164,12 +166,14 @@ def test_an_updated_datasets_totals_are_the_earlier_ones_with_what_the_run_wrote
   """Earlier shards 0-3; the run writes 1 again (a record fewer), merges 3 into 2, and writes 4:
   the totals equal those of the shards as they are now, however the combiner groups the reports."""
   def report(name, classes, replaced=False, rewritten=False):
-    return ShardReport(split='train', file=name, num_examples=sum(classes.values()), num_bytes=10 * sum(classes.values()),
-                       classes=classes, longer_side_px={'32': sum(classes.values())}, kib={'1': sum(classes.values())},
+    count = sum(classes.values())
+    return ShardReport(split='train', file=name, num_examples=count, num_bytes=10 * count,
+                       classes=classes, longer_side_px={'32': count}, kib={'1': count},
                        num_reencoded=1, replaced=replaced, rewritten=rewritten)
   earlier = {f'train-{i:05d}.tfrecord': report(f'train-{i:05d}.tfrecord', {'cat': 2, 'dog': i}) for i in range(4)}
   record = values_record(earlier.values())
-  written = [report('train-00001.tfrecord', {'cat': 2}, rewritten=True), dataclasses.replace(earlier['train-00001.tfrecord'], replaced=True),
+  written = [report('train-00001.tfrecord', {'cat': 2}, rewritten=True),
+             dataclasses.replace(earlier['train-00001.tfrecord'], replaced=True),
              report('train-00002.tfrecord', {'cat': 4, 'dog': 5}, rewritten=True),
              dataclasses.replace(earlier['train-00002.tfrecord'], replaced=True),
              dataclasses.replace(earlier['train-00003.tfrecord'], replaced=True),
@@ -205,7 +209,8 @@ def test_only_an_incremental_output_made_with_the_same_options_is_updated():
   plain = dataclasses.replace(record, options={**record.options, 'incremental': None})
   assert 'not written with --incremental' in incremental_update.decide(plain, settings).full_conversion
   other = values.settings(incremental=True, dedupe=True, compression='gzip')
-  assert incremental_update.decide(record, other).full_conversion == "--dedupe, --compression differ from the earlier run's"
+  assert (incremental_update.decide(record, other).full_conversion
+          == "--dedupe, --compression differ from the earlier run's")
   # The output's own options do not count: where it is, how many reads are in flight.
   assert incremental_update.decide(record, values.settings(incremental=True, output='/other',
                                                            read_threads=3)).updates

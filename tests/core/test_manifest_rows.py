@@ -39,8 +39,8 @@ def test_a_row_that_names_no_usable_input_says_why(cells, message):
 
 
 def test_automl_detection_rows_give_one_normalized_box_or_none():
-  two = manifest_rows.csv_row_item('gs://b/m.csv', None, ['TEST', 'a.jpg', 'cat', '0.1', '0.2', '', '', '0.5', '0.6', '', ''],
-                                   'm.csv:row 4')
+  row = ['TEST', 'a.jpg', 'cat', '0.1', '0.2', '', '', '0.5', '0.6', '', '']
+  two = manifest_rows.csv_row_item('gs://b/m.csv', None, row, 'm.csv:row 4')
   [box] = two.objects
   assert (two.uri, two.split, two.label, two.annotated_size) == ('gs://b/a.jpg', 'test', None, annotations.NORMALIZED)
   assert (box.label, box.xmin, box.ymin, box.xmax, box.ymax, box.where) == ('cat', 0.1, 0.2, 0.5, 0.6, 'm.csv:row 4')

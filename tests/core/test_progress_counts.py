@@ -92,4 +92,5 @@ def test_phases_only_move_on_when_summed_counts_step_back():
     assert gathered.snapshot().phase == WRITING
     first.written(5)
     committing = gathered.snapshot()
-    assert committing.phase == COMMITTING and [phase.phase for phase in committing.ended] == [LISTING, CHECKING, WRITING]
+    assert committing.phase == COMMITTING
+    assert [phase.phase for phase in committing.ended] == [LISTING, CHECKING, WRITING]

@@ -185,8 +185,8 @@ def test_verify_finds_an_embedding_that_is_not_finite(output, tmp_path, capsys):
   out = damaged(output, tmp_path)
   info = json.loads((out / 'beam_pipeline.json').read_text())
   info['embedding'] = {'model': 'm.keras', 'sha256': '0' * 64, 'input_size': [32, 32, 3], 'input': 'RGB',
-                       'output_shape': [2], 'num_values': 2, 'key': 'image/embedding', 'shape_key': 'image/embedding/shape',
-                       'images_stored': True}
+                       'output_shape': [2], 'num_values': 2, 'key': 'image/embedding',
+                       'shape_key': 'image/embedding/shape', 'images_stored': True}
   (out / 'beam_pipeline.json').write_text(json.dumps(info))
 
   def embed(first_shard):

@@ -140,7 +140,8 @@ def test_duplicates_say_which_copy_was_kept_and_how_many_groups_are_not_listed(g
   lines = overview.duplicates(dataclasses.replace(record, duplicates=dataclasses.replace(record.duplicates,
                                                                                           num_groups=1001)))
   assert lines[:4] == [('Exact copies: 1,001 groups, 1 extra copy (--dedupe kept one of each, with the label most '
-                        'copies give, removed the rest).'), '  group 1', '    /in/x.jpg  kept', '    /in/y.jpg  removed']
+                        'copies give, removed the rest).'),
+                       '  group 1', '    /in/x.jpg  kept', '    /in/y.jpg  removed']
   assert lines[4] == '  ... and 1,000 more groups, not listed (beam_pipeline.json lists the first 1)'
   assert lines[6:9] == ['  group 1', f'    {groups[0]["images"][0]}  removed', f'    {groups[0]["images"][1]}  kept']
   assert lines[-1] == '  ... and 1,000 more groups, not listed (beam_pipeline.json lists the first 3)'
@@ -190,6 +191,7 @@ def test_every_listed_group_is_on_a_page_and_each_tile_names_its_class(groups, t
   assert [_height(page) for page in pages] == [40 + 20 * row, 40 + 20 * row, 40 + 5 * row]
   assert not (tmp_path / 'near-4.png').exists()
   record = _near(many)
-  assert near_copy_sheet.title('/out', record, 3) == '/out: near copies within 10 bits, 45 groups of 105 images, groups 41-45 of 45 listed'
+  assert near_copy_sheet.title('/out', record, 3) == ('/out: near copies within 10 bits, 45 groups of 105 images, '
+                                                      'groups 41-45 of 45 listed')
   assert [(cell.label, cell.status) for cell in near_copy_sheet.cells(labelled[1])] == [
       ('cat', 'validation'), ('cat', 'validation'), ('dog', 'validation')]

@@ -223,7 +223,8 @@ def _named_file_fingerprint(uri: str) -> str:
 def parts_counted(spec: InputSpec) -> Iterator[InputPart]:
   """input_parts, counted for the progress line once all are known."""
   count = 0
-  for count, part in enumerate(input_parts(spec), start=1):
+  for part in input_parts(spec):
+    count += 1
     yield part
   progress_counts.counts().parts_planned(count)
 

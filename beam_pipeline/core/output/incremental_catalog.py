@@ -3,7 +3,8 @@ saying what the record was made from and what it counts for.
 
 A later run compares it with today's listing (by uri and fingerprint) to find what was
 added, changed and deleted; it places a new copy or near copy (by perceptual hash) of a
-catalogued picture in that picture's split, keeps each class's split fractions from the catalogued counts, and writes a shard
+catalogued picture in that picture's split, keeps each class's split fractions from the
+catalogued counts, and writes a shard
 that lost records again from its own bytes, recounting its report from these lines
 without reading an image. One file per shard, beside the data, so the catalog is read in
 parallel like the shards and no element holds all of it; a kept shard keeps its catalog
@@ -12,7 +13,7 @@ file untouched as well.
 import collections
 import hashlib
 import json
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.messages import CheckedImage, Rejection, ShardReport
@@ -157,8 +158,3 @@ def change(fingerprints: List[str], earlier: List[str]) -> str:
   if len(fingerprints) == 1 and fingerprints[0] and fingerprints[0] == earlier[0]:
     return UNCHANGED
   return CHANGED
-
-
-def counts_by_stratum(values: Iterable[Entry]) -> Dict[Tuple[str, str], int]:
-  """((stratum, split), records) of kept entries: what each class holds of each split already."""
-  return dict(collections.Counter((value.stratum, value.split) for value in values))

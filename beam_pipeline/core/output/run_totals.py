@@ -11,8 +11,8 @@ from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.messages import ShardReport
-from beam_pipeline.core.output.run_record import (Duplicates, Embedding, Listing, NearDuplicates, RunRecord, Shard, Split,
-                                                  Update)
+from beam_pipeline.core.output.run_record import (Duplicates, Embedding, Listing, NearDuplicates, RunRecord, Shard,
+                                                  Split, Update)
 from beam_pipeline.core.settings import EmbeddingSpec
 
 
@@ -195,7 +195,8 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
                          kib=dict(sorted(split.kib.items(), key=lambda item: int(item[0]))),
                          objects=(dict(sorted(split.objects.items(), key=lambda item: order[item[0]]))
                                   if split.objects is not None else None),
-                         quality={flag: dict(sorted(split.quality[flag].items(), key=lambda item: order.get(item[0], -1)))
+                         quality={flag: dict(sorted(split.quality[flag].items(),
+                                                    key=lambda item: order.get(item[0], -1)))
                                   for flag in sorted(split.quality)} or None)
   return RunRecord(
       version=__version__,
