@@ -93,7 +93,7 @@ def gcs_store(bucket_name: str) -> Store:
 def prepare(store: Store, shards: int, case: str, written_pct: float) -> Tuple[List[str], str]:
   """An output of ``shards`` shards, and a run's staging folder as ``case`` leaves it: the
   names it wrote, and its run record."""
-  from beam_pipeline.beam import output_lock  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline.output import output_lock  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output import output_layout  # pylint: disable=import-outside-toplevel
   store.clear()
   earlier = list(range(shards))
@@ -113,7 +113,7 @@ def prepare(store: Store, shards: int, case: str, written_pct: float) -> Tuple[L
 
 
 def timed_commit(store: Store, names: List[str], record: str, profile: bool) -> Tuple[float, Optional[str]]:
-  from beam_pipeline.beam import output_dir  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline.output import output_dir  # pylint: disable=import-outside-toplevel
   profiler = cProfile.Profile() if profile else None
   start = time.perf_counter()
   if profiler:

@@ -261,7 +261,7 @@ def bench(args: argparse.Namespace) -> Dict[str, Any]:
 
 # The launcher's listing alone, as a no-change update makes it (cli/launch.py, _nothing_changed).
 LISTING = ('import sys\n'
-           'from beam_pipeline.beam.listing import parts\n'
+           'from beam_pipeline.pipeline.listing import parts\n'
            'from beam_pipeline.core.settings import DIRECTORY, InputSpec\n'
            'print(parts.digest_of_listing(InputSpec(DIRECTORY, sys.argv[1]), sys.argv[2]).count)\n')
 

@@ -181,7 +181,7 @@ def validated(batch: List[Any], catalogued: int) -> List[Any]:
 def _counted(stage: str, function):
   """``function`` of a grouped element, counting the element's group into stage's distribution."""
   def counted(grouped, *args):
-    from beam_pipeline.beam import tags  # pylint: disable=import-outside-toplevel
+    from beam_pipeline.pipeline import tags  # pylint: disable=import-outside-toplevel
     _, values = grouped
     size = sum(len(list(v)) for v in values.values()) if isinstance(values, dict) else len(list(values))
     tags.records_per_key(stage).update(size)
@@ -190,26 +190,26 @@ def _counted(stage: str, function):
 
 
 def _measured_compare(joined):
-  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
   return _counted('ByUri', incremental._ORIGINAL['compare'])(joined)  # pylint: disable=protected-access
 
 
 def _measured_placed(joined, dedupe):
-  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
   return _counted('ByContent', incremental._ORIGINAL['placed'])(joined, dedupe)  # pylint: disable=protected-access
 
 
 def _measured_rewrite(grouped, merges):
-  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
   return _counted('ByShard', incremental._ORIGINAL['rewrite'])(grouped, merges)  # pylint: disable=protected-access
 
 
 def _instrument() -> None:
   """The incremental module's per-group functions, counting each group's size as they run."""
-  from beam_pipeline.beam import incremental  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   if not hasattr(incremental, '_ORIGINAL'):
     incremental._ORIGINAL = {'compare': incremental._compare, 'placed': incremental._placed,  # pylint: disable=protected-access
                              'rewrite': incremental._rewrite}  # pylint: disable=protected-access
@@ -223,7 +223,7 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
 
-  from beam_pipeline.beam import coders, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import coders, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.messages import CheckedImage, InputItem  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel

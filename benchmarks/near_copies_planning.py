@@ -1,5 +1,5 @@
 """Near-copy grouping at scale, simulated (issues 37 and 59): N synthetic (source_sha256, phash,
-priority) triples through beam_pipeline.beam.near_copies.NearCopies on the in-process runner, or
+priority) triples through beam_pipeline.pipeline.planning.near_copy_groups.NearCopies on the in-process runner, or
 through near_copies.groups_on_one_machine (the DirectRunner's) in one process.
 
 Usage: python -m benchmarks.near_copies_planning [--records 1000000,2000000] [--distance 6,8]
@@ -159,8 +159,8 @@ def run_grouping(count: int, distance: int, scenes: int = 0) -> Dict[str, Any]:
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
 
-  from beam_pipeline.beam import local_runner, tags  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.beam.near_copies import NearCopies  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import local_runner, tags  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline.planning.near_copy_groups import NearCopies  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.planning import near_copies  # pylint: disable=import-outside-toplevel
 
   options = PipelineOptions([])

@@ -1,5 +1,5 @@
 """Planning at scale, simulated: N synthetic metadata records (no pixels) through the real
-planning transforms (beam_pipeline.beam.graph.plan), on the in-process runner and in
+planning transforms (beam_pipeline.pipeline.graph.plan), on the in-process runner and in
 multi-process mode.
 
 Usage: python -m benchmarks.planning [--records 100000,1000000,5000000] [--modes in_process,multi_processing]
@@ -64,7 +64,7 @@ def run_plan(count: int, mode: str) -> Dict[str, Any]:
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
 
-  from beam_pipeline.beam import coders, graph, local_runner  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import coders, graph, local_runner  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.messages import CheckedImage  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel
@@ -105,7 +105,7 @@ def _check_total(planned: int, count: int) -> None:
 def record_bytes() -> Tuple[float, float]:
   """(bytes one record takes in memory as Python objects, bytes its coder writes), averaged
   over a chunk: what a key's records cost a worker, and what a shuffle moves."""
-  from beam_pipeline.beam import coders  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import coders  # pylint: disable=import-outside-toplevel
   tracemalloc.start()
   before = tracemalloc.get_traced_memory()[0]
   records = synthetic_chunk(0, 10_000)

@@ -35,7 +35,7 @@ def main() -> None:
       tempfile.TemporaryDirectory() as scratch:
     os.environ.update(gcs_emulator.emulator_environment(proxy.url, scratch))
     # after the environment points at the proxy
-    from beam_pipeline.beam.pooled_steps import open_image  # pylint: disable=import-outside-toplevel
+    from beam_pipeline.pipeline.pooled_steps import open_image  # pylint: disable=import-outside-toplevel
     from beam_pipeline.core.inputs import reading  # pylint: disable=import-outside-toplevel
 
     payload = os.urandom(17_000)  # a pet-photo-sized object

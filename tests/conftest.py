@@ -14,7 +14,7 @@ from helpers import extra_venvs, fault_proxy, gcs_emulator  # noqa: E402  pylint
 
 TESTS = Path(__file__).parent
 # Folders whose tests each run a whole pipeline, as the end-to-end files of tests/ run the command.
-PIPELINE_FOLDERS = (TESTS / 'beam', TESTS / 'local')
+PIPELINE_FOLDERS = (TESTS / 'pipeline', TESTS / 'local')
 
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from beam_pipeline import cli
-from beam_pipeline.beam.listing import annotation_inputs
+from beam_pipeline.pipeline.listing import annotation_inputs
 from beam_pipeline.core.images.formats import png_chunks
 
 from helpers import dali, hostile_files, image_cases, photos

@@ -1,6 +1,6 @@
 """Crash safety of the output directory, with the real command in a subprocess.
 
-The contract (beam_pipeline/beam/output_dir.py): beam_pipeline.json is the commit
+The contract (beam_pipeline/pipeline/output_dir.py): beam_pipeline.json is the commit
 marker. A run killed at any moment (SIGKILL: nothing of the tool runs after it)
 before its commit leaves an earlier complete output as it was, readable; killed
 within the commit, it leaves no beam_pipeline.json, so beam_pipeline.reader.load

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from beam_pipeline import cli, reader
-from beam_pipeline.beam.model_files import fingerprint
+from beam_pipeline.pipeline.model_files import fingerprint
 
 from helpers import dataflow_offline, gcs_emulator, models, photos
 from helpers.commands import convert, in_process, run_cli

@@ -8,7 +8,7 @@ import pytest
 from apache_beam.io.filesystem import FileMetadata, MatchResult
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam.listing import inputs, parts
+from beam_pipeline.pipeline.listing import inputs, parts
 from beam_pipeline.core import settings
 from beam_pipeline.core.inputs import fingerprints
 from beam_pipeline.core.messages import InputItem, Rejection

@@ -12,7 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from tensorflow.core.example import example_pb2
 
 from beam_pipeline import cli
-from beam_pipeline.beam.listing import parts as listing_parts
+from beam_pipeline.pipeline.listing import parts as listing_parts
 from beam_pipeline.core import settings
 from beam_pipeline.core.output import output_layout
 

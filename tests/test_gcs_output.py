@@ -91,7 +91,7 @@ def test_uploads_that_keep_failing_stop_the_rerun_and_keep_the_earlier_output(pl
   earlier = committed('kept')
   shorten_gcs_retries(monkeypatch, timeout=0.3)
   # Every upload of the run's files fails; its lock is taken as usual (a lock that cannot be taken
-  # stops a run before any work: tests/beam/test_output_lock.py).
+  # stops a run before any work: tests/pipeline/test_output_lock.py).
   plan.fail_every_nth(1, status=503, when=lambda request: fault_proxy.is_upload(request) and
                       output_layout.LOCK.encode() not in request.body)
   capsys.readouterr()

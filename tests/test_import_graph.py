@@ -73,7 +73,7 @@ def test_the_finder_sees_a_circle_and_the_packages_imports():
   assert circles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [['a', 'b', 'c']]
   edges = graph()
   assert 'beam_pipeline.core.writing.shard_writer' in edges['beam_pipeline.core.steps']  # a function-level import
-  assert 'beam_pipeline.beam.graph' in edges['beam_pipeline.cli.launch']
+  assert 'beam_pipeline.pipeline.graph' in edges['beam_pipeline.cli.launch']
 
 
 def test_no_modules_of_the_package_import_each_other_in_a_circle():

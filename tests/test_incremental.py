@@ -175,7 +175,7 @@ def test_an_unchanged_input_builds_no_pipeline_and_leaves_the_output_as_it_was(w
   before = output_state(out)
   earlier = RunRecord.read(str(out))
   assert earlier.listing.num_listed == 2 * PER_CLASS
-  monkeypatch.setattr('beam_pipeline.beam.graph.build', lambda *args, **kwargs: pytest.fail('a pipeline was built'))
+  monkeypatch.setattr('beam_pipeline.pipeline.graph.build', lambda *args, **kwargs: pytest.fail('a pipeline was built'))
   capsys.readouterr()
   assert convert('--incremental') == 0
   assert capsys.readouterr().out.splitlines() == [

@@ -17,7 +17,7 @@ import pytest
 
 from beam_pipeline import cli
 from beam_pipeline.cli import failures
-from beam_pipeline.beam.listing import local_files
+from beam_pipeline.pipeline.listing import local_files
 from helpers import gcs_emulator
 from helpers.commands import ROOT, command, error_line, started, user_environment
 from helpers.dataset_reader import read_output
@@ -238,7 +238,7 @@ def test_a_run_that_lost_its_lock_says_another_run_took_the_output(tmp_path, com
 def test_a_second_run_into_a_busy_gcs_output_is_refused(sets, tmp_path, capsys):
   """The same on gs://, through the storage emulator: B (in this process) reads A's lock and
   stops, naming it. (That two runs racing for an absent lock get one of it each time rests on
-  Cloud Storage's generation precondition, which tests/beam/test_output_lock.py shows on
+  Cloud Storage's generation precondition, which tests/pipeline/test_output_lock.py shows on
   fake-gcs-server.)"""
   with gcs_emulator.serving(str(tmp_path), [BUCKET]):
     out = f'gs://{BUCKET}/busy'

@@ -25,7 +25,7 @@ import pytest
 from google.api_core import exceptions as google_exceptions
 
 from beam_pipeline import cli
-from beam_pipeline.beam.pooled_steps import open_image
+from beam_pipeline.pipeline.pooled_steps import open_image
 from beam_pipeline.core import rejections
 from beam_pipeline.core.inputs import reading
 from beam_pipeline.core.output import output_layout

@@ -21,7 +21,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from beam_pipeline.beam import output_dir
+from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.cli import interrupts
 from beam_pipeline.core import rejections
 from beam_pipeline.core.output import output_layout

@@ -11,7 +11,7 @@ import signal
 import threading
 from typing import Iterator
 
-from beam_pipeline.beam.output_dir import CommitGate
+from beam_pipeline.pipeline.output.output_dir import CommitGate
 
 EXIT_CODE = 130  # 128 + SIGINT, as shells report a command Ctrl-C ended
 

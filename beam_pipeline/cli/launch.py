@@ -20,8 +20,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from beam_pipeline.beam import dry_run, graph, incremental, local_runner, model_files, output_dir
-from beam_pipeline.beam.listing import inputs, parts
+from beam_pipeline.pipeline import dry_run, graph, incremental, local_runner, model_files
+from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.listing import inputs, parts
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
 from beam_pipeline.compat import beam_internals
 from beam_pipeline.core import steps

@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOp
                                                   TestOptions)
 
 from beam_pipeline.cli import arguments
-from beam_pipeline.beam.listing import annotation_inputs, inputs
+from beam_pipeline.pipeline.listing import annotation_inputs, inputs
 from beam_pipeline.core import option_table, uris
 from beam_pipeline.core.inputs import annotations as annotations_format, input_root, labels
 from beam_pipeline.core.output import run_lock

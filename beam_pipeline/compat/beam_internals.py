@@ -109,7 +109,7 @@ class _StreamImpl(coder_impl.StreamCoderImpl):
 
 def storage_client() -> Any:
   """The google-cloud-storage Client that Beam's gcsio makes, with the pipeline's credentials
-  and endpoint, for listings FileSystems does not offer (beam/listing/object_listing.py). gcsio
+  and endpoint, for listings FileSystems does not offer (pipeline/listing/object_listing.py). gcsio
   documents no accessor; ``GcsIO().client`` is the attribute its own methods use. Without
   it, a client of google-cloud-storage's own, with the default credentials."""
   from apache_beam.io.gcp import gcsio  # pylint: disable=import-outside-toplevel  # only gs:// needs Google's clients

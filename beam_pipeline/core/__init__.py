@@ -2,5 +2,5 @@
 
 Decoding and validation rules, Example encoding, reading, labels, schemas, split
 and shard planning, the values tasks carry and the heavy steps. The Beam side
-(beam_pipeline.beam) hands it remote file access where it needs any.
+(beam_pipeline.pipeline) hands it remote file access where it needs any.
 """

@@ -1,5 +1,5 @@
 """--embedding_model loaded and run in the core: every way a model is saved, the model's
-files local and on the storage emulator (copied by beam/model_files.py), and the one-line
+files local and on the storage emulator (copied by pipeline/model_files.py), and the one-line
 refusals."""
 import hashlib
 import os
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from beam_pipeline.beam import model_files
+from beam_pipeline.pipeline import model_files
 from beam_pipeline.core.writing import embedding_model, embeddings
 from beam_pipeline.core.settings import EmbeddingSpec
 from beam_pipeline.core.user_errors import ModelError

@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline.beam import local_runner
+from beam_pipeline.pipeline import local_runner
 from beam_pipeline.compat import multiprocessing_internals
 from beam_pipeline.local import workers
 from beam_pipeline.core import steps

@@ -5,7 +5,7 @@ With --multi_label (``multi_label``), a header-less AutoML row may name several 
 ([set,]uri,label1,label2,...) and a JSON line a list of them ("label" or "labels"): each
 counts once, in the row's order (InputItem.labels).
 
-Plain functions of one row, free of Beam: the Beam side (beam/listing/parts.py) reads the
+Plain functions of one row, free of Beam: the Beam side (pipeline/listing/parts.py) reads the
 manifest, in parts, and hands each row here behind the isolation boundary.
 """
 import functools

@@ -1,7 +1,7 @@
 """Who holds an output: the lock's record, when it is stale, and how a refusal names its holder.
 
 One run at a time writes an output. The lock is a small JSON file beside the dataset
-(output_layout.LOCK); the storage side (beam/output_lock.py) creates it atomically and
+(output_layout.LOCK); the storage side (pipeline/output/output_lock.py) creates it atomically and
 keeps it alive. What it holds and how its age is judged live here, as plain values.
 
 Two kinds of lease, by who can keep one alive:

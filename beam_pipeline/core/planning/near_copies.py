@@ -22,7 +22,7 @@ that is split again by the pigeonhole over the bits outside the part. What no sp
 bounded number of steps settles (two clusters that agree on most bits, a loose cloud of hashes
 all about d apart) is counted as cut short: cost and memory stay bounded by the hashes.
 
-On Dataflow (beam/near_copies.py) hashes meet by band (a first-level part) value: a key denser
+On Dataflow (pipeline/planning/near_copy_groups.py) hashes meet by band (a first-level part) value: a key denser
 than KEY_CAP is split again into sub-bands, and a key still over it holds its KEY_CAP best-ranked
 hashes and looks for the others' anchors among them only (key_anchors), which in a cluster of
 look-alikes, whose keys stay dense, is where they are. Each hash takes the best anchor any of its

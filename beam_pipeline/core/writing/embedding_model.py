@@ -10,7 +10,7 @@ loads models with ``tf.keras.models.load_model``, which in Keras 3 reads only
 
 A SavedModel directory is loaded with ``tf.saved_model.load`` and its serving
 signature. The model must be a local path: the Beam side copies one on Cloud
-Storage to local disk first (beam/model_files.py), as it hands reading remote
+Storage to local disk first (pipeline/model_files.py), as it hands reading remote
 files in (core/inputs/reading.py). A process keeps its loaded model for as long as it
 lives, shared by its threads (several on a Dataflow worker), on a GPU as on a CPU.
 """

@@ -7,8 +7,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import local_runner, tags
-from beam_pipeline.beam.near_copies import NearCopies
+from beam_pipeline.pipeline import local_runner, tags
+from beam_pipeline.pipeline.planning.near_copy_groups import NearCopies
 from helpers.near_hashes import brute_force, cluster, files_of, flip, sha
 
 

@@ -4,7 +4,7 @@ from typing import List, Tuple
 import apache_beam as beam
 from apache_beam.typehints import native_type_compatibility
 
-from beam_pipeline.beam import coders
+from beam_pipeline.pipeline import coders
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit, ShardPlan, TransformGraph
 
 coders.register()

@@ -9,9 +9,9 @@ from typing import Any, Iterable, Iterator, List, NamedTuple, Tuple, Union
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import tags
-from beam_pipeline.beam.listing import local_files, parts
-from beam_pipeline.beam.tags import REJECTED
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.listing import local_files, parts
+from beam_pipeline.pipeline.tags import REJECTED
 from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.inputs import annotated_items, annotations

@@ -6,7 +6,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Tuple
 
 import apache_beam as beam
 
-from beam_pipeline.beam import output_dir, tags
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.core import rejections
 from beam_pipeline.core.messages import Rejection
 from beam_pipeline.core.output import errors_output, output_layout

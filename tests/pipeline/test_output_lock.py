@@ -1,4 +1,4 @@
-"""One run at a time per output (beam/output_lock.py): the lock's storage, local and gs://.
+"""One run at a time per output (pipeline/output/output_lock.py): the lock's storage, local and gs://.
 
 The gs:// cases run against fake-gcs-server, which, like Cloud Storage, refuses a
 create-if-absent of an existing object and a replace of an object changed since it
@@ -16,7 +16,7 @@ from typing import Callable, List
 
 import pytest
 
-from beam_pipeline.beam import output_lock
+from beam_pipeline.pipeline.output import output_lock
 from beam_pipeline.core.output import output_layout, run_lock
 from beam_pipeline.core.rejections import OutputError
 from beam_pipeline.core.output.run_lock import LockRecord
@@ -65,7 +65,7 @@ def test_a_second_run_is_refused_while_the_first_holds_a_local_output_and_welcom
 def test_a_killed_runs_local_lock_is_free_at_once(tmp_path):
   out = tmp_path / 'out'
   holder = subprocess.Popen(
-      [sys.executable, '-c', 'import sys, time; from beam_pipeline.beam import output_lock\n'
+      [sys.executable, '-c', 'import sys, time; from beam_pipeline.pipeline.output import output_lock\n'
        f'output_lock.acquire({str(out)!r}, "killed-run", "launcher"); print("held", flush=True); time.sleep(600)'],
       stdout=subprocess.PIPE, text=True)
   try:

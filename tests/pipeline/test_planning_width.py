@@ -9,7 +9,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, graph, local_runner, planning
+from beam_pipeline.pipeline import coders, graph, local_runner
+from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.core.planning import hash_order, sharding, splitting
 from beam_pipeline.core.messages import CheckedImage
 
@@ -102,6 +103,6 @@ def test_bucket_offsets_come_out_one_element_per_class_and_match_the_plain_sums(
 
   expected = hash_order.offsets(pair for bucket, pairs in buckets.items() for pair in weights(bucket, pairs))
   with beam.Pipeline('DirectRunner') as pipeline:
-    placed = pipeline | beam.Create(list(buckets.items())) | planning._BucketOffsets(weights)
+    placed = pipeline | beam.Create(list(buckets.items())) | content_groups._BucketOffsets(weights)
     assert_that(placed, equal_to(list(expected.items())))
   assert len(expected) == 40 and all(len(key.before) <= 64 for key in expected.values())

@@ -8,8 +8,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline.beam import tags
-from beam_pipeline.beam.tags import REJECTED
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.tags import REJECTED
 from beam_pipeline.core import isolation
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_quality

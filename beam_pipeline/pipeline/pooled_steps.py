@@ -16,7 +16,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_pipeline.beam import model_files, output_dir, output_lock, tags
+from beam_pipeline.pipeline import model_files, tags
+from beam_pipeline.pipeline.output import output_dir, output_lock
 from beam_pipeline.core import steps, uris
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.inputs import reading

@@ -33,8 +33,8 @@ from typing import Iterable, List, Optional, Set, Tuple
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import output_lock
-from beam_pipeline.beam.listing import local_files
+from beam_pipeline.pipeline.output import output_lock
+from beam_pipeline.pipeline.listing import local_files
 from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.output import output_layout, run_record
 from beam_pipeline.core.rejections import OutputError

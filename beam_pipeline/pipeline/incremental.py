@@ -13,7 +13,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import near_copies, output_dir, planning, tags
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_quality
@@ -23,7 +25,7 @@ from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.core.output.run_record import Shard
 from beam_pipeline.core.rejections import DamagedOutput
-from beam_pipeline.core.planning import near_copies as near_copy_groups, splitting
+from beam_pipeline.core.planning import near_copies, splitting
 from beam_pipeline.core.settings import Settings
 
 _KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
@@ -275,7 +277,7 @@ def _kept_first(earlier: Catalogued) -> Tuple[bool, str]:
 class NearEarlierCopies(beam.PTransform):
   """Lists of new records to (source_sha256, Catalogued) for each new file that is a near
   copy of a catalogued record (their perceptual hashes grouped as planning groups near copies,
-  near_copies.grouped), naming one such record, a kept one first: EarlierCopies's ``near``.
+  near_copy_groups.grouped), naming one such record, a kept one first: EarlierCopies's ``near``.
 
   The catalog's hashes join the new ones, so the grouping holds the whole dataset's; each group
   then meets its members by representative, and no key holds more than a group. Returns
@@ -290,12 +292,12 @@ class NearEarlierCopies(beam.PTransform):
     self._one_machine = one_machine
 
   def expand(self, records):
-    distance = near_copies.near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
-    hashes = ((records | 'NewHashes' >> beam.Map(planning.perceptual_hashes),
+    distance = near_copy_groups.near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
+    hashes = ((records | 'NewHashes' >> beam.Map(content_groups.perceptual_hashes),
                self._earlier | 'EarlierHashes' >> beam.MapTuple(_earlier_hash))
               | 'AllHashes' >> beam.Flatten())
-    cap = near_copies.largest_group(self._num_listed, self._settings)
-    found = near_copies.grouped(hashes, distance, cap, self._one_machine)
+    cap = near_copy_groups.largest_group(self._num_listed, self._settings)
+    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine)
     catalogued = self._earlier | 'EarlierByContent' >> beam.MapTuple(_by_content)
     files = records | 'NewFiles' >> beam.FlatMap(
         lambda batch: [(record.source_sha256, (record.uri, record.label, record.labels)) for record in batch])
@@ -304,17 +306,17 @@ class NearEarlierCopies(beam.PTransform):
                | 'ByGroup' >> beam.FlatMap(_member_of_group)
                | 'GroupMembers' >> beam.GroupByKey())
     summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(
-        near_copies.left_out, beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap))
+        near_copy_groups.left_out, beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap))
     return {'near': members | 'NearSplits' >> beam.FlatMap(_near_earlier), 'members': members, 'found': summary}
 
 
 def _earlier_hash(entry: Entry, _kept: bool) -> List[Tuple[str, str, int]]:
-  """A catalogued record's (source_sha256, phash, priority), as planning.perceptual_hashes lists
+  """A catalogued record's (source_sha256, phash, priority), as content_groups.perceptual_hashes lists
   a new one's: none for a featureless image, or from a catalog written before hashes were."""
   if not entry.phash or image_quality.LOW_INFORMATION in entry.quality:
     return []
   return [(entry.source_sha256, entry.phash,
-           near_copy_groups.priority(entry.damaged, entry.longer_side, entry.stored_bytes))]
+           near_copies.priority(entry.damaged, entry.longer_side, entry.stored_bytes))]
 
 
 # A new file as a group of near copies lists it: (uri, label, labels).
@@ -357,7 +359,7 @@ class NearMember(NamedTuple):
 
 class NearGroupsOfDataset(beam.PTransform):
   """The near-copy groups of the updated dataset, summed up as beam_pipeline.json lists them
-  (planning.NearGroups, with the grouping's distance and what it left out), as a fresh
+  (content_groups.NearGroups, with the grouping's distance and what it left out), as a fresh
   conversion of the same files lists them: the groups NearEarlierCopies found among catalogued
   and new hashes together, each with its kept records and its new files, these with the splits
   planning gave them. Only the increment and the groups' members cross the shuffles it adds."""
@@ -381,10 +383,10 @@ class NearGroupsOfDataset(beam.PTransform):
                | 'AllMembers' >> beam.Flatten()
                | 'ByRepresentative' >> beam.GroupByKey()
                | 'Entries' >> beam.FlatMap(_near_entry, self._drop, self._dedupe))
-    groups = entries | 'SumUp' >> beam.CombineGlobally(planning.NearGroups()).without_defaults()
+    groups = entries | 'SumUp' >> beam.CombineGlobally(content_groups.NearGroups()).without_defaults()
     return self._found | 'WithGroups' >> beam.Map(
         lambda summary, groups: {**groups, **summary},
-        beam.pvalue.AsSingleton(groups, default_value=planning.NearGroups().apply([])))
+        beam.pvalue.AsSingleton(groups, default_value=content_groups.NearGroups().apply([])))
 
 
 def _earlier_members(grouped: Tuple[str, Iterable[Tuple[str, str, Any]]]) -> Iterator[Any]:
@@ -434,7 +436,7 @@ def _near_entry(grouped: Tuple[str, Iterable[NearMember]], drop: bool, dedupe: b
 
 class KeptCounts(beam.PTransform):
   """(class, (split, records)) of the kept records, for a side input looked up class by class
-  (planning.AssignSplits)."""
+  (content_groups.AssignSplits)."""
 
   def expand(self, kept):
     return (kept

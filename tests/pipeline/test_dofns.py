@@ -6,7 +6,8 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_pipeline.beam import planning, pooled_steps
+from beam_pipeline.pipeline import pooled_steps
+from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.cli import options
 from beam_pipeline.local import workers
 from beam_pipeline.core.planning import hash_order, sharding, splitting
@@ -77,7 +78,7 @@ def test_split_assignment_hands_a_content_bucket_on_by_order_bucket_then_its_lab
              for i, label in enumerate(['cat'] * 40 + ['dog'] * 2)]
   groups = [ContentGroup((r,)) for r in records]
   placed = {key: [offsets] for key, offsets in hash_order.offsets(splitting.class_weights('00', groups)).items()}
-  out = list(planning.assign_splits(('00', groups), spec, placed, len(records)))
+  out = list(content_groups.assign_splits(('00', groups), spec, placed, len(records)))
   by_order, tagged = [o for o in out if isinstance(o, tuple)], [o for o in out if not isinstance(o, tuple)]
   assert len(by_order) > 1 and all(r.order_key.startswith(bucket) for bucket, batch in by_order for r in batch)
   assigned = [r for _, batch in by_order for r in batch]

@@ -7,7 +7,7 @@ import os
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam.listing import inputs, local_files, parts
+from beam_pipeline.pipeline.listing import inputs, local_files, parts
 from beam_pipeline.core import settings
 from beam_pipeline.core.inputs import manifest_parts
 from beam_pipeline.core.messages import InputItem, Rejection

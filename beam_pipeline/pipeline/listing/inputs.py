@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam.listing import local_files, manifest_files, object_listing
+from beam_pipeline.pipeline.listing import local_files, manifest_files, object_listing
 from beam_pipeline.core import rejections, split_names
 from beam_pipeline.core.inputs import manifest_rows, manifest_text, skipped_files
 from beam_pipeline.core.output import output_layout, run_record

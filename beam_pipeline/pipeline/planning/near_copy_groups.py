@@ -23,7 +23,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
 
-from beam_pipeline.beam import planning, tags
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.output import run_totals
 from beam_pipeline.core.planning import near_copies
@@ -50,7 +51,7 @@ class FindNearCopies(beam.PTransform):
 
   The distance is --near_distance, or one for the ``num_listed`` inputs (near_copies.
   distance_for); a group holds at most near_copies.group_cap images of them. The DirectRunner
-  plans in memory instead (in_memory_planning)."""
+  plans in memory instead (planning/in_memory.py)."""
 
   def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int):
     super().__init__()
@@ -61,9 +62,9 @@ class FindNearCopies(beam.PTransform):
   def expand(self, records):
     distance = near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
     cap = largest_group(self._num_listed, self._settings)
-    hashes = records | 'PerceptualHashes' >> beam.Map(planning.perceptual_hashes)  # a list per batch
+    hashes = records | 'PerceptualHashes' >> beam.Map(content_groups.perceptual_hashes)  # a list per batch
     found = grouped(hashes, distance, cap, one_machine=False)
-    pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(planning.near_pair_bucket,
+    pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(content_groups.near_pair_bucket,
                                                            beam.pvalue.AsSingleton(self._num_listed),
                                                            self._records_per_bucket)
     summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(left_out, beam.pvalue.AsSingleton(distance),

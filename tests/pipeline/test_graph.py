@@ -7,7 +7,9 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, graph, local_runner, output_dir, planning
+from beam_pipeline.pipeline import coders, graph, local_runner
+from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.cli import options
 from beam_pipeline.core.planning import hash_order, sharding
 from beam_pipeline.core.messages import CheckedImage
@@ -36,7 +38,7 @@ def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each
             for i in range(0, len(batch), 7)]  # as content buckets hand them on: many pieces per order bucket
   plans = (p
            | beam.Create(pieces).with_output_types(Tuple[str, List[CheckedImage]])
-           | planning.PlanShards(target))
+           | content_groups.PlanShards(target))
   assert_that(plans, equal_to(expected))
   p.run().wait_until_finish()
 

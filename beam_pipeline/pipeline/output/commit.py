@@ -4,7 +4,7 @@ from typing import Any, Iterable, List, Mapping, Optional
 
 import apache_beam as beam
 
-from beam_pipeline.beam import output_dir
+from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.core import rejections
 from beam_pipeline.core.inputs import labels, listing_digest
 from beam_pipeline.core.messages import ShardReport

@@ -13,8 +13,8 @@ from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, U
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.beam import tags
-from beam_pipeline.beam.listing import inputs, local_files, manifest_files, object_listing
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.listing import inputs, local_files, manifest_files, object_listing
 from beam_pipeline.core import isolation, rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.inputs import fingerprints as input_fingerprints

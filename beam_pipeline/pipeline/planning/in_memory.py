@@ -5,7 +5,7 @@ same buckets, with Python's dicts where the Beam planner has its shuffles and si
 On the DirectRunner every fused stage costs the launcher a fixed amount of CPU whatever the
 input (benchmarks/README.md, What the whole conversion costs), and the Beam planner's shuffles
 are some sixteen stages; there they spread nothing, the runner itself holding every element of
-a shuffle in memory. Dataflow keeps the Beam planner; tests/beam/test_in_memory_planning.py
+a shuffle in memory. Dataflow keeps the Beam planner; tests/pipeline/test_in_memory_planning.py
 holds the two to the same plans.
 """
 import collections
@@ -14,11 +14,11 @@ from typing import Any, Callable, DefaultDict, Dict, Iterable, Iterator, List, N
 
 import apache_beam as beam
 
-from beam_pipeline.beam import near_copies, planning, tags
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
 from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.inputs import labels, repeated_rows
-from beam_pipeline.core.planning import hash_order, sharding, splitting
-from beam_pipeline.core.planning import near_copies as near_copy_groups
+from beam_pipeline.core.planning import hash_order, near_copies, sharding, splitting
 from beam_pipeline.core.messages import CheckedImage, ShardPlan
 from beam_pipeline.core.settings import Settings
 
@@ -79,29 +79,29 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
   batches = list(batches)
   if options.row_name and options.source_id_key:  # UniqueSourceIds
     apart = _by_tag(itertools.chain.from_iterable(
-        planning.given_apart(batch, options.source_id_key) for batch in batches))
+        content_groups.given_apart(batch, options.source_id_key) for batch in batches))
     first = _by_tag(itertools.chain.from_iterable(
-        planning.first_row(given, options.source_id_key, options.row_name)
-        for given in sorted(_grouped(apart.pop(planning.GIVEN, [])).items())))
+        content_groups.first_row(given, options.source_id_key, options.row_name)
+        for given in sorted(_grouped(apart.pop(content_groups.GIVEN, [])).items())))
     batches = apart.pop(None, []) + [first.pop(None, [])]
     outputs[tags.REJECTED] += first.pop(tags.REJECTED, [])
   near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
   representatives: Dict[str, List[Tuple[str, str]]] = collections.defaultdict(list)
   if near:  # FindNearCopies on one machine
-    distance = settings.near_distance or near_copy_groups.distance_for(listed, perceptual_hash.NEAR_DISTANCE)
-    cap = near_copy_groups.group_cap(listed, min(settings.splits.fractions))
-    pairs, summary = near_copy_groups.groups_on_one_machine(
-        itertools.chain.from_iterable(map(planning.perceptual_hashes, batches)), distance, cap)
+    distance = settings.near_distance or near_copies.distance_for(listed, perceptual_hash.NEAR_DISTANCE)
+    cap = near_copies.group_cap(listed, min(settings.splits.fractions))
+    pairs, summary = near_copies.groups_on_one_machine(
+        itertools.chain.from_iterable(map(content_groups.perceptual_hashes, batches)), distance, cap)
     for pair in pairs:
-      bucket, pair = planning.near_pair_bucket(pair, listed, records_per_bucket)
+      bucket, pair = content_groups.near_pair_bucket(pair, listed, records_per_bucket)
       representatives[bucket].append(pair)
-    found = near_copies.left_out(summary, distance, cap)
+    found = near_copy_groups.left_out(summary, distance, cap)
   # BucketByContent, GroupByContent, GroupCopies
   content: DefaultDict[str, List[List[CheckedImage]]] = collections.defaultdict(list)
   for batch in batches:
-    for bucket, records in planning.bucket_by_content(batch, listed, records_per_bucket):
+    for bucket, records in content_groups.bucket_by_content(batch, listed, records_per_bucket):
       content[bucket].append(records)
-  copies = planning.GroupCopies(settings.dedupe, options.row_name)
+  copies = content_groups.GroupCopies(settings.dedupe, options.row_name)
   grouped = _by_tag(itertools.chain.from_iterable(
       copies.process(bucket, representatives if near else None) for bucket in sorted(content.items())))
   groups = grouped.pop(None, [])
@@ -110,7 +110,7 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
   if near:  # GroupNearCopies, MergeNearCopies
     near_buckets = _grouped(grouped.pop(tags.NEAR_COPIES, []))
     merged = _by_tag(itertools.chain.from_iterable(
-        planning.merge_near_copies(bucket, drop) for bucket in sorted(near_buckets.items())))
+        content_groups.merge_near_copies(bucket, drop) for bucket in sorted(near_buckets.items())))
     groups += merged.pop(None, [])
     outputs[tags.REJECTED] += merged.pop(tags.REJECTED, [])
     near_entries += merged.pop(tags.NEAR_COPIES, [])
@@ -123,16 +123,16 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
         given[key] += count
     kept = _grouped(itertools.chain(kept, ((stratum, (split, count)) for (stratum, split), count in given.items())))
   assigned = _by_tag(itertools.chain.from_iterable(
-      planning.assign_splits(bucket, settings.splits, placed, listed, records_per_bucket, kept, near and not drop)
+      content_groups.assign_splits(bucket, settings.splits, placed, listed, records_per_bucket, kept, near and not drop)
       for bucket in groups))
   near_entries += assigned.pop(tags.NEAR_COPIES, [])
-  outputs[tags.LABELS].append(planning.ClassLabels(options.in_order).apply(assigned.pop(tags.LABELS, [])))
+  outputs[tags.LABELS].append(content_groups.ClassLabels(options.in_order).apply(assigned.pop(tags.LABELS, [])))
   # PlanShards
   outputs[None] = _shards(assigned.pop(None, []), settings.target_shard_bytes, sharding.record_sizes(settings),
                           options.numbering)
-  outputs[tags.DUPLICATES].append(planning.DuplicateGroups().apply(grouped.pop(tags.DUPLICATES, [])))
+  outputs[tags.DUPLICATES].append(content_groups.DuplicateGroups().apply(grouped.pop(tags.DUPLICATES, [])))
   if near:
-    outputs[tags.NEAR_COPIES].append({**planning.NearGroups().apply(near_entries), **found})
+    outputs[tags.NEAR_COPIES].append({**content_groups.NearGroups().apply(near_entries), **found})
   return outputs
 
 
@@ -142,12 +142,12 @@ def _shards(pairs: List[Tuple[str, List[CheckedImage]]], target_bytes: int, size
   placed = _offsets(itertools.chain.from_iterable(
       sharding.split_bytes(bucket, records, sizes=sizes) for bucket, records in pairs))
   shards = list(itertools.chain.from_iterable(
-      planning.assign_shards(bucket, target_bytes, placed, sizes) for bucket in sorted(_grouped(pairs).items())))
+      content_groups.assign_shards(bucket, target_bytes, placed, sizes) for bucket in sorted(_grouped(pairs).items())))
   indexes = _grouped((sharding.numbering_chunk(*shard), shard[1]) for shard, _ in shards)
   in_use = {chunk: [sorted(set(planned))] for chunk, planned in indexes.items()}
   chunks = _offsets(itertools.chain.from_iterable(
       sharding.chunk_weights(chunk, planned[0]) for chunk, planned in in_use.items()))
-  return [planning.plan_shard(shard, in_use, chunks, numbering) for shard in sorted(_grouped(shards).items())]
+  return [content_groups.plan_shard(shard, in_use, chunks, numbering) for shard in sorted(_grouped(shards).items())]
 
 
 def _by_tag(values: Iterable[Any]) -> DefaultDict[Optional[str], List[Any]]:
@@ -171,5 +171,5 @@ def _grouped(pairs: Iterable[Tuple[Any, Any]]) -> Dict[Any, List[Any]]:
 
 
 def _offsets(weights: Iterable[Tuple[Tuple[str, str], int]]) -> Dict[str, List[hash_order.KeyOffsets]]:
-  """planning._BucketOffsets's multimap, {key: [offsets]}, from ((key, bucket), weight) pairs."""
+  """content_groups._BucketOffsets's multimap, {key: [offsets]}, from ((key, bucket), weight) pairs."""
   return {key: [placed] for key, placed in hash_order.offsets(weights).items()}

@@ -3,7 +3,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner
 
-from beam_pipeline.beam import local_runner
+from beam_pipeline.pipeline import local_runner
 
 
 @pytest.mark.parametrize('name', [None, 'DirectRunner', 'direct', 'SwitchingDirectRunner'])

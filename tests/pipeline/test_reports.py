@@ -8,7 +8,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.beam import coders, commit, errors_files, local_runner, planning
+from beam_pipeline.pipeline import coders, local_runner
+from beam_pipeline.pipeline.output import commit, errors_files
+from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.core.inputs import labels
 from beam_pipeline.core.output import errors_output, output_layout, run_totals
 from beam_pipeline.core.messages import Rejection, ShardReport
@@ -80,9 +82,9 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
   expected = {'num_groups': len(groups), 'num_extra_copies': sum(len(g) - 1 for g in groups),
               'num_label_conflicts': sum(conflicts), 'groups': first}
   run_pipeline(lambda p: assert_that(
-      p | beam.Create(entries, reshuffle=False) | beam.CombineGlobally(planning.DuplicateGroups()),
+      p | beam.Create(entries, reshuffle=False) | beam.CombineGlobally(content_groups.DuplicateGroups()),
       equal_to([expected])))
-  combine = planning.DuplicateGroups()
+  combine = content_groups.DuplicateGroups()
   halves = [combine.create_accumulator(), combine.create_accumulator()]
   for index, entry in enumerate(entries):
     halves[index % 2] = combine.add_input(halves[index % 2], entry)
@@ -93,12 +95,12 @@ def test_groups_of_identical_files_are_counted_and_only_the_first_listed():
 
 def test_class_labels_are_each_text_once_in_class_order_however_merged():
   texts = ['10', '2', '9', '2', '10', '1']
-  combine = planning.ClassLabels(labels.sorted_labels)
+  combine = content_groups.ClassLabels(labels.sorted_labels)
   halves = [combine.create_accumulator(), combine.create_accumulator()]
   for index, text in enumerate(texts):
     halves[index % 2] = combine.add_input(halves[index % 2], text)
   assert combine.extract_output(combine.merge_accumulators(halves)) == ['1', '2', '9', '10']
-  update = planning.ClassLabels(functools.partial(labels.extended_labels, ['cat', 'dog']))
+  update = content_groups.ClassLabels(functools.partial(labels.extended_labels, ['cat', 'dog']))
   assert update.apply(['eel', 'dog', 'bee']) == ['cat', 'dog', 'bee', 'eel']
   assert update.apply([]) == ['cat', 'dog']  # an update that adds no class keeps the dataset's
 

@@ -5,17 +5,19 @@ from typing import List, NamedTuple, Optional, Tuple
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
 
-from beam_pipeline.beam import coders, incremental, local_runner, output_dir
-from beam_pipeline.beam.listing import annotation_inputs
-from beam_pipeline.beam.commit import SumShardReports, commit
-from beam_pipeline.beam.errors_files import RejectionCounts, WriteErrors, counted_rejection
-from beam_pipeline.beam.in_memory_planning import PlanInMemory, PlanOptions
-from beam_pipeline.beam.listing.parts import batches_counted, parts_counted
-from beam_pipeline.beam.near_copies import FindNearCopies
-from beam_pipeline.beam.planning import (AssignSplits, ClassLabels, DuplicateGroups, GroupCopies, NearGroups,
-                                         PlanShards, UniqueSourceIds, bucket_by_content, merge_near_copies)
-from beam_pipeline.beam.pooled_steps import ValidateImages, WriteOutputs, transform_graph
-from beam_pipeline.beam.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
+from beam_pipeline.pipeline import coders, incremental, local_runner
+from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.listing import annotation_inputs
+from beam_pipeline.pipeline.output.commit import SumShardReports, commit
+from beam_pipeline.pipeline.output.errors_files import RejectionCounts, WriteErrors, counted_rejection
+from beam_pipeline.pipeline.planning.in_memory import PlanInMemory, PlanOptions
+from beam_pipeline.pipeline.listing.parts import batches_counted, parts_counted
+from beam_pipeline.pipeline.planning.near_copy_groups import FindNearCopies
+from beam_pipeline.pipeline.planning.content_groups import (AssignSplits, ClassLabels, DuplicateGroups, GroupCopies,
+                                                           NearGroups, PlanShards, UniqueSourceIds, bucket_by_content,
+                                                           merge_near_copies)
+from beam_pipeline.pipeline.pooled_steps import ValidateImages, WriteOutputs, transform_graph
+from beam_pipeline.pipeline.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.output import incremental_update
@@ -156,7 +158,7 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   run's new records (``changes`` of the dataset of ``decision``) keep each class's splits in
   their fractions, count after the earlier shards and add their classes after the earlier ones.
   With ``one_machine`` (the DirectRunner's) it is all planned in memory, in one step
-  (in_memory_planning).
+  (planning/in_memory.py).
   """
   listed = AsSingleton(num_listed)
   # A manifest names each image once and gives each an image/source_id of its own: rows that
