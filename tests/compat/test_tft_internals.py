@@ -1,5 +1,5 @@
 """tf.Transform's internal tracing API as compat/tft_internals.py calls it: an upgrade that
-renames or reshapes it fails here, naming what changed (tests/core/test_transform_graph.py writes
+renames or reshapes it fails here, naming what changed (tests/core/writing/test_transform_graph.py writes
 and runs a graph through it)."""
 import inspect
 

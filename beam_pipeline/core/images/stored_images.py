@@ -1,6 +1,6 @@
 """Which bytes a record stores, for each choice of StoredImages: the source's own, or a
 re-encoding, in which format and at what size. Measured against TensorFlow in
-tests/core/test_stored_images.py, test_preparation.py, test_preparation_fuzz.py and
+tests/core/images/test_stored_images.py, test_preparation.py, test_preparation_fuzz.py and
 test_reencoding.py:
 
 * ``original`` (the default): JPEG (also CMYK, grayscale, progressive, MPO) and

@@ -8,7 +8,7 @@ num_shards=0 every bundle leaves its own small tail file.
 Records are ordered, inside and across a split's shards, by their ``order_key``:
 a salted hash of content and uri. Splits rank records by the content hash itself,
 and each class has its own boundary there, so ordering by that hash would put a
-run of one class at the ends of each split's range (tests/core/test_sharding.py
+run of one class at the ends of each split's range (tests/core/planning/test_sharding.py
 measures it); the salted hash is independent of that ranking, so every shard's
 class mix is its split's.
 """

@@ -44,7 +44,7 @@ def _set_floats(feature: feature_pb2.Feature, values: np.ndarray) -> None:
   extend() makes a Python float of each value, which for an embedding of tens of
   thousands of floats costs more than the rest of its record; parsing the list's
   packed wire form from the array's bytes runs in protobuf's C parser instead.
-  tests/core/test_examples.py checks both give one Example.
+  tests/core/writing/test_examples.py checks both give one Example.
   """
   data = np.asarray(values, '<f4').tobytes()
   length, size = bytearray(), len(data)
