@@ -30,6 +30,7 @@ keys found.
 """
 import functools
 import heapq
+import itertools
 import math
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -371,7 +372,7 @@ def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = A
   if len(held) == key_cap:
     last = rank_key(*held[-1])
     later = (member for member in members if rank_key(*member) > last)
-    for block in _blocks(later, _KEY_BLOCK):
+    while block := list(itertools.islice(later, _KEY_BLOCK)):
       block.sort(key=lambda member: rank_key(*member))
       found = anchors(np.concatenate([hashes, as_uint64([phash for phash, _ in block])]), distance,
                       np.arange(len(held) + len(block)) >= len(held))
@@ -388,17 +389,6 @@ def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = A
 
 _KEY_BLOCK = 4096  # the members past a key's cap compared with the held ones at once
 _FEW = 16  # a key of at most this many compares in plain Python: numpy's calls would cost more
-
-
-def _blocks(values: Iterable[Tuple[int, int]], size: int) -> Iterator[List[Tuple[int, int]]]:
-  block: List[Tuple[int, int]] = []
-  for value in values:
-    block.append(value)
-    if len(block) == size:
-      yield block
-      block = []
-  if block:
-    yield block
 
 
 def _told(members: Sequence[Tuple[int, int]], held: Sequence[Tuple[int, int]], anchor: np.ndarray, own: np.ndarray,
