@@ -43,14 +43,29 @@ def load(output_dir: str, split: str = 'train', *, features: str = 'image', imag
   resize keeps), and 'classes' [batch, max_boxes], int64 and 0-based: the line of
   labels.txt, as KerasCV's and KerasHub's detectors count classes (0 to N-1), so
   image/object/class/label - 1 (the records and label_map.pbtxt count from 1, 0 being
-  the Object Detection API's background); both padded with -1. ``max_boxes`` None pads
-  to the batch's most; a number pads to it, and a record with more boxes fails the read
-  rather than lose them.
-  With shuffle_buffer > 0, shard order and records are shuffled (use it for training).
+  the Object Detection API's background); both padded with -1 to ``max_boxes``.
   The dataset knows its length (``len(dataset)``, ``dataset.cardinality()``), the split's
   batches as beam_pipeline.json counts its records, the last one short unless
   ``drop_remainder``: Keras then knows an epoch's steps, and says nothing of running out of data.
-  ``split`` may be any word for a usual split ('val' reads validation), as the conversion reads it.
+
+  Args:
+    output_dir: a completed conversion's --output: a local path or any URI TensorFlow's file systems read
+      (gs://). FileNotFoundError where it has no beam_pipeline.json.
+    split: the split to read: any word for a usual split ('val' reads validation), as the conversion reads it.
+      ValueError, naming the splits the output has, for another.
+    features: what the batches hold: 'image', 'embedding' or 'detection', as above. ValueError for another word,
+      or for what the output does not store (images under --embedding_only, embeddings, boxes).
+    image_size: the side of the square the images are resized to (bilinearly, their aspect not kept); by default
+      that of --image_size (224). Unused for 'embedding'.
+    batch_size: records per batch.
+    shuffle_buffer: 0 shuffles nothing; above 0, the order of the shards is shuffled, and the records in a buffer
+      of this many (use it for training). Each pass over the dataset is shuffled anew.
+    seed: the shuffles' seed; None leaves it to TensorFlow's global seed (tf.random.set_seed), if any. Shuffled
+      shards are read side by side in no fixed order, so even a seed does not promise the same order twice.
+    max_boxes: for 'detection', the length the box lists are padded to: None, the batch's most; a number, that
+      many, and a record with more boxes fails the read rather than lose them.
+    drop_remainder: leave out the last batch where it is short, so that every batch holds ``batch_size`` records
+      (as a fixed batch shape needs) and the length counts full batches only.
   """
   info = run_record(output_dir)
   split = split if split in info.splits else split_names.named(split)

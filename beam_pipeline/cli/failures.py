@@ -65,7 +65,14 @@ def kept(log: RunLog, logger: str = 'apache_beam') -> Iterator[RunLog]:
 
 
 def report(error: BaseException, output: str, run: str, log: Optional[RunLog]) -> int:
-  """Says why the run failed (explain), on standard error; returns the exit code."""
+  """Says why the run failed (explain), on standard error; returns the exit code.
+
+  Args:
+    error: what the run raised, perhaps a worker's exception in the text a runner wrapped it in.
+    output: --output, whose state the lines give and whose temporary directory takes the log file.
+    run: the run's id, which names its temporary directory in the output.
+    log: Beam's log records, kept off the console during the run; None where they were shown (--verbose).
+  """
   failed = explain(error, output, run, log)
   print('\n'.join(failed.lines()), file=sys.stderr)
   return failed.exit_code
@@ -73,7 +80,14 @@ def report(error: BaseException, output: str, run: str, log: Optional[RunLog]) -
 
 def explain(error: BaseException, output: str, run: str, log: Optional[RunLog]) -> ConversionError:
   """Why the run failed, in a few lines, with the traceback and ``log`` written to a log file whose
-  path the lines give."""
+  path the lines give.
+
+  Args:
+    error: what the run raised, perhaps a worker's exception in the text a runner wrapped it in.
+    output: --output, whose state the lines give and whose temporary directory takes the log file.
+    run: the run's id, which names its temporary directory in the output.
+    log: Beam's log records, kept off the console during the run; None where they were shown (--verbose).
+  """
   text = str(error)
   budget = re.search(re.escape(ErrorBudgetExceeded.PREFIX) + r'[^\n]*', text)
   if budget:  # the message says it all, and names the errors file
@@ -152,8 +166,15 @@ def _output_state(output: str, lock_lost: bool = False) -> str:
 
 
 def _write_log(error: BaseException, output: str, run: str, log: Optional[RunLog]) -> Optional[str]:
-  """Writes the traceback and ``log`` to the output's temporary directory, or the system's;
-  returns the path, or None if neither could be written."""
+  """Writes the traceback and ``log`` to the run's temporary directory in the output, or the system's;
+  returns the path, or None if neither could be written.
+
+  Args:
+    error: the exception whose traceback the file starts with.
+    output: --output, whose temporary directory is tried first.
+    run: the run's id, which names its temporary directory in the output.
+    log: Beam's log records of the run (its last ones), written after the traceback; None writes the traceback alone.
+  """
   lines: List[str] = traceback.format_exception(error)
   if log is not None and log.lines:
     lines += ['\nThe log of the run (its last records):\n'] + [line + '\n' for line in log.lines]

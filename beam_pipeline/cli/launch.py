@@ -96,6 +96,16 @@ def interrupted_during_commit(output: str) -> ConversionError:
 
 def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c: interrupts.Interrupts,
              beam_options: Mapping[str, Any]) -> Outcome:
+  """The conversion of ``run``, inside its Ctrl-C handling: options checked, output claimed, pipeline run and read back.
+
+  Args:
+    argv: the command line, without the program's name.
+    started: when the command started (time.monotonic()), for the summary's wall time.
+    held: takes what must last as long as the run: the output's lock, a remote model's local copy.
+    ctrl_c: what Ctrl-C did: a failure it caused is reported as an interrupt, and one during the commit after the
+      summary.
+    beam_options: more of Beam's options, as Python values (beam_pipeline.convert's).
+  """
   try:
     conversion = options_lib.parse(argv, beam_options)
     options, settings = conversion.options, conversion.settings
@@ -170,7 +180,14 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
 @contextlib.contextmanager
 def _progress_shown(options: PipelineOptions, in_process: bool, interval: float, json_summary: bool) -> Iterator[None]:
   """Shows a local run's progress while the block runs: counted in this process, or summed
-  from Beam's SDK worker processes; a Dataflow run shows none."""
+  from Beam's SDK worker processes; a Dataflow run shows none.
+
+  Args:
+    options: the run's pipeline options, which tell a local run in Beam's SDK worker processes from a Dataflow job.
+    in_process: whether the DoFns run in this process, which then keeps the counts itself.
+    interval: --progress_interval: seconds between progress lines where standard error is no terminal.
+    json_summary: --json: standard output holds the JSON summary alone, so progress goes to standard error.
+  """
   with contextlib.ExitStack() as stack:
     if in_process:
       counter = None
@@ -201,7 +218,14 @@ def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: 
   wrote ``earlier`` listed it (the same digest, parts.digest_of_listing): nothing to do, and no
   pipeline is built; else None. Only a local run lists here (a Dataflow job lists on its
   workers, and finds so there: commit.commit), and only an input whose listing gives every
-  fingerprint (--annotations' boxes come from files of their own)."""
+  fingerprint (--annotations' boxes come from files of their own).
+
+  Args:
+    earlier: the output's record, with the digest of the listing of the run that wrote it.
+    settings: the run's settings: the input to list, the output, and whether --annotations is given.
+    options: the run's pipeline options, which tell a local run from a Dataflow job.
+    decision: what --incremental decided; only an update, not a full conversion, can find nothing changed.
+  """
   if not decision.updates or earlier.listing is None or settings.annotations or not local_runner.is_direct(options):
     return None
   digest = parts.digest_of_listing(settings.input, settings.output)

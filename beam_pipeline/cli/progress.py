@@ -84,6 +84,14 @@ def _sized_terminal(stream: IO[str]) -> bool:
 
 
 def _bar(counts_: Counter, stream: IO[str], _interval: float, stop: threading.Event) -> None:
+  """A bar per phase, redrawn five times a second; a phase's bar ends full, and stays unless it is the commit's.
+
+  Args:
+    counts_: the counts to show.
+    stream: the terminal the bars are drawn on.
+    _interval: unused: a bar is redrawn every 0.2 s; taken so that shown can start either of _bar and _lines.
+    stop: set when the run is over: the last bar is drawn and closed, and the thread ends.
+  """
   bar, last = None, None
   while True:
     stopped = stop.wait(0.2)
@@ -106,7 +114,14 @@ def _bar(counts_: Counter, stream: IO[str], _interval: float, stop: threading.Ev
 
 
 def _lines(counts_: Counter, stream: IO[str], interval: float, stop: threading.Event) -> None:
-  """A line when a phase ends (what it did, how fast), and every ``interval`` seconds within one."""
+  """A line when a phase ends (what it did, how fast), and every ``interval`` seconds within one.
+
+  Args:
+    counts_: the counts to show.
+    stream: where the lines go (a log, not a terminal).
+    interval: seconds between the lines within a phase (--progress_interval).
+    stop: set when the run is over: the phases that ended meanwhile get their lines, and the thread ends.
+  """
   last, printed = counts_.snapshot(), time.monotonic()
   moved = printed  # when the count last changed
   while True:

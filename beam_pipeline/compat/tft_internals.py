@@ -22,6 +22,12 @@ def trace_and_write(saved_model_dir: str, preprocessing_fn: Callable, input_sign
   which runs Beam; its Beam implementation calls ``impl_helper.trace_and_write_v2_saved_model``
   once its analyzers have run, which is all a graph without analyzers needs. There is no
   public fallback.
+
+  Args:
+    saved_model_dir: where the SavedModel goes: tf.Transform's transform_fn directory.
+    preprocessing_fn: the function traced, from the raw features to the transformed ones.
+    input_signature: the raw features it takes, by key: the SavedModel's serving signature.
+    temp_dir: a scratch directory for tf.Transform's tracing.
   """
   impl_helper.trace_and_write_v2_saved_model(
       saved_model_dir=saved_model_dir, preprocessing_fn=preprocessing_fn, input_signature=input_signature,

@@ -75,7 +75,14 @@ def run(step: str, uris: Sequence[str], function: Callable[..., R], *args) -> Un
 def each_alone(step: str, items: Sequence[T], uri_of: Callable[[T], str],
                function: Callable[[Sequence[T]], List[Union[R, Rejected]]]) -> List[Union[R, Rejected]]:
   """``function(items)``, a result or Rejected per item; if it raises anything but a
-  RunFailure, ``function([item])`` for each item alone, each behind ``run``."""
+  RunFailure, ``function([item])`` for each item alone, each behind ``run``.
+
+  Args:
+    step: the step ``function`` is one of, which an internal_error names.
+    items: the images to handle, together if they can be.
+    uri_of: an item's uri: which images each call handles (fault_point).
+    function: handles a batch of items, giving a result or a Rejected for each, in their order.
+  """
   together = run(step, [uri_of(item) for item in items], function, items)
   if not isinstance(together, Rejected):
     return together

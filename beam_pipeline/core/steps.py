@@ -23,7 +23,16 @@ def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optio
 
 def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names: List[str],
                 model_path: Optional[str] = None, remote: Optional[Remote] = None) -> ShardWritten:
-  """Writes a shard; with --embedding_model, embedded by the model at the local ``model_path``."""
+  """Writes a shard; with --embedding_model, its images embedded by the model at ``model_path``.
+
+  Args:
+    plan: the shard's records, in the order they are written, and its place among its split's shards.
+    file_path: the local file to write, under a temporary name: the Beam side moves or uploads it into place.
+    settings: the run's settings.
+    class_names: the run's classes, each one's id its index in the list.
+    model_path: a local path of --embedding_model (a copy of a remote one); None without it.
+    remote: what reads Cloud Storage objects (ahead); None in a process that reads local files only.
+  """
   quiet_import.tensorflow()
   from beam_pipeline.core.writing import shard_writer  # pylint: disable=import-outside-toplevel
   embed = None
@@ -35,6 +44,14 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
 
 def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_path: str,
                   settings: Settings) -> ShardWritten:
+  """Writes an --incremental output's shard again, its kept records copied as they are, their images unread.
+
+  Args:
+    unit: the shard to write again: its name, the earlier shards whose records it holds, the uris whose records go.
+    earlier: each of ``unit.sources`` as a local (shard, catalog) pair of paths, in order.
+    file_path: the local file to write, under a temporary name: the Beam side moves or uploads it into place.
+    settings: the run's settings.
+  """
   quiet_import.tensorflow()
   from beam_pipeline.core.writing import shard_rewriter  # pylint: disable=import-outside-toplevel
   return shard_rewriter.rewrite_shard(unit, earlier, file_path, settings)

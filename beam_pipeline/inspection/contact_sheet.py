@@ -66,8 +66,14 @@ def class_id(label: Any, multi_label: bool) -> int:
 
 def records(info: RunRecord, output: str, spec: Mapping[str, Any], splits: Optional[List[str]] = None
             ) -> Iterator[Tuple[str, Dict[str, Any]]]:
-  """Each record of the output's shards (of ``splits``, all by default), split by split in shard
-  order, as (its split, its features ``spec`` parses): a sheet reads only the features it draws."""
+  """Each record of the output's shards, split by split in shard order, as (its split, its parsed features).
+
+  Args:
+    info: the output's run record: its splits, their shards and their compression.
+    output: the output directory, local or remote (a remote shard is read from a temporary local copy).
+    spec: the features to parse, by key: a sheet reads only the features it draws.
+    splits: the splits to read (in the record's order, whatever theirs); None reads all.
+  """
   tf = quiet_import.tensorflow()
   compression = COMPRESSIONS[info.compression]
   for split, entry in info.splits.items():
@@ -143,7 +149,14 @@ def captions(info: RunRecord) -> Dict[str, str]:
 
 def draw(samples_: Mapping[str, List[Sample]], title: str, per_class: int, captions_: Mapping[str, str]) -> Image.Image:
   """The sheet: a title, then a row per class (its name and what it counts in all splits) of
-  thumbnails, their boxes drawn, with their class and split beneath."""
+  thumbnails, their boxes drawn, with their class and split beneath.
+
+  Args:
+    samples_: each row's samples (samples), by its class, in the order the rows are drawn.
+    title: the line at the top: the output, its examples and classes.
+    per_class: the most samples a row holds, which sets the sheet's width.
+    captions_: what each row counts (captions), written under its class's name.
+  """
   font, small, tiny = ImageFont.load_default(size=15), ImageFont.load_default(size=12), ImageFont.load_default(size=10)
   row = CELL + CAPTION + 8
   sheet = Image.new('RGB', (LABEL_WIDTH + per_class * (CELL + 6) + 6, 40 + row * len(samples_)), BACKGROUND)
@@ -181,7 +194,15 @@ def _boxes(record: Mapping[str, Any], keys: Mapping[str, str]) -> List[Box]:
 def _row(labels: List[str], label_id: int, boxes: List[Box], wanted: Mapping[str, List[Sample]],
          per_class: int) -> Optional[str]:
   """The row a record fills, if one has room: its class's; for an image without a class, the
-  first of its objects' classes whose row has room, so that rarer classes get samples too."""
+  first of its objects' classes whose row has room, so that rarer classes get samples too.
+
+  Args:
+    labels: the output's classes, in id order (labels.txt).
+    label_id: the record's class id; outside ``labels`` (-1) for an image without a class.
+    boxes: the record's objects, whose classes an image without one may fill rows of.
+    wanted: the samples each row has so far, by class; a class not among them gets no row.
+    per_class: the most samples a row takes.
+  """
   if 0 <= label_id < len(labels):
     candidates = [labels[label_id]]
   else:
@@ -209,7 +230,14 @@ def thumbnail(sample: Sample, font: ImageFont.ImageFont) -> Image.Image:
 
 
 def _tint(cell: Image.Image, box: Box, offset: Tuple[int, int], size: Tuple[int, int]) -> None:
-  """The box's mask, scaled to the thumbnail by nearest neighbour, tinted in its colour."""
+  """The box's mask, scaled to the thumbnail by nearest neighbour, tinted in its colour.
+
+  Args:
+    cell: the thumbnail painted on.
+    box: the object whose mask (a PNG covering the whole image) is tinted in its class's colour.
+    offset: where the picture's top left corner is in the cell.
+    size: the picture's size in the cell, which the mask is scaled to.
+  """
   try:
     with Image.open(io.BytesIO(box.mask)) as mask:
       shape = mask.convert('L').resize(size, Image.Resampling.NEAREST).point(lambda v: MASK_OPACITY if v else 0)
@@ -221,7 +249,15 @@ def _tint(cell: Image.Image, box: Box, offset: Tuple[int, int], size: Tuple[int,
 def _draw_boxes(pen: ImageDraw.ImageDraw, boxes: List[Box], offset: Tuple[int, int], size: Tuple[int, int],
                 font: ImageFont.ImageFont) -> None:
   """Each box's outline, then its class's name on a tag of its colour above it (inside it when
-  the box touches the top), so that no outline hides a name."""
+  the box touches the top), so that no outline hides a name.
+
+  Args:
+    pen: draws on the thumbnail.
+    boxes: the objects, their corners fractions of the image.
+    offset: where the picture's top left corner is in the thumbnail.
+    size: the picture's size in the thumbnail, which the fractions are of.
+    font: the tags' font.
+  """
   placed = []
   for box in boxes:
     xmin, ymin, xmax, ymax = box.corners

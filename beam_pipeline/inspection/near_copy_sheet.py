@@ -82,9 +82,15 @@ def page_path(path: str, page: int) -> str:
 
 def draw(heading: str, groups: Sequence[Mapping[str, Any]], load: Callable[[str], Optional[bytes]] = read,
          first: int = 1) -> Image.Image:
-  """A page: ``heading``, then a row per group of ``groups`` (the first ROWS), numbered from
-  ``first``, its header above its thumbnails, each captioned with its file's name, then its
-  class and its split, kept or removed."""
+  """A page: ``heading``, then a row per group of ``groups`` (the first ROWS), its header above
+  its thumbnails, each captioned with its file's name, then its class and its split, kept or removed.
+
+  Args:
+    heading: the page's title (title).
+    groups: the groups from the page's first on, as beam_pipeline.json lists them.
+    load: reads a file's bytes, None where it cannot: read, unless a caller (a test) reads otherwise.
+    first: the number of the page's first group, counted over all pages, which its header gives.
+  """
   font, small, tiny = ImageFont.load_default(size=15), ImageFont.load_default(size=12), ImageFont.load_default(size=10)
   shown = list(groups[:ROWS])
   row = HEADER + CELL + CAPTION + GAP

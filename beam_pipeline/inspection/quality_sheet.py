@@ -45,7 +45,14 @@ def counts(info: RunRecord) -> Dict[str, int]:
 
 def examples(info: RunRecord, output: str, per_flag: int, limit: int = MAX_RECORDS) -> Dict[str, List[Example]]:
   """Up to ``per_flag`` examples of each flag counts() holds, the first in shard order, from at most ``limit``
-  records."""
+  records.
+
+  Args:
+    info: the output's run record: its flags' counts, classes, shards and --max_pixels.
+    output: the output directory the shards are read from.
+    per_flag: the most examples of a flag: a row's length (inspect's --samples).
+    limit: the most records read, so that a rare flag in a large output does not read it all.
+  """
   tf = quiet_import.tensorflow()
   keys = schemas.keys(info.schema)
   multi_label = bool(info.options.get('multi_label'))
@@ -70,14 +77,29 @@ def examples(info: RunRecord, output: str, per_flag: int, limit: int = MAX_RECOR
 
 
 def bounded(info: RunRecord, found: Mapping[str, List[Example]], per_flag: int, limit: int = MAX_RECORDS) -> bool:
-  """Whether reading stopped at ``limit`` records short of some flag's examples: the output holds more, unread."""
+  """Whether reading stopped at ``limit`` records short of some flag's examples: the output holds more, unread.
+
+  Args:
+    info: the output's run record: its records and its flags' counts.
+    found: the examples read, by flag (examples).
+    per_flag: the examples a flag was to have, where it counts that many.
+    limit: the most records examples read.
+  """
   return info.num_examples > limit and any(len(found.get(flag, [])) < min(count, per_flag)
                                            for flag, count in counts(info).items())
 
 
 def title(output: str, info: RunRecord, found: Mapping[str, List[Example]], per_flag: int,
           limit: int = MAX_RECORDS) -> str:
-  """The sheet's title: the output, and where reading stopped short of some flag's examples, that it did."""
+  """The sheet's title: the output, and where reading stopped short of some flag's examples, that it did.
+
+  Args:
+    output: the output directory, as the title names it.
+    info: the output's run record.
+    found: the examples read, by flag (examples).
+    per_flag: the examples a flag was to have, as given to examples.
+    limit: the most records examples read, as given to it.
+  """
   stopped = f'; examples from the first {limit:,} records only' if bounded(info, found, per_flag, limit) else ''
   return f'{output}: examples of each data-quality flag (an image may raise several){stopped}'
 
@@ -106,7 +128,14 @@ def draw(heading: str, found: Mapping[str, List[Example]], counts_: Mapping[str,
 
 
 def _place(chunk: List[Example], found: Dict[str, List[Example]], wanted: Mapping[str, int], info: RunRecord) -> None:
-  """Measures ``chunk`` as validation did and adds each image to the rows of its flags that have room."""
+  """Measures ``chunk`` as validation did and adds each image to the rows of its flags that have room.
+
+  Args:
+    chunk: the examples read since the last call, measured together as validation's chunks were.
+    found: the examples so far, by flag; added to.
+    wanted: the examples each flag is to have: a row with as many has no room.
+    info: the output's run record, whose --max_pixels the images are measured with.
+  """
   if not chunk:
     return
   max_pixels = int(info.options.get('max_pixels') or _MAX_PIXELS)

@@ -100,8 +100,15 @@ def to_read(info: RunRecord, everything: bool) -> Optional[FrozenSet[str]]:
 
 
 def verify(output: str, info: RunRecord, tally: Optional[Tally] = None, everything: bool = True) -> Report:
-  """Checks ``output``, whose beam_pipeline.json is ``info``; counts records on ``tally``. Without
-  ``everything``, only the shards to_read names are read; the others' sizes are checked."""
+  """Checks ``output`` against its beam_pipeline.json, as the module says.
+
+  Args:
+    output: the output directory, local or remote.
+    info: the output's beam_pipeline.json, which lists its shards and what they hold.
+    tally: counts each record read, and whether it had a problem (verify's progress); None counts nothing.
+    everything: read every shard's records (verify --all); else only the shards to_read names are read, and the
+      others' sizes are checked.
+  """
   listed = {shard.file: shard for split in info.splits.values() for shard in split.shards}
   present = set(files.shard_names(output))
   problems = [Problem(name, None, 'listed in beam_pipeline.json but missing') for name in sorted(set(listed) - present)]
@@ -130,8 +137,18 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None, everythi
 
 def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str, embedding: Optional[Embedding],
                  classes: Optional[List[str]], tally: Optional[Tally], masks: bool = False) -> tuple:
-  """(problems, records read) of one shard; ``classes``, labels.txt's names, when its records hold
-  objects; ``masks``, whether each object has a mask too."""
+  """(problems, records read) of one shard, whose check gives up at MAX_PROBLEMS_PER_SHARD problems.
+
+  Args:
+    path: the shard's file, local or remote (read from a local copy).
+    shard: what beam_pipeline.json says of it: its size, record count and index file.
+    keys: the records' feature keys, by field (the output's schema).
+    compression: the shards' compression, as TensorFlow's TFRecord reader names it.
+    embedding: what beam_pipeline.json says of the embeddings (--embedding_model); None where there are none.
+    classes: labels.txt's names, when its records hold objects (--annotations); else None.
+    tally: counts each record read, and whether it had a problem; None counts nothing.
+    masks: whether each object has a mask too (--include_masks).
+  """
   name = shard.file
   problems = []
   size = files.size(path)
@@ -191,7 +208,18 @@ def _decoded(path: str, keys: Dict[str, str], compression: str, start: int, embe
              classes: Optional[List[str]], masks: bool = False) -> tf.data.Dataset:
   """The shard's records from index ``start`` on: the fields the check needs, the decoded
   image's shape, whether the embedding's values are all finite, and whether the objects are
-  sound (so that a sound record costs Python one flag, not a walk over its objects)."""
+  sound (so that a sound record costs Python one flag, not a walk over its objects).
+
+  Args:
+    path: the shard's local file.
+    keys: the records' feature keys, by field (the output's schema).
+    compression: the shard's compression, as TensorFlow's TFRecord reader names it.
+    start: the index of the first record read: 0, or the one after a record that did not parse or decode.
+    embedding: the output's embeddings, read with each record; under --embedding_only, which stores no image, the
+      record's image is not read. None where it holds none.
+    classes: labels.txt's names, which the objects' class labels and texts must name; None reads no objects.
+    masks: whether each object's mask is read and decoded for its size.
+  """
   images = not embedding or embedding.images_stored
   spec = {keys[schemas.IMAGE]: tf.io.FixedLenFeature([], tf.string)} if images else {}
   for field, dtype in ((schemas.HEIGHT, tf.int64), (schemas.WIDTH, tf.int64), (schemas.SHA256, tf.string)):
@@ -249,7 +277,15 @@ def _objects_sound(record: Dict[str, tf.Tensor], keys: Dict[str, str], classes: 
 
 def _record_problem(record: Dict[str, tf.Tensor], keys: Dict[str, str], embedding: Optional[Embedding],
                     classes: Optional[List[str]], masks: bool = False) -> Optional[str]:
-  """The first thing wrong with a decoded record, in words; None for a sound one."""
+  """The first thing wrong with a decoded record, in words; None for a sound one.
+
+  Args:
+    record: the record, as _decoded gives it.
+    keys: the records' feature keys, by field (the output's schema).
+    embedding: the output's embeddings, whose shape the record's must have; None where it holds none.
+    classes: labels.txt's names, when records hold objects; None checks no objects.
+    masks: whether each object must have a mask of the image's size.
+  """
   if embedding:
     shape = [int(side) for side in record[keys[schemas.EMBEDDING_SHAPE]]]
     if shape != embedding.output_shape:

@@ -227,6 +227,14 @@ def _initialize_worker(launcher: int, environment: Dict[str, str], cwd: str, cor
   A killed launcher closes no pipe a worker would notice: every worker holds the
   write end of its own task queue, and the forkserver lives while any worker
   does. So each worker watches the launcher itself, and exits with it.
+
+  Args:
+    launcher: the launching process's id: the worker exits when it ends (end_with).
+    environment: the launcher's environment, with TMPDIR the pool's temporary directory.
+    cwd: the launcher's working directory, which relative paths are read against.
+    cores: a queue of the cores to run on, one per worker, which the worker takes its own from.
+    stderr: the launcher's standard error (multiprocessing_internals.PassedFd), which becomes the worker's, so
+      that what workers print goes where the launcher's does (a test's capture, a log).
   """
   # Ctrl-C reaches every process of the terminal's group; the launcher alone decides what it
   # stops (cli/interrupts.py), and a worker it interrupted would report a failed task.

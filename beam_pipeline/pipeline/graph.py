@@ -29,9 +29,18 @@ from beam_pipeline.core.settings import Settings
 def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool = False,
           records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
           decision: incremental_update.Decision = incremental_update.Decision()) -> None:
-  """The conversion's graph; ``pooled``: the heavy steps use the local worker pool of this
-  process (the launcher of a DirectRunner run started one); ``decision``: the earlier dataset an
-  --incremental run updates, if any."""
+  """The conversion's graph.
+
+  Args:
+    pipeline: the pipeline the conversion's steps are added to.
+    settings: the conversion's settings.
+    runner: the runner's name: a DirectRunner plans in memory (plan's ``one_machine``), and beam_pipeline.json
+      records it.
+    pooled: the heavy steps use the local worker pool of this process (the launcher of a DirectRunner run started
+      one).
+    records_per_bucket: about the most records a worker gathers in one planning bucket (plan).
+    decision: the earlier dataset an --incremental run updates, if any.
+  """
   coders.register()  # the element types declared below travel with compact coders, not per-record pickles
   # Only the input's pattern or manifest path enters the graph. Workers list it in parts
   # (subfolders, byte ranges of a manifest), in batches, which keeps per-element overhead
@@ -152,13 +161,21 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
          changes: Optional[incremental.Changes] = None, one_machine: bool = False) -> Planned:
   """From lists of validated records to the plan of every shard, on metadata only.
 
-  Planning's buckets are as wide as the ``num_listed`` inputs need (one element: how
-  many were listed), so that no worker gathers more than about ``records_per_bucket``
-  records (hash_order.prefix_digits); the plans do not depend on the width. An --incremental
-  run's new records (``changes`` of the dataset of ``decision``) keep each class's splits in
-  their fractions, count after the earlier shards and add their classes after the earlier ones.
-  With ``one_machine`` (the DirectRunner's) it is all planned in memory, in one step
-  (planning/in_memory.py).
+  Planning's buckets are as wide as the listed inputs need, so that no worker gathers more than
+  about ``records_per_bucket`` records (hash_order.prefix_digits); the plans do not depend on the
+  width. An --incremental run's new records keep each class's splits in their fractions, count
+  after the earlier shards and add their classes after the earlier ones.
+
+  Args:
+    records: lists of validated records, those to plan.
+    num_listed: one element: how many inputs were listed, which sets the buckets' width.
+    settings: the conversion's settings.
+    records_per_bucket: about the most records one worker gathers in a bucket.
+    decision: the earlier dataset an update adds to: its classes come first, and new shards are numbered after its own.
+    changes: an update's Changes of that dataset (incremental.FindChanges), whose kept records count in the
+      fractions; None for a conversion of everything.
+    one_machine: the runner holds every element in one process (the DirectRunner's): it is all planned in memory,
+      in one step (planning/in_memory.py).
   """
   listed = AsSingleton(num_listed)
   # A manifest names each image once and gives each an image/source_id of its own: rows that

@@ -176,7 +176,7 @@ class EarlierCopies(beam.PTransform):
   copy of a picture the dataset keeps is rejected as its duplicate, tagged REJECTED.
 
   Every group of identical files the updated dataset holds goes on tagged DUPLICATES, as
-  planning's GroupCopies lists them: the kept records of each content hash meet the new ones
+  content_groups.GroupCopies lists them: the kept records of each content hash meet the new ones
   here anyway, so beam_pipeline.json describes the dataset, not the increment (and planning's
   own list, of the increment, is left unused).
 
@@ -186,8 +186,17 @@ class EarlierCopies(beam.PTransform):
 
   def __init__(self, earlier: beam.PCollection, dedupe: bool, near: Optional[beam.PCollection] = None,
                drop_near: bool = False):
+    """A step that meets the new records with the catalogued ones by content hash.
+
+    Args:
+      earlier: (Entry, kept) of every catalogued record (Changes.earlier).
+      dedupe: --dedupe, which keeps one copy of each picture.
+      near: (source_sha256, Catalogued) of each new near copy of a catalogued record (NearEarlierCopies's 'near');
+        None under --near_copies=off.
+      drop_near: --near_copies=drop, which keeps one picture of each group of near copies.
+    """
     super().__init__()
-    self._earlier = earlier  # (Entry, kept) of every catalogued record
+    self._earlier = earlier
     self._dedupe = dedupe
     self._near = near
     self._drop_near = drop_near
@@ -285,8 +294,18 @@ class NearEarlierCopies(beam.PTransform):
   NearGroupsOfDataset, 'found': the grouping's summary, as FindNearCopies's 'found'}."""
 
   def __init__(self, earlier: beam.PCollection, num_listed: beam.PCollection, settings: Settings, one_machine: bool):
+    """A step that groups the new records' perceptual hashes with the catalog's.
+
+    Args:
+      earlier: (Entry, kept) of every catalogued record (Changes.earlier).
+      num_listed: one element: how many inputs were listed, which sets the distance and the largest group
+        (near_copy_groups.near_distance, largest_group).
+      settings: the conversion's settings.
+      one_machine: the runner holds every element in one process (the DirectRunner's): the hashes are grouped in
+        memory (near_copy_groups.grouped).
+    """
     super().__init__()
-    self._earlier = earlier  # (Entry, kept) of every catalogued record
+    self._earlier = earlier
     self._num_listed = num_listed
     self._settings = settings
     self._one_machine = one_machine
@@ -365,10 +384,18 @@ class NearGroupsOfDataset(beam.PTransform):
   planning gave them. Only the increment and the groups' members cross the shuffles it adds."""
 
   def __init__(self, near: Mapping[str, beam.PCollection], plans: beam.PCollection, drop: bool, dedupe: bool):
+    """A step that lists the groups of the updated dataset's catalogued and new files.
+
+    Args:
+      near: NearEarlierCopies's output: its groups' 'members' and the grouping's summary ('found').
+      plans: ShardPlan of the new records written, which give the new files their splits.
+      drop: --near_copies=drop: a group's entry names the picture kept, and lists the near copies dropped.
+      dedupe: --dedupe: of identical files only the one kept is listed (a kept record, not a new copy of it).
+    """
     super().__init__()
-    self._members = near['members']  # NearEarlierCopies's
+    self._members = near['members']
     self._found = near['found']
-    self._plans = plans  # ShardPlan of the new records written
+    self._plans = plans
     self._drop = drop
     self._dedupe = dedupe
 

@@ -105,8 +105,16 @@ class _PooledDoFn(beam.DoFn):
 
   def _run(self, step: Callable[..., Any], args: Tuple[Any, ...], then: Callable[[Any], Iterator[Any]],
            reads: Optional[Iterable[str]] = None) -> Iterator[Any]:
-    """The outputs of ``then(step(*args))``, the step run in a worker unless a file it ``reads``
-    is remote. Run here, a step that reads files gets remote reads as its last argument."""
+    """The outputs of ``then(step(*args))``, the step run in a worker unless a file it reads is remote.
+
+    Args:
+      step: the core step to run (core/steps.py).
+      args: ``step``'s arguments; run here, a step that reads files gets remote reads (reading.Remote) as its
+        last argument.
+      then: makes this DoFn's outputs of the step's result, here, in the order the steps were handed out.
+      reads: the files the step reads, None if it reads none: a remote one keeps the step out of the pool, whose
+        workers read local files only.
+    """
     pool = workers.pool() if self._pooled else None
     if pool is None or (reads is not None and uris.any_remote(reads)):
       yield from then(step(*args) if reads is None else step(*args, self._remote))
@@ -240,8 +248,15 @@ class WriteOutputs(_PooledDoFn):
               checked: Optional[Tuple[int, Mapping[str, Tuple[int, str]]]] = None, num_listed: int = 0
               ) -> Iterator[Any]:
     """Writes ``unit``; first, if the listing's and the images' checks already rejected too many
-    inputs (``checked``: how many rows the listing rejected, which are inputs beside the
-    ``num_listed`` items, and each reason's count and first uri), fails the run instead."""
+    inputs, fails the run instead.
+
+    Args:
+      unit: a planned shard, a shard an update writes again without its lost records, or the tf.Transform graph.
+      class_names: the label texts in class order (labels.txt's lines), whose places are the labels' ids.
+      checked: how many rows the listing rejected, which are inputs beside the ``num_listed`` items, and each
+        reason's count and first uri (RejectionCounts); None for an update, whose budget only its commit can tell.
+      num_listed: how many items the listing gave.
+    """
     settings = self._settings
     if checked is not None:
       rows, by_reason = checked

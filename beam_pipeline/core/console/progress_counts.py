@@ -47,6 +47,14 @@ class Tally:
   """A single-phase counter, such as verify's records checked of all."""
 
   def __init__(self, phase: str, total: int, unit: str, failed: str):
+    """Counts of one phase, its clock started now.
+
+    Args:
+      phase: the phase's name as the console shows it ('verifying').
+      total: how many there are to count, known from the start.
+      unit: what is counted, as the console names it ('records').
+      failed: what the console calls the ones that fail ('failed').
+    """
     self._lock = threading.Lock()
     self._phase, self._total, self._unit, self._failed = phase, total, unit, failed
     self._done = self._failures = 0

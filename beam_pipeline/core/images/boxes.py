@@ -80,11 +80,18 @@ def stored_objects(objects: Sequence[AnnotatedObject], annotated_size: Optional[
                    source_size: Tuple[int, int], orientation: int, stored_size: Tuple[int, int],
                    with_masks: bool = False) -> Tuple[Tuple[StoredObject, ...], List[Problem]]:
   """The objects on the stored image, with a Problem for each left out; sizes are (width,
-  height). ``source_size`` is the file's own frame (before any Exif turn), ``orientation``
-  the turn the stored pixels were given (1: none) and ``annotated_size`` the size the
-  annotation file gives, if any (annotations.NORMALIZED: the boxes are): an annotation made on a
-  scaled copy fits by normalizing. ``with_masks``: each object keeps what its mask is
-  drawn from; an object without a usable segmentation is then left out."""
+  height). An annotation made on a scaled copy of the file fits by normalizing.
+
+  Args:
+    objects: the image's annotated objects, as the annotation file gives them.
+    annotated_size: the size the annotation file gives, if any (annotations.NORMALIZED: the boxes are
+      normalized); without one, the boxes are taken to be on ``source_size``.
+    source_size: the file's own frame, before any Exif turn.
+    orientation: the Exif turn the stored pixels were given (1: none).
+    stored_size: the stored image's size, upright and possibly downscaled: what each object's area is given in.
+    with_masks: each object keeps what its mask is drawn from; an object without a usable segmentation is
+      then left out.
+  """
   if annotated_size == annotations.NORMALIZED:
     width, height, turn = 1, 1, orientation
   else:

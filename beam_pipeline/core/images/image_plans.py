@@ -24,6 +24,13 @@ def plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True)
   A JPEG, nearly all of a photo collection, is ``quick``: TensorFlow reads its
   header and decodes it in one go, and Pillow's header parser (the larger part of
   this step's cost) runs only if that fails, to say why.
+
+  Args:
+    data: the file's bytes.
+    max_pixels: the most pixels an image may have (--max_pixels): a larger one is rejected before it is decoded.
+    stored: how the bytes a record stores are chosen: which sources are kept as they are, how others are re-encoded.
+    quick: whether a JPEG that needs no Exif turn may go to TensorFlow unread by Pillow; False to read it again
+      after TensorFlow failed it, to say why.
   """
   isolation.fault_point(isolation.VALIDATE)
   if not data:
@@ -63,7 +70,14 @@ def plan(data: bytes, max_pixels: int, stored: StoredImages, quick: bool = True)
 
 def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: StoredImages) -> PendingImage:
   """A JPEG source as it is, for TensorFlow to check (prepare_images re-encodes it after,
-  if ``stored`` says so), and a PNG one that ``stored`` keeps; anything else re-encoded."""
+  if ``stored`` says so), and a PNG one that ``stored`` keeps; anything else re-encoded.
+
+  Args:
+    image: the file as Pillow opened it: its header read, its pixels not yet decoded.
+    data: the file's bytes, which a source kept as it is stores.
+    max_pixels: the most pixels an image may have (--max_pixels).
+    stored: how the bytes a record stores are chosen: which sources are kept as they are, how others are re-encoded.
+  """
   source_format = image.format or 'unknown'
   width, height = image.size
   if width < 1 or height < 1:

@@ -109,8 +109,15 @@ def _count_log_counts(cells: int) -> np.ndarray:
 
 
 def flags(statistics: Optional[Statistics], height: int, width: int, channels: int) -> Tuple[str, ...]:
-  """The sorted names of the flags an image of this shape and these statistics raises
-  (only extreme_aspect without statistics)."""
+  """The sorted names of the flags an image of this shape and these statistics raises.
+
+  Args:
+    statistics: of its stored pixels (ImageInfo.statistics); None where none were measured, which raises only
+      extreme_aspect.
+    height: the stored image's height in pixels.
+    width: the stored image's width in pixels.
+    channels: the stored image's channels as decoded: one of fewer than 3 is never grayscale_as_rgb.
+  """
   raised = {EXTREME_ASPECT_FLAG: min(height, width) < EXTREME_ASPECT * max(height, width)}
   if statistics is not None:
     raised.update({DARK: statistics.highlights < DARK_HIGHLIGHTS,

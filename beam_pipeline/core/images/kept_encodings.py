@@ -52,8 +52,17 @@ def disable() -> None:
 
 
 def keep(source_sha256: str, stored_sha256: str, stored: bytes, original_size: Tuple[int, int], rotated: bool) -> None:
-  """Leaves ``stored`` (made from the source of ``source_sha256``) for the writer, if enabled and
-  there is room; a kept file is written whole under a temporary name, then renamed."""
+  """Leaves ``stored`` for the writer, if enabled and there is room; a kept file is written whole
+  under a temporary name, then renamed.
+
+  Args:
+    source_sha256: the hash of the source ``stored`` was made from; with ``stored_sha256``, what the writer
+      asks for the bytes by.
+    stored_sha256: the hash of ``stored`` the record gives, which the writer checks the kept bytes against.
+    stored: the re-encoded bytes the record stores.
+    original_size: the source's (height, width), upright: what the record gives as its original size.
+    rotated: whether ``stored`` was turned upright by the source's Exif orientation.
+  """
   directory = _directory
   if directory is None or not _room_for(directory, len(stored)):
     return

@@ -74,7 +74,15 @@ def prepare_images(datas: Sequence[bytes], max_pixels: int,
 
 def _check(results: List, max_pixels: int, stored: StoredImages, decoders: native_output.Capture,
            only=None) -> None:
-  """TensorFlow decodes the PendingImage results (of ``only``'s indexes, if given), in place."""
+  """TensorFlow decodes the PendingImage results, in place.
+
+  Args:
+    results: each image's plan so far: a PendingImage to decode, or what it became already.
+    max_pixels: the most pixels an image may have (--max_pixels).
+    stored: how the bytes a record stores are chosen, for a JPEG planned again to say why TensorFlow failed it.
+    decoders: the capture of what the native decoders write to standard error: a failure's detail, a JPEG's damage.
+    only: the indexes of the results to decode (the re-encoded ones); None: every PendingImage.
+  """
   pending = [i for i, r in enumerate(results) if isinstance(r, PendingImage) and (only is None or i in only)]
   mark = decoders.mark()
   decoded = tensorflow_decoding.batch_decoded([results[i] for i in pending], max_pixels) if pending else {}
@@ -105,10 +113,18 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
 
 def _warned_on_success(pending: List[PendingImage], decoded: Dict, said: str, max_pixels: int,
                        decoders: native_output.Capture) -> bool:
-  """Whether the decoders warned of an image the batch decoded, from what they printed
-  (``said``): what the images that failed print, decoded alone as the batch decodes them,
-  is set aside; they are few, and looked at one by one anyway. The rest, if any, is
-  some decoded image's, and each decoded JPEG is then decoded alone (tensorflow_decoding.jpeg_warnings)."""
+  """Whether the decoders warned of an image the batch decoded, from what they printed: what
+  the images that failed print, decoded alone as the batch decodes them, is set aside; they
+  are few, and looked at one by one anyway. The rest, if any, is some decoded image's, and
+  each decoded JPEG is then decoded alone (tensorflow_decoding.jpeg_warnings).
+
+  Args:
+    pending: the images the batch decoded, in the batch's order.
+    decoded: what the batch's decode gave, by position in ``pending``; a position left out failed.
+    said: what the decoders printed while the batch decoded.
+    max_pixels: the most pixels an image may have (--max_pixels), for a failed image decoded alone as the batch did.
+    decoders: the capture of the decoders' output, to learn what each failed image prints alone.
+  """
   unexplained = collections.Counter(said.splitlines())
   for position, plan in enumerate(pending):
     if not unexplained:

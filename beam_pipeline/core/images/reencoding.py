@@ -65,7 +65,14 @@ def reencode_again(data: bytes, stored: StoredImages) -> PendingImage:
 def check_stored(data: bytes, stored_format: str, height: int, width: int) -> None:
   """Raises Rejected unless ``data`` decodes to ``height`` x ``width`` with TensorFlow's
   decode_image and decode_jpeg and with Pillow: what validation makes sure of the bytes
-  it stores, for bytes made again (the shard writer's re-encoding)."""
+  it stores, for bytes made again (the shard writer's re-encoding).
+
+  Args:
+    data: the bytes made again, whose hash is not the one validation recorded.
+    stored_format: the format the record stores (jpeg or png), for the rejection's detail.
+    height: the stored image's height as validation recorded it.
+    width: the stored image's width as validation recorded it.
+  """
   with native_output.captured(exclusive=True):  # what libjpeg or libpng print stays off the console
     try:
       sizes = {tuple(tf.io.decode_image(data, channels=0, expand_animations=False).shape[:2]),
@@ -172,6 +179,12 @@ def _encoded(image: Image.Image, target: str, jpeg_quality: int, icc_profile: Op
   write what conversions leave in ``image.info``, such as the sRGB profile that
   LittleCMS creates, stamped with the current time, when it converts L*a*b* to RGB,
   or a CMYK profile on the RGB pixels converted from CMYK.
+
+  Args:
+    image: the pixels to store, in a mode ``target`` holds.
+    target: the stored format: jpeg or png.
+    jpeg_quality: the JPEG encoder's quality (--jpeg_quality); a PNG is lossless and ignores it.
+    icc_profile: the source's own ICC profile, if it has one; left out unless it describes ``image``'s colour space.
   """
   if icc_profile and icc_profile[16:20] != _ICC_SPACES.get(image.mode):
     icc_profile = None

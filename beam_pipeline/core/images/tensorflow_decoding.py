@@ -99,7 +99,14 @@ def batch_decoded(pending: List[PendingImage], max_pixels: int) -> Dict[int, Dec
 
 
 def _decoded(headers: List, shapes: List, grids: np.ndarray, images: List[PendingImage]) -> List[Decoded]:
-  """Each image's Decoded, from its header, decoded shape and grid: the summaries and hashes of them all at once."""
+  """Each image's Decoded, from its header, decoded shape and grid: the summaries and hashes of them all at once.
+
+  Args:
+    headers: each image's (height, width, channels) as its JPEG header says; _NO_HEADER for another format.
+    shapes: each image's shape as decoded (a JPEG at 1/8 scale), whose channels are the image's own.
+    grids: the images' grids (_grid) in one array, padded with zeros to the most channels of any.
+    images: the images decoded, in the same order: each is hashed upright, by the Exif turn it still needs (to_turn).
+  """
   channels = np.array([shape[2] for shape in shapes])
   gray = perceptual_hash.thumbnails(grids, channels)
   hashes = perceptual_hash.phashes(gray, [image.to_turn for image in images])

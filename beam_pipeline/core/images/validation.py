@@ -30,10 +30,17 @@ class _Loaded(NamedTuple):
 
 def validate_batch(items: Sequence[InputItem], settings: Settings, remote: Optional[reading.Remote] = None,
                    chunk_bytes: int = CHUNK_BYTES) -> Validated:
-  """Every item becomes a record or a rejection; ``remote`` reads Cloud Storage objects (ahead).
+  """Every item becomes a record or a rejection.
 
   Raises TransientReadError when storage keeps failing: the whole batch is then
   retried, and no image is rejected for it.
+
+  Args:
+    items: the listed inputs to validate.
+    settings: the run's settings: how inputs are labelled, checked and stored.
+    remote: what reads Cloud Storage objects, ahead of their use; None in a process that reads local files only.
+    chunk_bytes: at most how many bytes of images (plus one image) are decoded at once, so that a batch of large
+      images is never held whole.
   """
   result = Validated([], [], collections.Counter(), [])
   load = functools.partial(_load, settings=settings, open_remote=remote and remote.open)

@@ -17,8 +17,15 @@ def image_uri(root: str, annotation: ImageAnnotation) -> str:
 
 def joined(uri: str, items: Iterable[InputItem], annotations: Iterable[ImageAnnotation], source: str,
            drop_unannotated: bool) -> Iterator[Union[InputItem, Rejection]]:
-  """The items listed under ``uri``, annotated; ``source`` is --annotations, what the
-  errors of the annotation files are reported under."""
+  """The items listed under ``uri``, annotated.
+
+  Args:
+    uri: the image's uri, by which its listed items and its annotations met.
+    items: the inputs listed under ``uri``; none if no image there was listed, which makes each annotation an error.
+    annotations: the annotations that name ``uri``, in any order: the first by its place in the files is used.
+    source: --annotations, what the errors of the annotation files are reported under.
+    drop_unannotated: --drop_unannotated: an item no annotation gives a box is rejected, not kept as a negative.
+  """
   items = list(items)
   annotations = sorted(annotations, key=lambda annotation: annotation.where)  # whatever order they met in
   if not items:

@@ -33,7 +33,16 @@ _SPLIT_COLUMNS = ('split', 'set', 'ml_use')
 
 def csv_row_item(manifest: str, header: Optional[List[str]], row: List[str], where: str = '',
                  multi_label: bool = False) -> InputItem:
-  """The item of one CSV row; ``where`` names the row, for the errors of its box."""
+  """The item of one CSV row.
+
+  Args:
+    manifest: the manifest's path, which a relative uri in it is resolved against.
+    header: the manifest's column names, lowercased, if its first row names them; None for AutoML Vision's layouts.
+    row: the row's cells.
+    where: names the row ('m.csv:row 3'), for the errors of its box.
+    multi_label: --multi_label: the item keeps a list of labels (InputItem.labels), and a header-less row may
+      name several.
+  """
   isolation.fault_point(isolation.LIST)
   _check_text(''.join(row))
   if header:
@@ -65,7 +74,14 @@ def is_header(row) -> bool:
 def _automl_item(manifest: str, row, where: str = '', multi_label: bool = False) -> InputItem:
   """AutoML Vision layout without a header: [set,]uri[,label], or [set,]uri,label and a box's
   vertices (object detection; a row with none is a negative), or with ``multi_label``
-  [set,]uri,label1,label2,... The uri is kept as written."""
+  [set,]uri,label1,label2,... The uri is kept as written.
+
+  Args:
+    manifest: the manifest's path, which a relative uri is resolved against.
+    row: the row's cells.
+    where: names the row, for the errors of its box.
+    multi_label: --multi_label: the cells after the uri are labels, never a box.
+  """
   cells = list(row)
   split = None
   if len(cells) >= 2 and _is_set_value(cells[0]):
@@ -128,6 +144,14 @@ def _label_text(value: Any) -> str:
 
 def _multi_label_item(uri: str, values: List[str], split: Optional[str],
                       extras: Tuple[Tuple[str, Any], ...] = ()) -> InputItem:
+  """The item of a --multi_label row: each of its labels once, in order, the first of them its ``label``.
+
+  Args:
+    uri: the image's uri, a relative one resolved against the manifest's folder.
+    values: the row's label values, strings all; missing ones (MISSING_LABELS) are left out.
+    split: the split the row gives, if any.
+    extras: the row's other fields, passed through as features.
+  """
   labels = tuple(_unique_labels(values))
   return InputItem(uri, labels[0] if labels else None, split, extras, labels=labels)
 
@@ -168,6 +192,14 @@ def _automl_box(cells: List[str], where: str) -> Tuple[AnnotatedObject, ...]:
 
 
 def _csv_item(manifest: str, header, row, multi_label: bool = False) -> InputItem:
+  """The item of a CSV row under a header, its cells named by their columns.
+
+  Args:
+    manifest: the manifest's path, which a relative uri is resolved against.
+    header: the manifest's column names, lowercased.
+    row: the row's cells, one for each column.
+    multi_label: --multi_label: the item keeps a list of labels (InputItem.labels).
+  """
   if len(row) != len(header):
     raise Rejected(rejections.BAD_MANIFEST_ROW, f'row has {len(row)} fields, the header has {len(header)}')
   return _item_from_fields(manifest, dict(zip(header, row)), multi_label)

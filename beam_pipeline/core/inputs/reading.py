@@ -156,6 +156,13 @@ def read_files(step: str, read: Callable[[T], R], items: Iterable[T], uris_of: C
   Object stores are latency-bound, so if any file is remote, ``remote.reads_ahead``
   reads run ahead on its pool; local files are read fastest one at a time (a pool
   of threads contending for the GIL made writing a shard slower).
+
+  Args:
+    step: the isolation step the reads run as, which an internal_error names.
+    read: reads an item's file, and makes of its bytes what the caller needs.
+    items: the items whose files are read, in the order their results are yielded.
+    uris_of: the uri of an item's file: whether any is remote, and which image each read handles (fault_point).
+    remote: what reads remote files (Remote); None in a process that reads local files only.
   """
   items = list(items)
 
@@ -169,11 +176,17 @@ def read_files(step: str, read: Callable[[T], R], items: Iterable[T], uris_of: C
 
 def prefetched(function: Callable[[T], R], items: Iterable[T], executor: Optional[Executor],
                window: int) -> Iterator[Tuple[T, R]]:
-  """(item, function(item)) in order, with up to ``window`` calls running ahead (none if 0).
+  """(item, function(item)) in order, with calls running ahead.
 
   Cloud Storage reads are latency-bound, so many run at once. Hand-written because
   Executor.map submits every item at once, which would hold a whole shard's
   images in memory.
+
+  Args:
+    function: the call to make for each item.
+    items: what to call it on, taken one at a time as the calls are made.
+    executor: the threads the calls run on; unused if ``window`` is 0.
+    window: how many calls may run ahead at once; none if 0, each then made on this thread in turn.
   """
   if window < 1:
     for item in items:

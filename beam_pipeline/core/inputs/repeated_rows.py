@@ -40,10 +40,16 @@ def _repeated(record: CheckedImage, first: CheckedImage, row_name: RowName) -> R
 
 def first_of_one_source_id(records: Iterable[CheckedImage], source_id: str, key: str,
                            row_name: RowName) -> Iterator[Union[CheckedImage, Rejection]]:
-  """Of records whose rows give them one ``source_id`` (under ``key``), the first row's, and a
-  rejection of each other row: ``duplicate_row`` if it names the same image, else
-  ``bad_manifest_row``. ``records`` is read twice and never held (a GroupByKey's values):
-  a manifest may give every row the same id."""
+  """Of records whose rows give them one ``source_id``, the first row's, and a rejection of each
+  other row: ``duplicate_row`` if it names the same image, else ``bad_manifest_row``.
+
+  Args:
+    records: the records whose rows give ``source_id``; read twice and never held (a GroupByKey's values): a
+      manifest may give every row the same id.
+    source_id: the id the rows give, for the rejections' detail.
+    key: the manifest field that gives it, the key the schema writes image/source_id under (schemas.source_id_key).
+    row_name: how the errors file names a row, from its number.
+  """
   first = min(records, key=lambda record: record.row)
   yield first
   for record in records:

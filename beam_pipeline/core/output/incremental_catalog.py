@@ -50,7 +50,14 @@ class Entry(NamedTuple):
 
 
 def entry(record: CheckedImage, stored_bytes: int, resized: bool, rotated: bool) -> Entry:
-  """The catalog entry of a record as written."""
+  """The catalog entry of a record as written.
+
+  Args:
+    record: the record written: the input it came from, its split, labels, hashes and stored size.
+    stored_bytes: the size of the image as stored (the source's bytes or their re-encoding).
+    resized: whether the stored image is smaller than its source (--max_side).
+    rotated: whether the stored image was turned upright by its Exif orientation.
+  """
   return Entry(record.uri, record.fingerprint, record.source_sha256, record.split, record.label, tuple(record.labels),
                tuple(obj.label for obj in record.objects), max(record.height, record.width), stored_bytes,
                bool(record.reencoded), bool(resized), bool(rotated), bool(record.damaged), tuple(record.quality),
@@ -113,7 +120,18 @@ def entries(text_of_file: str) -> List[Entry]:
 def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *, multi_label: bool,
            annotations: bool, index_file: Optional[str] = None, catalog_file: Optional[str] = None) -> ShardReport:
   """The report of a shard holding ``shard_entries``: what the writer reports of it, counted
-  again from its catalog alone, with its catalog file's checksum."""
+  again from its catalog alone, with its catalog file's checksum.
+
+  Args:
+    split: the split the shard belongs to.
+    file: the shard's file name in the output, as the run record lists it.
+    shard_entries: the catalog entries of its records, in the shard's order.
+    num_bytes: the shard file's size.
+    multi_label: whether a record counts for each of its labels (--multi_label) rather than its one label.
+    annotations: whether objects are counted per class (--annotations).
+    index_file: its index file's name in the output (--index_files); None without one.
+    catalog_file: its catalog file's name in the output (--incremental); None without one, and then no checksum.
+  """
   labels = [value.labels if multi_label else value.label for value in shard_entries]
   objects = collections.Counter(label for value in shard_entries for label in value.objects)
   return ShardReport(split=split, file=file, num_examples=len(shard_entries), num_bytes=num_bytes,

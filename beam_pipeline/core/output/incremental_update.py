@@ -167,9 +167,16 @@ def changed(changes: Mapping[str, int]) -> bool:
 
 def what_changed(decision: Decision, changes: Mapping[str, int], written: run_totals.WrittenTotals,
            dataset: run_totals.WrittenTotals, labels: List[str]) -> Update:
-  """What the run record of an --incremental run says it changed: ``changes`` counts its inputs
-  by what became of them (incremental_catalog.change), ``written`` is what it wrote, ``dataset``
-  the whole dataset after it, with its ``labels``."""
+  """What the run record of an --incremental run says it changed.
+
+  Args:
+    decision: whether the run updated the dataset or converted everything (and why); a full conversion counts
+      every example as added, and lists no written files.
+    changes: its inputs counted by what became of them (incremental_catalog.change).
+    written: what it wrote: new shards, and earlier ones written again.
+    dataset: the whole dataset after it.
+    labels: the dataset's classes after it, in id order; those past the earlier run's are new.
+  """
   shards = sum(len(split.shards) for split in dataset.splits.values())
   rewritten = set(written.rewritten_files)
   new = sum(1 for split in written.splits.values() for shard in split.shards if shard.file not in rewritten)

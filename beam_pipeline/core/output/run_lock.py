@@ -66,7 +66,14 @@ def new_run_id(now: float) -> str:
 
 
 def record_for(run: str, now: float, stale_after: float, held_by: str = LAUNCHER) -> LockRecord:
-  """The lock of ``run``, held by this process."""
+  """The lock of ``run``, held by this process.
+
+  Args:
+    run: the run's id (new_run_id).
+    now: Unix time the run takes the lock: its start and first renewal.
+    stale_after: seconds after a renewal at which the lease runs out; 0 for a flock, which never goes stale.
+    held_by: who keeps it alive: LAUNCHER (a local run's launching process) or JOB (a job's workers).
+  """
   pid = os.getpid()
   return LockRecord(run=run, host=socket.gethostname(), pid=pid, pid_started=process_started(pid), started=now,
                     renewed=now, stale_after=stale_after, held_by=held_by)
@@ -127,7 +134,14 @@ def describe(record: LockRecord, now: float) -> str:
 
 
 def held_message(output: str, lock_path: str, record: Optional[LockRecord], now: float) -> str:
-  """The one line a second run stops with: who holds ``output`` and how to clear a stale lock."""
+  """The one line a second run stops with: who holds ``output`` and how to clear a stale lock.
+
+  Args:
+    output: the --output both runs were given.
+    lock_path: the lock file, named so that a user can delete a stale one.
+    record: what the lock holds; None where it cannot be read (being written, or damaged).
+    now: Unix time now, to say how long ago the holder renewed its lease.
+  """
   if record is None:
     return (f'--output={output} is locked by another run whose lock cannot be read ({lock_path}); wait for it to '
             f'end, or if no run is writing there, delete {lock_path}')

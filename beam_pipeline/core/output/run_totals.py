@@ -25,10 +25,15 @@ def image_statistics(labels: Iterable[Union[None, str, Tuple[str, ...]]], longer
                      stored_bytes: Iterable[int], qualities: Iterable[Tuple[str, Tuple[str, ...]]] = ()
                      ) -> Dict[str, Dict[str, Any]]:
   """A shard's counts per class and histograms of its images' longer side (pixels) and stored
-  size (KiB, in power-of-two bins): what beam_pipeline.json holds per split. An image's label
-  may be a tuple (--multi_label), each of whose classes it counts once. ``qualities``: each
-  image's class (the one its split was stratified by) and data-quality flags, counted per flag
-  and class."""
+  size (KiB, in power-of-two bins): what beam_pipeline.json holds per split.
+
+  Args:
+    labels: each image's label (None: none); a tuple under --multi_label, each of whose classes it counts once.
+    longer_sides: each image's longer side as stored, in pixels.
+    stored_bytes: each image's size as stored.
+    qualities: each image's class (the one its split was stratified by) and data-quality flags, counted per flag
+      and class.
+  """
   texts = (text for label in labels for text in ((label,) if isinstance(label, str) else label or ()))
   quality: Dict[str, Dict[str, int]] = {}
   for stratum, flags in qualities:
@@ -180,10 +185,27 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None,
           num_skipped: int = 0, update: Optional[Update] = None,
           near_copies: Optional[NearDuplicates] = None, listing: Optional[Listing] = None) -> RunRecord:
-  """``written`` is written_totals of every shard: counts per split come from the shards as
-  written, so they match the files. ``duplicates`` is how planning.DuplicateGroups sums
-  up the groups of identical files: num_groups, num_extra_copies, num_label_conflicts, and the
-  first MAX_LISTED_DUPLICATE_GROUPS groups. ``num_skipped`` files were skipped as no images.
+  """The run's record, beam_pipeline.json: its counts per split come from the shards as written,
+  so they match the files.
+
+  Args:
+    written: written_totals of every shard; after an update, of the whole dataset.
+    labels: the class names in id order, as labels.txt lists them.
+    errors_by_reason: the rejections per reason, without the copies dropped and the files skipped, which are no
+      errors.
+    num_errors_files: how many errors files the rejections were written to.
+    duplicates: how content_groups.DuplicateGroups sums up the groups of identical files: num_groups,
+      num_extra_copies, num_label_conflicts, and the first MAX_LISTED_DUPLICATE_GROUPS groups.
+    dedupe: whether --dedupe kept one copy of each group.
+    num_removed: the copies --dedupe dropped.
+    settings: the run's options as given (Settings.as_dict), recorded with the runner.
+    runner: the Beam runner the run ran on.
+    embedding: what the record says of --embedding_model's embeddings (embedding_info); None without them.
+    num_skipped: the files skipped as no images.
+    update: what an --incremental run changed (incremental_update.what_changed); None without --incremental.
+    near_copies: the near copies found (near_duplicates); None under --near_copies=off.
+    listing: how many inputs an --incremental run listed and their digest, by which the next run may find
+      nothing changed; None without it.
   """
   order = {label: index for index, label in enumerate(labels)}
   splits = {}
@@ -229,8 +251,8 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
 
 
 def near_duplicates(found: Optional[Mapping[str, Any]], mode: str, num_removed: int) -> Optional[NearDuplicates]:
-  """The record's near copies from what planning found (graph.near_copies_found), None if it
-  looked for none (--near_copies=off)."""
+  """The record's near copies from what planning found (graph.Planned.near_copies: content_groups.NearGroups
+  with the grouping's distance and what it left out), None if it looked for none (--near_copies=off)."""
   if found is None:
     return None
   return NearDuplicates(distance=found['distance'], num_groups=found['num_groups'], num_images=found['num_images'],
@@ -274,7 +296,16 @@ def check_budget_before_writing(num_inputs: int, rejected_by_reason: Mapping[str
 def check_error_budget(num_written: int, errors_by_reason: Mapping[str, int], num_removed: int, max_fraction: float,
                        errors_path: str) -> None:
   """Raises ErrorBudgetExceeded naming the top reasons if too large a share of the inputs was
-  rejected; ``num_removed`` copies that --dedupe dropped count as inputs, not as errors."""
+  rejected.
+
+  Args:
+    num_written: the examples written; after an update, the whole dataset's.
+    errors_by_reason: the rejections that count against the budget, per reason.
+    num_removed: inputs left out on purpose (copies --dedupe or --near_copies=drop dropped, images
+      --drop_unannotated left out): they count as inputs, not as errors.
+    max_fraction: the largest share of the inputs that may be rejected (--max_error_fraction).
+    errors_path: the errors files (a pattern where there are several), which the message points to.
+  """
   rejected = sum(errors_by_reason.values())
   total = num_written + rejected + num_removed
   if not total or rejected / total <= max_fraction:

@@ -61,7 +61,14 @@ def offsets(weights: Iterable[Tuple[Tuple[str, str], int]]) -> Dict[str, KeyOffs
 
 def midpoints(items: Sequence[Item], weight: Callable[[Item], int], bucket: str,
               placed: KeyOffsets) -> Iterator[Tuple[Item, float]]:
-  """Each item of one bucket, given in hash order, with the midpoint of its weight in its key's running total."""
+  """Each item of one bucket, given in hash order, with the midpoint of its weight in its key's running total.
+
+  Args:
+    items: the bucket's items of one key (a class or a split), in hash order.
+    weight: an item's weight: its images, its estimated bytes, or 1.
+    bucket: the bucket's hash prefix, whose offset ``placed`` gives.
+    placed: the key's offsets: its weight before each of its buckets.
+  """
   position = placed.before[bucket]
   for item in items:
     item_weight = weight(item)

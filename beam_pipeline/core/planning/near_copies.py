@@ -124,8 +124,14 @@ def rank_key(phash: int, priority_of: int) -> Tuple[int, int]:
 
 def node_or_uniform(phash: str, count: int, files: Optional[Sequence[Tuple[int, str]]], cap: int = SAME_HASH_CAP
                     ) -> Optional[Node]:
-  """The node of a hash shared by ``count`` distinct files (``files``: their (priority, sha256),
-  the smallest first, while count <= cap), or None for a near-uniform one."""
+  """The node of a hash shared by ``count`` distinct files, or None for a near-uniform one.
+
+  Args:
+    phash: the hash, as 16 hex digits.
+    count: how many distinct files share it.
+    files: their (priority, sha256), the smallest first, while count <= cap; None past it.
+    cap: the most files a hash may be shared by and still be grouped.
+  """
   if count > cap or not files:
     return None
   return Node(parse(phash), files[0][0], files[0][1], count)
@@ -143,10 +149,16 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int]], distance: int, 
   """The groups NearCopies finds, from every file's (sha256, perceptual hash, priority) at once:
   for a runner that holds every element in one process's memory anyway (the DirectRunner),
   where NearCopies's shuffles would cost more than the comparison. Its memory grows with the
-  hashes, never with the pairs of them that are close. A hash shared by more than
-  ``same_hash_cap`` files is near-uniform; a group of more than ``cap`` images, look-alikes:
-  both counted, neither grouped. A group's representative is its best file: the smallest
-  (priority, sha256) of its files."""
+  hashes, never with the pairs of them that are close. Near-uniform hashes and sets of
+  look-alikes are counted, not grouped. A group's representative is its best file: the smallest
+  (priority, sha256) of its files.
+
+  Args:
+    files: every file's (sha256, perceptual hash, priority); a file given twice keeps its smallest (hash, priority).
+    distance: the most bits a hash may differ in from its group's anchor.
+    cap: the most images a group may hold; a group of more is a set of look-alikes.
+    same_hash_cap: the most files a hash may be shared by; a hash shared by more is near-uniform.
+  """
   of_file: Dict[str, Tuple[str, int]] = {}
   for sha, phash, rank in files:
     of_file[sha] = min(of_file.get(sha, (phash, rank)), (phash, rank))
@@ -205,10 +217,9 @@ def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = No
 
 def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: int, members: np.ndarray,
               asking: np.ndarray, fixed: int = 0, free: int = ALL_BITS, runs: Optional[np.ndarray] = None) -> None:
-  """anchors' work on ``members`` (indices into the hashes, which are in rank order; those that
-  agree on the ``fixed`` bits come in rank order), for the ``asking`` ones among them: for each
-  of the d+1 parts of the ``free`` bits, the members sorted by their value on the fixed bits and
-  the part's, stably, so in rank order within a value.
+  """anchors' work on ``members``, for the ``asking`` ones among them: for each of the d+1 parts
+  of the ``free`` bits, the members sorted by their value on the fixed bits and the part's,
+  stably, so in rank order within a value.
 
   A run of at most _SHORT, or a sparse one of at most _OFFSETS, compares each member with every
   one before it (_offsets), where one member in _ASKING or more is asking. Otherwise each asking
@@ -217,8 +228,21 @@ def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: i
   then up to _OFFSETS steps in all in a run of at most _OFFSETS or one that cannot be split
   again, _STRAGGLER_STEPS more in a long dense run, none in a long sparse one. Those still
   comparing go on in their run split again by the pigeonhole over the bits outside the part.
-  ``runs`` is each member's run one level up: a run that did not halve when split (a cluster)
-  is not split again, and its askers still comparing after their steps are cut short.
+  A run that did not halve when split (a cluster, by ``runs``) is not split again, and its
+  askers still comparing after their steps are cut short.
+
+  Args:
+    hashes: every hash compared, in rank order (uint64).
+    best: each hash's anchor so far, an index into ``hashes`` (its own at first), lowered as close hashes that
+      rank before it are found (changed).
+    cut: whether each hash's comparison was cut short (changed).
+    distance: the most bits a hash may differ in from its anchor (d).
+    members: the hashes compared here, as indices into ``hashes``; those that agree on the ``fixed`` bits come
+      in rank order.
+    asking: for each member, whether its anchor is wanted.
+    fixed: the bits each member agrees on with the rest of its run one level up; 0 at the first level.
+    free: the bits left to split into parts.
+    runs: the length of each member's run one level up; None at the first level.
   """
   for piece in dealt(free, distance + 1):
     mask = fixed | piece
@@ -284,7 +308,16 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, distance: int, ordered: np.nd
   at a time over every run at once, in contiguous numpy calls; the runs no longer than the offset
   are dropped at each power of two. Neighbours from two runs are compared too, and a close pair
   of them lowers both ends' best (either may rank first): asking whether two hashes share a run
-  would cost more than it saves."""
+  would cost more than it saves.
+
+  Args:
+    hashes: every hash compared, in rank order (uint64).
+    best: each hash's anchor so far, an index into ``hashes`` (changed).
+    distance: the most bits a hash may differ in from its anchor.
+    ordered: the members, as indices into ``hashes``, in runs of one value, each in rank order.
+    length: the length of each member's run, by its place in ``ordered``.
+    positions: the places in ``ordered`` of the members to compare: whole runs, in order.
+  """
   members, lengths = ordered[positions], length[positions]
   values = hashes[members]
   offset, longest = 1, int(lengths.max(initial=0))
@@ -303,13 +336,24 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, distance: int, ordered: np.nd
 def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidates: np.ndarray, ranks: np.ndarray,
               distance: int, start: np.ndarray, end: np.ndarray, steps: Union[int, np.ndarray]
               ) -> Tuple[np.ndarray, np.ndarray]:
-  """Each query compared with the ``candidates`` (and their ``ranks``, rising within a run) from
-  its ``start`` on, in order, until one is within ``distance`` (its rank lowers the query's best,
-  ``best[slot]``), one ranks at or after its best, or its run's ``end`` comes, for at most its
-  ``steps`` comparisons. All queries at once, a block of candidates each at a time: one while
-  many are comparing, wider as they thin out, so that a long tail of few costs few numpy calls.
-  Returns the indices of the queries whose steps ran out first, in order, and where each would
-  go on."""
+  """Each query compared with the candidates from its start on, in order, until one is within
+  ``distance`` (its rank lowers the query's best, ``best[slot]``), one ranks at or after its
+  best, or its run's end comes, for at most its ``steps`` comparisons. All queries at once, a
+  block of candidates each at a time: one while many are comparing, wider as they thin out, so
+  that a long tail of few costs few numpy calls. Returns the indices of the queries whose steps
+  ran out first, in order, and where each would go on.
+
+  Args:
+    queries: the hashes comparing (uint64).
+    slots: each query's own index into ``best``.
+    best: each hash's anchor so far, as a rank (changed).
+    candidates: the hashes compared with, runs side by side (uint64).
+    ranks: each candidate's rank, its index into ``best``, rising within a run.
+    distance: the most bits a query may differ in from its anchor.
+    start: each query's first place in ``candidates``.
+    end: the end of each query's run in ``candidates``.
+    steps: the most comparisons a query makes: one number for all, or one each.
+  """
   stop = np.minimum(end, start + steps)
   active = np.flatnonzero(start < stop)
   position = start[active]
@@ -345,15 +389,21 @@ def _runs(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = ALL_BITS, key_cap: int = KEY_CAP
                 ) -> Iterator[object]:
-  """One key's anchors, from its members' (phash, priority) (the hash as a signed 64-bit int,
-  parse; ``members`` may be iterated twice): (phash, (priority, anchor)) for each member whose
+  """One key's anchors, from its ``members``: (phash, (priority, anchor)) for each member whose
   anchor in the key is another hash, and (anchor, None) once for each such anchor; then, where
   any, ('over_cap_hashes', count) of members not held that found no held anchor and
   ('cut_short_hashes', count) of members whose comparison was cut short.
 
   The ``key_cap`` best-ranked members are held and compared among themselves; every other
   member, a block at a time, only with them: if it finds one, that is its best in the key
-  anyway, and in a cluster of look-alikes it does. Memory stays within the cap and a block."""
+  anyway, and in a cluster of look-alikes it does. Memory stays within the cap and a block.
+
+  Args:
+    members: the key's (phash, priority), the hash as a signed 64-bit int (parse); may be iterated twice.
+    distance: the most bits a member may differ in from its anchor.
+    free: the bits on which the key's hashes may still differ (free_bits).
+    key_cap: how many of the best-ranked members are held.
+  """
   held = heapq.nsmallest(key_cap, members, key=lambda member: rank_key(*member))
   if len(held) < key_cap and len(held) <= _FEW:
     anchoring = set()
@@ -393,8 +443,16 @@ _FEW = 16  # a key of at most this many compares in plain Python: numpy's calls 
 
 def _told(members: Sequence[Tuple[int, int]], held: Sequence[Tuple[int, int]], anchor: np.ndarray, own: np.ndarray,
           anchoring: np.ndarray) -> Iterator[Tuple[int, Tuple[int, int]]]:
-  """(phash, (priority, anchor)) of each member whose anchor (an index into ``held``, -1: none)
-  is not its ``own`` index; marks each such anchor in ``anchoring``."""
+  """(phash, (priority, anchor)) of each member whose anchor is another hash; marks each such
+  anchor in ``anchoring``.
+
+  Args:
+    members: the (phash, priority) of the members told of.
+    held: the key's held members, which ``anchor`` and ``own`` index.
+    anchor: each member's anchor, an index into ``held``; -1: none.
+    own: each member's own index into ``held``; -1 for one not held.
+    anchoring: for each held member, whether it anchors another (changed).
+  """
   told = np.flatnonzero((anchor >= 0) & (anchor != own))
   anchoring[anchor[told]] = True
   for index in told.tolist():

@@ -104,7 +104,7 @@ def shard_count(total_bytes: int, target_bytes: int) -> int:
 
 def assign_shards(bucket: str, records: Iterable[CheckedImage], target_bytes: int, placed: hash_order.Offsets,
                   sizes: RecordSizes = RecordSizes()) -> Dict[Tuple[str, int], List[CheckedImage]]:
-  """The records of one order bucket by (split, planned shard); ``placed`` holds every bucket's split_bytes.
+  """The records of one order bucket by (split, planned shard).
 
   A split of total T bytes gets N = ceil(T / target) shards of about T/N bytes,
   which is at most the target and, for N >= 2, more than half of it; a record goes
@@ -112,6 +112,13 @@ def assign_shards(bucket: str, records: Iterable[CheckedImage], target_bytes: in
   With ``sizes.max_images``, N is at least the split's images over it. With
   ``sizes.num_shards``, N is that, and records are weighed by count instead of bytes: a split
   of M records gets shards of M/N records, rounded either way (one record each if M < N).
+
+  Args:
+    bucket: the order bucket: a prefix of its records' order keys.
+    records: the bucket's records, their splits assigned.
+    target_bytes: the size a shard is to hold at most (--target_shard_mb).
+    placed: every bucket's split_bytes, as offsets per split (and per split's images).
+    sizes: what a record holds besides metadata, the most images a shard may hold, and the shards a split has.
   """
   by_split: Dict[str, List[CheckedImage]] = collections.defaultdict(list)
   for record in records:
@@ -167,7 +174,15 @@ def plan_shard(split: str, numbered: Tuple[int, int], records: Iterable[CheckedI
                numbering: Optional[Mapping[str, Any]] = None) -> ShardPlan:
   """One shard's plan: its records in shard order, under its gap-free (index, count); in an
   --incremental output, numbered as its split's incremental_update.Numbering says (after the
-  earlier shards; a split with none has none), with no count."""
+  earlier shards; a split with none has none), with no count.
+
+  Args:
+    split: the shard's split.
+    numbered: its gap-free (index, count) among its split's shards (number).
+    records: its records, in any order.
+    numbering: with --incremental, each split's Numbering (incremental_update.Decision.numbered: none in a full
+      conversion); None without it, whose file names hold the count.
+  """
   index, count = numbered
   if numbering is not None:
     index, count = (numbering[split].index(index) if split in numbering else index), 0

@@ -203,7 +203,14 @@ def _label_text(record: CheckedImage) -> str:
 
 def _duplicate_detail(copy: CheckedImage, kept: CheckedImage, copies: int, with_kept_label: int) -> str:
   """The errors line of a copy --dedupe drops: whose copy it is, and whether their labels
-  conflict (then which label won: ``with_kept_label`` of the ``copies`` give the kept one's)."""
+  conflict (then which label won, and by how many of the copies).
+
+  Args:
+    copy: the copy dropped.
+    kept: the copy --dedupe keeps, whose labels won.
+    copies: how many copies the picture has, the kept one included.
+    with_kept_label: how many of them give the kept one's labels.
+  """
   detail = f'same content as {kept.uri} (--dedupe keeps one copy)'
   if _label_set(copy) == _label_set(kept):
     return detail
@@ -256,8 +263,16 @@ def fractions_after(spec: SplitSpec, kept: Mapping[str, int], new: int) -> Tuple
 def assign_splits(bucket: str, groups: Iterable[ContentGroup], spec: SplitSpec,
                   placed: hash_order.Offsets, kept: Optional[Mapping[str, Mapping[str, int]]] = None
                   ) -> Iterator[CheckedImage]:
-  """Gives every record of one content bucket its split; ``placed`` holds every bucket's class_weights,
-  ``kept`` each class's images per split that an --incremental output holds already."""
+  """Gives every record of one content bucket its split.
+
+  Args:
+    bucket: the content bucket: a prefix of its records' content hashes (a near bucket's ends in NEAR_BUCKET_SUFFIX).
+    groups: its content groups; a group whose split is given keeps it.
+    spec: the splits' names and fractions (--splits).
+    placed: every bucket's class_weights, as offsets per class.
+    kept: each class's images per split that an --incremental output holds already (and the new ones whose split
+      is given), which the class's new images make up for (fractions_after); None outside an update.
+  """
   pending: Dict[str, List[ContentGroup]] = collections.defaultdict(list)
   for group in groups:
     if group.records[0].split:

@@ -22,11 +22,17 @@ from beam_pipeline.core.writing import record_index, shard_writer
 def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_path: str,
                   settings: Settings) -> ShardWritten:
   """Writes ``unit``'s shard to the local ``file_path``, with its catalog and index file beside
-  it: the records of its sources (``earlier``: each one's local shard and catalog, in order) but
-  those of ``unit.dropped``. An uncompressed shard's records are copied as bytes, framing and
-  all, their checksums checked; a compressed one's are read and framed again (a compressed
-  stream cannot be cut). DamagedOutput if a shard and its catalog disagree, or a shard's framing
-  or checksums fail: the output is not what its record says."""
+  it: the records of its sources but those of ``unit.dropped``. An uncompressed shard's records
+  are copied as bytes, framing and all, their checksums checked; a compressed one's are read and
+  framed again (a compressed stream cannot be cut). DamagedOutput if a shard and its catalog
+  disagree, or a shard's framing or checksums fail: the output is not what its record says.
+
+  Args:
+    unit: the shard to write again: its split and name, its sources, and the uris whose records go.
+    earlier: each source's local shard and catalog file, in ``unit.sources``' order.
+    file_path: the local file to write, which the Beam side moves or uploads into place.
+    settings: the run's settings: its compression, whether it writes index files, and what a report counts.
+  """
   dropped = set(unit.dropped)
   options = {'multi_label': settings.multi_label, 'annotations': bool(settings.annotations),
              'index_file': output_layout.index_file(unit.file) if settings.index_files else None}

@@ -35,15 +35,22 @@ Embed = Callable[[Sequence[bytes]], Sequence[np.ndarray]]
 
 def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names: List[str],
                 remote: Optional[reading.Remote] = None, embed: Optional[Embed] = None) -> ShardWritten:
-  """Writes ``plan``'s records in order to the local ``file_path``; ``remote`` reads Cloud
-  Storage objects (ahead), and ``embed`` computes the embeddings --embedding_model asks for,
-  a batch of records at a time.
+  """Writes ``plan``'s records in order to the local ``file_path``.
 
   Each record's steps run behind the isolation boundary, so a record that fails
   any of them is rejected alone: a file whose bytes changed since validation
   (``changed_during_run``: its record would not match what was planned and
   checked), or any unexpected error. Writing the file itself is not: an output
   that cannot be written fails the shard, and the run.
+
+  Args:
+    plan: the shard: its split, its place among the split's shards, and its records in order.
+    file_path: the local file to write, under the temporary name the Beam side moves or uploads into place.
+    settings: the run's settings.
+    class_names: the labels in id order: a label's class id is its index here.
+    remote: what reads Cloud Storage objects, ahead of the writer; None where no input is remote.
+    embed: the model that computes the embeddings --embedding_model asks for, a batch of records at a time;
+      None without it.
   """
   pillow_limit.set_for(settings.max_pixels)  # it opens what validation opened, re-encoding
   class_ids = {label: index for index, label in enumerate(class_names)}
@@ -125,9 +132,15 @@ def _on_any_core() -> None:
 def _stored(read: Iterable[Tuple[CheckedImage, Any]], settings: Settings, rejected: List[Rejection],
             reencoders: Optional[Executor] = None) -> Iterator[_Stored]:
   """(record, stored bytes, source's (height, width)) of each record read; the ones rejected
-  go to ``rejected`` instead. A re-encoding's record follows what is written (_reencoded).
-  Given ``reencoders``, REENCODE_THREADS records are made ahead on them, in order, so that
-  only a few images are held at once."""
+  go to ``rejected`` instead. A re-encoding's record follows what is written (_stored_image).
+
+  Args:
+    read: each record with its source's bytes, or the Rejected of a read that failed (reading.read_files).
+    settings: the run's settings: how images are stored.
+    rejected: the rejections of the records that fail (changed).
+    reencoders: threads to make REENCODE_THREADS records ahead on, in order, so that only a few images are held
+      at once; None: one at a time, as they are read.
+  """
 
   def made(read_record: Tuple[CheckedImage, Any]) -> Union[_Stored, Rejected]:
     record, data = read_record
@@ -167,7 +180,16 @@ def _embedded(batch: List[_Stored], embed: Embed, settings: Settings) -> List[An
 
 def _example(record: CheckedImage, image: bytes, original_size: Tuple[int, int], embedding: Optional[Dict[str, Any]],
              class_ids: Dict[str, int], settings: Settings) -> bytes:
-  """The record's serialized Example."""
+  """The record's serialized Example.
+
+  Args:
+    record: the record: its metadata, labels, objects and extra fields.
+    image: the image as stored; left out under --embedding_only.
+    original_size: the source's (height, width), upright.
+    embedding: the image's embedding fields (_embedding_fields); None without --embedding_model.
+    class_ids: each label's class id.
+    settings: the run's settings: the schema, and which fields it holds.
+  """
   isolation.fault_point(isolation.WRITE)
   fields = {
       schemas.IMAGE: image, schemas.FORMAT: record.format.encode('ascii'), schemas.HEIGHT: record.height,

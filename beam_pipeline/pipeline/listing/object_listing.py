@@ -75,5 +75,14 @@ def _split(uri: str) -> Tuple[str, str]:
 
 
 def _pages(bucket: str, prefix: str, delimiter: Optional[str], fields: str):
+  """A listing's pages, requested one at a time as they are read: no more than a page is held.
+
+  Args:
+    bucket: the Cloud Storage bucket listed.
+    prefix: the start of the object names listed, within the bucket.
+    delimiter: '/' to list one level (the objects beside ``prefix``, and its subfolders as a page's prefixes); None
+      for every object below it.
+    fields: the fields each page's response holds (a partial response): what is not asked for is not sent.
+  """
   return beam_internals.storage_client().list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_size=_PAGE_SIZE,
                                                     fields=fields).pages

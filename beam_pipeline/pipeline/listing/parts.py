@@ -59,8 +59,14 @@ def input_parts(spec: InputSpec, part_bytes: int = manifest_parts.PART_BYTES) ->
 
 def list_input_batches(part: InputPart, output: Optional[str] = None, size: int = LIST_BATCH_SIZE, *,
                        fingerprints: bool = False) -> Iterator[Union[List[InputItem], Rejection]]:
-  """list_part with its items in lists of ``size`` (the unit of work validation workers
-  take); a manifest row that names no usable input comes out alone."""
+  """list_part with its items in lists; a manifest row that names no usable input comes out alone.
+
+  Args:
+    part: the part to list.
+    output: the run's output, whose files are not listed if it lies inside the input.
+    size: how many items a list holds: the unit of work validation workers take.
+    fingerprints: each item has its fingerprint (--incremental; list_part).
+  """
   batch = []
   for item in list_part(part, output, fingerprints=fingerprints):
     if isinstance(item, Rejection):
@@ -76,14 +82,20 @@ def list_input_batches(part: InputPart, output: Optional[str] = None, size: int 
 
 def list_part(part: InputPart, output: Optional[str] = None, *, skip_non_images: bool = True,
               fingerprints: bool = False) -> Iterator[Union[InputItem, Rejection]]:
-  """All items of one part, but for the files of ``output`` (the run's own, if it lies inside
-  the input); manifest rows that cannot be used come out as rejections, and so do a folder's or
-  a glob's files that are no images (skipped_files: reason skipped), unless
-  ``skip_non_images`` is False (a folder of VOC annotations lists its .xml files). Each item is
-  made behind the isolation boundary: one that fails is rejected alone. With ``fingerprints``
-  (--incremental), each item has its fingerprint (core/inputs/fingerprints.py): from the
-  listing's own metadata, or for a local file or a manifest's row one os.stat or metadata
-  request more; without, it has none ('')."""
+  """All items of one part; manifest rows that cannot be used come out as rejections, and so do
+  a folder's or a glob's files that are no images (skipped_files: reason skipped), unless
+  ``skip_non_images`` is False. Each item is made behind the isolation boundary: one that fails
+  is rejected alone.
+
+  Args:
+    part: the part to list.
+    output: the run's own output, whose files are not listed if it lies inside the input.
+    skip_non_images: files that are no images are rejected as skipped; False lists them (a folder of VOC
+      annotations lists its .xml files).
+    fingerprints: --incremental: each item has its fingerprint (core/inputs/fingerprints.py), from the listing's
+      own metadata, or for a local file or a manifest's row one os.stat or metadata request more; without, it has
+      none ('').
+  """
   spec = part.spec
   skip = _inside(output, spec) if output and not spec.is_manifest else None
 
@@ -110,7 +122,14 @@ def list_part(part: InputPart, output: Optional[str] = None, *, skip_non_images:
 def _listed_files(part: InputPart, root: Optional[str], skip: Optional[str],
                   fingerprints: bool) -> Iterator[Tuple[str, Optional[str]]]:
   """The files of a folder, glob or Cloud Storage part, each with its fingerprint if asked for
-  (None: a local file's, which _path_item takes), else ''."""
+  (None: a local file's, which _path_item takes), else ''.
+
+  Args:
+    part: the part to list: a folder's or a glob's input, or one Cloud Storage prefix of it.
+    root: a folder input's folder (its path without '/**'); None for other inputs.
+    skip: the run's output where it lies inside the input (_inside): a local listing does not go into it.
+    fingerprints: each file with its fingerprint (--incremental).
+  """
   spec = part.spec
   if part.prefix:
     matches = re.compile(FileSystem.translate_pattern(spec.path)).match
@@ -166,6 +185,15 @@ def _path_item(path: str, root: Optional[str] = None, fingerprint: Optional[str]
 
 def _read_csv_manifest(path: str, part: InputPart, multi_label: bool,
                        fingerprints: bool) -> Iterator[Union[InputItem, Rejection]]:
+  """The items of a CSV manifest's rows in ``part``, numbered by row; a row that cannot be used comes out as its
+  rejection.
+
+  Args:
+    path: the manifest's path.
+    part: the part read: its byte range of rows (all of them if none) and the manifest's header, if it has one.
+    multi_label: --multi_label: a row may name several labels.
+    fingerprints: each item has its fingerprint, of the row and the file it names (_numbered).
+  """
   first_row = part.rows.first_row if part.rows else 1
   with manifest_files.open_text(path, part.rows) as text:
     # skipinitialspace reads 'TRAIN, a.jpg, cat' as intended; a quoted uri keeps its spaces.
@@ -189,6 +217,15 @@ def _read_csv_manifest(path: str, part: InputPart, multi_label: bool,
 
 def _read_jsonl_manifest(path: str, part: InputPart, multi_label: bool,
                          fingerprints: bool) -> Iterator[Union[InputItem, Rejection]]:
+  """The items of a JSON Lines manifest's lines in ``part``, numbered by line; a line that cannot be used comes out
+  as its rejection.
+
+  Args:
+    path: the manifest's path.
+    part: the part read: its byte range of lines (all of them if none).
+    multi_label: --multi_label: a line may name a list of labels.
+    fingerprints: each item has its fingerprint, of the line and the file it names (_numbered).
+  """
   with manifest_files.open_text(path, part.rows) as text:
     for line_number, line in enumerate(text, start=part.rows.first_row if part.rows else 1):
       if line.strip():

@@ -37,10 +37,29 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
   or --near_copies=drop dropped and files skipped as no images are listed with the rejections, but are no errors.
-  An update's totals are those of the dataset it updates (``earlier``: its run record) with
-  what it wrote (``written``) added, and it records what changed (``changes``); an update that
-  found nothing changed commits nothing, leaving the output as it was. An --incremental run
-  records its ``listing``'s digest, with which the next one may find so without a pipeline."""
+  An update's totals are those of the dataset it updates with what it wrote added, and it
+  records what changed; an update that found nothing changed commits nothing, leaving the
+  output as it was.
+
+  Args:
+    _: the one element that starts the step; side inputs among the rest make it wait for every shard and errors file.
+    written: the written shards' reports, summed up (SumShardReports).
+    labels_list: the label texts in class order, labels.txt's lines.
+    errors: the errors files written (WriteErrors): how many ('num_files'), and the rejections' counts by reason.
+    duplicates: the groups of identical files, summed up (DuplicateGroups).
+    near_copies: the groups of near copies, summed up with the distance and what the grouping left out; None under
+      --near_copies=off.
+    transform_written: the tf.Transform graph's directories staged, a list of them per graph written (none under
+      --skip_transform).
+    settings: the conversion's settings.
+    runner: the runner's name, for beam_pipeline.json.
+    changes: what an update found changed, which it records: {added, changed, removed, unchanged: count}; empty if
+      nothing changed, or for a run that updates nothing.
+    decision: the earlier dataset an --incremental run updates, if any, and the small shards it merges.
+    earlier: the run record of the dataset an update updates; None for a run that updates nothing.
+    listing: an --incremental run's listing digest, recorded: with it the next run may find that nothing changed
+      without a pipeline.
+  """
   if decision.updates and not incremental_update.changed(changes):
     output_dir.discard(settings.output, settings.run_id)
     return

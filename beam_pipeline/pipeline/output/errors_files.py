@@ -52,7 +52,14 @@ def _errors_file_of(rejection: Rejection, num_files: int) -> Tuple[int, List[Rej
 
 def write_errors_file(item: Tuple[int, Iterable[List[Rejection]]], num_files: int, output: str,
                       run: str) -> Dict[str, Any]:
-  """One errors file, staged for the commit: what it holds, by reason."""
+  """One errors file, staged for the commit: what it holds, by reason.
+
+  Args:
+    item: (the file's index, lists of its rejections), as GroupByFile gathers them.
+    num_files: how many errors files the run writes, which each file's name says (output_layout.errors_file).
+    output: the run's output.
+    run: the run's id, whose staging folder the file goes to.
+  """
   index, batches = item
   rejected = list(itertools.chain.from_iterable(batches))
   tags.records_per_key('GroupByFile').update(len(rejected))

@@ -208,14 +208,28 @@ def _clear_dead_runs(output: str, run: str) -> None:
 
 def staging(output: str, run: str, name: str, scratch: str) -> str:
   """The local path a worker writes ``name`` to: under the run's staging folder for a local
-  output, under the local ``scratch`` directory for a remote one (stage then uploads it)."""
+  output, under ``scratch`` for a remote one (stage then uploads it).
+
+  Args:
+    output: the run's output.
+    run: the run's id, whose staging folder a local output's file is written in.
+    name: the file's or directory's name in the output.
+    scratch: a local directory of the worker's, for a remote output's files.
+  """
   return os.path.join(scratch, name) if uris.is_remote(output) else temp_path(output, run, name)
 
 
 def stage(output: str, run: str, name: str, staged: str) -> None:
-  """Puts the complete local file or directory ``staged`` (from staging) under the run's staging
-  folder as ``name``, for the commit to move into place: a remote output's is uploaded, a local
-  one's renamed there (if it is not there already)."""
+  """Puts a complete local file or directory under the run's staging folder, for the commit to
+  move into place: a remote output's is uploaded, a local one's renamed there (if it is not
+  there already).
+
+  Args:
+    output: the run's output.
+    run: the run's id, whose staging folder it goes to.
+    name: its name in the output.
+    staged: the local path it was written to (staging); a remote output's copy is removed once uploaded.
+  """
   if not uris.is_remote(output):
     destination = temp_path(output, run, name)
     if staged != destination:
@@ -254,7 +268,14 @@ def download(remote: str, local: str) -> None:
 
 
 def stage_text(output: str, run: str, name: str, text: str) -> None:
-  """Writes a small file whole under the run's staging folder, for the commit to move."""
+  """Writes a small file whole under the run's staging folder, for the commit to move.
+
+  Args:
+    output: the run's output.
+    run: the run's id, whose staging folder the file goes to.
+    name: the file's name in the output.
+    text: all the file holds, written as UTF-8.
+  """
   try:
     with FileSystems.create(temp_path(output, run, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
       # A file name that is not UTF-8 reaches our JSON files as lone surrogates;
@@ -302,10 +323,20 @@ def commit(output: str, run: str, written: Iterable[str], written_dirs: Iterable
            last: Iterable[str] = (), moves: Iterable[Tuple[str, str]] = ()) -> None:
   """Replaces the output with what ``run`` staged, if it still holds the lock: the earlier marker
   moves into the run's staging folder, the staged files and directories move into place, files
-  of the output move as ``moves`` (from, to) say, what the records list and this run did not
-  write goes, the staged files ``last`` (another reader's marker) follow, the new marker comes
-  last, and the lock is given up. OutputError if the lock is another run's, or the storage
-  fails it: a rerun completes it."""
+  of the output move as ``moves`` say, what the records list and this run did not write goes,
+  the staged files ``last`` follow, the new marker comes last, and the lock is given up.
+  OutputError if the lock is another run's, or the storage fails it: a rerun completes it.
+
+  Args:
+    output: the output directory.
+    run: the run's id: its staging folder holds what is committed.
+    written: the staged files to move into place, by their names in the output.
+    written_dirs: the staged directories to move into place whole (the tf.Transform graph's), replacing earlier ones.
+    run_record_json: the new marker's text (beam_pipeline.json): the files its record lists stay.
+    last: staged files moved into place after the others, before the marker: another reader's marker
+      (TensorFlow Datasets' dataset_info.json).
+    moves: (from, to) names of the output's files to rename (an update closing the gaps in its shards' numbers).
+  """
   output_lock.check_held(output, run)
   COMMIT_GATE.enter()
   try:
@@ -331,6 +362,17 @@ def discard(output: str, run: str) -> None:
 
 def _commit(output: str, run: str, written: List[str], written_dirs: List[str], run_record_json: str,
             last: List[str], moves: List[Tuple[str, str]]) -> None:
+  """commit's moves and deletions, once the lock is checked and the commit gate entered.
+
+  Args:
+    output: the output directory.
+    run: the run's id: its staging folder holds what is committed.
+    written: the staged files to move into place.
+    written_dirs: the staged directories to move into place whole.
+    run_record_json: the new marker's text.
+    last: the staged files moved in just before the marker.
+    moves: (from, to) names of the output's files to rename.
+  """
   stage_text(output, run, output_layout.RUN_RECORD, run_record_json)
   # The earlier marker (ours, of this layout or 0.1's) becomes the journal of what the output held.
   names = _relative_names(output)

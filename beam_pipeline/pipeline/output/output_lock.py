@@ -127,7 +127,14 @@ def _read_file(path: str) -> Optional[LockRecord]:
 def _release_file(path: str, run: str, fd: int, created: Optional[str]) -> None:
   """Removes the lock file while still holding it, if it is this run's; the flock goes with the
   descriptor. The folder ``created`` for the lock goes too if nothing else came into it (a
-  run refused before any work leaves no trace)."""
+  run refused before any work leaves no trace).
+
+  Args:
+    path: the lock file.
+    run: the run's id: a lock file that names another run stays.
+    fd: the descriptor that holds the flock, closed here.
+    created: the output folder, if taking the lock made it; None if it was there before.
+  """
   try:
     record = _read_file(path)
     if record is not None and record.run == run:
@@ -296,6 +303,16 @@ def _stop_renewing(output: str, run: str) -> None:
 
 
 def _renew(uri: str, run: str, lease: float, stop: threading.Event) -> None:
+  """Renews the lease every 0.8 to 1 run_lock.RENEW_SECONDS, at random so that a job's processes
+  do not all renew at once, unless another did lately; until ``stop`` is set or the lock is no
+  longer ``run``'s.
+
+  Args:
+    uri: the lock object's gs:// uri.
+    run: the run's id, whose lock it renews.
+    lease: the seconds after its last renewal at which the lock is stale.
+    stop: set when this process is to renew no more (_stop_renewing).
+  """
   while not stop.wait(run_lock.RENEW_SECONDS * random.uniform(0.8, 1.0)):
     try:
       record = _record(_read_object(uri))

@@ -273,12 +273,22 @@ class AssignSplits(beam.PTransform):
   def __init__(self, spec: SplitSpec, listed: beam.pvalue.AsSingleton,
                records_per_bucket: int = hash_order.RECORDS_PER_BUCKET, kept: Optional[beam.PCollection] = None,
                list_near: bool = False):
+    """A step that gives each bucket's groups their splits, by the totals of every bucket.
+
+    Args:
+      spec: the splits asked for, by name and fraction.
+      listed: how many inputs were listed: the order buckets are as wide as they need.
+      records_per_bucket: about the most records one worker gathers in an order bucket.
+      kept: an --incremental output's (class, (split, records)) (incremental.KeptCounts), which count in each
+        class's fractions; None for a conversion of everything.
+      list_near: near buckets' groups listed with their splits, tagged tags.NEAR_COPIES.
+    """
     super().__init__()
     self._spec = spec
-    self._listed = listed  # how many inputs were listed: the order buckets are as wide as they need
+    self._listed = listed
     self._records_per_bucket = records_per_bucket
-    self._kept = kept  # an --incremental output's (class, (split, records)) (incremental.KeptCounts)
-    self._list_near = list_near  # near buckets' groups listed with their splits, tagged tags.NEAR_COPIES
+    self._kept = kept
+    self._list_near = list_near
 
   def expand(self, buckets):
     placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
@@ -300,9 +310,20 @@ def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
                   records_per_bucket: int = hash_order.RECORDS_PER_BUCKET,
                   kept: Optional[Mapping[str, Iterable[Tuple[str, int]]]] = None, list_near: bool = False
                   ) -> Iterator[Any]:
-  """One content bucket's records with their splits, by order bucket (as wide as ``listed``
-  inputs need), then its label texts; with ``list_near``, a near bucket's groups as
-  beam_pipeline.json lists them, tagged tags.NEAR_COPIES."""
+  """One content bucket's records with their splits, by order bucket, then its label texts; with
+  ``list_near``, a near bucket's groups as beam_pipeline.json lists them, tagged tags.NEAR_COPIES.
+
+  Args:
+    bucket: (content bucket, its content groups).
+    spec: the splits asked for, by name and fraction.
+    placed: every bucket's images per class (splitting.class_weights), a multimap side input of
+      (class, hash_order.KeyOffsets).
+    listed: how many inputs were listed: the order buckets are as wide as they need.
+    records_per_bucket: about the most records one worker gathers in an order bucket.
+    kept: an update's records per class and split, those it keeps and the new ones whose split is given, a
+      multimap side input of (class, (split, records)); None for a conversion of everything.
+    list_near: list a near bucket's groups.
+  """
   records = list(splitting.assign_splits(bucket[0], bucket[1], spec, _PerKey(placed),
                                          _KeptPerClass(kept) if kept is not None else None))
   if list_near and splitting.is_near_bucket(bucket[0]):
@@ -357,6 +378,15 @@ class PlanShards(beam.PTransform):
 def assign_shards(bucket: Tuple[str, Iterable[List[CheckedImage]]], target_bytes: int,
                   placed: Mapping[str, Iterable[hash_order.KeyOffsets]], sizes: sharding.RecordSizes
                   ) -> Iterable[Tuple[Tuple[str, int], List[CheckedImage]]]:
+  """One order bucket's records by (split, planned shard) (sharding.assign_shards).
+
+  Args:
+    bucket: (order bucket, lists of its records, each with its split), as GroupByOrder gathers them.
+    target_bytes: the most bytes a shard is planned to hold, give or take a record (--target_shard_mb).
+    placed: every order bucket's bytes per split (sharding.split_bytes), a multimap side input of
+      (split, hash_order.KeyOffsets).
+    sizes: how a record's size is estimated, and the most images a shard holds or the shards a split has.
+  """
   records = list(itertools.chain.from_iterable(bucket[1]))
   tags.records_per_key('GroupByOrder').update(len(records))
   return sharding.assign_shards(bucket[0], records, target_bytes, _PerKey(placed), sizes).items()
@@ -366,6 +396,16 @@ def plan_shard(shard: Tuple[Tuple[str, int], Iterable[List[CheckedImage]]],
                in_use: Mapping[Tuple[str, str], Iterable[List[int]]],
                chunks: Mapping[str, Iterable[hash_order.KeyOffsets]], numbering: Optional[Mapping[str, Any]] = None
                ) -> ShardPlan:
+  """One shard's plan (sharding.plan_shard), numbered without gaps among the shards that hold records.
+
+  Args:
+    shard: ((split, planned index), lists of its records), as GroupByShard gathers them.
+    in_use: the planned indexes that hold records in each (split, numbering chunk), a multimap side input.
+    chunks: each split's shards in use before each of its chunks, and in all (sharding.chunk_weights), a multimap
+      side input of (split, hash_order.KeyOffsets).
+    numbering: an --incremental output's incremental_update.Numbering per split (its names have no count); None
+      otherwise.
+  """
   (split, planned_index), batches = shard
   records = list(itertools.chain.from_iterable(batches))
   tags.records_per_key('GroupByShard').update(len(records))

@@ -44,12 +44,22 @@ class PlanInMemory(beam.PTransform):
 
   def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int, options: PlanOptions,
                kept: Optional[beam.PCollection] = None):
+    """A step of one element that reads every record as a side input and plans them all.
+
+    Args:
+      settings: the conversion's settings.
+      num_listed: one element: how many inputs were listed.
+      records_per_bucket: about the most records a bucket holds, as in the Beam planner.
+      options: what graph.plan takes beside the settings.
+      kept: an --incremental update's (class, (split, records)) of its kept records (incremental.KeptCounts); None
+        otherwise.
+    """
     super().__init__()
     self._settings = settings
     self._num_listed = num_listed
     self._records_per_bucket = records_per_bucket
     self._options = options
-    self._kept = kept  # an --incremental update's (class, (split, records)) of its kept records (KeptCounts)
+    self._kept = kept
 
   def expand(self, records):
     kept = beam.pvalue.AsList(self._kept) if self._kept is not None else None
@@ -62,6 +72,17 @@ class PlanInMemory(beam.PTransform):
 
 def _planned(_, batches: Iterable[List[CheckedImage]], listed: int, settings: Settings, records_per_bucket: int,
              options: PlanOptions, kept: Optional[Iterable[Tuple[str, Tuple[str, int]]]]) -> Iterator[Any]:
+  """plan's outputs as the step's: the ShardPlans, and the others tagged.
+
+  Args:
+    _: the one element that starts the step; the records come as a side input.
+    batches: every list of validated records.
+    listed: how many inputs were listed.
+    settings: the conversion's settings.
+    records_per_bucket: about the most records a bucket holds, as in the Beam planner.
+    options: what graph.plan takes beside the settings.
+    kept: an --incremental update's (class, (split, records)) of its kept records; None otherwise.
+  """
   outputs = plan(batches, listed, settings, records_per_bucket, options, kept)
   yield from outputs.pop(None, [])
   for tag, values in outputs.items():
@@ -72,9 +93,19 @@ def _planned(_, batches: Iterable[List[CheckedImage]], listed: int, settings: Se
 def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings, records_per_bucket: int,
          options: PlanOptions = PlanOptions(), kept: Optional[Iterable[Tuple[str, Tuple[str, int]]]] = None
          ) -> Dict[Optional[str], List[Any]]:
-  """graph.plan's outputs by tag (None: the ShardPlans), from every batch of validated records
-  of ``listed`` inputs (and an --incremental update's ``kept`` counts): the steps of the Beam
-  planner one after the other, each over every bucket."""
+  """graph.plan's outputs by tag (None: the ShardPlans), from every batch of validated records:
+  the steps of the Beam planner one after the other, each over every bucket.
+
+  Args:
+    batches: every list of validated records.
+    listed: how many inputs were listed, which sets the buckets' width, the near-copy distance and the largest
+      group.
+    settings: the conversion's settings.
+    records_per_bucket: about the most records a bucket holds, as in the Beam planner.
+    options: what graph.plan takes beside the settings.
+    kept: an --incremental update's (class, (split, records)) of its kept records (incremental.KeptCounts), which
+      count in each class's fractions; None otherwise.
+  """
   outputs: DefaultDict[Optional[str], List[Any]] = collections.defaultdict(list)
   batches = list(batches)
   if options.row_name and options.source_id_key:  # UniqueSourceIds
@@ -138,7 +169,14 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
 
 def _shards(pairs: List[Tuple[str, List[CheckedImage]]], target_bytes: int, sizes: sharding.RecordSizes,
             numbering: Optional[Any]) -> List[ShardPlan]:
-  """PlanShards on (order bucket, records) pairs."""
+  """PlanShards on (order bucket, records) pairs.
+
+  Args:
+    pairs: (order bucket, records with their splits), as AssignSplits outputs them.
+    target_bytes: the most bytes a shard is planned to hold, give or take a record (--target_shard_mb).
+    sizes: how a record's size is estimated, and the most images a shard holds or the shards a split has.
+    numbering: an --incremental output's incremental_update.Numbering per split; None otherwise.
+  """
   placed = _offsets(itertools.chain.from_iterable(
       sharding.split_bytes(bucket, records, sizes=sizes) for bucket, records in pairs))
   shards = list(itertools.chain.from_iterable(

@@ -89,7 +89,14 @@ def largest_group(num_listed: beam.PCollection, settings: Settings) -> beam.PCol
 def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection, one_machine: bool
             ) -> Dict[str, beam.PCollection]:
   """Lists of (source_sha256, phash, priority) to NearCopies's output: in memory on
-  ``one_machine`` (the DirectRunner), by NearCopies's bounded shuffles elsewhere."""
+  ``one_machine``, by NearCopies's bounded shuffles elsewhere.
+
+  Args:
+    hashes: lists of (source_sha256, phash, priority), a batch's each (content_groups.perceptual_hashes).
+    distance: one element: the distance within which hashes are near (near_distance).
+    cap: one element: the most images a group may hold (largest_group).
+    one_machine: the runner holds every element in one process (the DirectRunner), where a shuffle spreads nothing.
+  """
   distance, cap = beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap)
   if one_machine:
     return hashes | 'Group' >> NearCopiesOnOneMachine(distance, cap)
@@ -114,6 +121,16 @@ class NearCopies(beam.PTransform):
 
   def __init__(self, distance: Any, cap: Any = near_copies.GROUP_CAP, key_cap: int = near_copies.KEY_CAP,
                same_hash_cap: int = near_copies.SAME_HASH_CAP):
+    """A step of bounded shuffles.
+
+    Args:
+      distance: the distance within which hashes are near.
+      cap: the most images a group may hold: a larger group's images are counted as look-alikes, not grouped.
+      key_cap: the most hashes one key holds for comparison: a band key with more is split into sub-band keys, and
+        a key's members past it are compared only with those held (near_copies.key_anchors).
+      same_hash_cap: the most distinct files a hash may be shared by; one shared by more is near-uniform (an
+        all-black frame), its images counted, not grouped.
+    """
     super().__init__()
     self._distance = distance
     self._cap = cap
@@ -176,6 +193,14 @@ class NearCopiesOnOneMachine(beam.PTransform):
 
 
 def _group_in_memory(_, lists: Iterable[List[Tuple[str, str, int]]], distance: int, cap: int) -> Iterator[Any]:
+  """The pairs of near_copies.groups_on_one_machine, then its summary tagged tags.NEAR_COPIES.
+
+  Args:
+    _: the one element that starts the step; the hashes come as a side input.
+    lists: every list of (source_sha256, phash, priority).
+    distance: the distance within which hashes are near.
+    cap: the most images a group may hold.
+  """
   found = near_copies.groups_on_one_machine(itertools.chain.from_iterable(lists), distance, cap)
   yield from found.pairs
   yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, found.counts)
