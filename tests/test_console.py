@@ -188,12 +188,13 @@ def test_a_slow_phase_of_large_images_reads_as_moving_not_stalled():
   the time left does not grow while an image is under way."""
   assert progress.line(progress_counts.Snapshot('writing', 3, 16, 0, 0.0), now=10.0) == (
       'progress: writing 3 of 16 images, 0.3 images/s, 0 rejected, about 43 s left')
-  # Four written in the first 8 s, none since: the time left counts down from what 8 s said (24 s).
+  # Four written in the first 8 s, none since: the time left counts down from what 8 s said (24 s),
+  # and once that has run out it is no longer said.
   assert [progress.line(progress_counts.Snapshot('writing', 4, 16, 0, 0.0), now=now, moved=8.0) for now in
           (8.0, 18.0, 40.0)] == [
       'progress: writing 4 of 16 images, 0.5 images/s, 0 rejected, about 24 s left',
       'progress: writing 4 of 16 images, 0.2 images/s, 0 rejected, about 14 s left',
-      'progress: writing 4 of 16 images, 0.1 images/s, 0 rejected, about 0 s left']
+      'progress: writing 4 of 16 images, 0.1 images/s, 0 rejected']
 
 
 def test_a_terminal_without_a_size_gets_the_lines_not_a_bar(monkeypatch):

@@ -23,7 +23,8 @@ from beam_pipeline.core.console.progress_counts import COMMITTING, Counter, Snap
 def line(snapshot: Snapshot, now: float, moved: Optional[float] = None) -> str:
   """One plain line about a snapshot, for logs. The time left is reckoned at the pace up to when
   the count last ``moved`` and counts down from there: while large images are under way and none
-  has finished, it must not grow as if the work had slowed."""
+  has finished, it must not grow as if the work had slowed. Once it has run out with images
+  still to do, the pace no longer tells, and the line says no time rather than 0 s."""
   elapsed = max(now - snapshot.started, 1e-9)
   rate = snapshot.done / elapsed
   of = f' of {snapshot.total:,}' if snapshot.total is not None else ''
@@ -31,7 +32,8 @@ def line(snapshot: Snapshot, now: float, moved: Optional[float] = None) -> str:
   if snapshot.total and snapshot.done and snapshot.done < snapshot.total:
     moved = now if moved is None else min(moved, now)
     pace = snapshot.done / max(moved - snapshot.started, 1e-9)
-    left = f', about {max(0.0, (snapshot.total - snapshot.done) / pace - (now - moved)):.0f} s left'
+    seconds = (snapshot.total - snapshot.done) / pace - (now - moved)
+    left = f', about {seconds:.0f} s left' if seconds > 0 else ''
   return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {quantities.rate(rate, snapshot.unit)}, '
           f'{snapshot.rejected:,} {snapshot.failed}{left}')
 
