@@ -5,7 +5,7 @@ same buckets, with Python's dicts where the Beam planner has its shuffles and si
 On the DirectRunner every fused stage costs the launcher a fixed amount of CPU whatever the
 input (benchmarks/README.md, What the whole conversion costs), and the Beam planner's shuffles
 are some sixteen stages; there they spread nothing, the runner itself holding every element of
-a shuffle in memory. Dataflow keeps the Beam planner; tests/pipeline/test_in_memory_planning.py
+a shuffle in memory. Dataflow keeps the Beam planner; tests/pipeline/test_in_memory.py
 holds the two to the same plans.
 """
 import collections
