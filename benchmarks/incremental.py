@@ -353,7 +353,9 @@ def print_report(report: Dict[str, Any], summary: Dict[str, Any]) -> None:
         f'{shards["byte_identical"]} byte-identical, {len(shards["rewritten"])} rewritten, {len(shards["gone"])} gone, '
         f'{len(shards["new"])} new; {len(report["dirty_shards"])} held a removed or replaced file; '
         f'catalog files untouched: {shards["catalogs_untouched"]}')
-  print(f'update section: {json.dumps(report["rounds"][0]["update_section"])}')
+  section = dict(report['rounds'][0]['update_section'])
+  section['written_files'] = len(section.get('written_files') or [])  # their names are in the results file
+  print(f'update section: {json.dumps(section)}')
   c = report['rounds'][0]['check']
   print(f'read back: {c["records"]} records against {c["records_fresh"]} fresh, pairs equal: {c["pairs_equal"]}, '
         f'errors equal: {c["errors_equal"]}')
