@@ -107,8 +107,10 @@ def write_catalog(count: int, folder: Path) -> Any:
     number, entries = open_shards.pop(split)
     name = f'{split}-{number:05d}.tfrecord'
     (folder / 'catalog' / f'{split}-{number:05d}.jsonl').write_text(incremental_catalog.text(entries))
-    reports.append(incremental_catalog.report(split, name, entries, sum(e.stored_bytes for e in entries),
-                                              multi_label=False, annotations=False,
+    size = sum(e.stored_bytes for e in entries)
+    with open(folder / name, 'wb') as shard:  # sparse: of the size the update checks, holding no disk
+      shard.truncate(size)
+    reports.append(incremental_catalog.report(split, name, entries, size, multi_label=False, annotations=False,
                                               catalog_file=f'catalog/{split}-{number:05d}.jsonl'))
 
   numbers = {'train': 0, 'validation': 0, 'test': 0}
@@ -195,10 +197,10 @@ def _measured_compare(joined):
   return _counted('ByUri', incremental._ORIGINAL['compare'])(joined)  # pylint: disable=protected-access
 
 
-def _measured_placed(joined, dedupe):
+def _measured_placed(joined, *args):
   from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
-  return _counted('ByContent', incremental._ORIGINAL['placed'])(joined, dedupe)  # pylint: disable=protected-access
+  return _counted('ByContent', incremental._ORIGINAL['placed'])(joined, *args)  # pylint: disable=protected-access
 
 
 def _measured_rewrite(grouped, merges):
@@ -249,7 +251,9 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
              | 'Chunks' >> beam.Create(chunks)
              | 'Listing' >> beam.Map(listing_chunk, count, change_pct).with_output_types(List[InputItem]))
   num_listed = batches | 'Sizes' >> beam.Map(len) | 'CountListed' >> beam.CombineGlobally(sum)
-  earlier = p | 'EarlierRecord' >> beam.Create([record])  # the pipeline reads it from the output
+  # The pipeline reads it from the output; a Create of it would infer a schema of its dataclass
+  # fields, and Beam finds no type for the optional ones.
+  earlier = p | 'Output' >> beam.Create([None]) | 'EarlierRecord' >> beam.Map(lambda _: record)
   changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision)
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, False)
