@@ -436,33 +436,37 @@ class ClassLabels(beam.CombineFn):
     return self._in_order(accumulator)
 
 
-class NearGroups(beam.CombineFn):
-  """Every group of near copies, summed up as beam_pipeline.json lists them: how many groups
-  and images, how many groups have conflicting labels, and the first MAX_LISTED_DUPLICATE_GROUPS
-  entries (splitting.near_group_entry, sorted by their files), never more of them at once."""
+class _GroupEntries(beam.CombineFn):
+  """Group entries summed up as beam_pipeline.json lists them: how many groups, how many of
+  their files count (_COUNTED, _count), how many have conflicting labels, and the first
+  MAX_LISTED_DUPLICATE_GROUPS entries (_first_entries), never more of them at once."""
   _LISTED = run_totals.MAX_LISTED_DUPLICATE_GROUPS
+  _COUNTED = ''  # the key of the files' count
+
+  @staticmethod
+  def _count(entry: Dict[str, Any]) -> int:
+    raise NotImplementedError
 
   def create_accumulator(self) -> Tuple[int, int, int, List[Dict[str, Any]]]:
     return 0, 0, 0, []
 
   def add_input(self, accumulator, entry: Dict[str, Any]):
-    num_groups, num_images, num_conflicts, listed = accumulator
+    num_groups, counted, num_conflicts, listed = accumulator
     listed.append(entry)
     if len(listed) > 2 * self._LISTED:
       listed = _first_entries(listed, self._LISTED)
-    return (num_groups + 1, num_images + len(entry['images']), num_conflicts + bool(entry.get('label_conflict')),
-            listed)
+    return num_groups + 1, counted + self._count(entry), num_conflicts + bool(entry.get('label_conflict')), listed
 
   def merge_accumulators(self, accumulators):
-    num_groups, num_images, num_conflicts, listed = self.create_accumulator()
-    for groups, images, conflicts, more in accumulators:
-      num_groups, num_images, num_conflicts = num_groups + groups, num_images + images, num_conflicts + conflicts
+    num_groups, counted, num_conflicts, listed = self.create_accumulator()
+    for groups, more_counted, conflicts, more in accumulators:
+      num_groups, counted, num_conflicts = num_groups + groups, counted + more_counted, num_conflicts + conflicts
       listed = _first_entries(listed + more, self._LISTED)
-    return num_groups, num_images, num_conflicts, listed
+    return num_groups, counted, num_conflicts, listed
 
   def extract_output(self, accumulator) -> Dict[str, Any]:
-    num_groups, num_images, num_conflicts, listed = accumulator
-    return {'num_groups': num_groups, 'num_images': num_images, 'num_label_conflicts': num_conflicts,
+    num_groups, counted, num_conflicts, listed = accumulator
+    return {'num_groups': num_groups, self._COUNTED: counted, 'num_label_conflicts': num_conflicts,
             'groups': _first_entries(listed, self._LISTED)}
 
 
@@ -472,32 +476,21 @@ def _first_entries(entries: List[Dict[str, Any]], count: int) -> List[Dict[str, 
   return sorted(entries, key=lambda entry: (not entry.get('label_conflict'), entry['images']))[:count]
 
 
-class DuplicateGroups(beam.CombineFn):
-  """Every group of identical files, summed up as beam_pipeline.json lists them: how many
-  groups and extra copies, how many of the groups have conflicting labels, and the first
-  MAX_LISTED_DUPLICATE_GROUPS groups' entries (splitting.duplicate_group_entry; _first_entries),
-  never more of them at once."""
-  _LISTED = run_totals.MAX_LISTED_DUPLICATE_GROUPS
+class NearGroups(_GroupEntries):
+  """Every group of near copies (splitting.near_group_entry), summed up with how many images
+  they hold."""
+  _COUNTED = 'num_images'
 
-  def create_accumulator(self) -> Tuple[int, int, int, List[Dict[str, Any]]]:
-    return 0, 0, 0, []
+  @staticmethod
+  def _count(entry: Dict[str, Any]) -> int:
+    return len(entry['images'])
 
-  def add_input(self, accumulator, entry: Dict[str, Any]):
-    num_groups, num_extra, num_conflicts, listed = accumulator
-    listed.append(entry)
-    if len(listed) > 2 * self._LISTED:
-      listed = _first_entries(listed, self._LISTED)
-    return (num_groups + 1, num_extra + len(entry['images']) - 1, num_conflicts + bool(entry.get('label_conflict')),
-            listed)
 
-  def merge_accumulators(self, accumulators):
-    num_groups, num_extra, num_conflicts, listed = self.create_accumulator()
-    for groups, extra, conflicts, more in accumulators:
-      num_groups, num_extra, num_conflicts = num_groups + groups, num_extra + extra, num_conflicts + conflicts
-      listed = _first_entries(listed + more, self._LISTED)
-    return num_groups, num_extra, num_conflicts, listed
+class DuplicateGroups(_GroupEntries):
+  """Every group of identical files (splitting.duplicate_group_entry), summed up with how many
+  extra copies they hold."""
+  _COUNTED = 'num_extra_copies'
 
-  def extract_output(self, accumulator) -> Dict[str, Any]:
-    num_groups, num_extra, num_conflicts, listed = accumulator
-    return {'num_groups': num_groups, 'num_extra_copies': num_extra, 'num_label_conflicts': num_conflicts,
-            'groups': _first_entries(listed, self._LISTED)}
+  @staticmethod
+  def _count(entry: Dict[str, Any]) -> int:
+    return len(entry['images']) - 1
