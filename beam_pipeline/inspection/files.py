@@ -13,7 +13,7 @@ import io
 import os
 import shutil
 import tempfile
-from typing import IO, Iterator, List
+from typing import IO, Dict, Iterator
 
 from beam_pipeline.core import uris
 from beam_pipeline.core.output import output_layout
@@ -67,17 +67,14 @@ def local_copy(path: str) -> Iterator[str]:
     yield local
 
 
-def shard_names(output: str) -> List[str]:
-  """The names of every file in ``output`` named like a shard."""
+def shard_sizes(output: str) -> Dict[str, int]:
+  """{name: bytes} of every file in ``output`` named like a shard, from one listing: a remote
+  output's gives the sizes with the names, so no shard is asked for its own."""
   if uris.is_remote(output):
     matched = _file_systems().match([uris.join(output, output_layout.SHARD_GLOB)])[0]
-    paths = [metadata.path for metadata in matched.metadata_list]
+    sizes = {metadata.path: metadata.size_in_bytes for metadata in matched.metadata_list}
   else:
-    paths = glob.glob(glob.escape(output.rstrip('/') + '/') + output_layout.SHARD_GLOB)
-  return sorted(os.path.basename(path) for path in paths if path.endswith(output_layout.SHARD_SUFFIXES))
-
-
-def size(path: str) -> int:
-  if not uris.is_remote(path):
-    return os.path.getsize(path)
-  return _file_systems().match([path])[0].metadata_list[0].size_in_bytes
+    sizes = {path: os.path.getsize(path)
+             for path in glob.glob(glob.escape(output.rstrip('/') + '/') + output_layout.SHARD_GLOB)}
+  return {os.path.basename(path): size for path, size in sorted(sizes.items())
+          if path.endswith(output_layout.SHARD_SUFFIXES)}

@@ -110,7 +110,8 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None, everythi
       others' sizes are checked.
   """
   listed = {shard.file: shard for split in info.splits.values() for shard in split.shards}
-  present = set(files.shard_names(output))
+  sizes = files.shard_sizes(output)
+  present = set(sizes)
   problems = [Problem(name, None, 'listed in beam_pipeline.json but missing') for name in sorted(set(listed) - present)]
   problems += [Problem(name, None, 'not listed in beam_pipeline.json') for name in sorted(present - set(listed))]
   keys = schemas.keys(info.schema)
@@ -120,14 +121,14 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None, everythi
   if reading is not None:
     unread = sorted(set(checked) - reading)
     problems += [Problem(name, None, f'{size} bytes, beam_pipeline.json says {listed[name].num_bytes}')
-                 for name in unread if (size := files.size(uris.join(output, name))) != listed[name].num_bytes]
+                 for name in unread if (size := sizes[name]) != listed[name].num_bytes]
     checked = sorted(set(checked) & reading)
   classes = info.labels if info.options.get('annotations') else None
   masks = bool(info.options.get('include_masks'))
   with native_output.captured() as decoders, concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
     mark = decoders.mark()
-    results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], keys, compression,
-                                                      info.embedding, classes, tally, masks), checked))
+    results = list(pool.map(lambda name: _check_shard(uris.join(output, name), listed[name], sizes[name], keys,
+                                                      compression, info.embedding, classes, tally, masks), checked))
     said = decoders.since(mark)
   for shard_problems, _ in results:
     problems += shard_problems
@@ -135,13 +136,15 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None, everythi
                 sum(records for _, records in results), decoder_warnings(said), len(listed) - len(checked))
 
 
-def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str, embedding: Optional[Embedding],
-                 classes: Optional[List[str]], tally: Optional[Tally], masks: bool = False) -> tuple:
+def _check_shard(path: str, shard: Shard, size: int, keys: Dict[str, str], compression: str,
+                 embedding: Optional[Embedding], classes: Optional[List[str]], tally: Optional[Tally],
+                 masks: bool = False) -> tuple:
   """(problems, records read) of one shard, whose check gives up at MAX_PROBLEMS_PER_SHARD problems.
 
   Args:
     path: the shard's file, local or remote (read from a local copy).
     shard: what beam_pipeline.json says of it: its size, record count and index file.
+    size: its size as the output's listing gives it (files.shard_sizes).
     keys: the records' feature keys, by field (the output's schema).
     compression: the shards' compression, as TensorFlow's TFRecord reader names it.
     embedding: what beam_pipeline.json says of the embeddings (--embedding_model); None where there are none.
@@ -151,7 +154,6 @@ def _check_shard(path: str, shard: Shard, keys: Dict[str, str], compression: str
   """
   name = shard.file
   problems = []
-  size = files.size(path)
   if size != shard.num_bytes:
     problems.append(Problem(name, None, f'{size} bytes, beam_pipeline.json says {shard.num_bytes}'))
   index = 0
