@@ -149,9 +149,10 @@ class Planned(NamedTuple):
   # Of Rejection: copies --dedupe dropped, groups that failed, a manifest's repeated rows; flattened
   # with the run's other rejections at once, as a flatten of its own is a stage of its own.
   rejected: Tuple[beam.PCollection, ...]
-  duplicates: AsSingleton  # the groups of identical files, summed up (DuplicateGroups)
+  # The groups of identical files, summed up (DuplicateGroups); None in an update, which sums up the dataset's.
+  duplicates: Optional[AsSingleton]
   # One element: the groups of near copies, summed up (NearGroups) with the distance and what the
-  # grouping left out (FindNearCopies); None under --near_copies=off.
+  # grouping left out (FindNearCopies); None under --near_copies=off, and in an update.
   near_copies: Optional[beam.PCollection]
 
 
@@ -189,6 +190,8 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   if one_machine:
     planned = records | 'PlanInMemory' >> PlanInMemory(settings, num_listed, records_per_bucket,
                                                         PlanOptions(row_name, source_id_key, in_order, numbering), kept)
+    if changes:
+      return Planned(planned.plans, AsSingleton(planned[LABELS]), (planned[REJECTED],), None, None)
     return Planned(planned.plans, AsSingleton(planned[LABELS]), (planned[REJECTED],), AsSingleton(planned[DUPLICATES]),
                    planned[NEAR_COPIES] if settings.near_copies != 'off' else None)
   rejected = []
@@ -225,6 +228,8 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
   class_labels = summed_up(assigned[LABELS], 'AllLabels', ClassLabels(in_order))
   plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
                                                         numbering)
+  if changes:  # graph.build sums up the whole dataset's groups instead of the increment's
+    return Planned(plans, class_labels, (*rejected, grouped[REJECTED]), None, None)
   duplicates = summed_up(grouped[DUPLICATES], 'SumUpDuplicates', DuplicateGroups())
   near_groups = None
   if near:

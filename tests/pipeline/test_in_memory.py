@@ -123,6 +123,7 @@ def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_b
                                      [(stratum, (split, count)) for (stratum, split), count in counts.items()])
   assert len(expected[REJECTED]) >= 10 and expected[LABELS][0][:2] == ['zebra', 'dog']
   assert {plan.split for plan in expected[None]} == {'train', 'validation'} and len(expected[None]) > 10
+  assert DUPLICATES not in expected and NEAR_COPIES not in expected  # graph.build lists the dataset's instead
 
   for one_machine in (False, True):
     coders.register()
@@ -135,6 +136,7 @@ def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_b
     assert_that(planned.rejected | 'Rejected' >> beam.Flatten(), equal_to(expected[REJECTED]), label='Rejections')
     texts = p | 'Once' >> beam.Create([None]) | 'Labels' >> beam.Map(lambda _, texts: texts, planned.labels)
     assert_that(texts, equal_to(expected[LABELS]), label='Labels')
+    assert planned.duplicates is None and planned.near_copies is None
     p.run().wait_until_finish()
 
 

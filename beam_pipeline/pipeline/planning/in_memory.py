@@ -40,7 +40,8 @@ class PlanInMemory(beam.PTransform):
   """Lists of validated records to ShardPlans, and tagged, one element each: the label texts in
   class order (tags.LABELS), the identical files summed up (tags.DUPLICATES), the near copies
   summed up with the distance and what the grouping left out (tags.NEAR_COPIES, unless
-  --near_copies=off); and the rejections (tags.REJECTED)."""
+  --near_copies=off), these two not in an update (``kept``), which lists the whole dataset's;
+  and the rejections (tags.REJECTED)."""
 
   def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int, options: PlanOptions,
                kept: Optional[beam.PCollection] = None):
@@ -161,6 +162,8 @@ def plan(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
   # PlanShards
   outputs[None] = _shards(assigned.pop(None, []), settings.target_shard_bytes, sharding.record_sizes(settings),
                           options.numbering)
+  if kept is not None:  # an update lists the whole dataset's groups (graph.build), not the increment's
+    return outputs
   outputs[tags.DUPLICATES].append(content_groups.DuplicateGroups().apply(grouped.pop(tags.DUPLICATES, [])))
   if near:
     outputs[tags.NEAR_COPIES].append({**content_groups.NearGroups().apply(near_entries), **found})
