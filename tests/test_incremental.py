@@ -1,9 +1,9 @@
 """--incremental: a run converts only what changed since the output's run, leaves every other
 shard as it was, and the output stays the one dataset a fresh conversion would make.
 
-Every test works in a folder of its own holding a copy of one base: photos in ``imgs/`` and
-their --incremental output in ``out/`` (copied with their times, which the listing compares),
-run from inside it, so the catalog's uris name the test's own photos.
+Every test works in a folder of its own holding a copy of one base's photos in ``imgs/`` and
+their --incremental output in ``out/``, converted there, run from inside it, so the catalog's
+uris name the test's own photos.
 """
 import hashlib
 import io
@@ -41,24 +41,21 @@ def convert(*extra: str, output: str = 'out') -> int:
 
 @pytest.fixture(scope='module')
 def base(tmp_path_factory) -> Path:
-  """cat and dog photos, and their --incremental output."""
+  """cat and dog photos."""
   root = tmp_path_factory.mktemp('incremental')
   photos.write_files(root / 'imgs', photos.labelled(['cat', 'dog'], PER_CLASS, seed=3))
-  cwd = os.getcwd()
-  os.chdir(root)
-  try:
-    assert convert('--incremental') == 0
-  finally:
-    os.chdir(cwd)
   return root
 
 
 @pytest.fixture
 def work(base, tmp_path, monkeypatch) -> Path:
-  """A copy of the base to change, the current directory for the test."""
+  """A copy of the base's photos and their --incremental output, the current directory for the
+  test. Each test converts its own copy: a copied file has an inode and a change time of its own,
+  which its fingerprint holds, so a copied output would find every photo touched."""
   folder = tmp_path / 'w'
   shutil.copytree(base, folder, symlinks=True)
   monkeypatch.chdir(folder)
+  assert convert('--incremental') == 0
   return folder
 
 
@@ -100,7 +97,7 @@ def assert_verified(out: Path) -> None:
 def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsys):
   """Six new photos (one of a new class), two deleted, one replaced by another picture, one
   renamed, one touched: the update reads only those, writes them to new shards, writes again
-  only the shards that held a deleted or replaced record, and leaves the dataset a fresh
+  only the shards that held a deleted, replaced or touched record, and leaves the dataset a fresh
   conversion of today's photos would hold, with the earlier classes' ids and splits."""
   out = work / 'out'
   before, earlier_pairs = shard_states(out), pairs(out)
@@ -118,8 +115,8 @@ def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsy
 
   said = capsys.readouterr().out
   update = update_of(out)
-  assert {key: update[key] for key in ('added', 'changed', 'removed', 'unchanged', 'new_classes')} == {
-      'added': 7, 'changed': 2, 'removed': 3, 'unchanged': 2 * PER_CLASS - 5, 'new_classes': ['bird']}
+  assert {key: update[key] for key in ('added', 'changed', 'removed', 'unchanged', 'touched', 'new_classes')} == {
+      'added': 7, 'changed': 1, 'removed': 3, 'unchanged': 2 * PER_CLASS - 5, 'touched': 1, 'new_classes': ['bird']}
   assert 'The class count changed from 2 to 3 (bird added after the earlier ids)' in said
   # What today's photos, converted afresh, would hold: the same pictures under the same names.
   now = pairs(out)
@@ -129,7 +126,7 @@ def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsy
   moved = [name for name in split if name in earlier_split and split[name] != earlier_split[name]]
   assert moved in ([], ['imgs/cat/cat.3.jpg'])
   assert split['imgs/dog/renamed.jpg'] == earlier_split['imgs/dog/dog.4.jpg']
-  # Only shards that held a record of a changed or deleted file were written again.
+  # Only shards that held a record of a changed, deleted or touched file were written again.
   after = shard_states(out)
   info = RunRecord.read(str(out))
   catalogued = {}
@@ -202,12 +199,52 @@ def test_an_update_whose_pipeline_finds_nothing_changed_commits_nothing_and_merg
   assert not (out / output_layout.TEMP_DIR).exists()
 
 
-def test_a_touched_added_or_renamed_file_is_a_change(work):
+def catalogued(out: Path) -> Dict[str, list]:
+  """Each catalogued uri's catalog line (incremental_catalog.Entry's fields)."""
+  return {line[0]: line for catalog in (out / output_layout.CATALOG_DIR).glob('*.jsonl')
+          for line in map(json.loads, catalog.read_text().splitlines())}
+
+
+def test_a_touched_file_keeps_its_record_and_a_rewrite_with_its_time_put_back_is_a_change(work, capsys):
+  """A file whose fingerprint changed but not its bytes (touched, copied over with itself) keeps
+  its record, unread but for its hash, and its catalog line takes the new fingerprint, so the
+  next run finds nothing changed. New bytes of the same size with the modification time put back
+  (`touch -r`, some sync tools) are a change: the change time cannot be put back."""
   out = work / 'out'
   cat = sorted((work / 'imgs' / 'cat').iterdir())
+  touched, rewritten = (str(path.relative_to(work)) for path in cat[:2])
+  earlier = catalogued(out)
+  records = pairs(out)
   os.utime(cat[0], ns=(cat[0].stat().st_atime_ns, cat[0].stat().st_mtime_ns + 10**9))
+  shutil.copy2(cat[0], cat[0].with_name('twin'))
+  os.replace(cat[0].with_name('twin'), cat[0])  # another inode, the same bytes and times
+  capsys.readouterr()
   assert convert('--incremental') == 0
-  assert update_of(out)['changed'] == 1
+  update = update_of(out)
+  assert (update['changed'], update['touched'], update['added'], update['removed']) == (0, 1, 0, 0)
+  assert '1 touched (new fingerprint, same bytes: records kept)' in capsys.readouterr().out
+  now = catalogued(out)
+  assert now[touched][1] != earlier[touched][1] and now[touched][2:] == earlier[touched][2:]
+  assert pairs(out) == records
+  assert_verified(out)
+  capsys.readouterr()
+  assert convert('--incremental') == 0
+  assert capsys.readouterr().out.splitlines()[-1].startswith('--incremental: nothing changed since the run of ')
+
+  stat = cat[1].stat()
+  data = bytearray(cat[1].read_bytes())
+  data[-10] ^= 0x01  # inside the scan, before the end marker: another picture of the same size
+  cat[1].write_bytes(bytes(data))
+  os.utime(cat[1], ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  assert cat[1].stat().st_size == stat.st_size and cat[1].stat().st_mtime_ns == stat.st_mtime_ns
+  assert convert('--incremental') == 0
+  assert (update_of(out)['changed'], update_of(out).get('touched')) == (1, None)
+  assert {sha for name, sha, _ in pairs(out) if name == rewritten} <= {hashlib.sha256(data).hexdigest()}
+
+
+def test_a_renamed_file_is_one_removed_and_one_added(work):
+  out = work / 'out'
+  cat = sorted((work / 'imgs' / 'cat').iterdir())
   cat[1].rename(cat[1].with_name('renamed.jpg'))
   assert convert('--incremental') == 0
   assert (update_of(out)['added'], update_of(out)['removed']) == (1, 1)
@@ -597,20 +634,17 @@ def test_a_changed_box_changes_its_image_and_nothing_else(tmp_path, monkeypatch)
 
 def test_a_file_rejected_before_is_not_read_again_while_it_is_unchanged(work, monkeypatch):
   """The earlier errors file says what an unchanged file got: a damaged file is rejected again
-  unread, and stops being listed once it is gone."""
+  (unread: tests/pipeline/test_incremental_changes.py), and stops being listed once it is gone."""
   out = work / 'out'
-  good = photos.jpeg(600)
   broken = work / 'imgs/cat/broken.jpg'
-  broken.write_bytes(b'x' * len(good))
+  broken.write_bytes(b'x' * 600)
   assert convert('--incremental') == 0
   assert update_of(out)['added'] == 1
-  stat = broken.stat()
-  broken.write_bytes(good)  # the same size and time: unchanged, as far as a listing can tell
-  os.utime(broken, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  errors = (out / 'errors-00000-of-00001.jsonl').read_text()
   monkeypatch.setattr('beam_pipeline.cli.launch._nothing_changed', lambda *args: None)  # the pipeline compares
   assert convert('--incremental') == 0
-  errors = (out / 'errors-00000-of-00001.jsonl').read_text().splitlines()
-  assert [json.loads(line)['reason'] for line in errors] == ['not_image']
+  assert (out / 'errors-00000-of-00001.jsonl').read_text() == errors
+  assert [json.loads(line)['reason'] for line in errors.splitlines()] == ['not_image']
   assert update_of(out)['added'] == 1  # nothing changed: nothing committed
   broken.unlink()
   assert convert('--incremental') == 0

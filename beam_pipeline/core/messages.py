@@ -118,12 +118,13 @@ class ShardPlan(OutputUnit):
 @dataclasses.dataclass(frozen=True)
 class ShardRewrite(OutputUnit):
   """An --incremental output's shard written again under its name, its records copied as they are,
-  their images unread: without those of files deleted or changed since, and with those of the
-  small shards merged into it."""
+  their images unread: without those of files deleted or changed since, with those of the
+  small shards merged into it, and with the new fingerprints of files touched since."""
   split: str
   file: str
   sources: Tuple[str, ...]  # the earlier shards whose records it holds, in order: the shard itself first
   dropped: Tuple[str, ...]  # the uris whose records go
+  touched: Tuple[Tuple[str, str], ...] = ()  # (uri, fingerprint) of kept records whose file was touched
 
 
 @dataclasses.dataclass(frozen=True)

@@ -255,8 +255,8 @@ OPTIONS: Tuple[Option, ...] = (
            'input, a retry, replaces its output without it', template='Replace an output of another input',
            changes_output=False),
     Option('incremental', 'output', Switch(), 'Convert only what changed since the last run into --output (new, '
-           'changed and deleted files, found by size and time or a Cloud Storage generation), leaving its other '
-           'shards as they are; the first run, or one with other options, converts everything',
+           'changed and deleted files, found by size, times and inode or a Cloud Storage generation), leaving its '
+           'other shards as they are; the first run, or one with other options, converts everything',
            template='Incremental update', changes_output=False, record=lambda settings: settings.incremental,
            recorded_if=lambda settings: settings.incremental),
     Option('rebuild', 'output', Switch(), 'With --incremental: convert everything again, as if the output held '

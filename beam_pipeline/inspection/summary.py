@@ -87,11 +87,16 @@ def lines(summary: Mapping[str, Any]) -> List[str]:
           f'{counted(summary["num_classes"], "class", "classes")}, to {summary["output"]}{speed}', *details(summary)]
 
 
+def _touched(update: Mapping[str, Any]) -> str:
+  touched = update.get('touched')
+  return f', {touched:,} touched (new fingerprint, same bytes: records kept)' if touched else ''
+
+
 def updated(summary: Mapping[str, Any], update: Mapping[str, Any], speed: str) -> List[str]:
   """What an --incremental run changed: its inputs, its shards, and the classes a model's head
   must now have."""
   lines_ = [f'Updated {summary["output"]}{speed}: {update["added"]:,} added, {update["changed"]:,} changed, '
-            f'{update["removed"]:,} removed, {update["unchanged"]:,} unchanged; now '
+            f'{update["removed"]:,} removed, {update["unchanged"]:,} unchanged{_touched(update)}; now '
             f'{counted(summary["num_examples"], "example")}, {counted(summary["num_classes"], "class", "classes")}',
             f'  shards: {update["shards_written"]:,} new, {update["shards_rewritten"]:,} written again, '
             f'{update["shards_kept"]:,} kept as they were']

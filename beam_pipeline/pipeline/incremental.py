@@ -5,6 +5,7 @@ The catalog is read from its files in parallel and joined by uri (CoGroupByKey),
 records by content hash, so no element holds the catalog or the listing: an update costs one
 pass over both plus the work of what changed.
 """
+import hashlib
 import io
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
@@ -30,6 +31,7 @@ from beam_pipeline.core.settings import Settings
 
 _KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
 _BATCH_SIZE = 256  # as listing and validation batch items
+_READ_BYTES = 1 << 20
 
 
 class Changes(NamedTuple):
@@ -37,7 +39,7 @@ class Changes(NamedTuple):
   todo: beam.PCollection  # lists of InputItem: new and changed files, to convert
   kept: beam.PCollection  # Entry of each record kept as it is
   earlier: beam.PCollection  # (Entry, kept) of every catalogued record, kept or not
-  rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted or changed file
+  rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted, changed or touched file
   counts: beam.PCollection  # one element, none if nothing changed: {added, changed, removed, unchanged: count}
   carried: beam.PCollection  # Rejection of each unchanged file the earlier run rejected, for the errors files
 
@@ -139,35 +141,62 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
   items, catalogued, rejected = list(sides['listed']), list(sides['catalogued']), list(sides['rejected'])
   earlier = [entry.fingerprint for _, entry in catalogued] + [rejection.fingerprint for rejection in rejected]
   change = incremental_catalog.change([item.fingerprint for item in items], earlier)
+  if (change == incremental_catalog.CHANGED and len(items) == len(catalogued) == 1 and not rejected
+      and fingerprints.only_file_changed(items[0].fingerprint, catalogued[0][1].fingerprint)
+      and content_hash(items[0].uri) == catalogued[0][1].source_sha256):
+    change = incremental_catalog.TOUCHED
   yield beam.pvalue.TaggedOutput(_CHANGES, change)
+  kept = change in (incremental_catalog.UNCHANGED, incremental_catalog.TOUCHED)
   for _, entry in catalogued:
-    yield beam.pvalue.TaggedOutput(_EARLIER, (entry, change == incremental_catalog.UNCHANGED))
-  if change == incremental_catalog.UNCHANGED and rejected:  # rejected again, unread
+    yield beam.pvalue.TaggedOutput(_EARLIER, (entry, kept))
+  if kept and rejected:  # rejected again, unread
     progress_counts.counts().checked(len(items), rejected=len(items))
     yield beam.pvalue.TaggedOutput(tags.REJECTED, rejected[0])
     return
-  if change == incremental_catalog.UNCHANGED:
-    yield beam.pvalue.TaggedOutput(_KEPT, catalogued[0][1])
+  if kept:
+    shard, entry = catalogued[0]
+    yield beam.pvalue.TaggedOutput(_KEPT, entry)
     progress_counts.counts().checked(len(items), rejected=0)
+    if change == incremental_catalog.TOUCHED:  # its shard written again, its catalog line with the new fingerprint
+      yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri, items[0].fingerprint)))
     return
   yield from items
   for shard, entry in catalogued:
-    yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri)))
+    yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri, None)))
 
 
-def _into(dirty: Tuple[str, Tuple[str, str]], merged_into: Mapping[str, str]) -> Tuple[str, Tuple[str, str]]:
-  """A record to drop, under the shard that is written again without it: its own, or the one its
-  shard is merged into."""
-  shard, dropped = dirty
-  return merged_into.get(shard, shard), dropped
+def content_hash(uri: str) -> Optional[str]:
+  """The SHA-256 of a file's bytes, as validation takes a record's source_sha256; None if it
+  cannot be read, which validation will then say why."""
+  digest = hashlib.sha256()
+  try:
+    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      for block in iter(lambda: f.read(_READ_BYTES), b''):
+        digest.update(block)
+  except Exception:  # pylint: disable=broad-except  # whatever the cause, the file is converted again
+    return None
+  return digest.hexdigest()
+
+
+# A record the rewrite of its shard drops (touched: None), or keeps with its file's new fingerprint.
+Dirty = Tuple[str, Tuple[str, str, Optional[str]]]  # (shard, (split, uri, touched))
+
+
+def _into(dirty: Dirty, merged_into: Mapping[str, str]) -> Dirty:
+  """A record to drop or give a new fingerprint, under the shard that is written again: its own,
+  or the one its shard is merged into."""
+  shard, record = dirty
+  return merged_into.get(shard, shard), record
 
 
 def _rewrite(grouped: Tuple[str, Iterable[Any]], merges: Mapping[str, incremental_update.Merge]) -> ShardRewrite:
-  shard, dropped = grouped
-  dropped = sorted(value for value in dropped if value is not None)
+  shard, dirty = grouped
+  dirty = sorted(value for value in dirty if value is not None)
   merge = merges.get(shard)
-  split = merge.split if merge else dropped[0][0]
-  return ShardRewrite(split, shard, merge.sources if merge else (shard,), tuple(uri for _, uri in dropped))
+  split = merge.split if merge else dirty[0][0]
+  return ShardRewrite(split, shard, merge.sources if merge else (shard,),
+                      dropped=tuple(uri for _, uri, touched in dirty if touched is None),
+                      touched=tuple((uri, touched) for _, uri, touched in dirty if touched is not None))
 
 
 class EarlierCopies(beam.PTransform):

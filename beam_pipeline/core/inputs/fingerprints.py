@@ -6,7 +6,10 @@ A fingerprint is a short ASCII string, compared for equality only; '' (UNKNOWN) 
 metadata could not be had, and a comparison must count such an input as changed. Each kind has
 its own prefix, so fingerprints of two kinds are never equal:
 
-- ``file:SIZE:MTIME_NS``: a local file, from os.stat, a symlink followed as the read follows it;
+- ``file:SIZE:MTIME_NS:INODE:CTIME_NS``: a local file, from os.stat, a symlink followed as the
+  read follows it; the inode and the change time, which no tool can set back, see a file
+  rewritten with its size and modification time put back (``touch -r``, some sync tools), and
+  a file replaced by another (a move, a restore);
 - ``gcs:GENERATION:CRC32C:SIZE``: a Cloud Storage object as its listing gives it; the generation
   changes with every write, even of the same bytes; CRC32C is the base64 the API gives;
 - ``meta:SIZE:UPDATED``: another remote file, from Beam's FileSystems metadata: its size in bytes
@@ -29,8 +32,8 @@ _HASH_DIGITS = 16
 _ROW = '|row:'
 
 
-def of_stat(size: int, mtime_ns: int) -> str:
-  return f'file:{size}:{mtime_ns}'
+def of_stat(stat: os.stat_result) -> str:
+  return f'file:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}'
 
 
 def of_local_file(path: str) -> str:
@@ -40,7 +43,7 @@ def of_local_file(path: str) -> str:
     stat = os.stat(path)
   except (OSError, ValueError):
     return UNKNOWN
-  return of_stat(stat.st_size, stat.st_mtime_ns)
+  return of_stat(stat)
 
 
 def of_object(generation: Optional[int], crc32c: Optional[str], size: Optional[int]) -> str:
@@ -86,6 +89,21 @@ def of_record(item: InputItem) -> str:
     return UNKNOWN
   given = repr((item.label, item.labels, item.split, item.extras, item.objects, item.annotated_size))
   return f'{item.fingerprint}:{hashlib.sha256(given.encode("utf-8", "backslashreplace")).hexdigest()[:_HASH_DIGITS]}'
+
+
+def only_file_changed(today: str, earlier: str) -> bool:
+  """Whether two fingerprints of a record (of_record's) differ in the file's alone, what the
+  listing gives besides the bytes (label, split, a manifest row's) being the same: then the
+  file's bytes decide whether the record changed (a file touched, copied over with the same
+  bytes, an object uploaded again)."""
+  return bool(today and earlier) and today != earlier and _given(today) == _given(earlier)
+
+
+def _given(record_fingerprint: str) -> str:
+  """What of_record's fingerprint holds besides the file's: a manifest row's hash (of_row's)
+  and the hash of what the listing gives."""
+  head, _, given = record_fingerprint.rpartition(':')
+  return head.partition(_ROW)[2] + ':' + given
 
 
 def _hash(text: str) -> str:

@@ -146,8 +146,10 @@ def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *,
                                                    [(value.stratum, value.quality) for value in shard_entries]))
 
 
-# What today's listing says of an input the catalog holds, or of a new one.
-UNCHANGED, CHANGED, ADDED, REMOVED = 'unchanged', 'changed', 'added', 'removed'
+# What today's listing says of an input the catalog holds, or of a new one. TOUCHED: its
+# fingerprint changed but not its bytes (fingerprints.only_file_changed): its record is kept,
+# its catalog line given the new fingerprint.
+UNCHANGED, CHANGED, ADDED, REMOVED, TOUCHED = 'unchanged', 'changed', 'added', 'removed', 'touched'
 
 # The rejections an unchanged file would get again, whatever else changed: what its bytes (and
 # its row, its boxes, the options) are. They are carried from the earlier errors files instead

@@ -160,9 +160,10 @@ def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:
 
 def changed(changes: Mapping[str, int]) -> bool:
   """Whether an update's inputs (``changes``: incremental_catalog.change counts) hold anything
-  added, changed or removed since the earlier run."""
+  added, changed, removed or touched since the earlier run (a touched file's catalog line takes
+  its new fingerprint, so that the next run does not read it again)."""
   return any(changes.get(kind) for kind in (incremental_catalog.ADDED, incremental_catalog.CHANGED,
-                                            incremental_catalog.REMOVED))
+                                            incremental_catalog.REMOVED, incremental_catalog.TOUCHED))
 
 
 def what_changed(decision: Decision, changes: Mapping[str, int], written: run_totals.WrittenTotals,
@@ -186,6 +187,7 @@ def what_changed(decision: Decision, changes: Mapping[str, int], written: run_to
                 changed=changes.get(incremental_catalog.CHANGED, 0),
                 removed=changes.get(incremental_catalog.REMOVED, 0),
                 unchanged=changes.get(incremental_catalog.UNCHANGED, 0),
+                touched=changes.get(incremental_catalog.TOUCHED) or None,
                 shards_written=new, shards_rewritten=rewritten_live,
                 shards_kept=shards - new - rewritten_live,
                 new_classes=labels[len(decision.labels):] if decision.updates else [],

@@ -148,6 +148,8 @@ class Update(_Json):
   shards_kept: int  # earlier shards left as they were
   new_classes: List[str]
   full_conversion: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  # Inputs whose fingerprint changed but not their bytes: kept, with their new fingerprints.
+  touched: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   # The shards holding records that it wrote, new or again, sorted: what `verify` reads of an
   # updated output unless asked for all. None in a full conversion or a record from before it.
   written_files: Optional[List[str]] = dataclasses.field(default=None, metadata=_OPTIONAL)

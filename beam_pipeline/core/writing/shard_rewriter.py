@@ -22,25 +22,28 @@ from beam_pipeline.core.writing import record_index, shard_writer
 def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_path: str,
                   settings: Settings) -> ShardWritten:
   """Writes ``unit``'s shard to the local ``file_path``, with its catalog and index file beside
-  it: the records of its sources but those of ``unit.dropped``. An uncompressed shard's records
+  it: the records of its sources but those of ``unit.dropped``, those of ``unit.touched`` with
+  their new fingerprints. An uncompressed shard's records
   are copied as bytes, framing and all, their checksums checked; a compressed one's are read and
   framed again (a compressed stream cannot be cut). DamagedOutput if a shard and its catalog
   disagree, or a shard's framing or checksums fail: the output is not what its record says.
 
   Args:
-    unit: the shard to write again: its split and name, its sources, and the uris whose records go.
+    unit: the shard to write again: its split and name, its sources, the uris whose records go, and the new
+      fingerprints of those kept whose files were touched.
     earlier: each source's local shard and catalog file, in ``unit.sources``' order.
     file_path: the local file to write, which the Beam side moves or uploads into place.
     settings: the run's settings: its compression, whether it writes index files, and what a report counts.
   """
-  dropped = set(unit.dropped)
+  dropped, touched = set(unit.dropped), dict(unit.touched)
   options = {'multi_label': settings.multi_label, 'annotations': bool(settings.annotations),
              'index_file': output_layout.index_file(unit.file) if settings.index_files else None}
   kept: List[Tuple[incremental_catalog.Entry, bytes]] = []
   replaced = []
   for source, (shard, catalog) in zip(unit.sources, earlier):
     entries = _entries(shard, catalog, settings)
-    kept.extend((entry, record) for entry, record in entries if entry.uri not in dropped)
+    kept.extend((entry._replace(fingerprint=touched.get(entry.uri, entry.fingerprint)), record)
+                for entry, record in entries if entry.uri not in dropped)
     replaced.append(dataclasses.replace(incremental_catalog.report(
         unit.split, source, [entry for entry, _ in entries], os.path.getsize(shard), **options,
         catalog_file=output_layout.catalog_file(source)), replaced=True))

@@ -53,8 +53,8 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
       --skip_transform).
     settings: the conversion's settings.
     runner: the runner's name, for beam_pipeline.json.
-    changes: what an update found changed, which it records: {added, changed, removed, unchanged: count}; empty if
-      nothing changed, or for a run that updates nothing.
+    changes: what an update found changed, which it records: {added, changed, removed, unchanged, touched: count};
+      empty if nothing changed, or for a run that updates nothing.
     decision: the earlier dataset an --incremental run updates, if any, and the small shards it merges.
     earlier: the run record of the dataset an update updates; None for a run that updates nothing.
     listing: an --incremental run's listing digest, recorded: with it the next run may find that nothing changed

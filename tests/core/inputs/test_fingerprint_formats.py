@@ -7,11 +7,13 @@ from beam_pipeline.core.messages import InputItem
 
 
 def test_each_kind_has_its_format_and_its_own_prefix():
-  assert fingerprints.of_stat(1234, 1700000000123456789) == 'file:1234:1700000000123456789'
+  times_ns = (1, 1700000000123456789, 1700000000987654321)  # access, modification, change
+  stat = os.stat_result((0o100644, 42, 0, 1, 0, 0, 1234, 0, 0, 0, *(t / 1e9 for t in times_ns), *times_ns))
+  assert fingerprints.of_stat(stat) == 'file:1234:1700000000123456789:42:1700000000987654321'
   assert fingerprints.of_object(1795741017112052295, 'mnG7TA==', 5) == 'gcs:1795741017112052295:mnG7TA==:5'
   assert fingerprints.of_metadata(5, 1795741018.826545) == 'meta:5:1795741018.826545'
   assert fingerprints.of_metadata(5, 1795741018) == 'meta:5:1795741018.0'
-  made = [fingerprints.of_stat(5, 7), fingerprints.of_object(7, '', 5), fingerprints.of_metadata(5, 7)]
+  made = [fingerprints.of_stat(stat), fingerprints.of_object(7, '', 5), fingerprints.of_metadata(5, 7)]
   assert len(set(made)) == 3 and all(value.isascii() for value in made)
 
 
@@ -25,18 +27,57 @@ def test_metadata_that_cannot_tell_a_rewrite_gives_unknown():
   assert fingerprints.of_metadata(None, 1) == ''
 
 
-def test_a_local_file_by_its_size_and_time_and_a_link_by_what_it_points_to(tmp_path):
+def test_a_local_file_by_its_size_times_and_inode_and_a_link_by_what_it_points_to(tmp_path):
   photo = tmp_path / 'a.jpg'
   photo.write_bytes(b'12345')
   os.utime(photo, ns=(1, 1700000000123456789))
-  assert fingerprints.of_local_file(str(photo)) == 'file:5:1700000000123456789'
+  stat = os.stat(photo)
+  made = f'file:5:1700000000123456789:{stat.st_ino}:{stat.st_ctime_ns}'
+  assert fingerprints.of_local_file(str(photo)) == made
   (tmp_path / 'link.jpg').symlink_to(photo)
-  assert fingerprints.of_local_file(str(tmp_path / 'link.jpg')) == 'file:5:1700000000123456789'
+  assert fingerprints.of_local_file(str(tmp_path / 'link.jpg')) == made
   os.utime(photo, ns=(1, 1700000000123456790))
-  assert fingerprints.of_local_file(str(tmp_path / 'link.jpg')) == 'file:5:1700000000123456790'
+  assert fingerprints.of_local_file(str(tmp_path / 'link.jpg')).startswith('file:5:1700000000123456790:')
   (tmp_path / 'dangling.jpg').symlink_to(tmp_path / 'gone.jpg')
   assert fingerprints.of_local_file(str(tmp_path / 'dangling.jpg')) == ''
   assert fingerprints.of_local_file(str(tmp_path / 'missing.jpg')) == ''
+
+
+def test_a_file_rewritten_with_its_size_and_time_put_back_or_replaced_by_a_twin_is_seen(tmp_path):
+  """What `touch -r` and some sync tools do: the same size, the modification time set back. The
+  change time, which cannot be set back, and the inode of a file moved over it tell."""
+  photo, twin = tmp_path / 'a.jpg', tmp_path / 'twin.jpg'
+  photo.write_bytes(b'12345')
+  os.utime(photo, ns=(1, 1700000000123456789))
+  before = fingerprints.of_local_file(str(photo))
+  while os.stat(photo).st_ctime_ns == int(before.rsplit(':', 1)[1]):  # a coarse clock: wait for it to move
+    os.utime(photo, ns=(1, 1700000000123456789))
+  photo.write_bytes(b'54321')
+  os.utime(photo, ns=(1, 1700000000123456789))
+  assert fingerprints.of_local_file(str(photo)) != before
+  twin.write_bytes(b'54321')
+  os.utime(twin, ns=(1, 1700000000123456789))
+  twin_stat = os.stat(twin)
+  os.replace(twin, photo)
+  assert fingerprints.of_local_file(str(photo)).split(':')[3] == str(twin_stat.st_ino)
+
+
+def test_only_a_change_of_the_file_s_fingerprint_leaves_the_bytes_to_decide():
+  """A record's fingerprint whose file part alone changed: its bytes decide (a touched file keeps
+  its record if they are the same); a changed label or row is a changed record whatever the bytes."""
+  item = InputItem('/d/a.jpg', 'cat', fingerprint='file:5:7:1:2')
+  record = fingerprints.of_record(item)
+  touched = fingerprints.of_record(item._replace(fingerprint='file:5:7:9:3'))
+  relabelled = fingerprints.of_record(item._replace(fingerprint='file:5:7:9:3', label='dog'))
+  assert fingerprints.only_file_changed(touched, record)
+  assert not fingerprints.only_file_changed(relabelled, record)
+  assert not fingerprints.only_file_changed(record, record) and not fingerprints.only_file_changed('', record)
+  row = fingerprints.of_record(item._replace(fingerprint=fingerprints.of_row('file:5:7:1:2', item)))
+  touched_row = fingerprints.of_record(item._replace(fingerprint=fingerprints.of_row('file:6:8:1:2', item)))
+  moved_row = fingerprints.of_record(item._replace(fingerprint=fingerprints.of_row('file:6:8:1:2',
+                                                                                   item._replace(split='test'))))
+  assert fingerprints.only_file_changed(touched_row, row) and not fingerprints.only_file_changed(moved_row, row)
+  assert not fingerprints.only_file_changed(touched_row, record)  # a folder's file now named by a manifest
 
 
 def test_a_row_adds_a_hash_of_what_it_says_to_its_file_s_fingerprint():
