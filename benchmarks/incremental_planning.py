@@ -79,7 +79,8 @@ def _content(index: int) -> str:
 
 
 def _fingerprint(index: int, version: int = 0) -> str:
-  return f'gcs:{1700000000000000 + index * 10 + version}:{index & 0xffffffff:08x}:0123456789abcdef'
+  """A Cloud Storage object's: a changed one has new bytes, so a new CRC32C as well as a new generation."""
+  return f'gcs:{1700000000000000 + index * 10 + version}:{(index * 4 + version) & 0xffffffff:08x}:110000'
 
 
 def _labels(start: int, count: int) -> List[str]:

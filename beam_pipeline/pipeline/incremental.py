@@ -7,6 +7,7 @@ pass over both plus the work of what changed.
 """
 import hashlib
 import io
+import os
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
@@ -15,6 +16,7 @@ from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.listing import local_files
 from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
 from beam_pipeline.core import rejections
@@ -143,7 +145,7 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
   change = incremental_catalog.change([item.fingerprint for item in items], earlier)
   if (change == incremental_catalog.CHANGED and len(items) == len(catalogued) == 1 and not rejected
       and fingerprints.only_file_changed(items[0].fingerprint, catalogued[0][1].fingerprint)
-      and content_hash(items[0].uri) == catalogued[0][1].source_sha256):
+      and _same_bytes(items[0], catalogued[0][1])):
     change = incremental_catalog.TOUCHED
   yield beam.pvalue.TaggedOutput(_CHANGES, change)
   kept = change in (incremental_catalog.UNCHANGED, incremental_catalog.TOUCHED)
@@ -165,9 +167,19 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
     yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri, None)))
 
 
+def _same_bytes(item: InputItem, entry: Entry) -> bool:
+  """Whether a listed file whose fingerprint changed holds the bytes its catalogued record was
+  made from: as its metadata says (fingerprints.same_bytes), else as its hash does."""
+  same = fingerprints.same_bytes(item.fingerprint, entry.fingerprint)
+  return content_hash(item.uri) == entry.source_sha256 if same is None else same
+
+
 def content_hash(uri: str) -> Optional[str]:
   """The SHA-256 of a file's bytes, as validation takes a record's source_sha256; None if it
-  cannot be read, which validation will then say why."""
+  cannot be read (or is no regular file, which an open would wait on: a FIFO), which validation
+  will then say why."""
+  if local_files.is_local(uri) and not os.path.isfile(uri):
+    return None
   digest = hashlib.sha256()
   try:
     with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:

@@ -1,6 +1,7 @@
 """pipeline/incremental.py's comparison of one uri's listing with its catalog line, as a plain
 call: what is kept unread, what is hashed, what is converted again."""
 import hashlib
+import os
 from typing import Any, Dict, List
 
 import apache_beam as beam
@@ -88,6 +89,18 @@ def test_a_relabelled_file_is_converted_again_unread_here(photo, unread):
   assert found[incremental._CHANGES] == [incremental_catalog.CHANGED] and found[None] == [today]
 
 
-def test_the_content_hash_is_the_sha256_of_the_bytes_as_validation_takes_it(photo):
+def test_an_object_uploaded_again_is_told_by_its_crc32c_and_size_unread(unread):
+  uri = 'gs://bucket/a.jpg'
+  earlier = item(uri, 'gcs:1:mnG7TA==:20')
+  again = outputs(uri, [item(uri, 'gcs:2:mnG7TA==:20')], [entry_of(earlier, b'x')])
+  assert again[incremental._CHANGES] == [incremental_catalog.TOUCHED]
+  other = outputs(uri, [item(uri, 'gcs:3:AAAAAA==:20')], [entry_of(earlier, b'x')])
+  assert other[incremental._CHANGES] == [incremental_catalog.CHANGED] and len(other[None]) == 1
+
+
+def test_the_content_hash_is_the_sha256_of_the_bytes_as_validation_takes_it(photo, tmp_path):
   assert incremental.content_hash(photo) == hashlib.sha256(b'the bytes of a photo').hexdigest()
+  os.mkfifo(tmp_path / 'pipe.jpg')  # an open would wait for a writer
+  assert incremental.content_hash(str(tmp_path / 'pipe.jpg')) is None
+  assert incremental.content_hash(str(tmp_path / 'gone.jpg')) is None
 

@@ -99,6 +99,21 @@ def only_file_changed(today: str, earlier: str) -> bool:
   return bool(today and earlier) and today != earlier and _given(today) == _given(earlier)
 
 
+def same_bytes(today: str, earlier: str) -> Optional[bool]:
+  """Whether two record fingerprints' files hold the same bytes, if their metadata can tell: a
+  Cloud Storage object's CRC32C and size can (an object uploaded again has a new generation);
+  None for other kinds, whose bytes must be hashed to tell."""
+  today_file, earlier_file = _file(today).split(':'), _file(earlier).split(':')
+  if today_file[0] != 'gcs' or earlier_file[0] != 'gcs' or not today_file[2] or not earlier_file[2]:
+    return None
+  return today_file[2:] == earlier_file[2:]
+
+
+def _file(record_fingerprint: str) -> str:
+  """The file's fingerprint in of_record's."""
+  return record_fingerprint.rpartition(':')[0].partition(_ROW)[0]
+
+
 def _given(record_fingerprint: str) -> str:
   """What of_record's fingerprint holds besides the file's: a manifest row's hash (of_row's)
   and the hash of what the listing gives."""

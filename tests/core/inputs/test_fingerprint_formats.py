@@ -115,3 +115,16 @@ def test_surrogates_and_any_json_value_in_extras_make_a_fingerprint():
   extras = (('boxes', [[1, 2.5], {'x': None}]), ('name', 'caf\udce9'), ('nan', float('nan')))
   made = fingerprints.of_row('file:1:2', InputItem('/d/caf\udce9.jpg', 'c\u00e4t', extras=extras))
   assert made.isascii() and made == fingerprints.of_row('file:1:2', InputItem('/x.jpg', 'c\u00e4t', extras=extras))
+
+
+def test_an_object_s_crc32c_and_size_tell_whether_its_bytes_changed_a_file_s_cannot():
+  def record(fingerprint: str) -> str:
+    return fingerprints.of_record(InputItem('gs://b/a.jpg', 'cat', fingerprint=fingerprint))
+  assert fingerprints.same_bytes(record('gcs:1:mnG7TA==:5'), record('gcs:2:mnG7TA==:5')) is True
+  assert fingerprints.same_bytes(record('gcs:1:mnG7TA==:5'), record('gcs:2:AAAAAA==:5')) is False
+  assert fingerprints.same_bytes(record('gcs:1:mnG7TA==:5'), record('gcs:2:mnG7TA==:6')) is False
+  assert fingerprints.same_bytes(record('gcs:1::5'), record('gcs:2::5')) is None
+  assert fingerprints.same_bytes(record('file:5:7:1:2'), record('file:5:7:9:3')) is None
+  row = fingerprints.of_row('gcs:1:mnG7TA==:5', InputItem('gs://b/a.jpg', 'cat'))
+  moved = fingerprints.of_row('gcs:2:mnG7TA==:5', InputItem('gs://b/a.jpg', 'cat'))
+  assert fingerprints.same_bytes(record(moved), record(row)) is True
