@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from beam_pipeline.core import schemas, uris
 from beam_pipeline.core.console import native_output
+from beam_pipeline.core.images import decoder_messages
 from beam_pipeline.core.writing import record_index
 from beam_pipeline.core.output.run_record import Embedding, RunRecord, Shard
 from beam_pipeline.core.settings import COMPRESSIONS
@@ -57,27 +58,6 @@ class Problem(NamedTuple):
   def __str__(self) -> str:
     where = self.shard if self.record is None else f'{self.shard}, record {self.record}'
     return f'{where}: {self.what}'
-
-
-# The prefix TensorFlow's log gives a line, naming its source file: libpng's warnings reach
-# standard error through it ('W0000 00:00:1796542481.328831    3411 png_io.cc:96] '), libjpeg's
-# directly, without one.
-_LOG_PREFIX = re.compile(r'^[IWEF]\d{4} [\d:.]+ +\d+ ([\w.]+):\d+\] ')
-_DECODER_SOURCES = re.compile(r'^(png|jpeg|gif|bmp|webp)\w*\.cc$')
-
-
-def decoder_warnings(said: str) -> List[str]:
-  """The lines of what standard error caught that the image decoders printed: libjpeg's, and
-  TensorFlow's log lines from its decoders' sources (without their prefix); not its other log
-  lines (a missing GPU driver, the first op's device set-up)."""
-  lines = []
-  for line in said.splitlines():
-    logged = _LOG_PREFIX.match(line)
-    if not logged:
-      lines.append(line)
-    elif _DECODER_SOURCES.match(logged.group(1)):
-      lines.append(line[logged.end():])
-  return lines
 
 
 class Report(NamedTuple):
@@ -133,7 +113,7 @@ def verify(output: str, info: RunRecord, tally: Optional[Tally] = None, everythi
   for shard_problems, _ in results:
     problems += shard_problems
   return Report(sorted(problems, key=lambda p: (p.shard, p.record is None, p.record or 0)), len(listed),
-                sum(records for _, records in results), decoder_warnings(said), len(listed) - len(checked))
+                sum(records for _, records in results), decoder_messages.lines(said), len(listed) - len(checked))
 
 
 def _check_shard(path: str, shard: Shard, size: int, keys: Dict[str, str], compression: str,

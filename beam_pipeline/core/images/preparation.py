@@ -101,11 +101,11 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
       mark = decoders.mark()
       plan = image_plans.plan(plan.stored, max_pixels, stored, quick=False) if plan.quick else plan
       result = plan if isinstance(plan, Rejected) else tensorflow_decoding.checked_by_tensorflow(plan)
-      said = decoders.since(mark)
+      said = decoder_messages.one_line(decoders.since(mark))
       if isinstance(result, Rejected) and said:
-        result = Rejected(result.reason, f'{result.detail} (the decoder said: {decoder_messages.one_line(said)})')
+        result = Rejected(result.reason, f'{result.detail} (the decoder said: {said})')
       elif said and result.info.format == 'jpeg' and not result.info.damage:
-        result = result._replace(info=result.info._replace(damage=decoder_messages.one_line(said)))
+        result = result._replace(info=result.info._replace(damage=said))
     if isinstance(result, PreparedImage) and result.info.damage and not result.info.reencoded:
       result = _loaded_by_pillow(result)
     results[index] = result
@@ -125,7 +125,7 @@ def _warned_on_success(pending: List[PendingImage], decoded: Dict, said: str, ma
     max_pixels: the most pixels an image may have (--max_pixels), for a failed image decoded alone as the batch did.
     decoders: the capture of the decoders' output, to learn what each failed image prints alone.
   """
-  unexplained = collections.Counter(said.splitlines())
+  unexplained = collections.Counter(decoder_messages.lines(said))
   for position, plan in enumerate(pending):
     if not unexplained:
       break
@@ -135,7 +135,7 @@ def _warned_on_success(pending: List[PendingImage], decoded: Dict, said: str, ma
         tensorflow_decoding.batch_decoded([plan], max_pixels)
       except tf.errors.OpError:
         pass
-      unexplained -= collections.Counter(decoders.since(mark).splitlines())
+      unexplained -= collections.Counter(decoder_messages.lines(decoders.since(mark)))
   return bool(unexplained)
 
 

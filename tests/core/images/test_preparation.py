@@ -197,3 +197,21 @@ def test_what_a_failing_jpeg_prints_sends_no_decoded_jpeg_to_be_decoded_again(mo
   damaged = list(_damaged_jpegs().values())[0]
   results = preparation.prepare_images([photos.jpeg(1), cut, damaged], 10**8)
   assert results[2].info.damage and len(probed) == 2  # a decoded JPEG warned: both decoded ones looked at
+
+
+def test_with_tensorflow_s_log_lines_let_through_a_failing_jpeg_still_sends_none_to_be_decoded_again():
+  """A user's TF_CPP_MIN_LOG_LEVEL=0 lets TensorFlow's log lines through (its first op's CUDA
+  probe, jpeg_mem.cc's line for the failing JPEG, each with its time and thread). Expected: as
+  above, no clean JPEG is decoded a second time, and none is called damaged."""
+  script = ('from beam_pipeline.core.images import preparation, tensorflow_decoding\n'
+            'from helpers import image_cases, photos\n'
+            'probed = []\n'
+            'original = tensorflow_decoding.jpeg_warnings\n'
+            'tensorflow_decoding.jpeg_warnings = lambda data, decoders: probed.append(data) or original(data, decoders)\n'
+            'cut = image_cases._marker_in_scan(photos.jpeg(7, 64, 48, quality=90))\n'
+            'results = preparation.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)\n'
+            'print(type(results[1]).__name__, [r.info.damage for r in (results[0], results[2])], len(probed))\n')
+  done = subprocess.run([sys.executable, '-c', script], cwd=ROOT,
+                        capture_output=True, text=True, timeout=120, check=False,
+                        env={**os.environ, 'PYTHONPATH': str(ROOT / 'tests'), 'TF_CPP_MIN_LOG_LEVEL': '0'})
+  assert done.stdout == "Rejected ['', ''] 0\n", done.stderr[-2000:]
