@@ -207,7 +207,7 @@ def test_with_tensorflow_s_log_lines_let_through_a_failing_jpeg_still_sends_none
             'from helpers import image_cases, photos\n'
             'probed = []\n'
             'original = tensorflow_decoding.jpeg_warnings\n'
-            'tensorflow_decoding.jpeg_warnings = lambda data, decoders: probed.append(data) or original(data, decoders)\n'
+            'tensorflow_decoding.jpeg_warnings = lambda data, said: probed.append(data) or original(data, said)\n'
             'cut = image_cases._marker_in_scan(photos.jpeg(7, 64, 48, quality=90))\n'
             'results = preparation.prepare_images([photos.jpeg(1), cut, photos.jpeg(2)], 10**8)\n'
             'print(type(results[1]).__name__, [r.info.damage for r in (results[0], results[2])], len(probed))\n')
