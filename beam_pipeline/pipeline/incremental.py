@@ -1,5 +1,6 @@
 """An --incremental run's own steps: today's listing met with the earlier run's catalog, file by
-file, so that only what changed is read, and new copies of catalogued pictures placed with them.
+file, so that only what changed is read (a file whose fingerprint alone changed is hashed, and
+kept if its bytes did not), and new copies of catalogued pictures placed with them.
 
 The catalog is read from its files in parallel and joined by uri (CoGroupByKey), then the new
 records by content hash, so no element holds the catalog or the listing: an update costs one
@@ -42,7 +43,7 @@ class Changes(NamedTuple):
   kept: beam.PCollection  # Entry of each record kept as it is
   earlier: beam.PCollection  # (Entry, kept) of every catalogued record, kept or not
   rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted, changed or touched file
-  counts: beam.PCollection  # one element, none if nothing changed: {added, changed, removed, unchanged: count}
+  counts: beam.PCollection  # one element, none if nothing changed: {added, changed, removed, unchanged, touched: count}
   carried: beam.PCollection  # Rejection of each unchanged file the earlier run rejected, for the errors files
 
 
