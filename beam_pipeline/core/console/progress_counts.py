@@ -166,6 +166,8 @@ class Counts:
       return self._phases.snapshot(self._tallies)
 
   def _add(self, **counts: int) -> None:
+    if not any(counts.values()):  # planning counts each content group's dropped copies, mostly none
+      return
     with self._lock:
       self._tallies = self._tallies.plus(Tallies(**counts))
       self._phases.snapshot(self._tallies)  # a phase ends when its count does, not when the console looks

@@ -94,3 +94,17 @@ def test_phases_only_move_on_when_summed_counts_step_back():
     committing = gathered.snapshot()
     assert committing.phase == COMMITTING
     assert [phase.phase for phase in committing.ended] == [LISTING, CHECKING, WRITING]
+
+
+def test_a_change_that_counts_nothing_rewrites_no_worker_file(tmp_path):
+  """Planning tells the counts each content group's dropped copies, mostly none: a worker's file
+  is rewritten only when a count moves."""
+  published = progress_counts.Published(str(tmp_path), 'a')
+  published.listed(3)
+  path = tmp_path / 'a.json'
+  before = path.stat().st_mtime_ns, path.stat().st_ino
+  published.rejected(0)
+  published.checked(0, rejected=0)
+  assert (path.stat().st_mtime_ns, path.stat().st_ino) == before
+  published.rejected(1)
+  assert path.stat().st_ino != before[1]
