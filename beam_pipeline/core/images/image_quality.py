@@ -1,7 +1,6 @@
 """Cheap data-quality flags of an image, from statistics of the decode validation makes anyway:
 too dark, too light, blurry, nearly blank, of an extreme shape, or gray stored as colour. A
-flag says an image is worth a look, not that it is wrong; each is its own statistic's, so a
-blank image is blurry too, having no edges.
+flag says an image is worth a look, not that it is wrong; each is its own statistic's.
 
 The statistics are taken on tensorflow_decoding's grid: perceptual_hash.SIDE cells a side,
 each the mean of the decoded pixels under it, the image squashed to a square. The same photo
@@ -24,12 +23,14 @@ Quality flags):
   (cleanvision's 0.37, for the 99th percentile of perceived brightness).
 - LIGHT_SHADOWS: light if even its 5th-percentile gray level is above this share of white
   (cleanvision's 0.95, for the 5th percentile).
-- BLURRY_SHARPNESS: blurry if the variance of its grid's 4-neighbour Laplacian, in gray
-  levels squared, is below this. cleanvision thresholds the spread of an edge filter on the
-  image shrunk to 64 pixels a side, the same kind of measure on another scale, so the value
-  is ours: under every plain photo measured, over most photos blurred by a Gaussian of a
-  twenty-fifth of their width. Lighter blur does not show on the grid; low contrast reads
-  as blur.
+- BLURRY_SHARPNESS: blurry if the variance of its grid's 4-neighbour Laplacian, as a share of
+  the variance of the grid itself, is below this. cleanvision thresholds the spread of an
+  edge filter on the image shrunk to 64 pixels a side, in levels, where low contrast reads
+  as blur (an over-exposed photo, a dim one, a page of text, a soft texture); a share of the
+  image's own variance is the same at any contrast, so the value is ours: under every plain,
+  dark or light photo and text page measured, over every photo blurred by a Gaussian of a
+  twelfth of its width and half of those blurred by a twenty-fifth. Lighter blur does not
+  show on the grid.
 - LOW_INFORMATION_BITS: nearly blank if the entropy of its 256-level gray histogram is
   below this many bits. cleanvision's is 3 bits of Pillow's entropy over every pixel; a
   cell mean holds less noise than a pixel, so the same image measures fewer bits here. Set
@@ -48,7 +49,7 @@ import numpy as np
 
 DARK_HIGHLIGHTS = 0.37
 LIGHT_SHADOWS = 0.95
-BLURRY_SHARPNESS = 100.0
+BLURRY_SHARPNESS = 0.05
 LOW_INFORMATION_BITS = 2.0
 EXTREME_ASPECT = 0.35
 GRAYSCALE_SPREAD = 0.01
@@ -67,7 +68,7 @@ class Statistics(NamedTuple):
   brightness: float  # mean gray level
   shadows: float  # 5th-percentile gray level
   highlights: float  # 99th-percentile gray level
-  sharpness: float  # variance of the Laplacian of the gray grid, in levels squared
+  sharpness: float  # variance of the Laplacian of the gray grid, as a share of the grid's variance
   entropy: float  # of the 256-level gray histogram, in bits
   colour_spread: float  # mean over the grid of its channels' max - min; 0 with fewer than 3 channels
 
@@ -97,8 +98,9 @@ def statistics(grids: np.ndarray, gray: np.ndarray, channels: np.ndarray) -> np.
     np.maximum(spread, blue, out=spread)
     spread -= np.minimum(least, blue, out=least)
     colour_spread = np.where(np.asarray(channels) >= 3, spread.mean(axis=(1, 2)) / 255, 0.0)
-  return np.stack([gray.mean(axis=(1, 2)) / 255, shadows, highlights, laplacian.var(axis=(1, 2)), entropy,
-                   colour_spread], axis=1)
+  # Past a level squared: the few levels of noise of a nearly flat image are no detail to scale up.
+  sharpness = laplacian.var(axis=(1, 2)) / np.maximum(gray.var(axis=(1, 2)), 1.0)
+  return np.stack([gray.mean(axis=(1, 2)) / 255, shadows, highlights, sharpness, entropy, colour_spread], axis=1)
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,7 +9,7 @@ from benchmarks import natural_photos, photo_set, quality_flags
 from benchmarks.quality_flags import encode
 
 GRID = perceptual_hash.SIDE
-PLAIN = Statistics(brightness=0.5, shadows=0.2, highlights=0.9, sharpness=1000.0, entropy=7.0, colour_spread=0.3)
+PLAIN = Statistics(brightness=0.5, shadows=0.2, highlights=0.9, sharpness=1.0, entropy=7.0, colour_spread=0.3)
 
 
 def _summaries(grids: np.ndarray, channels: np.ndarray):
@@ -45,6 +45,18 @@ def test_two_equal_halves_have_one_bit_and_a_sharp_edge():
   assert values.sharpness > image_quality.BLURRY_SHARPNESS
 
 
+def test_sharpness_is_the_same_at_any_contrast():
+  """A share of the grid's own variance: the same picture at a fifth of its contrast, darker or
+  lighter, is as sharp; a nearly flat grid's few levels of noise are not scaled up."""
+  rng = np.random.default_rng(1)
+  grid = rng.uniform(0, 255, (GRID, GRID, 1)).astype(np.float32)
+  sharp = _statistics(grid, 1).sharpness
+  for low in (20 + grid / 5, 200 + grid / 5):
+    assert _statistics(low.astype(np.float32), 1).sharpness == pytest.approx(sharp, rel=1e-4)
+  noise = (100 + rng.uniform(0, 1, (GRID, GRID, 1))).astype(np.float32)
+  assert _statistics(noise, 1).sharpness < 0.1 * sharp  # as a share of its variance, as sharp as the grid above
+
+
 def test_a_batch_of_images_of_one_to_four_channels_is_summarized_each_as_alone_to_the_last_bit():
   rng = np.random.default_rng(0)
   grids = rng.uniform(0, 255, (4, GRID, GRID, 4)).astype(np.float32)
@@ -57,7 +69,7 @@ def test_a_batch_of_images_of_one_to_four_channels_is_summarized_each_as_alone_t
 
 
 @pytest.mark.parametrize('changed, flag', [
-    ({'highlights': 0.3}, 'dark'), ({'shadows': 0.97}, 'light'), ({'sharpness': 20.0}, 'blurry'),
+    ({'highlights': 0.3}, 'dark'), ({'shadows': 0.97}, 'light'), ({'sharpness': 0.02}, 'blurry'),
     ({'entropy': 1.0}, 'low_information'), ({'colour_spread': 0.001}, 'grayscale_as_rgb')])
 def test_each_statistic_past_its_threshold_raises_its_flag_alone(changed, flag):
   assert image_quality.flags(PLAIN._replace(**changed), 600, 800, 3) == (flag,)
@@ -69,7 +81,7 @@ def test_shape_and_channels():
   assert image_quality.flags(PLAIN, 2000, 600, 3) == ('extreme_aspect',)
   assert image_quality.flags(PLAIN._replace(colour_spread=0.0), 600, 800, 1) == ()
   assert image_quality.flags(None, 100, 800, 3) == ('extreme_aspect',)
-  assert image_quality.flags(PLAIN._replace(highlights=0.1, sharpness=1.0), 600, 800, 3) == ('blurry', 'dark')
+  assert image_quality.flags(PLAIN._replace(highlights=0.1, sharpness=0.01), 600, 800, 3) == ('blurry', 'dark')
 
 
 def _flags(datas):
@@ -85,6 +97,14 @@ def test_ordinary_photos_raise_no_flag():
   plain = [encode(photo) for photo in _photos()]
   pets = [encode(photo_set.photo(np.random.default_rng(i), 500, 375, 2.0), quality=85) for i in range(6)]
   assert _flags(plain + pets) == [()] * 12
+
+
+def test_low_contrast_is_no_blur():
+  """Over- and under-exposed photos and pages of small text were blurry when sharpness was
+  counted in levels; as a share of their own contrast they are not."""
+  made = [encode(make(photo)) for photo in _photos() for make in (quality_flags.dark, quality_flags.light)]
+  pages = [encode(quality_flags.text_page(seed)) for seed in range(3)]
+  assert not any('blurry' in flags for flags in _flags(made + pages))
 
 
 @pytest.mark.parametrize('make, flag', [
