@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from beam_pipeline import cli
-from helpers import gcs_emulator
+from helpers import gcs_emulator, readme
 from helpers.airflow_logs import AIRFLOW_BIN, TIMEOUT
 from helpers.commands import ROOT
 from helpers.dataflow import JOB_ID, OFFLINE
@@ -179,11 +179,9 @@ def test_the_flex_dag_launches_the_template_with_the_runs_parameters(airflow, tm
 
 
 def test_the_readmes_python_task_converts_with_the_api_in_this_packages_environment(airflow, sample_set, tmp_path):
-  """The README's DAG of one external_python task calling beam_pipeline.convert, its interpreter
+  """deploy/README.md's DAG of one external_python task calling beam_pipeline.convert, its interpreter
   this environment's, on local paths: the summary comes back to Airflow as plain values."""
-  readme = (ROOT / 'README.md').read_text()
-  blocks = re.findall(r'^```python\n(.*?)^```$', readme, re.S | re.M)
-  dag = next(block for block in blocks if 'external_python' in block)
+  dag = next(block.text for block in readme.blocks() if block.language == 'python' and 'external_python' in block.text)
   dags = tmp_path / 'dags'
   dags.mkdir()
   (dags / 'python_task.py').write_text(

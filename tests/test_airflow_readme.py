@@ -1,4 +1,4 @@
-"""The README's try of the DAG on this machine, as written (but its `make airflow`), in a real
+"""deploy/README.md's try of the DAG on this machine, as written (but its `make airflow`), in a real
 Airflow of its own: a file apart from test_airflow.py, whose tests share one Airflow home, so
 that the two slowest Airflow parts can run on both cores."""
 import os
@@ -12,7 +12,7 @@ from helpers.photos import write_sample_set
 
 
 def test_the_readmes_local_try_runs_the_dag_as_written(tmp_path):
-  """The README's block that tries the DAG on this machine, but its `make airflow` (which built
+  """deploy/README.md's block that tries the DAG on this machine, but its `make airflow` (which built
   .venv-airflow already), in a folder laid out as the repository after `make run` (its sample
   set: 86 files, 2 of them rejected and Thumbs.db skipped)."""
   block = next(block for block in readme.blocks() if 'airflow dags test' in block.text)

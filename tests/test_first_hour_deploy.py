@@ -19,7 +19,7 @@ from helpers.dataset_reader import assert_same_dataset, local_files, read_output
 
 
 def test_a_dry_run_needs_no_credentials_and_says_where_the_job_went(sample_set, tmp_path):
-  """The README's dry-run block, as written, in a folder laid out as the repository after `make run`
+  """deploy/README.md's dry-run block, as written, in a folder laid out as the repository after `make run`
   (work/sample-images: the sample set), on a machine with no Google credentials at all (and no
   storage emulator: no network either). test_readme_blocks leaves the block to this test."""
   block = next(block for block in readme.blocks() if '--dry_run=True' in block.text)

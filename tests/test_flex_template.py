@@ -165,7 +165,7 @@ def test_the_build_context_holds_what_the_dockerfile_copies_and_no_virtual_envir
 
 
 def test_the_readmes_image_tag_is_the_packages_version():
-  """The README's variables, run as a reader runs them: the image's tag is this package's version,
+  """deploy/README.md's variables, run as a reader runs them: the image's tag is this package's version,
   not a number written down once."""
   block = next(block.text for block in readme.blocks() if 'IMAGE=' in block.text)
   done = subprocess.run(['bash', '-ec', block + '\necho "$IMAGE"'], cwd=ROOT, capture_output=True, text=True,

@@ -154,10 +154,10 @@ def test_every_block_runs_or_says_why_it_cannot():
   assert _usage_block().text.startswith(ACTIVATE), 'Usage must start where a new shell is: the environment'
   run = [block for block in blocks if why_not_offline(block) is None]
   assert [(block.language, block.line) for block in run if block.language == 'sh'], 'no shell block runs'
-  assert len(run) >= 8, [block.line for block in run]
+  assert len(run) >= 8, [str(block) for block in run]
   for block in run:
     if block.language == 'python':
-      assert set(free_names(block.text)) <= set(GIVEN), (block.line, free_names(block.text))
+      assert set(free_names(block.text)) <= set(GIVEN), (str(block), free_names(block.text))
 
 
 def test_free_names_are_what_a_block_uses_without_defining():
@@ -173,15 +173,15 @@ def _exec(source: str, block: readme.Block, cwd: Path, monkeypatch: pytest.Monke
   monkeypatch.chdir(cwd)
   try:
     with mock.patch.dict(os.environ):
-      exec(compile(source, f'<README.md:{block.line}>', 'exec'), {'__name__': '__main__'})  # pylint: disable=exec-used
+      exec(compile(source, f'<{block}>', 'exec'), {'__name__': '__main__'})  # pylint: disable=exec-used
     return
   except Exception:  # pylint: disable=broad-except
     failure = traceback.format_exc()
-  pytest.fail(f'README.md:{block.line} failed:\n{source}\n{failure}', pytrace=False)
+  pytest.fail(f'{block} failed:\n{source}\n{failure}', pytrace=False)
 
 
 @pytest.mark.parametrize('block', [block for block in readme.blocks() if why_not_offline(block) is None],
-                         ids=lambda block: f'README.md:{block.line}')
+                         ids=str)
 def test_the_readme_block_runs(block, workspace, monkeypatch):
   if block.language == 'sh':
     done = _run(['bash', '-euo', 'pipefail', '-c', block.text], workspace, activates=ACTIVATE in block.text)
@@ -206,4 +206,4 @@ def _usage_block() -> readme.Block:
   """The first block of the README's Usage: where a reader fresh from `make run` starts."""
   text = (ROOT / 'README.md').read_text()
   heading = text.count('\n', 0, text.index('\n## Usage\n')) + 1
-  return next(block for block in readme.blocks() if block.line > heading)
+  return next(block for block in readme.blocks() if block.document == 'README.md' and block.line > heading)

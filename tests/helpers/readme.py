@@ -1,4 +1,4 @@
-"""The README's runnable blocks, and the shell a reader runs them in: what the tests that run
+"""The READMEs' runnable blocks, and the shell a reader runs them in: what the tests that run
 README blocks as written share (test_readme_blocks.py runs each in turn; a few tests run one
 block in a setting of its own)."""
 import os
@@ -13,19 +13,29 @@ from helpers.commands import ROOT, user_environment
 VENV = Path(sys.executable).parents[1]  # the environment `make install` builds, .venv
 
 
+# The READMEs whose blocks are run as written: the project's, then the deployment's.
+DOCUMENTS = ('README.md', 'deploy/README.md')
+
+
 class Block(NamedTuple):
   line: int  # of the opening fence
   language: str
   text: str
+  document: str = 'README.md'
+
+  def __str__(self) -> str:
+    return f'{self.document}:{self.line}'
 
 
 def blocks() -> List[Block]:
-  """The README's fenced blocks of shell or Python, list-indented ones too, in order."""
-  readme = (ROOT / 'README.md').read_text()
+  """The READMEs' fenced blocks of shell or Python, list-indented ones too, in order."""
   found = []
-  for match in re.finditer(r'^( *)```(\w*)\n(.*?)^\1```$', readme, re.S | re.M):
-    if match.group(2) in ('sh', 'python'):
-      found.append(Block(readme.count('\n', 0, match.start()) + 1, match.group(2), textwrap.dedent(match.group(3))))
+  for document in DOCUMENTS:
+    readme = (ROOT / document).read_text()
+    for match in re.finditer(r'^( *)```(\w*)\n(.*?)^\1```$', readme, re.S | re.M):
+      if match.group(2) in ('sh', 'python'):
+        found.append(Block(readme.count('\n', 0, match.start()) + 1, match.group(2),
+                           textwrap.dedent(match.group(3)), document))
   return found
 
 

@@ -3,7 +3,7 @@
 ``images_to_tfrecords`` runs ``python -m beam_pipeline`` with Airflow's Beam operator,
 on the Airflow worker (DirectRunner) or on Dataflow (DataflowRunner), by the param
 ``runner``. ``images_to_tfrecords_flex`` launches the Flex Template built from
-deploy/dataflow (see the README). ``images_to_tfrecords_daily`` runs every day into one
+deploy/dataflow (see deploy/README.md). ``images_to_tfrecords_daily`` runs every day into one
 output with --incremental: each run converts only the photos added, changed or deleted
 since the day before (the param ``rebuild`` converts everything again).
 
