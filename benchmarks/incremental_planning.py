@@ -192,10 +192,10 @@ def _counted(stage: str, function):
   return counted
 
 
-def _measured_compare(joined):
+def _measured_compare(joined, *args):
   from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
-  return _counted('ByUri', incremental._ORIGINAL['compare'])(joined)  # pylint: disable=protected-access
+  return _counted('ByUri', incremental._ORIGINAL['compare'])(joined, *args)  # pylint: disable=protected-access
 
 
 def _measured_placed(joined, *args):
@@ -255,7 +255,7 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
   # The pipeline reads it from the output; a Create of it would infer a schema of its dataclass
   # fields, and Beam finds no type for the optional ones.
   earlier = p | 'Output' >> beam.Create([None]) | 'EarlierRecord' >> beam.Map(lambda _: record)
-  changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision)
+  changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision, settings.max_file_bytes)
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, False)
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)

@@ -64,7 +64,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   if decision.updates:  # only new and changed files go on, found against the record of the dataset updated
     earlier = (pipeline | 'Output' >> beam.Create([settings.output])
                | 'EarlierRecord' >> beam.Map(output_dir.earlier_record))
-    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, earlier, decision)
+    changes = batches | 'FindChanges' >> incremental.FindChanges(settings.output, earlier, decision,
+                                                                  settings.max_file_bytes)
     batches = changes.todo
   else:
     earlier = None

@@ -6,9 +6,7 @@ The catalog is read from its files in parallel and joined by uri (CoGroupByKey),
 records by content hash, so no element holds the catalog or the listing: an update costs one
 pass over both plus the work of what changed.
 """
-import hashlib
 import io
-import os
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
@@ -17,24 +15,23 @@ from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.pipeline import tags
-from beam_pipeline.pipeline.listing import local_files
 from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.pooled_steps import open_image
 from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
-from beam_pipeline.core.images import image_quality
-from beam_pipeline.core.inputs import fingerprints, listing_digest
+from beam_pipeline.core.images import image_info, image_quality
+from beam_pipeline.core.inputs import fingerprints, listing_digest, reading
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
 from beam_pipeline.core.output import incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.core.output.run_record import Shard
-from beam_pipeline.core.rejections import DamagedOutput
+from beam_pipeline.core.rejections import DamagedOutput, Rejected
 from beam_pipeline.core.planning import near_copies, splitting
 from beam_pipeline.core.settings import Settings
 
 _KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
 _BATCH_SIZE = 256  # as listing and validation batch items
-_READ_BYTES = 1 << 20
 
 
 class Changes(NamedTuple):
@@ -52,9 +49,20 @@ class FindChanges(beam.PTransform):
   dataset in ``output`` whose run record is ``earlier`` (one element); the shards ``decision``
   merges are written again whether or not they lost records."""
 
-  def __init__(self, output: str, earlier: beam.PCollection, decision: incremental_update.Decision):
+  def __init__(self, output: str, earlier: beam.PCollection, decision: incremental_update.Decision,
+               max_file_bytes: int):
+    """A step that meets today's items with the catalog by uri.
+
+    Args:
+      output: the dataset's output folder, whose catalog and errors files are read.
+      earlier: one element: the dataset's run record.
+      decision: the update's decision: which small shards it merges, written again whatever they lost.
+      max_file_bytes: the largest file read (--max_file_mb), as validation reads it: a file whose
+        fingerprint alone changed is read to hash it.
+    """
     super().__init__()
     self._output = output
+    self._max_file_bytes = max_file_bytes
     self._earlier = earlier
     self._merges = decision.merges
     self._merged_into = decision.merged_into
@@ -72,8 +80,8 @@ class FindChanges(beam.PTransform):
                 | 'ReadErrors' >> beam.FlatMap(_rejected, self._output))
     joined = ({'listed': listed, 'catalogued': catalogued, 'rejected': rejected}
               | 'ByUri' >> beam.CoGroupByKey()
-              | 'Compare' >> beam.FlatMap(_compare).with_outputs(_KEPT, _EARLIER, _DIRTY, _CHANGES, tags.REJECTED,
-                                                                 main='todo'))
+              | 'Compare' >> beam.FlatMap(_compare, self._max_file_bytes).with_outputs(
+                  _KEPT, _EARLIER, _DIRTY, _CHANGES, tags.REJECTED, main='todo'))
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
     merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
@@ -139,14 +147,14 @@ def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:
         yield rejection.uri, rejection
 
 
-def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: int) -> Iterator[Any]:
   _, sides = joined
   items, catalogued, rejected = list(sides['listed']), list(sides['catalogued']), list(sides['rejected'])
   earlier = [entry.fingerprint for _, entry in catalogued] + [rejection.fingerprint for rejection in rejected]
   change = incremental_catalog.change([item.fingerprint for item in items], earlier)
   if (change == incremental_catalog.CHANGED and len(items) == len(catalogued) == 1 and not rejected
       and fingerprints.only_file_changed(items[0].fingerprint, catalogued[0][1].fingerprint)
-      and _same_bytes(items[0], catalogued[0][1])):
+      and _same_bytes(items[0], catalogued[0][1], max_file_bytes)):
     change = incremental_catalog.TOUCHED
   yield beam.pvalue.TaggedOutput(_CHANGES, change)
   kept = change in (incremental_catalog.UNCHANGED, incremental_catalog.TOUCHED)
@@ -168,27 +176,21 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
     yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri, None)))
 
 
-def _same_bytes(item: InputItem, entry: Entry) -> bool:
+def _same_bytes(item: InputItem, entry: Entry, max_file_bytes: int) -> bool:
   """Whether a listed file whose fingerprint changed holds the bytes its catalogued record was
   made from: as its metadata says (fingerprints.same_bytes), else as its hash does."""
   same = fingerprints.same_bytes(item.fingerprint, entry.fingerprint)
-  return content_hash(item.uri) == entry.source_sha256 if same is None else same
+  return content_hash(item.uri, max_file_bytes) == entry.source_sha256 if same is None else same
 
 
-def content_hash(uri: str) -> Optional[str]:
-  """The SHA-256 of a file's bytes, as validation takes a record's source_sha256; None if it
-  cannot be read (or is no regular file, which an open would wait on: a FIFO), which validation
-  will then say why."""
-  if local_files.is_local(uri) and not os.path.isfile(uri):
-    return None
-  digest = hashlib.sha256()
+def content_hash(uri: str, max_file_bytes: int) -> Optional[str]:
+  """The SHA-256 of a file's bytes, read and hashed as validation reads and hashes a record's
+  source (reading.read_file: a named pipe refused, not waited on; transient failures retried);
+  None if it cannot be read, which validation will then say why."""
   try:
-    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-      for block in iter(lambda: f.read(_READ_BYTES), b''):
-        digest.update(block)
-  except Exception:  # pylint: disable=broad-except  # whatever the cause, the file is converted again
+    return image_info.sha256_hex(reading.read_file(uri, max_file_bytes, open_image))
+  except (Rejected, reading.TransientReadError):
     return None
-  return digest.hexdigest()
 
 
 # A record the rewrite of its shard drops (touched: None), or keeps with its file's new fingerprint.

@@ -13,6 +13,8 @@ from beam_pipeline.core.output import incremental_catalog
 from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.pipeline import incremental, tags
 
+MAX_FILE_BYTES = 2**20
+
 
 def outputs(uri: str, listed: List[InputItem], catalogued: List[Entry] = (), rejected: List[Rejection] = ()
             ) -> Dict[Any, List[Any]]:
@@ -20,7 +22,7 @@ def outputs(uri: str, listed: List[InputItem], catalogued: List[Entry] = (), rej
   found: Dict[Any, List[Any]] = {}
   sides = {'listed': listed, 'catalogued': [('train-00000.tfrecord', entry) for entry in catalogued],
            'rejected': list(rejected)}
-  for value in incremental._compare((uri, sides)):
+  for value in incremental._compare((uri, sides), MAX_FILE_BYTES):
     tag, value = (value.tag, value.value) if isinstance(value, beam.pvalue.TaggedOutput) else (None, value)
     found.setdefault(tag, []).append(value)
   return found
@@ -45,7 +47,7 @@ def photo(tmp_path):
 
 @pytest.fixture
 def unread(monkeypatch):
-  monkeypatch.setattr(incremental, 'content_hash', lambda uri: pytest.fail(f'{uri} was read'))
+  monkeypatch.setattr(incremental, 'content_hash', lambda uri, _: pytest.fail(f'{uri} was read'))
 
 
 def test_an_unchanged_file_is_kept_unread(photo, unread):
@@ -99,8 +101,8 @@ def test_an_object_uploaded_again_is_told_by_its_crc32c_and_size_unread(unread):
 
 
 def test_the_content_hash_is_the_sha256_of_the_bytes_as_validation_takes_it(photo, tmp_path):
-  assert incremental.content_hash(photo) == hashlib.sha256(b'the bytes of a photo').hexdigest()
+  assert incremental.content_hash(photo, MAX_FILE_BYTES) == hashlib.sha256(b'the bytes of a photo').hexdigest()
   os.mkfifo(tmp_path / 'pipe.jpg')  # an open would wait for a writer
-  assert incremental.content_hash(str(tmp_path / 'pipe.jpg')) is None
-  assert incremental.content_hash(str(tmp_path / 'gone.jpg')) is None
+  assert incremental.content_hash(str(tmp_path / 'pipe.jpg'), MAX_FILE_BYTES) is None
+  assert incremental.content_hash(str(tmp_path / 'gone.jpg'), MAX_FILE_BYTES) is None
 
