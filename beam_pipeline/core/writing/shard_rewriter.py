@@ -23,10 +23,10 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
                   settings: Settings) -> ShardWritten:
   """Writes ``unit``'s shard to the local ``file_path``, with its catalog and index file beside
   it: the records of its sources but those of ``unit.dropped``, those of ``unit.touched`` with
-  their new fingerprints. An uncompressed shard's records
-  are copied as bytes, framing and all, their checksums checked; a compressed one's are read and
-  framed again (a compressed stream cannot be cut). DamagedOutput if a shard and its catalog
-  disagree, or a shard's framing or checksums fail: the output is not what its record says.
+  their new fingerprints. An uncompressed shard's records are copied as bytes, framing and all,
+  their checksums checked; a compressed one's are read and framed again (a compressed stream
+  cannot be cut). DamagedOutput if a shard and its catalog disagree, or a shard's framing or
+  checksums fail: the output is not what its record says.
 
   Args:
     unit: the shard to write again: its split and name, its sources, the uris whose records go, and the new
