@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from beam_pipeline import cli
-from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.output import catalog_lookup, incremental_catalog, output_layout
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.writing import record_index
 from beam_pipeline.inspection import verify
@@ -92,6 +92,29 @@ def assert_verified(out: Path) -> None:
   info = RunRecord.read(str(out))
   report = verify.verify(str(out), info)
   assert not report.problems, report.problems
+  assert_lookup_agrees(out)
+
+
+def assert_lookup_agrees(out: Path) -> None:
+  """The catalog's lookup by uri holds each catalogued record once, in its uri's file, under the
+  id of the shard whose catalog lists it, and the run record lists each lookup file as it is."""
+  info = RunRecord.read(str(out))
+  lookup = info.catalog_lookup
+  shards = {shard.key: shard for split in info.splits.values() for shard in split.shards}
+  assert len(shards) == sum(len(split.shards) for split in info.splits.values())  # ids are unique
+  catalogued = {}
+  for key, shard in shards.items():
+    for entry in incremental_catalog.entries((out / shard.catalog_file).read_text()):
+      catalogued[entry.uri] = (key, entry)
+  looked_up = {}
+  for found in lookup.files:
+    assert found.file == catalog_lookup.file_name(found.slot, lookup.count)
+    for key, entry in catalog_lookup.checked(found, (out / found.file).read_bytes()):
+      assert catalog_lookup.slot(entry.uri, lookup.count) == found.slot
+      looked_up[entry.uri] = (key, entry)
+  assert looked_up == catalogued
+  on_disk_files = {path.relative_to(out).as_posix() for path in (out / output_layout.LOOKUP_DIR).glob('*')}
+  assert on_disk_files == {found.file for found in lookup.files}
 
 
 def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsys):
@@ -331,6 +354,86 @@ def test_an_update_over_a_damaged_output_refuses_naming_the_file_and_rebuild_rep
   assert convert('--incremental', '--rebuild') == 0
   assert_verified(out)
   assert RunRecord.read(str(out)).num_examples == 2 * PER_CLASS + 1
+
+
+@pytest.mark.parametrize('kind', ['line deleted', 'emptied', 'deleted'])
+def test_an_update_over_a_damaged_lookup_file_refuses_naming_it(work, capsys, kind):
+  """The catalog's lookup by uri is checked as the catalogs are: a lookup file that is not what
+  the run record says is named, whether anything changed or not, and --rebuild repairs it."""
+  out = work / 'out'
+  found = RunRecord.read(str(out)).catalog_lookup.files[0]
+  path = out / found.file
+  if kind == 'line deleted':
+    path.write_text(''.join(path.read_text().splitlines(keepends=True)[1:]))
+  elif kind == 'emptied':
+    path.write_text('')
+  else:
+    path.unlink()
+  record = (out / output_layout.RUN_RECORD).read_bytes()
+  for change in (False, True):
+    if change:
+      photos.write_files(work / 'imgs', {'cat/new.jpg': photos.jpeg(777)})
+    capsys.readouterr()
+    assert convert('--incremental') == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f'error: the output is damaged: {found.file} '), err
+    assert (out / output_layout.RUN_RECORD).read_bytes() == record
+  assert convert('--incremental', '--rebuild') == 0
+  assert_verified(out)
+
+
+def _as_before_lookups(out: Path) -> None:
+  """The output as versions before the catalog's lookup by uri left it: no lookup, no shard ids."""
+  record = json.loads((out / output_layout.RUN_RECORD).read_text())
+  del record['catalog_lookup']
+  for split in record['splits'].values():
+    for shard in split['shards']:
+      del shard['id']
+  (out / output_layout.RUN_RECORD).write_text(json.dumps(record))
+  shutil.rmtree(out / output_layout.LOOKUP_DIR)
+
+
+def test_an_output_from_before_the_lookup_gets_one_from_its_catalogs_on_its_next_update(work):
+  """An output without a lookup is met with today's listing by uri once, as before lookups, and
+  its lookup built on the way, naming its shards by their files; the next update uses it, and a
+  shard renamed since (closing a gap a merge left) is still found under its first name."""
+  out = work / 'out'
+  _as_before_lookups(out)
+  photos.write_files(work / 'imgs', {'cat/new.0.jpg': photos.jpeg(101)})
+  (work / 'imgs/dog/dog.2.jpg').unlink()
+  assert convert('--incremental') == 0
+  update = update_of(out)
+  assert (update['added'], update['removed'], update['unchanged']) == (1, 1, 2 * PER_CLASS - 1)
+  info = RunRecord.read(str(out))
+  assert info.catalog_lookup.count == 1 and info.catalog_lookup.files[0].num_entries == 2 * PER_CLASS
+  assert_verified(out)
+  for step in range(3):  # small increments, merged and renamed
+    photos.write_files(work / 'imgs', {f'dog/step{step}.{i}.jpg': photos.jpeg(300 + 10 * step + i) for i in range(3)})
+    (work / f'imgs/cat/cat.{10 + step}.jpg').unlink()
+    assert convert('--incremental') == 0
+    assert update_of(out)['removed'] == 1
+    assert_verified(out)
+  assert {(name, sha) for name, sha, _ in pairs(out)} == on_disk(work)
+
+
+def test_a_lookup_a_grown_dataset_outgrew_is_built_again_with_more_files(work, monkeypatch):
+  """Each lookup file holds about ENTRIES_PER_FILE entries: once the dataset holds far more (or
+  fewer) than its count suits, an update builds it again, and the next one uses it."""
+  out = work / 'out'
+  monkeypatch.setattr(catalog_lookup, 'ENTRIES_PER_FILE', 8)
+  photos.write_files(work / 'imgs', {'cat/new.0.jpg': photos.jpeg(101)})
+  assert convert('--incremental') == 0
+  lookup = RunRecord.read(str(out)).catalog_lookup
+  assert lookup.count == len(lookup.files) == 16
+  assert sum(found.num_entries for found in lookup.files) == 2 * PER_CLASS + 1
+  assert_verified(out)
+  before = {found.file: found.sha256 for found in lookup.files}
+  (work / 'imgs/dog/dog.2.jpg').unlink()
+  assert convert('--incremental') == 0
+  lookup = RunRecord.read(str(out)).catalog_lookup
+  changed = [found.file for found in lookup.files if before[found.file] != found.sha256]
+  assert changed == [catalog_lookup.file_name(catalog_lookup.slot('imgs/dog/dog.2.jpg', 16), 16)]
+  assert_verified(out)
 
 
 def test_other_options_or_an_output_without_a_catalog_give_a_full_conversion_said_in_one_line(work, capsys):
@@ -579,7 +682,8 @@ def test_an_update_of_a_gs_output_through_failing_requests_keeps_the_objects_it_
             if blob.name.endswith(('.tfrecord', '.jsonl')) and '/errors-' not in blob.name}
 
   before = generations()
-  catalog = {json.loads(line)[0]: name for name in before if '/catalog/' in name
+  catalogs = [name for name in before if '/catalog/' in name and f'/{output_layout.LOOKUP_DIR}/' not in name]
+  catalog = {json.loads(line)[0]: name for name in catalogs
              for line in bucket.blob(name).download_as_text().splitlines()}
   added = {f'imgs/cat/new.{i}.jpg': photos.jpeg(500 + i) for i in range(2)}
   gcs_emulator.upload(GCS_BUCKET, added)
@@ -600,7 +704,7 @@ def test_an_update_of_a_gs_output_through_failing_requests_keeps_the_objects_it_
       2, 0, 1, 14, 1)
   after = generations()
   rewritten = {catalog[gone], catalog[again]}
-  kept = [name for name in before if '/catalog/' in name and name not in rewritten]
+  kept = [name for name in catalogs if name not in rewritten]
   assert kept and all(after[name] == before[name] for name in kept)
   assert all(after[name.replace('catalog/', '').replace('.jsonl', '.tfrecord')] ==
              before[name.replace('catalog/', '').replace('.jsonl', '.tfrecord')] for name in kept)

@@ -21,14 +21,14 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline.pipeline import dry_run, graph, incremental, local_runner, model_files
-from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.output import lookup_files, output_dir
 from beam_pipeline.pipeline.listing import inputs, parts
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
 from beam_pipeline.compat import beam_internals
 from beam_pipeline.core import steps
 from beam_pipeline.core.console import native_output, progress_counts
 from beam_pipeline.core.console.quantities import counted
-from beam_pipeline.core.output import earlier_input, incremental_update, run_lock
+from beam_pipeline.core.output import catalog_lookup, earlier_input, incremental_update, run_lock
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
 from beam_pipeline.core.settings import Settings
@@ -235,6 +235,8 @@ def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: 
     for split in earlier.splits.values():
       for shard in split.shards:
         incremental.checked_catalog(shard, settings.output)
+    for found in earlier.catalog_lookup.files if earlier.catalog_lookup else ():
+      catalog_lookup.check(found, lookup_files.read(settings.output, found))
   except DamagedOutput:
     return None
   return _unchanged_line(earlier, settings, digest.count)

@@ -125,6 +125,7 @@ class ShardRewrite(OutputUnit):
   sources: Tuple[str, ...]  # the earlier shards whose records it holds, in order: the shard itself first
   dropped: Tuple[str, ...]  # the uris whose records go
   touched: Tuple[Tuple[str, str], ...] = ()  # (uri, fingerprint) of kept records whose file was touched
+  shard_id: Optional[str] = None  # the shard's id (catalog_lookup.shard_id), which it keeps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +159,7 @@ class ShardReport:
   index_file: Optional[str] = None  # with --index_files
   catalog_file: Optional[str] = None  # with --incremental
   catalog_sha256: Optional[str] = None  # of the catalog file (incremental_catalog.checksum)
+  shard_id: Optional[str] = None  # with --incremental: what the catalog's lookup calls it (catalog_lookup.shard_id)
   # The report of a shard as an earlier run wrote it, which this run wrote again: its counts come
   # off the earlier totals (run_totals.WrittenTotals.add_shard).
   replaced: bool = False
@@ -175,3 +177,6 @@ class ShardWritten(NamedTuple):
   shard: ShardReport
   rejections: List[Rejection]
   replaced: Tuple[ShardReport, ...] = ()
+  # With --incremental, the catalog entries whose lookup lines change: every record of a new shard;
+  # of a shard written again, those merged into it and those touched.
+  catalogued: Tuple[Any, ...] = ()

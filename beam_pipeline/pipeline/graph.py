@@ -6,7 +6,7 @@ import apache_beam as beam
 from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
 
 from beam_pipeline.pipeline import coders, incremental, local_runner
-from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.output import lookup_files, output_dir
 from beam_pipeline.pipeline.listing import annotation_inputs
 from beam_pipeline.pipeline.output.commit import SumShardReports, commit
 from beam_pipeline.pipeline.output.errors_files import RejectionCounts, WriteErrors, counted_rejection
@@ -17,10 +17,10 @@ from beam_pipeline.pipeline.planning.content_groups import (AssignSplits, ClassL
                                                            NearGroups, PlanShards, UniqueSourceIds, bucket_by_content,
                                                            merge_near_copies)
 from beam_pipeline.pipeline.pooled_steps import ValidateImages, WriteOutputs, transform_graph
-from beam_pipeline.pipeline.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
+from beam_pipeline.pipeline.tags import CATALOGUED, DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
-from beam_pipeline.core.output import incremental_update
+from beam_pipeline.core.output import catalog_lookup, incremental_update
 from beam_pipeline.core.planning import hash_order, sharding
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
@@ -105,7 +105,16 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   written = ((planned.plans, graph, *rewrites)
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
              | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=planned.labels, **budget
-                                    ).with_outputs(REJECTED, TRANSFORM_WRITTEN, main='shards'))
+                                    ).with_outputs(REJECTED, TRANSFORM_WRITTEN, CATALOGUED, main='shards'))
+  lookup = None
+  if settings.incremental:  # the catalog's lookup by uri: the files the run changed written again
+    count = (pipeline | 'LookupCount' >> beam.Create([decision.lookup_count]) if decision.updates
+             else num_listed | 'LookupCount' >> beam.Map(catalog_lookup.count_for))
+    lookup = written[CATALOGUED] | 'WriteLookup' >> lookup_files.WriteLookup(
+        settings.output, settings.run_id, count,
+        earlier=earlier if changes and not decision.lookup_rebuilt else None,
+        dropped=changes.dropped if changes else None, rebuilt=changes.rebuilt if changes else None)
+    lookup = dict(lookup_files=AsList(lookup), lookup_count=AsSingleton(count))
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
@@ -124,7 +133,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
                               transform_written=AsList(written[TRANSFORM_WRITTEN]), settings=settings,
                               runner=runner, changes=AsSingleton(changes.counts, default_value={}) if changes else {},
                               decision=decision,
-                              earlier=AsSingleton(earlier) if earlier is not None else None, listing=listing))
+                              earlier=AsSingleton(earlier) if earlier is not None else None, listing=listing,
+                              **(lookup or {})))
 
 
 def spread(pcoll: beam.PCollection, label: str, pooled: bool) -> beam.PCollection:

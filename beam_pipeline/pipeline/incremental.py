@@ -2,10 +2,14 @@
 file, so that only what changed is read (a file whose fingerprint alone changed is hashed, and
 kept if its bytes did not), and new copies of catalogued pictures placed with them.
 
-The catalog is read from its files in parallel and joined by uri (CoGroupByKey), then the new
-records by content hash, so no element holds the catalog or the listing: an update costs one
-pass over both plus the work of what changed.
+The listing meets the catalog through its lookup by uri (core/output/catalog_lookup.py): each
+item goes to the lookup file of its uri, and one worker per file reads it and compares, so no
+catalogued record crosses a shuffle to be found unchanged and no element holds the catalog or
+the listing. A dataset whose lookup is built again (catalog_lookup.fits) is met as before it,
+once: its catalog read shard by shard and joined with the listing by uri (CoGroupByKey). Then
+the new records meet the catalogued ones by content hash.
 """
+import collections
 import io
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
@@ -15,7 +19,7 @@ from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.pipeline import tags
-from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.output import lookup_files, output_dir
 from beam_pipeline.pipeline.pooled_steps import open_image
 from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
 from beam_pipeline.core import rejections
@@ -23,14 +27,15 @@ from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_info, image_quality
 from beam_pipeline.core.inputs import fingerprints, listing_digest, reading
 from beam_pipeline.core.messages import CheckedImage, InputItem, Rejection, ShardRewrite
-from beam_pipeline.core.output import incremental_catalog, incremental_update
+from beam_pipeline.core.output import catalog_lookup, incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
-from beam_pipeline.core.output.run_record import Shard
+from beam_pipeline.core.output.run_record import RunRecord, Shard
 from beam_pipeline.core.rejections import DamagedOutput, Rejected
 from beam_pipeline.core.planning import near_copies, splitting
 from beam_pipeline.core.settings import Settings
 
-_KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
+_KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW, _DROPPED, _REBUILT = ('kept', 'earlier', 'dirty', 'changes', 'new', 'dropped',
+                                                               'rebuilt')
 _BATCH_SIZE = 256  # as listing and validation batch items
 
 
@@ -42,6 +47,8 @@ class Changes(NamedTuple):
   rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted, changed or touched file
   counts: beam.PCollection  # one element, none if nothing changed: {added, changed, removed, unchanged, touched: count}
   carried: beam.PCollection  # Rejection of each unchanged file the earlier run rejected, for the errors files
+  dropped: beam.PCollection  # (lookup slot, uri) of each catalogued record dropped, for the lookup
+  rebuilt: Optional[beam.PCollection]  # (lookup slot, line) of every catalogued record where the lookup is built again
 
 
 class FindChanges(beam.PTransform):
@@ -56,7 +63,8 @@ class FindChanges(beam.PTransform):
     Args:
       output: the dataset's output folder, whose catalog and errors files are read.
       earlier: one element: the dataset's run record.
-      decision: the update's decision: which small shards it merges, written again whatever they lost.
+      decision: the update's decision: which small shards it merges, written again whatever they lost, and how many
+        lookup files the catalog has (or is built again into).
       max_file_bytes: the largest file read (--max_file_mb), as validation reads it: a file whose
         fingerprint alone changed is read to hash it.
     """
@@ -66,22 +74,47 @@ class FindChanges(beam.PTransform):
     self._earlier = earlier
     self._merges = decision.merges
     self._merged_into = decision.merged_into
+    self._count = decision.lookup_count
+    self._rebuilt = decision.lookup_rebuilt
 
   def expand(self, batches):
-    pipeline = batches.pipeline
-    listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, item) for item in batch])
-    catalogued = (self._earlier
-                  | 'CatalogFiles' >> beam.FlatMap(lambda record: [shard for split in record.splits.values()
-                                                                   for shard in split.shards])
-                  | 'SpreadCatalog' >> beam.Reshuffle()
-                  | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output))
+    pipeline, count = batches.pipeline, self._count
     rejected = (self._earlier
                 | 'ErrorsFiles' >> beam.FlatMap(lambda record: record.errors_files)
                 | 'ReadErrors' >> beam.FlatMap(_rejected, self._output))
-    joined = ({'listed': listed, 'catalogued': catalogued, 'rejected': rejected}
-              | 'ByUri' >> beam.CoGroupByKey()
-              | 'Compare' >> beam.FlatMap(_compare, self._max_file_bytes).with_outputs(
-                  _KEPT, _EARLIER, _DIRTY, _CHANGES, tags.REJECTED, main='todo'))
+    outputs = (_KEPT, _EARLIER, _DIRTY, _CHANGES, _DROPPED, tags.REJECTED)
+    rebuilt = None
+    if self._rebuilt:  # the catalog read shard by shard and met by uri, its lookup built on the way
+      catalogued = (self._earlier
+                    | 'CatalogFiles' >> beam.FlatMap(lambda record: [shard for split in record.splits.values()
+                                                                     for shard in split.shards])
+                    | 'SpreadCatalog' >> beam.Reshuffle()
+                    | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output, count).with_outputs(
+                        _REBUILT, main='entries'))
+      rebuilt = catalogued[_REBUILT]
+      listed = batches | 'Items' >> beam.FlatMap(lambda batch: [(item.uri, item) for item in batch])
+      joined = ({'listed': listed, 'catalogued': catalogued.entries, 'rejected': rejected}
+                | 'ByUri' >> beam.CoGroupByKey()
+                | 'Compare' >> beam.FlatMap(_compared, self._max_file_bytes, count).with_outputs(
+                    *outputs, main='todo'))
+    else:  # each lookup file met with today's items of its uris by one worker
+      # Every shard and catalog checked against the record first, shard by shard, their entries unparsed.
+      checked = (self._earlier
+                 | 'Shards' >> beam.FlatMap(lambda record: [shard for split in record.splits.values()
+                                                            for shard in split.shards])
+                 | 'SpreadShards' >> beam.Reshuffle()
+                 | 'CheckShards' >> beam.FlatMap(_check_kept, self._output))
+      listed = batches | 'ItemsBySlot' >> beam.FlatMap(
+          lambda batch: [(catalog_lookup.slot(item.uri, count), item) for item in batch])
+      found = self._earlier | 'LookupFiles' >> beam.FlatMap(
+          lambda record: [(file.slot, file) for file in record.catalog_lookup.files])
+      joined = ({'listed': listed, 'lookup': found,
+                 'rejected': rejected | 'RejectedBySlot' >> beam.MapTuple(
+                     lambda uri, rejection: (catalog_lookup.slot(uri, count), rejection))}
+                | 'BySlot' >> beam.CoGroupByKey()
+                | 'Compare' >> beam.ParDo(_CompareSlot(self._output, self._max_file_bytes, count),
+                                          beam.pvalue.AsSingleton(self._earlier), beam.pvalue.AsList(checked)
+                                          ).with_outputs(*outputs, main='todo'))
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
     merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
@@ -94,7 +127,8 @@ class FindChanges(beam.PTransform):
               | 'CountChanges' >> beam.combiners.Count.PerElement()
               # Read as a side input whose default is {}: no branch for an empty input (graph.summed_up).
               | 'AllChanges' >> beam.CombineGlobally(beam.combiners.ToDictCombineFn()).without_defaults())
-    return Changes(todo, joined[_KEPT], joined[_EARLIER], rewrites, counts, joined[tags.REJECTED])
+    return Changes(todo, joined[_KEPT], joined[_EARLIER], rewrites, counts, joined[tags.REJECTED], joined[_DROPPED],
+                   rebuilt)
 
 
 def with_record_fingerprints(batch: List[InputItem]) -> List[InputItem]:
@@ -121,21 +155,69 @@ class ListingDigest(beam.CombineFn):
     return accumulator
 
 
-def _catalogued(shard: Shard, output: str) -> Iterator[Tuple[str, Tuple[str, Entry]]]:
+def _catalogued(shard: Shard, output: str, count: int) -> Iterator[Any]:
+  """(uri, (shard, entry)) of each record of one shard, for the join by uri, and its lookup line."""
   for entry in checked_catalog(shard, output):
-    yield entry.uri, (shard.file, entry)
+    yield entry.uri, ((shard.file, shard.key), entry)
+    yield beam.pvalue.TaggedOutput(_REBUILT, (catalog_lookup.slot(entry.uri, count),
+                                              catalog_lookup.line(shard.key, entry)))
+
+
+class _CompareSlot(beam.DoFn):
+  """One lookup file's entries met with today's items and earlier rejections of its uris, uri by
+  uri as _compare meets them; every uri of the file, listed or not, is compared."""
+
+  def __init__(self, output: str, max_file_bytes: int, count: int):
+    super().__init__()
+    self._output = output
+    self._max_file_bytes = max_file_bytes
+    self._count = count
+    self._record: Optional[RunRecord] = None
+    self._files: Dict[str, str] = {}
+
+  def process(self, joined: Tuple[int, Mapping[str, Iterable[Any]]], record: Any, _checked: List[None]
+              ) -> Iterator[Any]:
+    _, sides = joined
+    if record is not self._record:  # a side input is the same object for a worker's bundles
+      self._record = record
+      self._files = {shard.key: shard.file for split in record.splits.values() for shard in split.shards}
+    catalogued = {}
+    for found in sides['lookup']:
+      for key, entry in lookup_files.entries(self._output, found):
+        if key not in self._files:
+          raise DamagedOutput(f'{found.file} names a shard ({key}) that the run record does not list')
+        catalogued[entry.uri] = ((self._files[key], key), entry)
+    listed, rejected = collections.defaultdict(list), collections.defaultdict(list)
+    for item in sides['listed']:
+      listed[item.uri].append(item)
+    for rejection in sides['rejected']:
+      rejected[rejection.uri].append(rejection)
+    for uri in sorted(listed.keys() | catalogued.keys() | rejected.keys()):
+      value = catalogued.get(uri)
+      yield from _compared((uri, {'listed': listed.get(uri, ()), 'catalogued': [value] if value else [],
+                                  'rejected': rejected.get(uri, ())}), self._max_file_bytes, self._count)
 
 
 def checked_catalog(shard: Shard, output: str) -> List[Entry]:
   """The entries of one shard's catalog, checked against the run record (incremental_catalog.
   checked): DamagedOutput where the shard or its catalog is not what the record says."""
+  return incremental_catalog.checked(shard, _catalog_bytes(shard, output), output_dir.size(output, shard.file))
+
+
+def _check_kept(shard: Shard, output: str) -> List[None]:
+  """Nothing; DamagedOutput where the shard or its catalog is not what the record says
+  (incremental_catalog.check)."""
+  incremental_catalog.check(shard, _catalog_bytes(shard, output), output_dir.size(output, shard.file))
+  return []
+
+
+def _catalog_bytes(shard: Shard, output: str) -> bytes:
   try:
     with FileSystems.open(output_dir.path(output, shard.catalog_file),
                           compression_type=CompressionTypes.UNCOMPRESSED) as f:
-      data = f.read()
+      return f.read()
   except (BeamIOError, OSError) as e:
     raise DamagedOutput(f'{shard.catalog_file} cannot be read: {rejections.cause(e)}') from e
-  return incremental_catalog.checked(shard, data, output_dir.size(output, shard.file))
 
 
 def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:
@@ -145,6 +227,15 @@ def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:
       rejection = Rejection.from_json(line)
       if incremental_catalog.carried(rejection):
         yield rejection.uri, rejection
+
+
+def _compared(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: int, count: int) -> Iterator[Any]:
+  """What _compare gives of one uri, and (lookup slot, uri) tagged _DROPPED where its record goes."""
+  for value in _compare(joined, max_file_bytes):
+    if isinstance(value, beam.pvalue.TaggedOutput) and value.tag == _DIRTY and value.value[1][2] is None:
+      uri = value.value[1][1]
+      yield beam.pvalue.TaggedOutput(_DROPPED, (catalog_lookup.slot(uri, count), uri))
+    yield value
 
 
 def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: int) -> Iterator[Any]:
@@ -169,11 +260,12 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: in
     yield beam.pvalue.TaggedOutput(_KEPT, entry)
     progress_counts.counts().checked(len(items), rejected=0)
     if change == incremental_catalog.TOUCHED:  # its shard written again, its catalog line with the new fingerprint
-      yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri, items[0].fingerprint)))
+      file, key = shard
+      yield beam.pvalue.TaggedOutput(_DIRTY, (file, (entry.split, entry.uri, items[0].fingerprint, key)))
     return
   yield from items
-  for shard, entry in catalogued:
-    yield beam.pvalue.TaggedOutput(_DIRTY, (shard, (entry.split, entry.uri, None)))
+  for (file, key), entry in catalogued:
+    yield beam.pvalue.TaggedOutput(_DIRTY, (file, (entry.split, entry.uri, None, key)))
 
 
 def _same_bytes(item: InputItem, entry: Entry, max_file_bytes: int) -> bool:
@@ -194,7 +286,7 @@ def content_hash(uri: str, max_file_bytes: int) -> Optional[str]:
 
 
 # A record the rewrite of its shard drops (touched: None), or keeps with its file's new fingerprint.
-Dirty = Tuple[str, Tuple[str, str, Optional[str]]]  # (shard, (split, uri, touched))
+Dirty = Tuple[str, Tuple[str, str, Optional[str], str]]  # (shard, (split, uri, touched, shard id))
 
 
 def _into(dirty: Dirty, merged_into: Mapping[str, str]) -> Dirty:
@@ -210,8 +302,9 @@ def _rewrite(grouped: Tuple[str, Iterable[Any]], merges: Mapping[str, incrementa
   merge = merges.get(shard)
   split = merge.split if merge else dirty[0][0]
   return ShardRewrite(split, shard, merge.sources if merge else (shard,),
-                      dropped=tuple(uri for _, uri, touched in dirty if touched is None),
-                      touched=tuple((uri, touched) for _, uri, touched in dirty if touched is not None))
+                      dropped=tuple(uri for _, uri, touched, _ in dirty if touched is None),
+                      touched=tuple((uri, touched) for _, uri, touched, _ in dirty if touched is not None),
+                      shard_id=merge.shard_id if merge else dirty[0][3])
 
 
 class EarlierCopies(beam.PTransform):

@@ -221,7 +221,8 @@ class ValidateImages(_PooledDoFn):
 class WriteOutputs(_PooledDoFn):
   """Writes each OutputUnit, a planned shard (core/writing/shard_writer.py) or the tf.Transform graph,
   to local disk, and stages it in the output for the commit; the shards go to the main output,
-  the graph's directory names to tags.TRANSFORM_WRITTEN. A worker pool writes them side by side."""
+  the graph's directory names to tags.TRANSFORM_WRITTEN, the catalog entries whose lookup lines
+  change (--incremental) to tags.CATALOGUED. A worker pool writes them side by side."""
 
   def __init__(self, settings: Settings, pooled: bool = False):
     super().__init__(settings, pooled)
@@ -301,6 +302,8 @@ class WriteOutputs(_PooledDoFn):
     Metrics.counter(tags.NAMESPACE, 'written').inc(result.shard.num_examples)
     yield result.shard
     yield from result.replaced
+    if result.catalogued:
+      yield beam.pvalue.TaggedOutput(tags.CATALOGUED, (result.shard.shard_id, list(result.catalogued)))
 
   def _graph_written(self, staged: str, _) -> Iterator[Any]:
     for name in output_layout.TRANSFORM_DIRECTORIES:

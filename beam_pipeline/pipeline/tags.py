@@ -9,6 +9,7 @@ DUPLICATES = 'duplicates'
 LABELS = 'labels'
 NEAR_COPIES = 'near_copies'
 TRANSFORM_WRITTEN = 'transform_written'
+CATALOGUED = 'catalogued'  # (shard id, catalog entries) whose lookup lines a run writes
 NAMESPACE = 'beam_pipeline'
 
 

@@ -20,7 +20,7 @@ def outputs(uri: str, listed: List[InputItem], catalogued: List[Entry] = (), rej
             ) -> Dict[Any, List[Any]]:
   """_compare's outputs by tag (None: the items to convert)."""
   found: Dict[Any, List[Any]] = {}
-  sides = {'listed': listed, 'catalogued': [('train-00000.tfrecord', entry) for entry in catalogued],
+  sides = {'listed': listed, 'catalogued': [(('train-00000.tfrecord', 'shard-id'), entry) for entry in catalogued],
            'rejected': list(rejected)}
   for value in incremental._compare((uri, sides), MAX_FILE_BYTES):
     tag, value = (value.tag, value.value) if isinstance(value, beam.pvalue.TaggedOutput) else (None, value)
@@ -70,7 +70,7 @@ def test_a_touched_file_of_the_same_bytes_is_kept_with_its_new_fingerprint(photo
   found = outputs(photo, [today], [entry_of(earlier, b'the bytes of a photo')])
   assert found[incremental._CHANGES] == [incremental_catalog.TOUCHED] and None not in found
   assert found[incremental._EARLIER] == [(entry_of(earlier, b'the bytes of a photo'), True)]
-  assert found[incremental._DIRTY] == [('train-00000.tfrecord', ('train', photo, today.fingerprint))]
+  assert found[incremental._DIRTY] == [('train-00000.tfrecord', ('train', photo, today.fingerprint, 'shard-id'))]
 
 
 def test_a_touched_file_of_other_bytes_or_that_cannot_be_read_is_converted_again(photo, tmp_path):
@@ -78,7 +78,7 @@ def test_a_touched_file_of_other_bytes_or_that_cannot_be_read_is_converted_again
   today = item(photo, 'file:20:2:9:5')
   found = outputs(photo, [today], [entry_of(earlier, b'other bytes')])
   assert found[incremental._CHANGES] == [incremental_catalog.CHANGED] and found[None] == [today]
-  assert found[incremental._DIRTY] == [('train-00000.tfrecord', ('train', photo, None))]
+  assert found[incremental._DIRTY] == [('train-00000.tfrecord', ('train', photo, None, 'shard-id'))]
   gone = str(tmp_path / 'gone.jpg')
   found = outputs(gone, [item(gone, 'file:20:2:9:5')], [entry_of(item(gone, 'file:20:2:3:4'), b'')])
   assert found[incremental._CHANGES] == [incremental_catalog.CHANGED]

@@ -70,7 +70,11 @@ def line(value: Entry) -> str:
 
 
 def parse(text: str) -> Entry:
-  fields = json.loads(text)
+  return entry_of(json.loads(text))
+
+
+def entry_of(fields: List) -> Entry:
+  """An entry of its fields as a catalog line's JSON array holds them."""
   fields[5], fields[6] = tuple(fields[5]), tuple(fields[6])
   if len(fields) > _QUALITY:
     fields[_QUALITY] = tuple(fields[_QUALITY])
@@ -106,10 +110,30 @@ def checked(shard: Shard, catalog_bytes: bytes, shard_bytes: Optional[int]) -> L
     found = entries(catalog_bytes.decode('utf-8', 'surrogateescape'))
   except (ValueError, TypeError, IndexError) as e:
     raise DamagedOutput(f'{shard.catalog_file}: {rejections.first_line(e)}') from e
-  if len(found) != shard.num_examples:
-    raise DamagedOutput(f'{shard.catalog_file} lists {len(found):,} records where {shard.file} holds '
-                        f'{shard.num_examples:,}')
+  _check_count(shard, len(found))
   return found
+
+
+def check(shard: Shard, catalog_bytes: bytes, shard_bytes: Optional[int]) -> None:
+  """checked's checks, without parsing a catalog whose checksum the record holds (its lines
+  counted instead): what an update that reads the catalog through its lookup checks of the
+  shards it keeps."""
+  if not shard.catalog_sha256:
+    checked(shard, catalog_bytes, shard_bytes)
+    return
+  if shard_bytes is None:
+    raise DamagedOutput(f'{shard.file} is missing')
+  if shard_bytes != shard.num_bytes:
+    raise DamagedOutput(f'{shard.file} holds {shard_bytes:,} bytes where the run record says {shard.num_bytes:,}')
+  if hashlib.sha256(catalog_bytes).hexdigest() != shard.catalog_sha256:
+    raise DamagedOutput(f'{shard.catalog_file} is not the catalog the run wrote: its checksum differs')
+  _check_count(shard, catalog_bytes.count(b'\n'))
+
+
+def _check_count(shard: Shard, num_entries: int) -> None:
+  if num_entries != shard.num_examples:
+    raise DamagedOutput(f'{shard.catalog_file} lists {num_entries:,} records where {shard.file} holds '
+                        f'{shard.num_examples:,}')
 
 
 def entries(text_of_file: str) -> List[Entry]:

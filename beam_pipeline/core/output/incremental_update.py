@@ -10,8 +10,8 @@ import dataclasses
 from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import option_table
-from beam_pipeline.core.output import incremental_catalog, output_layout, run_totals
-from beam_pipeline.core.output.run_record import RunRecord, Shard, Update
+from beam_pipeline.core.output import catalog_lookup, incremental_catalog, output_layout, run_totals
+from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile, RunRecord, Shard, Update
 from beam_pipeline.core.settings import Settings
 
 # Options whose value the update does not depend on, though they change what a run writes:
@@ -20,10 +20,11 @@ _COMPARED_ELSEWHERE = frozenset({'input', 'incremental', 'rebuild'})
 
 
 class Merge(NamedTuple):
-  """Small shards of one split written again as one, under the first one's name."""
+  """Small shards of one split written again as one, under the first one's name and id."""
   split: str
   file: str
   sources: Tuple[str, ...]
+  shard_id: str = ''  # the first one's (Shard.key)
 
 
 # A shard smaller than this share of the target size is small: increments smaller than a shard
@@ -44,7 +45,7 @@ def merges(earlier: RunRecord, target_bytes: int) -> List[Merge]:
       if packed[-1] and sum(s.num_bytes for s in packed[-1]) + shard.num_bytes > target_bytes:
         packed.append([])
       packed[-1].append(shard)
-    planned.extend(Merge(name, sources[0].file, tuple(s.file for s in sources)) for sources in packed
+    planned.extend(Merge(name, sources[0].file, tuple(s.file for s in sources), sources[0].key) for sources in packed
                    if len(sources) > 1)
   return planned
 
@@ -73,6 +74,11 @@ class Decision(NamedTuple):
   labels: Tuple[str, ...] = ()  # the earlier dataset's classes, in id order
   numbering: Tuple[Tuple[str, Numbering], ...] = ()  # (split, how its new shards are numbered)
   merges: Tuple[Merge, ...] = ()
+  # How many files the catalog's lookup by uri has (catalog_lookup.py), and whether the update
+  # builds it again from the shards' catalogs: the earlier record has none (it is from before
+  # lookups), or the dataset grew or shrank past what its count suits (catalog_lookup.fits).
+  lookup_count: int = 0
+  lookup_rebuilt: bool = False
 
   @classmethod
   def update(cls, earlier: RunRecord, merged: Tuple[Merge, ...] = ()) -> 'Decision':
@@ -82,7 +88,11 @@ class Decision(NamedTuple):
       free.setdefault(merge.split, []).extend(output_layout.shard_index(file) for file in merge.sources[1:])
     numbering = tuple((name, Numbering(len(split.shards), tuple(sorted(free.get(name, ())))))
                       for name, split in sorted(earlier.splits.items()))
-    return cls(True, labels=tuple(earlier.labels), numbering=numbering, merges=merged)
+    lookup = earlier.catalog_lookup
+    kept = lookup is not None and catalog_lookup.fits(lookup.count, earlier.num_examples)
+    return cls(True, labels=tuple(earlier.labels), numbering=numbering, merges=merged,
+               lookup_count=lookup.count if kept else catalog_lookup.count_for(earlier.num_examples),
+               lookup_rebuilt=not kept)
 
   @property
   def numbered(self) -> Dict[str, Numbering]:
@@ -139,6 +149,31 @@ def changed_options(recorded: Dict[str, object], settings: Settings) -> List[str
   return [option.name for option in option_table.OPTIONS
           if option.changes_output and option.record and option.name not in _COMPARED_ELSEWHERE
           and _normal(today.get(option.name)) != _normal(recorded.get(option.name))]
+
+
+def name_shards(dataset: run_totals.WrittenTotals) -> None:
+  """Gives each shard of ``dataset`` (an updated output's totals) that has no id its file name as
+  one, before any is renamed: the name the lookup built from a record before ids calls it
+  (Shard.key)."""
+  for split in dataset.splits.values():
+    split.shards = [shard if shard.id else dataclasses.replace(shard, id=shard.file) for shard in split.shards]
+
+
+def lookup_after(decision: Decision, earlier: Optional[RunRecord], written: List[LookupFile],
+                 count: int) -> CatalogLookup:
+  """The catalog's lookup after an --incremental run that wrote the lookup files ``written``: an
+  update's earlier files with those it wrote in their place, unless it built the lookup again.
+
+  Args:
+    decision: whether the run updated a dataset, and whether it built the lookup again.
+    earlier: the updated dataset's run record; None for a run that updates nothing.
+    written: the lookup files the run wrote.
+    count: how many lookup files the lookup has.
+  """
+  files = ({found.slot: found for found in earlier.catalog_lookup.files}
+           if decision.updates and not decision.lookup_rebuilt else {})
+  files.update((found.slot, found) for found in written)
+  return CatalogLookup(count=count, files=[files[slot] for slot in sorted(files)])
 
 
 def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:

@@ -9,6 +9,7 @@ inspect, the readers and TensorFlow Datasets' metadata never disagree:
                                            since a run adds shards without renaming the others
     catalog/train-00003.jsonl            an --incremental output's catalog: per shard, what each
                                            record was made from (incremental_catalog.py)
+    catalog/by_uri/00003-of-00016.jsonl  the same entries looked up by uri (catalog_lookup.py)
     train-00003-of-00012.tfrecord.idx    their index files (--index_files)
     errors-00000-of-00001.jsonl          the rejections, in as many files as their number needs
     labels.txt, label_map.pbtxt          the classes (label_map with --annotations)
@@ -51,6 +52,8 @@ TFDS_SHARD_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 TFDS_INCREMENTAL_SHARD_TEMPLATE = '{SPLIT}-{SHARD_INDEX}.{FILEFORMAT}'
 CATALOG_DIR = 'catalog'
 CATALOG_PATTERN = rf'{CATALOG_DIR}/[a-z][a-z0-9_]*-\d{{5}}\.jsonl'
+LOOKUP_DIR = f'{CATALOG_DIR}/by_uri'
+LOOKUP_PATTERN = rf'{LOOKUP_DIR}/\d{{5}}-of-\d{{5}}\.jsonl'
 ERRORS_PATTERN = r'errors-\d{5}-of-\d{5}\.jsonl'
 
 # The tf.Transform graph: its directories, and the exact files tf.Transform writes there (a
@@ -76,7 +79,7 @@ OLD_TFDS_LABEL_NAMES = 'image-class-label.labels.txt'
 
 
 # Files only a run's records can make ours: the same names may be a user's own shards.
-LISTED_NAME = re.compile(rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN}|{CATALOG_PATTERN})$')
+LISTED_NAME = re.compile(rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN}|{CATALOG_PATTERN}|{LOOKUP_PATTERN})$')
 # Files ours by their names alone, in an output of ours (paths relative to it).
 _FIXED = (RUN_RECORD, OLD_RUN_RECORD, LABELS_TXT, LABEL_MAP, LOCK, TFDS_FEATURES, OLD_TFDS_LABEL_NAMES,
           *(tfds_label_names(schema) for schema in schemas.SCHEMAS))

@@ -58,10 +58,18 @@ class Shard(_Json):
   catalog_file: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --incremental
   # Its SHA-256, which an update checks the catalog against; None in a record from before it.
   catalog_sha256: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  # With --incremental: what the catalog's lookup by uri calls it (catalog_lookup.shard_id), kept
+  # when the shard is renamed or written again; None in a record from before it.
+  id: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   @property
   def files(self) -> List[str]:
     return [self.file] + [name for name in (self.index_file, self.catalog_file) if name]
+
+  @property
+  def key(self) -> str:
+    """What the lookup calls it: its id, or for a shard of a record from before ids its file name."""
+    return self.id or self.file
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -82,6 +90,28 @@ class Split(_Json):
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'Split':
     return _typed(cls, data, shards=[_typed(Shard, shard) for shard in data['shards']])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LookupFile(_Json):
+  """One file of the catalog's lookup by uri (catalog_lookup.py): the uris it holds (its slot),
+  and what an update checks it against."""
+  slot: int
+  file: str
+  num_entries: int
+  sha256: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CatalogLookup(_Json):
+  """With --incremental: the catalog's lookup by uri, ``count`` files of which those holding
+  entries are listed."""
+  count: int
+  files: List[LookupFile]
+
+  @classmethod
+  def from_dict(cls, data: Mapping[str, Any]) -> 'CatalogLookup':
+    return _typed(cls, data, files=[_typed(LookupFile, value) for value in data['files']])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -197,6 +227,8 @@ class RunRecord(_Json):
   update: Optional[Update] = dataclasses.field(default=None, metadata=_OPTIONAL)  # with --incremental
   # With --incremental, where every input listed had a fingerprint.
   listing: Optional[Listing] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  # With --incremental: the catalog's lookup by uri; None in a record from before it.
+  catalog_lookup: Optional[CatalogLookup] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   def input_given(self) -> Optional[str]:
     """The --input the run converted, as given (a folder without the '/**' its listing adds);
@@ -228,15 +260,17 @@ class RunRecord(_Json):
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'RunRecord':
     """The record of parsed JSON, of this version or an earlier one."""
-    embedding, update, near, listing = (data.get('embedding'), data.get('update'), data.get('near_duplicates'),
-                                        data.get('listing'))
+    embedding, update, near, listing, lookup = (data.get('embedding'), data.get('update'),
+                                                data.get('near_duplicates'), data.get('listing'),
+                                                data.get('catalog_lookup'))
     return _typed(cls, data, splits={name: Split.from_dict(split) for name, split in data['splits'].items()},
                   errors_files=data.get('errors_files', [data['errors_file']]),
                   duplicates=_typed(Duplicates, data['duplicates']),
                   near_duplicates=_typed(NearDuplicates, near) if near else None,
                   embedding=_typed(Embedding, embedding) if embedding else None,
                   update=_typed(Update, update) if update else None,
-                  listing=_typed(Listing, listing) if listing else None)
+                  listing=_typed(Listing, listing) if listing else None,
+                  catalog_lookup=CatalogLookup.from_dict(lookup) if lookup else None)
 
   @classmethod
   def from_json(cls, text: str) -> 'RunRecord':

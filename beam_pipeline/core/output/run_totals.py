@@ -11,8 +11,8 @@ from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.messages import ShardReport
-from beam_pipeline.core.output.run_record import (Duplicates, Embedding, Listing, NearDuplicates, RunRecord, Shard,
-                                                  Split, Update)
+from beam_pipeline.core.output.run_record import (CatalogLookup, Duplicates, Embedding, Listing, NearDuplicates,
+                                                  RunRecord, Shard, Split, Update)
 from beam_pipeline.core.settings import EmbeddingSpec
 
 
@@ -117,7 +117,7 @@ class WrittenTotals:
       self.rewritten_files.append(report.file)
     shard = Shard(file=report.file, num_examples=report.num_examples, num_bytes=report.num_bytes,
                   index_file=report.index_file, catalog_file=report.catalog_file,
-                  catalog_sha256=report.catalog_sha256)
+                  catalog_sha256=report.catalog_sha256, id=report.shard_id)
     self.splits.setdefault(report.split, SplitTotals()).add(report, [] if report.replaced else [shard], sign)
     return self
 
@@ -184,7 +184,8 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
           num_errors_files: int, duplicates: Mapping[str, Any], dedupe: bool, num_removed: int,
           settings: Mapping[str, Any], runner: str, embedding: Optional[Embedding] = None,
           num_skipped: int = 0, update: Optional[Update] = None,
-          near_copies: Optional[NearDuplicates] = None, listing: Optional[Listing] = None) -> RunRecord:
+          near_copies: Optional[NearDuplicates] = None, listing: Optional[Listing] = None,
+          catalog_lookup: Optional[CatalogLookup] = None) -> RunRecord:
   """The run's record, beam_pipeline.json: its counts per split come from the shards as written,
   so they match the files.
 
@@ -206,6 +207,7 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
     near_copies: the near copies found (near_duplicates); None under --near_copies=off.
     listing: how many inputs an --incremental run listed and their digest, by which the next run may find
       nothing changed; None without it.
+    catalog_lookup: an --incremental output's lookup files by uri; None without --incremental.
   """
   order = {label: index for index, label in enumerate(labels)}
   splits = {}
@@ -247,6 +249,7 @@ def build(*, written: WrittenTotals, labels: List[str], errors_by_reason: Mappin
       options=dict(settings, runner=runner),
       update=update,
       listing=listing,
+      catalog_lookup=catalog_lookup,
   )
 
 

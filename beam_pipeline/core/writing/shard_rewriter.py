@@ -64,7 +64,11 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
                           incremental_catalog.text(entry for entry, _ in kept))
   report = incremental_catalog.report(unit.split, unit.file, [entry for entry, _ in kept], os.path.getsize(file_path),
                                       **options, catalog_file=output_layout.catalog_file(unit.file))
-  return ShardWritten(dataclasses.replace(report, rewritten=True), [], tuple(replaced))
+  # The lookup's lines that change: a merge's records now in this shard, touched records' fingerprints.
+  moved = len(unit.sources) > 1
+  catalogued = tuple(entry for entry, _ in kept if moved or entry.uri in touched)
+  return ShardWritten(dataclasses.replace(report, rewritten=True, shard_id=unit.shard_id), [], tuple(replaced),
+                      catalogued)
 
 
 def _entries(shard: str, catalog: str, settings: Settings) -> List[Tuple[incremental_catalog.Entry, bytes]]:

@@ -6,6 +6,7 @@ temporary name it is given; the Beam side moves or uploads it into place, so a
 worker never touches a final name, and every shard is framed by the same writer.
 """
 import contextlib
+import dataclasses
 import functools
 import os
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -17,7 +18,7 @@ import tensorflow as tf
 from beam_pipeline.core import isolation
 from beam_pipeline.core.images import image_info, kept_encodings, reencoding
 from beam_pipeline.core.inputs import reading
-from beam_pipeline.core.output import incremental_catalog
+from beam_pipeline.core.output import catalog_lookup, incremental_catalog
 from beam_pipeline.core.writing import examples, record_index
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.images import pillow_limit
@@ -96,7 +97,10 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
                                       multi_label=settings.multi_label, annotations=bool(settings.annotations),
                                       index_file=output_layout.index_file(name) if settings.index_files else None,
                                       catalog_file=catalog)
-  return ShardWritten(report, rejected)
+  if not settings.incremental:
+    return ShardWritten(report, rejected)
+  report = dataclasses.replace(report, shard_id=catalog_lookup.shard_id(report.catalog_sha256))
+  return ShardWritten(report, rejected, catalogued=tuple(written))
 
 
 def write_index(path: str, lengths: List[int]) -> None:

@@ -9,7 +9,7 @@ from beam_pipeline.core import rejections
 from beam_pipeline.core.inputs import labels, listing_digest
 from beam_pipeline.core.messages import ShardReport
 from beam_pipeline.core.output import incremental_update, output_layout, run_totals, tfds_metadata
-from beam_pipeline.core.output.run_record import Listing, RunRecord
+from beam_pipeline.core.output.run_record import Listing, LookupFile, RunRecord
 from beam_pipeline.core.output.run_totals import WrittenTotals
 from beam_pipeline.core.settings import Settings
 
@@ -33,7 +33,8 @@ class SumShardReports(beam.CombineFn):
 def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping[str, Any],
            duplicates: Mapping[str, Any], near_copies: Optional[Mapping[str, Any]], transform_written: List[List[str]],
            settings: Settings, runner: str, changes: Mapping[str, int], decision: incremental_update.Decision,
-           earlier: Optional[RunRecord], listing: Optional[listing_digest.Digest] = None) -> None:
+           earlier: Optional[RunRecord], listing: Optional[listing_digest.Digest] = None,
+           lookup_files: Iterable[LookupFile] = (), lookup_count: int = 0) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
   or --near_copies=drop dropped and files skipped as no images are listed with the rejections, but are no errors.
@@ -59,13 +60,17 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
     earlier: the run record of the dataset an update updates; None for a run that updates nothing.
     listing: an --incremental run's listing digest, recorded: with it the next run may find that nothing changed
       without a pipeline.
+    lookup_files: the catalog's lookup files an --incremental run wrote (lookup_files.WriteLookup).
+    lookup_count: how many lookup files the catalog has (catalog_lookup.count_for).
   """
   if decision.updates and not incremental_update.changed(changes):
     output_dir.discard(settings.output, settings.run_id)
     return
   dataset, moves = written, []
+  lookup_files = list(lookup_files)
   if decision.updates:
     dataset = WrittenTotals.of_record(earlier).add(written, replace=True)
+    incremental_update.name_shards(dataset)
     moves = incremental_update.close_gaps(dataset)
   errors_by_reason = {reason: count for reason, count in errors['by_reason'].items()
                       if reason not in (rejections.DUPLICATE, rejections.NEAR_DUPLICATE, rejections.SKIPPED)}
@@ -97,14 +102,18 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
                             settings=settings.as_dict(), runner=runner,
                             embedding=run_totals.embedding_info(settings.embedding, settings.schema), update=update,
                             listing=(Listing(num_listed=listing.count, digest=listing.text)
-                                     if listing is not None and listing.text else None))
+                                     if listing is not None and listing.text else None),
+                            catalog_lookup=(incremental_update.lookup_after(decision, earlier, lookup_files,
+                                                                            lookup_count)
+                                            if settings.incremental else None))
   tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
   for name, text in tfds_files.items():
     output_dir.stage_text(settings.output, settings.run_id, name, text)
   last = [name for name in tfds_files if name == output_layout.TFDS_DATASET_INFO]
   emptied = {name for split in written.splits.values() for shard in split.shards if not shard.num_examples
              for name in shard.files}  # shards an update left without records: they go
-  files = ([name for name in written.files if name not in emptied] + label_files +
+  files = ([name for name in written.files if name not in emptied] + [found.file for found in lookup_files] +
+           label_files +
            output_layout.errors_files(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]

@@ -120,9 +120,10 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
 
 
 def listed_files(record: RunRecord) -> Set[str]:
-  """The shard, index, catalog and errors files a run record names."""
+  """The shard, index, catalog, lookup and errors files a run record names."""
   names = {name for split in record.splits.values() for shard in split.shards for name in shard.files}
-  return names | set(record.errors_files)
+  lookup = {found.file for found in record.catalog_lookup.files} if record.catalog_lookup else set()
+  return names | lookup | set(record.errors_files)
 
 
 def check_ours(output: str) -> None:
@@ -402,7 +403,7 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
                 (output_layout.FIXED_NAME.match(name) and
                  (not name.startswith(kept_dirs) or output_layout.TF_TEMP_NAME.search(name))))]
   _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs] +
-          [output_layout.CATALOG_DIR])  # a catalog an update or a plain rerun left empty
+          [output_layout.LOOKUP_DIR, output_layout.CATALOG_DIR])  # a catalog an update or a plain rerun left empty
   if last:
     FileSystems.rename([temp_path(output, run, name) for name in last], [path(output, name) for name in last])
   FileSystems.rename([temp_path(output, run, output_layout.RUN_RECORD)], [path(output, output_layout.RUN_RECORD)])

@@ -133,9 +133,9 @@ def test_small_shards_merge_only_once_a_split_holds_two_and_only_into_full_ones(
       'validation': [shard('validation-00000.tfrecord', 100), shard('validation-00001.tfrecord', 900)]})
   merges = incremental_update.merges(earlier, target)
   assert merges == [incremental_update.Merge('train', 'train-00001.tfrecord',
-                                             ('train-00001.tfrecord', 'train-00003.tfrecord')),
+                                             ('train-00001.tfrecord', 'train-00003.tfrecord'), 'train-00001.tfrecord'),
                     incremental_update.Merge('train', 'train-00004.tfrecord',
-                                             ('train-00004.tfrecord', 'train-00005.tfrecord'))]
+                                             ('train-00004.tfrecord', 'train-00005.tfrecord'), 'train-00004.tfrecord')]
   decision = incremental_update.Decision.update(earlier, tuple(merges))
   numbering = decision.numbered
   assert numbering['train'] == incremental_update.Numbering(6, (3, 5))

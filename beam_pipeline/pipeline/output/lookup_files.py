@@ -1,0 +1,116 @@
+"""The catalog's lookup by uri (core/output/catalog_lookup.py): read for an update, and written
+again for the commit where a run changes it.
+
+Only what changed crosses a shuffle on its way to a lookup file: the entries written (new
+shards, records merged or touched) and the uris whose records went. Each file they reach is
+written again by one worker from its earlier text, its other lines copied unparsed; the
+files nothing reached stay as they are.
+"""
+import collections
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.pvalue import AsSingleton
+
+from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.core import rejections
+from beam_pipeline.core.output import catalog_lookup
+from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output.run_record import LookupFile
+from beam_pipeline.core.rejections import DamagedOutput
+
+
+def read(output: str, found: LookupFile) -> bytes:
+  """The bytes of lookup file ``found`` of the dataset in ``output``; DamagedOutput if it cannot be read."""
+  try:
+    with FileSystems.open(output_dir.path(output, found.file), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      return f.read()
+  except (BeamIOError, OSError) as e:
+    raise DamagedOutput(f'{found.file} cannot be read: {rejections.cause(e)}') from e
+
+
+def entries(output: str, found: LookupFile) -> List[Tuple[str, Entry]]:
+  """(shard id, entry) of each line of lookup file ``found``, checked against the run record
+  (catalog_lookup.checked)."""
+  return catalog_lookup.checked(found, read(output, found))
+
+
+class WriteLookup(beam.PTransform):
+  """From (shard id, catalog entries) of what a run wrote (WriteOutputs' tags.CATALOGUED) to the
+  LookupFile of each lookup file it wrote again, staged for the commit.
+
+  An update that keeps the earlier lookup gives its run record (``earlier``) and the (slot, uri)
+  of each record it dropped (``dropped``); one that builds the lookup again gives (slot, line)
+  of every earlier entry instead (``rebuilt``). A first conversion gives neither."""
+
+  def __init__(self, output: str, run_id: str, count: beam.PCollection, earlier: Optional[beam.PCollection] = None,
+               dropped: Optional[beam.PCollection] = None, rebuilt: Optional[beam.PCollection] = None):
+    """A step that writes the lookup files a run changes.
+
+    Args:
+      output: the output folder, whose earlier lookup files are read.
+      run_id: the run, whose staging folder the files go to.
+      count: one element: how many lookup files the dataset has (catalog_lookup.count_for).
+      earlier: one element: the run record of the dataset an update keeps the lookup of; None otherwise.
+      dropped: (slot, uri) of each record an update dropped (a file removed or changed).
+      rebuilt: (slot, lookup line) of every entry of the earlier catalog, where the lookup is built again.
+    """
+    super().__init__()
+    self._output = output
+    self._run_id = run_id
+    self._count = count
+    self._earlier = earlier
+    self._dropped = dropped
+    self._rebuilt = rebuilt
+
+  def expand(self, catalogued):
+    sides = {'added': catalogued | 'LookupLines' >> beam.FlatMap(_lines, AsSingleton(self._count))}
+    if self._earlier is not None:
+      sides['earlier'] = self._earlier | 'LookupFiles' >> beam.FlatMap(
+          lambda record: [(found.slot, found) for found in record.catalog_lookup.files])
+    if self._dropped is not None:
+      sides['dropped'] = self._dropped
+    if self._rebuilt is not None:
+      sides['rebuilt'] = self._rebuilt
+    return (sides
+            | 'BySlot' >> beam.CoGroupByKey()
+            | 'WriteLookupFiles' >> beam.FlatMap(_written, self._output, self._run_id, AsSingleton(self._count)))
+
+
+def _lines(catalogued: Tuple[str, List[Entry]], count: int) -> Iterator[Tuple[int, List[str]]]:
+  """The lookup lines of one shard's entries, a list per lookup file they go to."""
+  shard, shard_entries = catalogued
+  by_slot: Dict[int, List[str]] = collections.defaultdict(list)
+  for entry in shard_entries:
+    by_slot[catalog_lookup.slot(entry.uri, count)].append(catalog_lookup.line(shard, entry))
+  yield from by_slot.items()
+
+
+def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, run_id: str,
+             count: int) -> Iterator[LookupFile]:
+  """One lookup file written again, if anything reached it: its earlier text (the file, or the
+  lines of a lookup built again), without the uris dropped, with the lines added.
+
+  Args:
+    joined: (slot, {'added': lists of lines, 'dropped': uris, 'earlier': its LookupFile, 'rebuilt': lines}).
+    output: the output folder, whose earlier lookup file is read.
+    run_id: the run, whose staging folder the file goes to.
+    count: how many lookup files the lookup has.
+  """
+  slot, sides = joined
+  added = [line for lines in sides['added'] for line in lines]
+  dropped = set(sides.get('dropped', ()))
+  rebuilt = list(sides.get('rebuilt', ()))
+  if not (added or dropped or rebuilt):
+    return
+  earlier = list(sides.get('earlier', ()))
+  text = ''.join(rebuilt)
+  if earlier:
+    text = read(output, earlier[0]).decode('utf-8', 'surrogateescape')
+  text = catalog_lookup.updated(text, dropped, added)
+  name = catalog_lookup.file_name(slot, count)
+  output_dir.stage_text(output, run_id, name, text)
+  yield LookupFile(slot=slot, file=name, num_entries=text.count('\n'),
+                   sha256=catalog_lookup.checksum(text.encode('utf-8', 'backslashreplace')))
