@@ -28,7 +28,9 @@ with N, only with the change; the size of what the graph carries (the pickled De
 reported beside them, as is the time per record.
 """
 import argparse
+import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import pickle
@@ -46,7 +48,8 @@ from benchmarks.planning import CHUNK, CLASSES, DUPLICATE_EVERY, RESULTS, SPLITS
 SCRATCH = Path(__file__).resolve().parents[1] / 'work' / 'bench-out' / 'incremental-planning'
 TARGET_SHARD_BYTES = 150 * 2**20
 MEAN_BYTES = 110_000
-STAGES = ('ByUri', 'ByContent', 'ByShard', 'GroupByContent', 'GroupByOrder', 'GroupByShard')
+STAGES = ('BySlot', 'ByUri', 'ByContent', 'ByShard', 'GroupByContent', 'GroupByOrder', 'GroupByShard')
+JOINS = ('lookup', 'by_uri')  # through the catalog's lookup; as before it (and as it is built again)
 _SPREAD = 2654435761  # Knuth's multiplicative hash: changes spread over the whole catalog
 
 
@@ -93,16 +96,21 @@ def _split(sha: str) -> str:
   return 'train' if value < 0.8 else 'validation' if value < 0.9 else 'test'
 
 
-def write_catalog(count: int, folder: Path) -> Any:
-  """The earlier dataset of ``count`` records: catalog files under ``folder``, its RunRecord
-  (which lists every shard) and the Decision of an update of it."""
-  from beam_pipeline.core.output import incremental_catalog, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
+def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
+  """The earlier dataset of ``count`` records: catalog files under ``folder``, and its lookup by
+  uri unless ``lookup`` is False (an output from before lookups, which an update joins by uri
+  and builds the lookup of); its RunRecord (which lists every shard) and the Decision of an
+  update of it."""
+  from beam_pipeline.core.output import catalog_lookup, incremental_catalog, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output.incremental_catalog import Entry  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile  # pylint: disable=import-outside-toplevel
   shutil.rmtree(folder, ignore_errors=True)
   (folder / 'catalog').mkdir(parents=True)
   per_shard = TARGET_SHARD_BYTES // MEAN_BYTES
   open_shards: Dict[str, Tuple[int, List[Entry]]] = {}
   reports = []
+  lookup_count = catalog_lookup.count_for(count)
+  lookup_lines: Dict[int, List[str]] = {}
 
   def close(split: str) -> None:
     number, entries = open_shards.pop(split)
@@ -111,8 +119,14 @@ def write_catalog(count: int, folder: Path) -> Any:
     size = sum(e.stored_bytes for e in entries)
     with open(folder / name, 'wb') as shard:  # sparse: of the size the update checks, holding no disk
       shard.truncate(size)
-    reports.append(incremental_catalog.report(split, name, entries, size, multi_label=False, annotations=False,
-                                              catalog_file=f'catalog/{split}-{number:05d}.jsonl'))
+    report = incremental_catalog.report(split, name, entries, size, multi_label=False, annotations=False,
+                                        catalog_file=f'catalog/{split}-{number:05d}.jsonl')
+    if lookup:
+      report = dataclasses.replace(report, shard_id=catalog_lookup.shard_id(report.catalog_sha256))
+      for entry in entries:
+        lookup_lines.setdefault(catalog_lookup.slot(entry.uri, lookup_count), []).append(
+            catalog_lookup.line(report.shard_id, entry))
+    reports.append(report)
 
   numbers = {'train': 0, 'validation': 0, 'test': 0}
   for start in range(0, count, CHUNK):
@@ -134,9 +148,18 @@ def write_catalog(count: int, folder: Path) -> Any:
   settings = {'input': 'gs://photo-collection/**', 'output': str(folder), 'incremental': True, 'schema': 'default',
               'compression': 'none', 'splits': {'train': 0.8, 'validation': 0.1, 'test': 0.1}}
   labels = sorted({label for report in reports for label in report.classes})
+  files = []
+  for slot, lines in sorted(lookup_lines.items()):
+    text = catalog_lookup.updated('', set(), lines)
+    name = catalog_lookup.file_name(slot, lookup_count)
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    files.append(LookupFile(slot=slot, file=name, num_entries=len(lines),
+                            sha256=catalog_lookup.checksum(text.encode())))
   record = run_totals.build(written=run_totals.written_totals(reports), labels=labels, errors_by_reason={},
                             num_errors_files=0, duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []},
-                            dedupe=False, num_removed=0, settings=settings, runner='DirectRunner')
+                            dedupe=False, num_removed=0, settings=settings, runner='DirectRunner',
+                            catalog_lookup=CatalogLookup(count=lookup_count, files=files) if lookup else None)
   started = time.monotonic()
   merges = incremental_update.merges(record, TARGET_SHARD_BYTES)
   merges_s = time.monotonic() - started
@@ -210,23 +233,37 @@ def _measured_rewrite(grouped, merges):
   return _counted('ByShard', incremental._ORIGINAL['rewrite'])(grouped, merges)  # pylint: disable=protected-access
 
 
+def _measured_slot(self, joined, *args):
+  """_CompareSlot.process, counting the items one lookup file meets."""
+  from beam_pipeline.pipeline import incremental, tags  # pylint: disable=import-outside-toplevel
+  _instrument()  # in a worker process of its own, too
+  _, sides = joined
+  tags.records_per_key('BySlot').update(len(list(sides['listed'])))
+  return incremental._ORIGINAL['slot'](self, joined, *args)  # pylint: disable=protected-access
+
+
 def _instrument() -> None:
   """The incremental module's per-group functions, counting each group's size as they run."""
   from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   if not hasattr(incremental, '_ORIGINAL'):
     incremental._ORIGINAL = {'compare': incremental._compare, 'placed': incremental._placed,  # pylint: disable=protected-access
-                             'rewrite': incremental._rewrite}  # pylint: disable=protected-access
+                             'rewrite': incremental._rewrite,  # pylint: disable=protected-access
+                             'slot': incremental._CompareSlot.process}  # pylint: disable=protected-access
     incremental._compare, incremental._placed, incremental._rewrite = (  # pylint: disable=protected-access
         _measured_compare, _measured_placed, _measured_rewrite)
+    incremental._CompareSlot.process = _measured_slot  # pylint: disable=protected-access
 
 
-def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
-  """Plans an update of ``count`` catalogued records in this process's pipeline; what the child reports."""
+def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -> Dict[str, Any]:
+  """Plans an update of ``count`` catalogued records in this process's pipeline, through the
+  catalog's lookup or (``join`` 'by_uri') as before it, building it; what the child reports."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
 
   from beam_pipeline.pipeline import coders, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline.output import lookup_files  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output import incremental_catalog  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.messages import CheckedImage, InputItem  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel
@@ -234,7 +271,7 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
   _instrument()
   folder = SCRATCH / str(count)
   started = time.monotonic()
-  record, decision, merges_s = write_catalog(count, folder)
+  record, decision, merges_s = write_catalog(count, folder, lookup=join == 'lookup')
   catalog_s = time.monotonic() - started
   shards = sum(len(split.shards) for split in record.splits.values())
   added = num_added(count, change_pct)
@@ -259,6 +296,16 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, False)
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)
+  # The lookup files the update changes, written again as the commit finds them staged.
+  catalogued = planned.plans | 'Catalogued' >> beam.Map(
+      lambda plan: (f'new-{plan.split}-{plan.index}',
+                    [incremental_catalog.entry(record, MEAN_BYTES, False, False) for record in plan.records]))
+  lookup = catalogued | 'WriteLookup' >> lookup_files.WriteLookup(
+      str(folder), 'bench', p | 'LookupCount' >> beam.Create([decision.lookup_count]),
+      earlier=None if decision.lookup_rebuilt else earlier, dropped=changes.dropped, rebuilt=changes.rebuilt)
+  _ = (lookup
+       | 'LookupWritten' >> beam.combiners.Count.Globally()
+       | 'KeepLookup' >> beam.Map(lambda n: Path(folder / 'lookup.json').write_text(json.dumps(n))))
   _ = (planned.plans
        | 'PlanSizes' >> beam.Map(lambda plan: len(plan.records))
        | 'Planned' >> beam.CombineGlobally(sum)
@@ -281,7 +328,7 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
   largest = {d.key.metric.name.replace('records_per_key_', ''): d.committed.max for d in distributions}
   keys = {d.key.metric.name.replace('records_per_key_', ''): d.committed.count for d in distributions}
   rewrites, dropped = json.loads((folder / 'rewrites.json').read_text())
-  report = {'records': count, 'mode': mode, 'change_pct': change_pct, 'seconds': round(seconds, 2),
+  report = {'records': count, 'mode': mode, 'join': join, 'change_pct': change_pct, 'seconds': round(seconds, 2),
             'us_per_record': round(seconds / count * 1e6, 2), 'catalog_write_s': round(catalog_s, 1),
             'merges_s': round(merges_s, 4), 'largest_key': largest, 'keys': keys,
             'counts': json.loads((folder / 'counts.json').read_text()),
@@ -289,7 +336,9 @@ def run_update(count: int, mode: str, change_pct: float) -> Dict[str, Any]:
             'shards': shards, 'shards_rewritten': rewrites, 'records_dropped': dropped,
             'kept_count_keys': json.loads((folder / 'kept_keys.json').read_text()),
             'decision_pickle_bytes': len(pickle.dumps(decision)),
-            'catalog_bytes': sum(path.stat().st_size for path in (folder / 'catalog').iterdir())}
+            'catalog_bytes': sum(path.stat().st_size for path in (folder / 'catalog').glob('*.jsonl')),
+            'lookup_files': decision.lookup_count,
+            'lookup_files_written': json.loads((folder / 'lookup.json').read_text())}
   report['listed'] = total - sum(1 for i in range(count) if _fate(i, change_pct) == 'removed')
   shutil.rmtree(folder, ignore_errors=True)
   return report
@@ -301,29 +350,32 @@ def main(argv: List[str] = None) -> int:
   parser.add_argument('--records', default='1000000', help='catalogued records, comma-separated (5000000: ~x5 time)')
   parser.add_argument('--change-pct', type=float, default=1.0, help='changed + removed + added, in %% of the records')
   parser.add_argument('--modes', default='in_process')
-  parser.add_argument('--child', nargs=3, metavar=('N', 'MODE', 'RESULT'), help=argparse.SUPPRESS)
+  parser.add_argument('--joins', default=','.join(JOINS),
+                      help='through the catalog\'s lookup (lookup), as before it (by_uri), or both, in turn')
+  parser.add_argument('--child', nargs=4, metavar=('N', 'MODE', 'JOIN', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
     logging.getLogger('apache_beam').setLevel(logging.ERROR)
-    count, mode, path = args.child
-    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct)))
+    count, mode, join, path = args.child
+    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct, join)))
     return 0
   RESULTS.mkdir(parents=True, exist_ok=True)
   rows = []
   for count in map(int, args.records.split(',')):
-    for mode in args.modes.split(','):
-      row = planning.measured_child(f'incremental-planning-{count}-{mode}', [
-          'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count), mode])
+    for mode, join in itertools.product(args.modes.split(','), args.joins.split(',')):
+      row = planning.measured_child(f'incremental-planning-{count}-{mode}-{join}', [
+          'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count), mode, join])
       rows.append(row)
       largest = ', '.join(f'{stage} {row["largest_key"].get(stage, 0):,} of {row["keys"].get(stage, 0):,} keys'
                           for stage in STAGES)
-      print(f'{count:>11,} {mode:<16} {row["seconds"]:>8.1f} s {row["us_per_record"]:>6.2f} us/record '
+      print(f'{count:>11,} {mode:<16} {join:<7} {row["seconds"]:>8.1f} s {row["us_per_record"]:>6.2f} us/record '
             f'largest process {row["largest_process_mb"]:>6.0f} MB; largest key: {largest}', flush=True)
       print(f'{"":>12} changes {row["counts"]}; planned {row["planned"]:,} new records; '
             f'{row["shards_rewritten"]:,} of {row["shards"]:,} shards rewritten ({row["records_dropped"]:,} records '
             f'dropped); KeptCounts keys {row["kept_count_keys"]:,}; the graph carries a Decision of '
             f'{row["decision_pickle_bytes"] / 2**20:.1f} MiB; catalog {row["catalog_bytes"] / 2**20:.0f} MiB '
-            f'(written in {row["catalog_write_s"]} s); merges() {row["merges_s"] * 1000:.1f} ms', flush=True)
+            f'(written in {row["catalog_write_s"]} s); merges() {row["merges_s"] * 1000:.1f} ms; '
+            f'{row["lookup_files_written"]:,} of {row["lookup_files"]:,} lookup files written', flush=True)
   destination = RESULTS / 'incremental-planning.json'
   destination.write_text(json.dumps({'rows': rows}, indent=2))
   print(f'results: {destination}')

@@ -86,11 +86,16 @@ def test_the_incremental_planning_simulation_plans_an_update(monkeypatch, tmp_pa
   from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   for name in ('_compare', '_placed', '_rewrite'):  # the simulation wraps them to count; put back after
     monkeypatch.setattr(incremental, name, getattr(incremental, name))
+  monkeypatch.setattr(incremental._CompareSlot, 'process', incremental._CompareSlot.process)  # pylint: disable=protected-access
   monkeypatch.setattr(incremental_planning, 'SCRATCH', tmp_path)
-  row = incremental_planning.run_update(3000, 'in_process', 1.0)
-  assert row['counts']['unchanged'] + row['counts']['changed'] + row['counts']['removed'] == 3000
-  assert row['planned'] == row['counts']['changed'] + row['counts']['added'] > 0
-  assert 0 < row['shards_rewritten'] <= row['shards'] and row['largest_key']['ByUri'] <= 2
+  for join in incremental_planning.JOINS:
+    row = incremental_planning.run_update(3000, 'in_process', 1.0, join)
+    assert row['counts']['unchanged'] + row['counts']['changed'] + row['counts']['removed'] == 3000
+    assert row['planned'] == row['counts']['changed'] + row['counts']['added'] > 0
+    assert 0 < row['shards_rewritten'] <= row['shards'] and row['largest_key']['ByUri'] <= 2
+    assert row['lookup_files'] == row['lookup_files_written'] == 1
+    if join == 'lookup':  # one lookup file meets every listed item
+      assert row['largest_key']['BySlot'] == row['listed'] and row['keys']['BySlot'] == 1
 
 
 def test_the_planning_simulation_plans_every_record_and_extrapolates():
