@@ -2,30 +2,33 @@
 today's listing of them with a change, through the pipeline's own incremental transforms.
 
 Usage: python -m benchmarks.incremental_planning [--records 1000000] [--change-pct 1] [--modes in_process]
+                                                 [--joins lookup,by_uri]
        (also: python -m benchmarks.planning --incremental [--records 1000000,5000000])
 
 As benchmarks.planning does for a first conversion, each N runs in a child process under
 benchmarks.measure. The child writes the earlier dataset's catalog (one JSON-lines file per
-shard, incremental_catalog.line, shards of 150 MiB of ~110 KB records in three splits, a
-copy every hundredth record) and its run record's shard list under a scratch folder, then
-builds a pipeline that generates today's listing in chunks (a thousand InputItems an
-element) and runs it through
+shard, shards of 150 MiB of ~110 KB records in three splits, a copy every hundredth record),
+its lookups by uri and by content (catalog_lookup.py; none with --joins by_uri: an output from
+before them) and its run record under a scratch folder, then builds a pipeline that generates
+today's listing in chunks (a thousand InputItems an element) and runs it through
 
-* incremental.FindChanges: the catalog read shard by shard and joined with the listing by
-  uri (CoGroupByKey, incremental_catalog.change per uri), the dropped records grouped by
-  shard into ShardRewrites, incremental_update.merges' merges;
+* incremental.FindChanges: each slot of the lookup by uri read by one worker and met with
+  today's items of its uris (without a lookup, the catalog read shard by shard and each entry
+  sent to its slot, the lookups built on the way), incremental_catalog.change per uri, the
+  dropped records grouped by shard into ShardRewrites, incremental_update.merges' merges;
 * a stand-in for validation (todo items to CheckedImages, no pixels);
-* incremental.EarlierCopies: the new records joined with every catalogued record by
-  content hash, a new copy of an earlier picture placed in its split;
+* earlier_copies.EarlierCopies: each slot of the lookup by content read whole and met with the
+  new records of its content hashes, a new copy of an earlier picture placed in its split;
 * graph.plan with the earlier dataset's Decision and the Changes: KeptCounts per (class,
-  split) as AssignSplits' side input, then planning's own groupings.
+  split) as AssignSplits' side input, then planning's own groupings;
+* lookup_files.WriteLookup, both lookups: each file a change reaches written again.
 
 Today's listing: of the catalogued files, change_pct/3 % changed (new fingerprint and
 content) and as many removed; as many new ones added, one in ten a copy of a catalogued
 picture under a new name. The largest group each keyed step held (Beam distributions:
-planning's records_per_key_*, and ByUri, ByContent and ByShard counted here) must not grow
-with N, only with the change; the size of what the graph carries (the pickled Decision) is
-reported beside them, as is the time per record.
+planning's records_per_key_*, and BySlot, ByContentSlot and ByShard counted here) must not
+grow with N, only with the change and the lookup's files; the size of what the graph carries
+(the pickled Decision) is reported beside them, as is the time per record.
 """
 import argparse
 import dataclasses
@@ -48,7 +51,7 @@ from benchmarks.planning import CHUNK, CLASSES, DUPLICATE_EVERY, RESULTS, SPLITS
 SCRATCH = Path(__file__).resolve().parents[1] / 'work' / 'bench-out' / 'incremental-planning'
 TARGET_SHARD_BYTES = 150 * 2**20
 MEAN_BYTES = 110_000
-STAGES = ('BySlot', 'ByUri', 'ByContent', 'ByShard', 'GroupByContent', 'GroupByOrder', 'GroupByShard')
+STAGES = ('BySlot', 'ByContentSlot', 'ByShard', 'GroupByContent', 'GroupByOrder', 'GroupByShard')
 JOINS = ('lookup', 'by_uri')  # through the catalog's lookup; as before it (and as it is built again)
 _SPREAD = 2654435761  # Knuth's multiplicative hash: changes spread over the whole catalog
 
@@ -110,7 +113,8 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
   open_shards: Dict[str, Tuple[int, List[Entry]]] = {}
   reports = []
   lookup_count = catalog_lookup.count_for(count)
-  lookup_lines: Dict[int, List[str]] = {}
+  lookups = (catalog_lookup.BY_URI, catalog_lookup.BY_CONTENT)
+  lookup_lines: Dict[Tuple[int, int], List[str]] = {}  # (lookup, slot): lines
 
   def close(split: str) -> None:
     number, entries = open_shards.pop(split)
@@ -124,8 +128,9 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
     if lookup:
       report = dataclasses.replace(report, shard_id=catalog_lookup.shard_id(report.catalog_sha256))
       for entry in entries:
-        lookup_lines.setdefault(catalog_lookup.slot(entry.uri, lookup_count), []).append(
-            catalog_lookup.line(report.shard_id, entry))
+        for kind, by in enumerate(lookups):
+          lookup_lines.setdefault((kind, by.slot_of(entry, lookup_count)), []).append(
+              by.line(report.shard_id, entry))
     reports.append(report)
 
   numbers = {'train': 0, 'validation': 0, 'test': 0}
@@ -148,18 +153,19 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
   settings = {'input': 'gs://photo-collection/**', 'output': str(folder), 'incremental': True, 'schema': 'default',
               'compression': 'none', 'splits': {'train': 0.8, 'validation': 0.1, 'test': 0.1}}
   labels = sorted({label for report in reports for label in report.classes})
-  files = []
-  for slot, lines in sorted(lookup_lines.items()):
-    text = catalog_lookup.updated('', set(), lines)
-    name = catalog_lookup.file_name(slot, lookup_count)
+  files: Tuple[List[Any], List[Any]] = ([], [])
+  for (kind, slot), lines in sorted(lookup_lines.items()):
+    text = lookups[kind].updated('', set(), lines)
+    name = lookups[kind].file_name(slot, lookup_count)
     (folder / name).parent.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(text)
-    files.append(LookupFile(slot=slot, file=name, num_entries=len(lines),
-                            sha256=catalog_lookup.checksum(text.encode())))
+    files[kind].append(LookupFile(slot=slot, file=name, num_entries=len(lines),
+                                  sha256=catalog_lookup.checksum(text.encode())))
   record = run_totals.build(written=run_totals.written_totals(reports), labels=labels, errors_by_reason={},
                             num_errors_files=0, duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []},
                             dedupe=False, num_removed=0, settings=settings, runner='DirectRunner',
-                            catalog_lookup=CatalogLookup(count=lookup_count, files=files) if lookup else None)
+                            catalog_lookup=(CatalogLookup(count=lookup_count, files=files[0], content_files=files[1])
+                                            if lookup else None))
   started = time.monotonic()
   merges = incremental_update.merges(record, TARGET_SHARD_BYTES)
   merges_s = time.monotonic() - started
@@ -215,18 +221,6 @@ def _counted(stage: str, function):
   return counted
 
 
-def _measured_compare(joined, *args):
-  from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
-  _instrument()  # in a worker process of its own, too
-  return _counted('ByUri', incremental._ORIGINAL['compare'])(joined, *args)  # pylint: disable=protected-access
-
-
-def _measured_placed(joined, *args):
-  from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
-  _instrument()  # in a worker process of its own, too
-  return _counted('ByContent', incremental._ORIGINAL['placed'])(joined, *args)  # pylint: disable=protected-access
-
-
 def _measured_rewrite(grouped, merges):
   from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
@@ -234,24 +228,33 @@ def _measured_rewrite(grouped, merges):
 
 
 def _measured_slot(self, joined, *args):
-  """_CompareSlot.process, counting the items one lookup file meets."""
+  """_CompareSlot.process, counting the items one slot of the lookup by uri meets."""
   from beam_pipeline.pipeline import incremental, tags  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
   _, sides = joined
-  tags.records_per_key('BySlot').update(len(list(sides['listed'])))
+  tags.records_per_key('BySlot').update(sum(len(list(items)) for items in sides['listed']))
   return incremental._ORIGINAL['slot'](self, joined, *args)  # pylint: disable=protected-access
 
 
+def _measured_content_slot(joined, *args):
+  """earlier_copies._placed_in_slot, counting the new records one slot of the lookup by content meets."""
+  from beam_pipeline.pipeline import incremental, tags  # pylint: disable=import-outside-toplevel
+  _instrument()  # in a worker process of its own, too
+  _, sides = joined
+  tags.records_per_key('ByContentSlot').update(sum(len(list(values)) for values in sides['new']))
+  return incremental._ORIGINAL['content_slot'](joined, *args)  # pylint: disable=protected-access
+
+
 def _instrument() -> None:
-  """The incremental module's per-group functions, counting each group's size as they run."""
-  from beam_pipeline.pipeline import incremental  # pylint: disable=import-outside-toplevel
+  """The update's per-group functions, counting each group's size as they run."""
+  from beam_pipeline.pipeline import earlier_copies, incremental  # pylint: disable=import-outside-toplevel
   if not hasattr(incremental, '_ORIGINAL'):
-    incremental._ORIGINAL = {'compare': incremental._compare, 'placed': incremental._placed,  # pylint: disable=protected-access
-                             'rewrite': incremental._rewrite,  # pylint: disable=protected-access
-                             'slot': incremental._CompareSlot.process}  # pylint: disable=protected-access
-    incremental._compare, incremental._placed, incremental._rewrite = (  # pylint: disable=protected-access
-        _measured_compare, _measured_placed, _measured_rewrite)
+    incremental._ORIGINAL = {'rewrite': incremental._rewrite,  # pylint: disable=protected-access
+                             'slot': incremental._CompareSlot.process,  # pylint: disable=protected-access
+                             'content_slot': earlier_copies._placed_in_slot}  # pylint: disable=protected-access
+    incremental._rewrite = _measured_rewrite  # pylint: disable=protected-access
     incremental._CompareSlot.process = _measured_slot  # pylint: disable=protected-access
+    earlier_copies._placed_in_slot = _measured_content_slot  # pylint: disable=protected-access
 
 
 def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -> Dict[str, Any]:
@@ -261,9 +264,9 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
 
-  from beam_pipeline.pipeline import coders, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.pipeline import coders, earlier_copies, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
   from beam_pipeline.pipeline.output import lookup_files  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core.output import incremental_catalog  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output import catalog_lookup, incremental_catalog  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.messages import CheckedImage, InputItem  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel
@@ -294,15 +297,20 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -
   earlier = p | 'Output' >> beam.Create([None]) | 'EarlierRecord' >> beam.Map(lambda _: record)
   changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision, settings.max_file_bytes)
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
-  placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, False)
+  catalog = earlier_copies.Catalog.of(str(folder), earlier, decision.lookup_count, changes)
+  placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, False)
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)
   # The lookup files the update changes, written again as the commit finds them staged.
   catalogued = planned.plans | 'Catalogued' >> beam.Map(
       lambda plan: (f'new-{plan.split}-{plan.index}',
                     [incremental_catalog.entry(record, MEAN_BYTES, False, False) for record in plan.records]))
-  lookup = catalogued | 'WriteLookup' >> lookup_files.WriteLookup(
-      str(folder), 'bench', p | 'LookupCount' >> beam.Create([decision.lookup_count]),
-      earlier=None if decision.lookup_rebuilt else earlier, dropped=changes.dropped, rebuilt=changes.rebuilt)
+  files = p | 'LookupCount' >> beam.Create([decision.lookup_count])
+  kept = None if decision.lookup_rebuilt else earlier
+  lookup = ((catalogued | 'WriteLookup' >> lookup_files.WriteLookup(
+      catalog_lookup.BY_URI, str(folder), 'bench', files, kept, changes.dropped, changes.rebuilt),
+             catalogued | 'WriteContentLookup' >> lookup_files.WriteLookup(
+      catalog_lookup.BY_CONTENT, str(folder), 'bench', files, kept, changes.dropped_content, changes.rebuilt_content))
+            | 'AllLookupFiles' >> beam.Flatten())
   _ = (lookup
        | 'LookupWritten' >> beam.combiners.Count.Globally()
        | 'KeepLookup' >> beam.Map(lambda n: Path(folder / 'lookup.json').write_text(json.dumps(n))))

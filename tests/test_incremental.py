@@ -96,8 +96,9 @@ def assert_verified(out: Path) -> None:
 
 
 def assert_lookup_agrees(out: Path) -> None:
-  """The catalog's lookup by uri holds each catalogued record once, in its uri's file, under the
-  id of the shard whose catalog lists it, and the run record lists each lookup file as it is."""
+  """The catalog's lookups by uri and by content each hold each catalogued record once, in its
+  key's file, sorted, under the id of the shard whose catalog lists it, and the run record lists
+  each lookup file as it is."""
   info = RunRecord.read(str(out))
   lookup = info.catalog_lookup
   shards = {shard.key: shard for split in info.splits.values() for shard in split.shards}
@@ -106,15 +107,19 @@ def assert_lookup_agrees(out: Path) -> None:
   for key, shard in shards.items():
     for entry in incremental_catalog.entries((out / shard.catalog_file).read_text()):
       catalogued[entry.uri] = (key, entry)
-  looked_up = {}
-  for found in lookup.files:
-    assert found.file == catalog_lookup.file_name(found.slot, lookup.count)
-    for key, entry in catalog_lookup.checked(found, (out / found.file).read_bytes()):
-      assert catalog_lookup.slot(entry.uri, lookup.count) == found.slot
-      looked_up[entry.uri] = (key, entry)
-  assert looked_up == catalogued
-  on_disk_files = {path.relative_to(out).as_posix() for path in (out / output_layout.LOOKUP_DIR).glob('*')}
-  assert on_disk_files == {found.file for found in lookup.files}
+  for by, files in ((catalog_lookup.BY_URI, lookup.files), (catalog_lookup.BY_CONTENT, lookup.content_files)):
+    looked_up = {}
+    for found in files:
+      assert found.file == by.file_name(found.slot, lookup.count)
+      text = (out / found.file).read_text()
+      identities = [by.identity(line) for line in text.splitlines()]
+      assert identities == sorted(identities)
+      for key, entry in catalog_lookup.checked(found, (out / found.file).read_bytes(), by):
+        assert by.slot_of(entry, lookup.count) == found.slot
+        looked_up[entry.uri] = (key, entry)
+    assert looked_up == catalogued
+    on_disk_files = {path.relative_to(out).as_posix() for path in (out / by.folder).glob('*')}
+    assert on_disk_files == {found.file for found in files}
 
 
 def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsys):
@@ -391,6 +396,7 @@ def _as_before_lookups(out: Path) -> None:
       del shard['id']
   (out / output_layout.RUN_RECORD).write_text(json.dumps(record))
   shutil.rmtree(out / output_layout.LOOKUP_DIR)
+  shutil.rmtree(out / output_layout.CONTENT_LOOKUP_DIR)
 
 
 def test_an_output_from_before_the_lookup_gets_one_from_its_catalogs_on_its_next_update(work):
@@ -432,7 +438,7 @@ def test_a_lookup_a_grown_dataset_outgrew_is_built_again_with_more_files(work, m
   assert convert('--incremental') == 0
   lookup = RunRecord.read(str(out)).catalog_lookup
   changed = [found.file for found in lookup.files if before[found.file] != found.sha256]
-  assert changed == [catalog_lookup.file_name(catalog_lookup.slot('imgs/dog/dog.2.jpg', 16), 16)]
+  assert changed == [catalog_lookup.BY_URI.file_name(catalog_lookup.BY_URI.slot('imgs/dog/dog.2.jpg', 16), 16)]
   assert_verified(out)
 
 
@@ -682,7 +688,7 @@ def test_an_update_of_a_gs_output_through_failing_requests_keeps_the_objects_it_
             if blob.name.endswith(('.tfrecord', '.jsonl')) and '/errors-' not in blob.name}
 
   before = generations()
-  catalogs = [name for name in before if '/catalog/' in name and f'/{output_layout.LOOKUP_DIR}/' not in name]
+  catalogs = [name for name in before if '/catalog/' in name and '/catalog/by_' not in name]  # not the lookups
   catalog = {json.loads(line)[0]: name for name in catalogs
              for line in bucket.blob(name).download_as_text().splitlines()}
   added = {f'imgs/cat/new.{i}.jpg': photos.jpeg(500 + i) for i in range(2)}

@@ -5,7 +5,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import apache_beam as beam
 from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
 
-from beam_pipeline.pipeline import coders, incremental, local_runner
+from beam_pipeline.pipeline import coders, earlier_copies, incremental, local_runner
 from beam_pipeline.pipeline.output import lookup_files, output_dir
 from beam_pipeline.pipeline.listing import annotation_inputs
 from beam_pipeline.pipeline.output.commit import SumShardReports, commit
@@ -76,18 +76,19 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   records, earlier_rejections = checked.records, []
   one_machine = runner.lower() in local_runner.DIRECT_RUNNERS
   if changes:  # a new copy of a picture the dataset holds, or a near copy of one, goes to its split
-    near = (records | 'NearEarlierCopies' >> incremental.NearEarlierCopies(changes.earlier, num_listed, settings,
-                                                                           one_machine)
+    catalog = earlier_copies.Catalog.of(settings.output, earlier, decision.lookup_count, changes)
+    near = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(catalog, num_listed, settings,
+                                                                              one_machine)
             if settings.near_copies != 'off' else None)
-    placed = records | 'EarlierCopies' >> incremental.EarlierCopies(changes.earlier, settings.dedupe,
-                                                                    near and near['near'],
-                                                                    drop_near=settings.near_copies == 'drop')
+    placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, settings.dedupe,
+                                                                       near and near['near'],
+                                                                       drop_near=settings.near_copies == 'drop')
     records, earlier_rejections = placed['records'], [placed[REJECTED], changes.carried]
   planned = plan(records, num_listed, settings, records_per_bucket, decision, changes, one_machine)
   if changes:  # the groups of copies and near copies of the whole dataset, not of the increment planned
     planned = planned._replace(
         duplicates=summed_up(placed[DUPLICATES], 'SumUpDatasetDuplicates', DuplicateGroups()),
-        near_copies=near and pipeline | 'NearGroupsOfDataset' >> incremental.NearGroupsOfDataset(
+        near_copies=near and pipeline | 'NearGroupsOfDataset' >> earlier_copies.NearGroupsOfDataset(
             near, planned.plans, drop=settings.near_copies == 'drop', dedupe=settings.dedupe))
 
   # Each planned shard is written whole by one worker, and the tf.Transform graph (its
@@ -107,14 +108,17 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
              | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=planned.labels, **budget
                                     ).with_outputs(REJECTED, TRANSFORM_WRITTEN, CATALOGUED, main='shards'))
   lookup = None
-  if settings.incremental:  # the catalog's lookup by uri: the files the run changed written again
+  if settings.incremental:  # the catalog's lookups: the files the run changed written again
     count = (pipeline | 'LookupCount' >> beam.Create([decision.lookup_count]) if decision.updates
              else num_listed | 'LookupCount' >> beam.Map(catalog_lookup.count_for))
-    lookup = written[CATALOGUED] | 'WriteLookup' >> lookup_files.WriteLookup(
-        settings.output, settings.run_id, count,
-        earlier=earlier if changes and not decision.lookup_rebuilt else None,
-        dropped=changes.dropped if changes else None, rebuilt=changes.rebuilt if changes else None)
-    lookup = dict(lookup_files=AsList(lookup), lookup_count=AsSingleton(count))
+    kept = earlier if changes and not decision.lookup_rebuilt else None
+    lookup = dict(lookup_count=AsSingleton(count), lookup_files=AsList(
+        written[CATALOGUED] | 'WriteLookup' >> lookup_files.WriteLookup(
+            catalog_lookup.BY_URI, settings.output, settings.run_id, count, kept, changes and changes.dropped,
+            changes and changes.rebuilt)), content_lookup_files=AsList(
+        written[CATALOGUED] | 'WriteContentLookup' >> lookup_files.WriteLookup(
+            catalog_lookup.BY_CONTENT, settings.output, settings.run_id, count, kept,
+            changes and changes.dropped_content, changes and changes.rebuilt_content)))
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.

@@ -128,7 +128,8 @@ def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_b
   for one_machine in (False, True):
     coders.register()
     p = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
-    changes = incremental.Changes(None, p | 'Kept' >> beam.Create(kept), None, None, None, None, None, None)
+    changes = incremental.Changes(None, p | 'Kept' >> beam.Create([((e.stratum, e.split), 1) for e in kept]), None,
+                                  None, None, None, None, None, None)
     batched = p | 'Records' >> beam.Create(batches).with_output_types(List[CheckedImage])
     listed = p | 'Listed' >> beam.Create([len(records)])
     planned = graph.plan(batched, listed, chosen, 50, decision, changes, one_machine)

@@ -1,23 +1,27 @@
-"""An --incremental output's catalog looked up by uri: every record's catalog entry again, in
-files chosen by a hash of its uri, so that an update meets today's listing with the catalog
-file by file, and no catalogued record crosses a shuffle to find out that it did not change.
+"""An --incremental output's catalog looked up by uri and by content: every record's catalog
+entry again, in files chosen by a hash of its uri, and in files chosen by its content hash, so
+that an update meets today's listing with the catalog file by file, and its new records with
+the catalogued copies of their pictures, and no catalogued record crosses a shuffle to find out
+that it did not change.
 
-Each lookup file holds the entries of the uris that hash to it, one JSON line each, sorted by
-uri: ``[shard id, *entry]`` (incremental_catalog.Entry's fields). A shard's id stays with it
+A lookup file holds the entries of the keys that fall in it, one JSON line each, sorted: by uri
+``[uri, fingerprint, shard id, *the entry's other fields]``, by content ``[content hash, uri,
+fingerprint, shard id, ...]`` (incremental_catalog.Entry's fields). A shard's id stays with it
 when an update renames it to close a gap in the numbers or writes it again, so that a line
-never needs to change for that; the run record maps ids to files. The number of lookup files
-is a power of two, set when the lookup is built so that a file holds about ENTRIES_PER_FILE
-entries: what one worker holds at once, whatever the dataset's size. A dataset that grows or
-shrinks far past it gets its lookup built again (fits).
+never needs to change for that; the run record maps ids to files. Both lookups have the same
+number of files, a power of two, set when they are built so that a file holds about
+ENTRIES_PER_FILE entries: what one worker holds at once, whatever the dataset's size. A dataset
+that grows or shrinks far past it gets its lookups built again (fits). Files by content cover
+ranges of content hashes, so a file holds whole groups of copies.
 
 Why not the per-shard catalog: a shard holds the records of one content-hash range of one
 split, so the uris of a listing folder are spread over every shard of the dataset, and meeting
-them by uri took a shuffle of every catalogued record.
+them by uri took a shuffle of every catalogued record, and by content another.
 """
 import hashlib
 import json
 import zlib
-from typing import Dict, Iterable, List, Set, Tuple
+from typing import Any, Dict, Iterable, List, Set, Tuple, Union
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.output import incremental_catalog, output_layout
@@ -26,13 +30,13 @@ from beam_pipeline.core.output.run_record import LookupFile
 from beam_pipeline.core.rejections import DamagedOutput
 
 ENTRIES_PER_FILE = 20_000
-# How far from ENTRIES_PER_FILE a file's average may drift before the lookup is built again.
+# How far from ENTRIES_PER_FILE a file's average may drift before the lookups are built again.
 _SLACK = 4
 
 
 def count_for(num_records: int) -> int:
-  """How many lookup files a dataset of ``num_records`` records gets: a power of two, so that
-  each holds at most about ENTRIES_PER_FILE entries."""
+  """How many files each lookup of a dataset of ``num_records`` records gets: a power of two,
+  so that each holds at most about ENTRIES_PER_FILE entries."""
   count = 1
   while count * ENTRIES_PER_FILE < num_records:
     count *= 2
@@ -40,20 +44,10 @@ def count_for(num_records: int) -> int:
 
 
 def fits(count: int, num_records: int) -> bool:
-  """Whether a lookup of ``count`` files still suits a dataset of ``num_records`` records: within
-  _SLACK times the count it would be built with."""
+  """Whether lookups of ``count`` files still suit a dataset of ``num_records`` records: within
+  _SLACK times the count they would be built with."""
   wanted = count_for(num_records)
   return wanted <= count * _SLACK and count <= wanted * _SLACK
-
-
-def slot(uri: str, count: int) -> int:
-  """The lookup file a uri's entry is in. CRC-32, as it is stable across processes and
-  versions (Python's own hash of a string is salted per process)."""
-  return zlib.crc32(uri.encode('utf-8', 'surrogateescape')) % count
-
-
-def file_name(slot_number: int, count: int) -> str:
-  return f'{output_layout.LOOKUP_DIR}/{slot_number:05d}-of-{count:05d}.jsonl'
 
 
 def shard_id(catalog_sha256: str) -> str:
@@ -63,36 +57,69 @@ def shard_id(catalog_sha256: str) -> str:
   return catalog_sha256[:16]
 
 
-def line(shard: str, entry: Entry) -> str:
-  """One lookup line: the entry of a record of shard ``shard`` (its id)."""
-  return json.dumps([shard, *entry], ensure_ascii=False, separators=(',', ':')) + '\n'
+def _dumps(fields: list) -> str:
+  return json.dumps(fields, ensure_ascii=False, separators=(',', ':')) + '\n'
 
 
-def parse(text: str) -> Tuple[str, Entry]:
-  """(shard id, entry) of one lookup line."""
-  shard, *fields = json.loads(text)
-  return shard, incremental_catalog.entry_of(fields)
+class Lookup:
+  """One of the catalog's two lookups: by uri (BY_URI) or by content hash (BY_CONTENT). A line's
+  identity is what it is sorted by and replaced by: its uri, or its (content hash, uri)."""
+
+  def __init__(self, folder: str, by_content: bool):
+    self.folder = folder
+    self.by_content = by_content  # a Lookup is pickled into the steps that take it: told apart by this, not by identity
+
+  def slot(self, key: str, count: int) -> int:
+    """The file a key's entries are in. By uri CRC-32, as it is stable across processes and
+    versions (Python's own hash of a string is salted per process); by content the hash's
+    first 32 bits, so that each file holds a range of content hashes."""
+    if self.by_content:
+      return int(key[:8], 16) * count >> 32
+    return zlib.crc32(key.encode('utf-8', 'surrogateescape')) % count
+
+  def slot_of(self, entry: Entry, count: int) -> int:
+    return self.slot(entry.source_sha256 if self.by_content else entry.uri, count)
+
+  def file_name(self, slot_number: int, count: int) -> str:
+    return f'{self.folder}/{slot_number:05d}-of-{count:05d}.jsonl'
+
+  def line(self, shard: str, entry: Entry) -> str:
+    """The line of the entry of a record of shard ``shard`` (its id)."""
+    fields = [entry.uri, entry.fingerprint, shard, *entry[2:]]
+    return _dumps([entry.source_sha256, *fields] if self.by_content else fields)
+
+  def parse(self, text: str) -> Tuple[str, Entry]:
+    """(shard id, entry) of one line."""
+    fields = json.loads(text)
+    uri, fingerprint, shard, *rest = fields[1:] if self.by_content else fields
+    return shard, incremental_catalog.entry_of([uri, fingerprint, *rest])
+
+  def identity(self, text: str) -> Union[str, Tuple[str, str]]:
+    """A line's identity, read without parsing the rest of it: the line starts with its uri, or
+    with a content hash (64 characters) and its uri, as line() writes them (compact separators)."""
+    if self.by_content:
+      return text[2:66], json.decoder.scanstring(text, 69)[0]
+    return json.decoder.scanstring(text, 2)[0]
+
+  def identity_of(self, entry: Entry) -> Union[str, Tuple[str, str]]:
+    return (entry.source_sha256, entry.uri) if self.by_content else entry.uri
+
+  def updated(self, text: str, dropped: Set[Any], added: Iterable[str]) -> str:
+    """A lookup file's text (``text``, possibly empty) without the lines of the identities
+    ``dropped``, with the lines ``added`` in place of those of theirs, sorted. The lines kept
+    are copied as they are: only their identities are read."""
+    lines: Dict[Any, str] = {}
+    for value in text.splitlines(keepends=True):
+      identity = self.identity(value)
+      if identity not in dropped:
+        lines[identity] = value
+    for value in added:
+      lines[self.identity(value)] = value
+    return ''.join(lines[identity] for identity in sorted(lines))
 
 
-def uri_of(text: str) -> str:
-  """The uri of one lookup line, read without parsing the rest: the second string of the array
-  that line() writes (compact separators)."""
-  _, end = json.decoder.scanstring(text, 2)
-  return json.decoder.scanstring(text, end + 2)[0]
-
-
-def updated(text: str, dropped: Set[str], added: Iterable[str]) -> str:
-  """A lookup file's text (``text``, possibly empty) without the entries of the uris ``dropped``,
-  with the lines ``added`` in place of those of their uris, sorted by uri. The lines kept are
-  copied as they are: only their uris are read."""
-  lines: Dict[str, str] = {}
-  for value in text.splitlines(keepends=True):
-    uri = uri_of(value)
-    if uri not in dropped:
-      lines[uri] = value
-  for value in added:
-    lines[uri_of(value)] = value
-  return ''.join(lines[uri] for uri in sorted(lines))
+BY_URI = Lookup(output_layout.LOOKUP_DIR, by_content=False)
+BY_CONTENT = Lookup(output_layout.CONTENT_LOOKUP_DIR, by_content=True)
 
 
 def checksum(data: bytes) -> str:
@@ -109,11 +136,11 @@ def check(found: LookupFile, data: bytes) -> None:
     raise DamagedOutput(f'{found.file} lists {lines:,} entries where the run record says {found.num_entries:,}')
 
 
-def checked(found: LookupFile, data: bytes) -> List[Tuple[str, Entry]]:
-  """(shard id, entry) of each line of lookup file ``found`` (its bytes ``data``), checked against
-  what the run record says of it (check)."""
+def checked(found: LookupFile, data: bytes, lookup: Lookup = BY_URI) -> List[Tuple[str, Entry]]:
+  """(shard id, entry) of each line of ``lookup``'s file ``found`` (its bytes ``data``), checked
+  against what the run record says of it (check)."""
   check(found, data)
   try:
-    return [parse(value) for value in data.decode('utf-8', 'surrogateescape').splitlines()]
+    return [lookup.parse(value) for value in data.decode('utf-8', 'surrogateescape').splitlines()]
   except (ValueError, TypeError, IndexError) as e:
     raise DamagedOutput(f'{found.file}: {rejections.first_line(e)}') from e

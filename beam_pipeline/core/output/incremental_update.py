@@ -160,20 +160,27 @@ def name_shards(dataset: run_totals.WrittenTotals) -> None:
 
 
 def lookup_after(decision: Decision, earlier: Optional[RunRecord], written: List[LookupFile],
-                 count: int) -> CatalogLookup:
-  """The catalog's lookup after an --incremental run that wrote the lookup files ``written``: an
-  update's earlier files with those it wrote in their place, unless it built the lookup again.
+                 written_content: List[LookupFile], count: int) -> CatalogLookup:
+  """The catalog's lookups after an --incremental run that wrote the lookup files ``written`` (by
+  uri) and ``written_content`` (by content): an update's earlier files with those it wrote in
+  their place, unless it built the lookups again.
 
   Args:
-    decision: whether the run updated a dataset, and whether it built the lookup again.
+    decision: whether the run updated a dataset, and whether it built the lookups again.
     earlier: the updated dataset's run record; None for a run that updates nothing.
-    written: the lookup files the run wrote.
-    count: how many lookup files the lookup has.
+    written: the files of the lookup by uri that the run wrote.
+    written_content: the files of the lookup by content that the run wrote.
+    count: how many files each lookup has.
   """
-  files = ({found.slot: found for found in earlier.catalog_lookup.files}
-           if decision.updates and not decision.lookup_rebuilt else {})
-  files.update((found.slot, found) for found in written)
-  return CatalogLookup(count=count, files=[files[slot] for slot in sorted(files)])
+  kept = decision.updates and not decision.lookup_rebuilt
+
+  def after(files: List[LookupFile], more: List[LookupFile]) -> List[LookupFile]:
+    by_slot = {found.slot: found for found in files} if kept else {}
+    by_slot.update((found.slot, found) for found in more)
+    return [by_slot[slot] for slot in sorted(by_slot)]
+
+  return CatalogLookup(count=count, files=after(earlier.catalog_lookup.files if kept else [], written),
+                       content_files=after(earlier.catalog_lookup.content_files if kept else [], written_content))
 
 
 def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:

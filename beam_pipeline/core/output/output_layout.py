@@ -9,7 +9,8 @@ inspect, the readers and TensorFlow Datasets' metadata never disagree:
                                            since a run adds shards without renaming the others
     catalog/train-00003.jsonl            an --incremental output's catalog: per shard, what each
                                            record was made from (incremental_catalog.py)
-    catalog/by_uri/00003-of-00016.jsonl  the same entries looked up by uri (catalog_lookup.py)
+    catalog/by_uri/00003-of-00016.jsonl  the same entries looked up by uri, and by content hash
+    catalog/by_content/00003-of-00016.jsonl  (catalog_lookup.py)
     train-00003-of-00012.tfrecord.idx    their index files (--index_files)
     errors-00000-of-00001.jsonl          the rejections, in as many files as their number needs
     labels.txt, label_map.pbtxt          the classes (label_map with --annotations)
@@ -53,7 +54,8 @@ TFDS_INCREMENTAL_SHARD_TEMPLATE = '{SPLIT}-{SHARD_INDEX}.{FILEFORMAT}'
 CATALOG_DIR = 'catalog'
 CATALOG_PATTERN = rf'{CATALOG_DIR}/[a-z][a-z0-9_]*-\d{{5}}\.jsonl'
 LOOKUP_DIR = f'{CATALOG_DIR}/by_uri'
-LOOKUP_PATTERN = rf'{LOOKUP_DIR}/\d{{5}}-of-\d{{5}}\.jsonl'
+CONTENT_LOOKUP_DIR = f'{CATALOG_DIR}/by_content'
+LOOKUP_PATTERN = rf'{CATALOG_DIR}/by_(?:uri|content)/\d{{5}}-of-\d{{5}}\.jsonl'
 ERRORS_PATTERN = r'errors-\d{5}-of-\d{5}\.jsonl'
 
 # The tf.Transform graph: its directories, and the exact files tf.Transform writes there (a

@@ -104,14 +104,16 @@ class LookupFile(_Json):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CatalogLookup(_Json):
-  """With --incremental: the catalog's lookup by uri, ``count`` files of which those holding
-  entries are listed."""
+  """With --incremental: the catalog's lookups by uri (``files``) and by content hash
+  (``content_files``), ``count`` files each, of which those holding entries are listed."""
   count: int
   files: List[LookupFile]
+  content_files: List[LookupFile]
 
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'CatalogLookup':
-    return _typed(cls, data, files=[_typed(LookupFile, value) for value in data['files']])
+    return _typed(cls, data, files=[_typed(LookupFile, value) for value in data['files']],
+                  content_files=[_typed(LookupFile, value) for value in data['content_files']])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

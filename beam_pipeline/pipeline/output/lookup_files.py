@@ -1,10 +1,10 @@
-"""The catalog's lookup by uri (core/output/catalog_lookup.py): read for an update, and written
-again for the commit where a run changes it.
+"""The catalog's lookups by uri and by content (core/output/catalog_lookup.py): read for an
+update, and written again for the commit where a run changes them.
 
 Only what changed crosses a shuffle on its way to a lookup file: the entries written (new
-shards, records merged or touched) and the uris whose records went. Each file they reach is
-written again by one worker from its earlier text, its other lines copied unparsed; the
-files nothing reached stay as they are.
+shards, records merged or touched) and the identities of the records that went. Each file they
+reach is written again by one worker from its earlier text, its other lines copied unparsed;
+the files nothing reached stay as they are.
 """
 import collections
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
@@ -18,7 +18,8 @@ from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.core import rejections
 from beam_pipeline.core.output import catalog_lookup
 from beam_pipeline.core.output.incremental_catalog import Entry
-from beam_pipeline.core.output.run_record import LookupFile
+from beam_pipeline.core.output.catalog_lookup import Lookup
+from beam_pipeline.core.output.run_record import LookupFile, RunRecord
 from beam_pipeline.core.rejections import DamagedOutput
 
 
@@ -31,33 +32,50 @@ def read(output: str, found: LookupFile) -> bytes:
     raise DamagedOutput(f'{found.file} cannot be read: {rejections.cause(e)}') from e
 
 
-def entries(output: str, found: LookupFile) -> List[Tuple[str, Entry]]:
-  """(shard id, entry) of each line of lookup file ``found``, checked against the run record
-  (catalog_lookup.checked)."""
-  return catalog_lookup.checked(found, read(output, found))
+def read_checked(output: str, found: LookupFile) -> str:
+  """The text of lookup file ``found``, checked against the run record (catalog_lookup.check)."""
+  data = read(output, found)
+  catalog_lookup.check(found, data)
+  return data.decode('utf-8', 'surrogateescape')
+
+
+def entries(output: str, found: LookupFile, lookup: Lookup = catalog_lookup.BY_URI) -> List[Tuple[str, Entry]]:
+  """(shard id, entry) of each line of ``lookup``'s file ``found``, checked against the run
+  record (catalog_lookup.checked)."""
+  return catalog_lookup.checked(found, read(output, found), lookup)
+
+
+def files_of(record: RunRecord, lookup: Lookup) -> List[LookupFile]:
+  """The files of ``lookup`` that ``record`` lists."""
+  if record.catalog_lookup is None:
+    return []
+  return record.catalog_lookup.content_files if lookup.by_content else record.catalog_lookup.files
 
 
 class WriteLookup(beam.PTransform):
   """From (shard id, catalog entries) of what a run wrote (WriteOutputs' tags.CATALOGUED) to the
-  LookupFile of each lookup file it wrote again, staged for the commit.
+  LookupFile of each file of ``lookup`` it wrote again, staged for the commit.
 
-  An update that keeps the earlier lookup gives its run record (``earlier``) and the (slot, uri)
-  of each record it dropped (``dropped``); one that builds the lookup again gives (slot, line)
-  of every earlier entry instead (``rebuilt``). A first conversion gives neither."""
+  An update that keeps the earlier lookups gives its run record (``earlier``) and the (slot,
+  identity) of each record it dropped (``dropped``); one that builds them again gives (slot,
+  line) of every earlier entry instead (``rebuilt``). A first conversion gives neither."""
 
-  def __init__(self, output: str, run_id: str, count: beam.PCollection, earlier: Optional[beam.PCollection] = None,
-               dropped: Optional[beam.PCollection] = None, rebuilt: Optional[beam.PCollection] = None):
-    """A step that writes the lookup files a run changes.
+  def __init__(self, lookup: Lookup, output: str, run_id: str, count: beam.PCollection,
+               earlier: Optional[beam.PCollection] = None, dropped: Optional[beam.PCollection] = None,
+               rebuilt: Optional[beam.PCollection] = None):
+    """A step that writes the files of a lookup that a run changes.
 
     Args:
+      lookup: the lookup written (catalog_lookup.BY_URI or BY_CONTENT).
       output: the output folder, whose earlier lookup files are read.
       run_id: the run, whose staging folder the files go to.
-      count: one element: how many lookup files the dataset has (catalog_lookup.count_for).
-      earlier: one element: the run record of the dataset an update keeps the lookup of; None otherwise.
-      dropped: (slot, uri) of each record an update dropped (a file removed or changed).
-      rebuilt: (slot, lookup line) of every entry of the earlier catalog, where the lookup is built again.
+      count: one element: how many files the lookup has (catalog_lookup.count_for).
+      earlier: one element: the run record of the dataset an update keeps the lookups of; None otherwise.
+      dropped: (slot, identity) of each record an update dropped (a file removed or changed).
+      rebuilt: (slot, line) of every entry of the earlier catalog, where the lookups are built again.
     """
     super().__init__()
+    self._lookup = lookup
     self._output = output
     self._run_id = run_id
     self._count = count
@@ -66,38 +84,41 @@ class WriteLookup(beam.PTransform):
     self._rebuilt = rebuilt
 
   def expand(self, catalogued):
-    sides = {'added': catalogued | 'LookupLines' >> beam.FlatMap(_lines, AsSingleton(self._count))}
+    lookup = self._lookup
+    sides = {'added': catalogued | 'LookupLines' >> beam.FlatMap(_lines, lookup, AsSingleton(self._count))}
     if self._earlier is not None:
       sides['earlier'] = self._earlier | 'LookupFiles' >> beam.FlatMap(
-          lambda record: [(found.slot, found) for found in record.catalog_lookup.files])
+          lambda record: [(found.slot, found) for found in files_of(record, lookup)])
     if self._dropped is not None:
       sides['dropped'] = self._dropped
     if self._rebuilt is not None:
       sides['rebuilt'] = self._rebuilt
     return (sides
             | 'BySlot' >> beam.CoGroupByKey()
-            | 'WriteLookupFiles' >> beam.FlatMap(_written, self._output, self._run_id, AsSingleton(self._count)))
+            | 'WriteLookupFiles' >> beam.FlatMap(_written, lookup, self._output, self._run_id,
+                                                 AsSingleton(self._count)))
 
 
-def _lines(catalogued: Tuple[str, List[Entry]], count: int) -> Iterator[Tuple[int, List[str]]]:
-  """The lookup lines of one shard's entries, a list per lookup file they go to."""
+def _lines(catalogued: Tuple[str, List[Entry]], lookup: Lookup, count: int) -> Iterator[Tuple[int, List[str]]]:
+  """The lines of one shard's entries in ``lookup``, a list per file they go to."""
   shard, shard_entries = catalogued
   by_slot: Dict[int, List[str]] = collections.defaultdict(list)
   for entry in shard_entries:
-    by_slot[catalog_lookup.slot(entry.uri, count)].append(catalog_lookup.line(shard, entry))
+    by_slot[lookup.slot_of(entry, count)].append(lookup.line(shard, entry))
   yield from by_slot.items()
 
 
-def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, run_id: str,
+def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, output: str, run_id: str,
              count: int) -> Iterator[LookupFile]:
   """One lookup file written again, if anything reached it: its earlier text (the file, or the
-  lines of a lookup built again), without the uris dropped, with the lines added.
+  lines of a lookup built again), without the identities dropped, with the lines added.
 
   Args:
-    joined: (slot, {'added': lists of lines, 'dropped': uris, 'earlier': its LookupFile, 'rebuilt': lines}).
+    joined: (slot, {'added': lists of lines, 'dropped': identities, 'earlier': its LookupFile, 'rebuilt': lines}).
+    lookup: the lookup the file is of.
     output: the output folder, whose earlier lookup file is read.
     run_id: the run, whose staging folder the file goes to.
-    count: how many lookup files the lookup has.
+    count: how many files the lookup has.
   """
   slot, sides = joined
   added = [line for lines in sides['added'] for line in lines]
@@ -109,8 +130,8 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, run_i
   text = ''.join(rebuilt)
   if earlier:
     text = read(output, earlier[0]).decode('utf-8', 'surrogateescape')
-  text = catalog_lookup.updated(text, dropped, added)
-  name = catalog_lookup.file_name(slot, count)
+  text = lookup.updated(text, dropped, added)
+  name = lookup.file_name(slot, count)
   output_dir.stage_text(output, run_id, name, text)
   yield LookupFile(slot=slot, file=name, num_entries=text.count('\n'),
                    sha256=catalog_lookup.checksum(text.encode('utf-8', 'backslashreplace')))

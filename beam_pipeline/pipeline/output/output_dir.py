@@ -122,7 +122,8 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
 def listed_files(record: RunRecord) -> Set[str]:
   """The shard, index, catalog, lookup and errors files a run record names."""
   names = {name for split in record.splits.values() for shard in split.shards for name in shard.files}
-  lookup = {found.file for found in record.catalog_lookup.files} if record.catalog_lookup else set()
+  lookup = ({found.file for found in record.catalog_lookup.files + record.catalog_lookup.content_files}
+            if record.catalog_lookup else set())
   return names | lookup | set(record.errors_files)
 
 
@@ -402,8 +403,9 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
            and ((output_layout.LISTED_NAME.match(name) and name in listed) or
                 (output_layout.FIXED_NAME.match(name) and
                  (not name.startswith(kept_dirs) or output_layout.TF_TEMP_NAME.search(name))))]
+  # A catalog, and its lookups' folders, that an update or a plain rerun left empty go too.
   _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs] +
-          [output_layout.LOOKUP_DIR, output_layout.CATALOG_DIR])  # a catalog an update or a plain rerun left empty
+          [output_layout.LOOKUP_DIR, output_layout.CONTENT_LOOKUP_DIR, output_layout.CATALOG_DIR])
   if last:
     FileSystems.rename([temp_path(output, run, name) for name in last], [path(output, name) for name in last])
   FileSystems.rename([temp_path(output, run, output_layout.RUN_RECORD)], [path(output, output_layout.RUN_RECORD)])

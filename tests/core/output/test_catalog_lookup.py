@@ -1,5 +1,5 @@
-"""The catalog's lookup by uri: which file a uri's entry is in, how many files a dataset gets,
-its lines, and a file written again and checked."""
+"""The catalog's lookups by uri and by content: which file an entry is in, how many files a
+dataset gets, their lines, and a file written again and checked."""
 import dataclasses
 import zlib
 
@@ -15,17 +15,28 @@ ODD_URIS = ['imgs/cat/a.jpg', 'imgs/"quoted", \\back\\.jpg', 'imgs/tab\there.jpg
             'imgs/latin1-\udce9.jpg', 'gs://bucket/x/y.png']
 
 
-def entry(uri: str, fingerprint: str = 'file:1:2:3:4') -> incremental_catalog.Entry:
-  return incremental_catalog.Entry(uri, fingerprint, 'ab' * 32, 'train', 'cat', (), (), 48, 1500, False, False, False,
+BY_URI, BY_CONTENT = catalog_lookup.BY_URI, catalog_lookup.BY_CONTENT
+
+
+def entry(uri: str, fingerprint: str = 'file:1:2:3:4', sha: str = 'ab' * 32) -> incremental_catalog.Entry:
+  return incremental_catalog.Entry(uri, fingerprint, sha, 'train', 'cat', (), ('box',), 48, 1500, False, False, False,
                                    False, ('dark',), 'f' * 16)
 
 
 def test_a_uri_goes_to_the_file_its_crc32_names_the_same_in_every_process():
-  assert catalog_lookup.slot('imgs/cat/a.jpg', 1) == 0
-  assert catalog_lookup.slot('imgs/cat/a.jpg', 16) == zlib.crc32(b'imgs/cat/a.jpg') % 16
-  slots = [catalog_lookup.slot(f'imgs/{i}.jpg', 64) for i in range(6400)]
+  assert BY_URI.slot('imgs/cat/a.jpg', 1) == 0
+  assert BY_URI.slot('imgs/cat/a.jpg', 16) == zlib.crc32(b'imgs/cat/a.jpg') % 16
+  slots = [BY_URI.slot(f'imgs/{i}.jpg', 64) for i in range(6400)]
   assert set(slots) == set(range(64))
   assert max(slots.count(s) for s in range(64)) < 150  # about 100 each
+
+
+def test_a_content_hash_goes_to_the_file_of_its_range():
+  assert [BY_CONTENT.slot(prefix + '0' * 56, 16) for prefix in ('00000000', '0fffffff', '10000000', 'ffffffff')
+          ] == [0, 0, 1, 15]
+  assert BY_CONTENT.slot_of(entry('a.jpg', sha='8' + '0' * 63), 4) == 2
+  assert BY_URI.slot_of(entry('a.jpg', sha='8' + '0' * 63), 4) == BY_URI.slot('a.jpg', 4)
+  assert BY_CONTENT.file_name(3, 16) == 'catalog/by_content/00003-of-00016.jsonl'
 
 
 @pytest.mark.parametrize('records, count', [(0, 1), (1, 1), (20_000, 1), (20_001, 2), (1_000_000, 64),
@@ -44,46 +55,55 @@ def test_a_lookup_fits_until_the_dataset_is_four_times_larger_or_smaller_than_it
 
 
 @pytest.mark.parametrize('uri', ODD_URIS)
-def test_a_line_gives_back_its_shard_and_entry_and_its_uri_unparsed(uri):
+def test_a_line_gives_back_its_shard_and_entry_and_its_identity_unparsed(uri):
   for shard in ('0123456789abcdef', 'train-00003.tfrecord'):  # an id, and a shard of a record from before ids
-    line = catalog_lookup.line(shard, entry(uri))
-    assert line.endswith('\n') and line.count('\n') == 1
-    assert catalog_lookup.parse(line) == (shard, entry(uri))
-    assert catalog_lookup.uri_of(line) == uri
+    for by, identity in ((BY_URI, uri), (BY_CONTENT, ('ab' * 32, uri))):
+      line = by.line(shard, entry(uri))
+      assert line.endswith('\n') and line.count('\n') == 1
+      assert by.parse(line) == (shard, entry(uri))
+      assert by.identity(line) == by.identity_of(entry(uri)) == identity
 
 
 def test_a_file_written_again_loses_the_dropped_takes_the_added_and_copies_the_rest_sorted():
-  lines = [catalog_lookup.line('s1', entry(uri)) for uri in ODD_URIS]
+  lines = [BY_URI.line('s1', entry(uri)) for uri in ODD_URIS]
   text = ''.join(reversed(lines))
-  replaced = catalog_lookup.line('s2', entry('imgs/cat/a.jpg', 'file:9:9:9:9'))
-  added = catalog_lookup.line('s2', entry('imgs/new.jpg'))
-  updated = catalog_lookup.updated(text, {'imgs/tab\there.jpg', 'imgs/never-there.jpg'}, [replaced, added])
+  replaced = BY_URI.line('s2', entry('imgs/cat/a.jpg', 'file:9:9:9:9'))
+  added = BY_URI.line('s2', entry('imgs/new.jpg'))
+  updated = BY_URI.updated(text, {'imgs/tab\there.jpg', 'imgs/never-there.jpg'}, [replaced, added])
   expected = {uri: line for uri, line in zip(ODD_URIS, lines) if uri != 'imgs/tab\there.jpg'}
   expected.update({'imgs/cat/a.jpg': replaced, 'imgs/new.jpg': added})
   assert updated == ''.join(expected[uri] for uri in sorted(expected))
-  assert catalog_lookup.updated('', set(), []) == ''
-  assert catalog_lookup.updated(updated, set(expected), []) == ''
+  assert BY_URI.updated('', set(), []) == ''
+  assert BY_URI.updated(updated, set(expected), []) == ''
+
+
+def test_a_content_file_keeps_copies_of_one_picture_together_and_drops_one_by_its_uri():
+  shas = ['cd' * 32, 'ab' * 32, 'cd' * 32, 'ef' * 32]
+  lines = [BY_CONTENT.line('s1', entry(uri, sha=sha)) for uri, sha in zip(ODD_URIS, shas)]
+  updated = BY_CONTENT.updated(''.join(lines), {('cd' * 32, ODD_URIS[0]), ('cd' * 32, 'not-there.jpg')}, [])
+  assert [BY_CONTENT.identity(line) for line in updated.splitlines()] == [
+      ('ab' * 32, ODD_URIS[1]), ('cd' * 32, ODD_URIS[2]), ('ef' * 32, ODD_URIS[3])]
 
 
 def _written(text: str) -> LookupFile:
   data = text.encode('utf-8', 'backslashreplace')  # as output_dir.stage_text writes it
-  return LookupFile(slot=3, file=catalog_lookup.file_name(3, 16), num_entries=text.count('\n'),
+  return LookupFile(slot=3, file=BY_URI.file_name(3, 16), num_entries=text.count('\n'),
                     sha256=catalog_lookup.checksum(data))
 
 
 def test_a_lookup_file_is_read_back_as_written_even_with_names_that_are_not_utf8():
-  text = catalog_lookup.updated('', set(), [catalog_lookup.line('s1', entry(uri)) for uri in ODD_URIS])
+  text = BY_URI.updated('', set(), [BY_URI.line('s1', entry(uri)) for uri in ODD_URIS])
   found = _written(text)
   assert found.file == 'catalog/by_uri/00003-of-00016.jsonl'
   data = text.encode('utf-8', 'backslashreplace')
   assert sorted(catalog_lookup.checked(found, data)) == sorted(('s1', entry(uri)) for uri in ODD_URIS)
-  again = catalog_lookup.updated(data.decode('utf-8', 'surrogateescape'), {'imgs/cat/a.jpg'}, [])
+  again = BY_URI.updated(data.decode('utf-8', 'surrogateescape'), {'imgs/cat/a.jpg'}, [])
   assert [value.uri for _, value in catalog_lookup.checked(_written(again), again.encode('utf-8', 'backslashreplace'))
           ] == sorted(set(ODD_URIS) - {'imgs/cat/a.jpg'})
 
 
 def test_a_lookup_file_that_is_not_what_the_record_says_is_named():
-  text = ''.join(catalog_lookup.line('s1', entry(uri)) for uri in sorted(ODD_URIS))
+  text = ''.join(BY_URI.line('s1', entry(uri)) for uri in sorted(ODD_URIS))
   found = _written(text)
   data = text.encode('utf-8', 'backslashreplace')
   with pytest.raises(DamagedOutput, match='^catalog/by_uri/00003-of-00016.jsonl is not the lookup file the run '

@@ -1,0 +1,459 @@
+"""An --incremental update's new records met with the catalogued pictures they copy, through the
+catalog's lookup by content (core/output/catalog_lookup.py): a copy of a picture the dataset
+held goes to that picture's split (or, under --dedupe, is rejected), a near copy likewise, and
+the groups of copies and near copies are those of the whole updated dataset, not of the
+increment.
+
+Each step keyed by content takes one slot of the lookup at a time: the new records, the
+catalogued records dropped and what else it needs of that slot cross a shuffle to it, while
+the slot's catalogued records are read from its file by the one worker that takes it, never
+shuffled. The near-copy grouping still takes every catalogued perceptual hash.
+"""
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline.incremental import Changes
+from beam_pipeline.pipeline.output import lookup_files
+from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
+from beam_pipeline.core import rejections
+from beam_pipeline.core.console import progress_counts
+from beam_pipeline.core.images import image_quality
+from beam_pipeline.core.messages import CheckedImage, Rejection
+from beam_pipeline.core.output import catalog_lookup
+from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.planning import near_copies, splitting
+from beam_pipeline.core.settings import Settings
+
+_EARLIER, _NEW = 'earlier', 'new'
+_BATCH_SIZE = 256  # as listing and validation batch items
+BY_CONTENT = catalog_lookup.BY_CONTENT
+
+
+class Catalog(NamedTuple):
+  """Where an update's steps by content find the catalogued records of a slot: the run record of
+  the dataset (one element), whose lookup files they read, or the lines of the lookup built
+  again (Changes.rebuilt_content); and the records the update dropped (Changes.dropped_content)."""
+  output: str
+  earlier: beam.PCollection
+  count: int  # the lookup's files
+  dropped: beam.PCollection
+  rebuilt: Optional[beam.PCollection] = None
+
+  @classmethod
+  def of(cls, output: str, earlier: beam.PCollection, count: int, changes: Changes) -> 'Catalog':
+    """The catalog of the dataset an update updates.
+
+    Args:
+      output: the dataset's output folder.
+      earlier: one element: its run record.
+      count: how many files each of its lookups has.
+      changes: what the update found changed (FindChanges).
+    """
+    return cls(output, earlier, count, changes.dropped_content, changes.rebuilt_content)
+
+  def sides(self, label: str) -> Dict[str, beam.PCollection]:
+    """Each slot's catalogued records and dropped identities, as sides of a CoGroupByKey by slot."""
+    dropped = self.dropped | f'{label}Dropped' >> beam.GroupByKey()
+    if self.rebuilt is not None:
+      return {'dropped': dropped, 'lines': self.rebuilt | f'{label}Lines' >> beam.GroupByKey()}
+    return {'dropped': dropped, 'lookup': self.earlier | f'{label}Files' >> beam.FlatMap(
+        lambda record: [(found.slot, found) for found in lookup_files.files_of(record, BY_CONTENT)])}
+
+
+def slot_lines(sides: Mapping[str, Iterable[Any]], output: str) -> List[str]:
+  """The lines of one slot of the lookup by content, sorted: its file's (checked against the run
+  record), or those of the lookup built again."""
+  for found in sides.get('lookup', ()):
+    return [line for line in lookup_files.read_checked(output, found).splitlines(keepends=True)]
+  return sorted(line for lines in sides.get('lines', ()) for line in lines)
+
+
+def slot_dropped(sides: Mapping[str, Iterable[Any]]) -> Set[Tuple[str, str]]:
+  """The (content hash, uri) of the slot's catalogued records that the update dropped."""
+  return {identity for identities in sides.get('dropped', ()) for identity in identities}
+
+
+def by_hash(lines: List[str]) -> Iterator[Tuple[str, List[str]]]:
+  """(content hash, its lines) of a slot's sorted lines, the hash read without parsing."""
+  start = 0
+  for end in range(1, len(lines) + 1):
+    if end == len(lines) or lines[end][2:66] != lines[start][2:66]:
+      yield lines[start][2:66], lines[start:end]
+      start = end
+
+
+def catalogued(lines: List[str], dropped: Set[Tuple[str, str]]) -> List['Catalogued']:
+  """What the steps by content need of the catalogued records of one content hash."""
+  found = []
+  for line in lines:
+    _, entry = BY_CONTENT.parse(line)
+    found.append(Catalogued(entry.uri, entry.split, (entry.source_sha256, entry.uri) not in dropped, entry.label,
+                            entry.labels))
+  return found
+
+
+def _keyed(pcoll: beam.PCollection, label: str, count: int) -> beam.PCollection:
+  """(content hash, value) elements grouped by their slot: (slot, [(content hash, value), ...])."""
+  return (pcoll
+          | f'{label}BySlot' >> beam.MapTuple(lambda sha, value: (BY_CONTENT.slot(sha, count), (sha, value)))
+          | f'Group{label}' >> beam.GroupByKey())
+
+
+def _of_slot(sides: Mapping[str, Iterable[Any]], side: str) -> Dict[str, List[Any]]:
+  """A side of (content hash, value) elements grouped by slot (_keyed), as values per content hash."""
+  found: Dict[str, List[Any]] = {}
+  for values in sides.get(side, ()):
+    for sha, value in values:
+      found.setdefault(sha, []).append(value)
+  return found
+
+
+class EarlierCopies(beam.PTransform):
+  """Lists of new records, each copy of a picture the dataset held (a renamed file, a copy of a
+  kept one) in that picture's split, so splits stay stable and leak-free; under ``dedupe`` a
+  copy of a picture the dataset keeps is rejected as its duplicate, tagged REJECTED.
+
+  Every group of identical files the updated dataset holds goes on tagged DUPLICATES, as
+  content_groups.GroupCopies lists them: each slot of the lookup by content is read whole, its
+  lines grouped by content hash unparsed, and only a hash with several files or a new one
+  parsed; so beam_pipeline.json describes the dataset, not the increment (and planning's own
+  list, of the increment, is left unused).
+
+  ``near`` (NearEarlierCopies's) places a near copy of a catalogued picture the same way, unless
+  a manifest or a folder gave it a split (likeness may be wrong); under ``drop_near`` a near copy
+  of a picture the dataset keeps is rejected, the dataset's image kept."""
+
+  def __init__(self, catalog: Catalog, dedupe: bool, near: Optional[beam.PCollection] = None,
+               drop_near: bool = False):
+    """A step that meets the new records with the catalogued ones by content hash.
+
+    Args:
+      catalog: where the catalogued records of each slot of the lookup by content are found.
+      dedupe: --dedupe, which keeps one copy of each picture.
+      near: (source_sha256, Catalogued) of each new near copy of a catalogued record (NearEarlierCopies's 'near');
+        None under --near_copies=off.
+      drop_near: --near_copies=drop, which keeps one picture of each group of near copies.
+    """
+    super().__init__()
+    self._catalog = catalog
+    self._dedupe = dedupe
+    self._near = near
+    self._drop_near = drop_near
+
+  def expand(self, batches):
+    count = self._catalog.count
+    records = batches | 'Records' >> beam.FlatMap(lambda batch: [(record.source_sha256, record) for record in batch])
+    sides = {'new': _keyed(records, 'New', count), **self._catalog.sides('Earlier')}
+    if self._near is not None:
+      sides['near'] = _keyed(self._near, 'Near', count)
+    placed = (sides
+              | 'BySlot' >> beam.CoGroupByKey()
+              | 'Place' >> beam.FlatMap(_placed_in_slot, self._catalog.output, self._dedupe, self._drop_near
+                                        ).with_outputs(tags.REJECTED, tags.DUPLICATES, main='records'))
+    batched = placed.records | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
+                                                            ).with_output_types(List[CheckedImage])
+    return {'records': batched, tags.REJECTED: placed[tags.REJECTED], tags.DUPLICATES: placed[tags.DUPLICATES]}
+
+
+def _placed_in_slot(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, dedupe: bool,
+                    drop_near: bool) -> Iterator[Any]:
+  """_placed for each content hash of one slot that has new records or several catalogued ones:
+  a lone catalogued record with nothing new is neither placed nor a group, and stays unparsed.
+
+  Args:
+    joined: (slot, {'new': its new records, 'near': its near copies' Catalogued, and its catalog (Catalog.sides)}).
+    output: the output folder, whose lookup file is read.
+    dedupe: --dedupe, which keeps one copy of each picture.
+    drop_near: --near_copies=drop, which keeps one picture of each group of near copies.
+  """
+  _, sides = joined
+  new, near, dropped = _of_slot(sides, 'new'), _of_slot(sides, 'near'), slot_dropped(sides)
+  for sha, lines in by_hash(slot_lines(sides, output)):
+    if len(lines) > 1 or sha in new:
+      yield from _placed((sha, {'new': new.pop(sha, []), 'earlier': catalogued(lines, dropped),
+                                'near': near.get(sha, [])}), dedupe, drop_near)
+  for sha in sorted(new):
+    yield from _placed((sha, {'new': new[sha], 'earlier': [], 'near': near.get(sha, [])}), dedupe, drop_near)
+
+
+class Catalogued(NamedTuple):
+  """What a content hash's join needs of a catalogued record: where it is, whether it is kept,
+  and its labels for the list of identical files (splitting.duplicate_group_entry)."""
+  uri: str
+  split: str
+  kept: bool  # its file is unchanged: the updated dataset holds the record
+  label: Optional[str]
+  labels: Tuple[str, ...]
+
+
+def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool, drop_near: bool = False) -> Iterator[Any]:
+  _, sides = joined
+  new = sorted(sides['new'], key=lambda record: record.uri)
+  earlier = sorted(sides['earlier'])  # by uri, as copies are grouped
+  duplicates = _duplicate_group(earlier, new, dedupe)
+  if duplicates:
+    yield beam.pvalue.TaggedOutput(tags.DUPLICATES, duplicates)
+  if not new:
+    return
+  if earlier:
+    split = earlier[0].split
+    kept = next((value.uri for value in earlier if value.kept), None)
+    for record in new:
+      if dedupe and kept:
+        progress_counts.counts().rejected(1)
+        yield tags.rejected(Rejection(record.uri, rejections.DUPLICATE,
+                                      f'same content as {kept}, which the dataset holds (--dedupe keeps one copy)'))
+      else:
+        yield record._replace(split=split)
+    return
+  near = min(sides.get('near', ()), key=_kept_first, default=None)
+  if near is None:
+    yield from new
+    return
+  uri, split, kept = near.uri, near.split, near.kept
+  Metrics.counter(tags.NAMESPACE, 'near_copies_of_earlier').inc(len(new))
+  for record in new:
+    if drop_near and kept:
+      progress_counts.counts().rejected(1)
+      yield tags.rejected(Rejection(record.uri, rejections.NEAR_DUPLICATE,
+                                    f'a near copy of {uri}, which the dataset holds (--near_copies=drop keeps it)'))
+    else:
+      yield record if record.split else record._replace(split=split)
+
+
+def _duplicate_group(earlier: List[Catalogued], new: List[CheckedImage], dedupe: bool) -> Optional[Dict[str, Any]]:
+  """The entry of the updated dataset's files of one content hash, if there are several: its kept
+  records and today's new files (a new file of a hash the dataset does not hold is planned, and
+  under ``dedupe`` its group keeps the copy planning keeps)."""
+  unique = list({record.uri: record for record in new}.values())  # a manifest may name a file twice
+  kept = [value for value in earlier if value.kept]
+  if len(kept) + len(unique) < 2:
+    return None
+  if kept:
+    return splitting.duplicate_group_entry([*kept, *unique], kept[0], dedupe)
+  group, _ = splitting.group_duplicates(unique, dedupe)
+  return splitting.duplicate_group_entry(unique, group.records[0] if group.records else None, dedupe)
+
+
+def _kept_first(earlier: Catalogued) -> Tuple[bool, str]:
+  return not earlier.kept, earlier.uri
+
+
+class NearEarlierCopies(beam.PTransform):
+  """Lists of new records to (source_sha256, Catalogued) for each new file that is a near
+  copy of a catalogued record (their perceptual hashes grouped as planning groups near copies,
+  near_copy_groups.grouped), naming one such record, a kept one first: EarlierCopies's ``near``.
+
+  The catalog's hashes join the new ones, read slot by slot from the lookup by content, so the
+  grouping holds the whole dataset's; each group then meets its members by representative: its
+  catalogued ones found slot by slot, its new ones by content hash; no key holds more than a
+  group or a slot. Returns {'near': EarlierCopies's ``near``, 'members': (representative,
+  members) of every group, for NearGroupsOfDataset, 'found': the grouping's summary, as
+  FindNearCopies's 'found'}."""
+
+  def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, one_machine: bool):
+    """A step that groups the new records' perceptual hashes with the catalog's.
+
+    Args:
+      catalog: where the catalogued records of each slot of the lookup by content are found.
+      num_listed: one element: how many inputs were listed, which sets the distance and the largest group
+        (near_copy_groups.near_distance, largest_group).
+      settings: the conversion's settings.
+      one_machine: the runner holds every element in one process (the DirectRunner's): the hashes are grouped in
+        memory (near_copy_groups.grouped).
+    """
+    super().__init__()
+    self._catalog = catalog
+    self._num_listed = num_listed
+    self._settings = settings
+    self._one_machine = one_machine
+
+  def expand(self, records):
+    catalog, count = self._catalog, self._catalog.count
+    distance = near_copy_groups.near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
+    earlier = (catalog.sides('Hashes')
+               | 'HashesBySlot' >> beam.CoGroupByKey()
+               | 'EarlierHashes' >> beam.FlatMap(_earlier_hashes, catalog.output))
+    hashes = ((records | 'NewHashes' >> beam.Map(content_groups.perceptual_hashes), earlier)
+              | 'AllHashes' >> beam.Flatten())
+    cap = near_copy_groups.largest_group(self._num_listed, self._settings)
+    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine)
+    files = records | 'NewFiles' >> beam.FlatMap(
+        lambda batch: [(record.source_sha256, (record.uri, record.label, record.labels)) for record in batch])
+    earlier_members = ({'pairs': _keyed(found['pairs'], 'Pairs', count), **catalog.sides('Members')}
+                       | 'MembersBySlot' >> beam.CoGroupByKey()
+                       | 'EarlierMembers' >> beam.FlatMap(_earlier_members_of_slot, catalog.output))
+    new_members = ({'pairs': found['pairs'], 'new': files}
+                   | 'NewByContent' >> beam.CoGroupByKey()
+                   | 'NewMembers' >> beam.FlatMap(_new_members_of_group))
+    members = ((earlier_members, new_members)
+               | 'ByGroup' >> beam.Flatten()
+               | 'GroupMembers' >> beam.GroupByKey())
+    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(
+        near_copy_groups.left_out, beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap))
+    return {'near': members | 'NearSplits' >> beam.FlatMap(_near_earlier), 'members': members, 'found': summary}
+
+
+def _earlier_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
+                    ) -> Iterator[List[Tuple[str, str, int]]]:
+  """The (source_sha256, phash, priority) of every catalogued record of one slot (_earlier_hash),
+  in lists of up to _BATCH_SIZE, as content_groups.perceptual_hashes lists a batch's."""
+  _, sides = joined
+  hashes = []
+  for line in slot_lines(sides, output):
+    hashes.extend(_earlier_hash(BY_CONTENT.parse(line)[1]))
+    if len(hashes) >= _BATCH_SIZE:
+      yield hashes
+      hashes = []
+  if hashes:
+    yield hashes
+
+
+def _earlier_hash(entry: Entry) -> List[Tuple[str, str, int]]:
+  """A catalogued record's (source_sha256, phash, priority), as content_groups.perceptual_hashes lists
+  a new one's: none for a featureless image, or from a catalog written before hashes were."""
+  if not entry.phash or image_quality.LOW_INFORMATION in entry.quality:
+    return []
+  return [(entry.source_sha256, entry.phash,
+           near_copies.priority(entry.damaged, entry.longer_side, entry.stored_bytes))]
+
+
+# A new file as a group of near copies lists it: (uri, label, labels).
+# A new file as a group of near copies lists it: (uri, label, labels).
+NewFile = Tuple[str, Optional[str], Tuple[str, ...]]
+
+
+def _earlier_members_of_slot(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
+                             ) -> Iterator[Tuple[str, Tuple[str, str, Any]]]:
+  """The catalogued records of one slot that are in a group of near copies, under the group's
+  representative: (representative, (_EARLIER, sha, Catalogued))."""
+  _, sides = joined
+  representatives = {sha: values[0] for sha, values in _of_slot(sides, 'pairs').items()}
+  if not representatives:
+    return
+  dropped = slot_dropped(sides)
+  for sha, lines in by_hash(slot_lines(sides, output)):
+    if sha in representatives:
+      yield from ((representatives[sha], (_EARLIER, sha, value)) for value in catalogued(lines, dropped))
+
+
+def _new_members_of_group(joined: Tuple[str, Mapping[str, Iterable[Any]]]
+                          ) -> Iterator[Tuple[str, Tuple[str, str, Any]]]:
+  """The new files of one content hash in a group of near copies, under the group's
+  representative: (representative, (_NEW, sha, NewFile list))."""
+  sha, sides = joined
+  representative = next(iter(sides['pairs']), None)
+  new = {uri: (uri, label, labels) for uri, label, labels in sides['new']}  # a manifest may name a file twice
+  if representative is not None and new:
+    yield representative, (_NEW, sha, [new[uri] for uri in sorted(new)])
+
+
+def _near_earlier(grouped: Tuple[str, Iterable[Tuple[str, str, Any]]]) -> Iterator[Tuple[str, Catalogued]]:
+  _, members = grouped
+  members = list(members)
+  earlier = min((value for kind, _, value in members if kind == _EARLIER), key=_kept_first, default=None)
+  if earlier is None:
+    return
+  for sha in sorted({sha for kind, sha, _ in members if kind == _NEW}):
+    yield sha, earlier
+
+
+class NearMember(NamedTuple):
+  """A file of the updated dataset in a group of near copies, as its entry lists it
+  (splitting.near_group_entry)."""
+  uri: str
+  source_sha256: str
+  label: Optional[str]
+  labels: Tuple[str, ...]
+  split: Optional[str]  # None: a new file not written (a copy or near copy dropped)
+  earlier: bool = False  # a kept catalogued record
+
+
+class NearGroupsOfDataset(beam.PTransform):
+  """The near-copy groups of the updated dataset, summed up as beam_pipeline.json lists them
+  (content_groups.NearGroups, with the grouping's distance and what it left out), as a fresh
+  conversion of the same files lists them: the groups NearEarlierCopies found among catalogued
+  and new hashes together, each with its kept records and its new files, these with the splits
+  planning gave them. Only the increment and the groups' members cross the shuffles it adds."""
+
+  def __init__(self, near: Mapping[str, beam.PCollection], plans: beam.PCollection, drop: bool, dedupe: bool):
+    """A step that lists the groups of the updated dataset's catalogued and new files.
+
+    Args:
+      near: NearEarlierCopies's output: its groups' 'members' and the grouping's summary ('found').
+      plans: ShardPlan of the new records written, which give the new files their splits.
+      drop: --near_copies=drop: a group's entry names the picture kept, and lists the near copies dropped.
+      dedupe: --dedupe: of identical files only the one kept is listed (a kept record, not a new copy of it).
+    """
+    super().__init__()
+    self._members = near['members']
+    self._found = near['found']
+    self._plans = plans
+    self._drop = drop
+    self._dedupe = dedupe
+
+  def expand(self, pipeline):
+    listed = self._members | 'Members' >> beam.FlatMap(_earlier_members).with_outputs(_NEW, main='earlier')
+    written = self._plans | 'WrittenFiles' >> beam.FlatMap(
+        lambda plan: [(record.source_sha256, (record.uri, plan.split)) for record in plan.records])
+    joined = ({'group': listed[_NEW], 'written': written}
+              | 'NewByContent' >> beam.CoGroupByKey()
+              | 'NewMembers' >> beam.FlatMap(_new_members, self._drop, self._dedupe))
+    entries = ((listed.earlier, joined)
+               | 'AllMembers' >> beam.Flatten()
+               | 'ByRepresentative' >> beam.GroupByKey()
+               | 'Entries' >> beam.FlatMap(_near_entry, self._drop, self._dedupe))
+    groups = entries | 'SumUp' >> beam.CombineGlobally(content_groups.NearGroups()).without_defaults()
+    return self._found | 'WithGroups' >> beam.Map(
+        lambda summary, groups: {**groups, **summary},
+        beam.pvalue.AsSingleton(groups, default_value=content_groups.NearGroups().apply([])))
+
+
+def _earlier_members(grouped: Tuple[str, Iterable[Tuple[str, str, Any]]]) -> Iterator[Any]:
+  """A group's kept catalogued records as (representative, NearMember); its new files as
+  (source_sha256, (representative, NewFile list)), tagged, to meet the splits they were written to."""
+  representative, members = grouped
+  for kind, sha, value in members:
+    if kind == _NEW:
+      yield beam.pvalue.TaggedOutput(_NEW, (sha, (representative, value)))
+    elif value.kept:
+      yield representative, NearMember(value.uri, sha, value.label, value.labels, value.split, earlier=True)
+
+
+def _new_members(joined: Tuple[str, Mapping[str, Iterable[Any]]], drop: bool, dedupe: bool
+                 ) -> Iterator[Tuple[str, NearMember]]:
+  """The new files of one content hash in a near-copy group, as (representative, NearMember): those
+  written; under ``drop`` also the near copies it dropped, but not the copies ``dedupe`` dropped."""
+  sha, sides = joined
+  group = next(iter(sides['group']), None)
+  if group is None:
+    return
+  representative, files = group
+  splits = dict(sides['written'])
+  members = [NearMember(uri, sha, label, labels, splits.get(uri)) for uri, label, labels in files]
+  if not drop:
+    members = [member for member in members if member.split]
+  elif dedupe:
+    members = list(splitting.group_duplicates(members, dedupe)[0].records)
+  yield from ((representative, member) for member in members)
+
+
+def _near_entry(grouped: Tuple[str, Iterable[NearMember]], drop: bool, dedupe: bool) -> Iterator[Dict[str, Any]]:
+  """One group's entry (splitting.near_group_entry), if two different pictures of it are in the
+  dataset or were dropped from it; under ``dedupe`` a new copy of a kept record is not listed."""
+  _, members = grouped
+  members = sorted(members, key=lambda member: member.uri)
+  if dedupe:
+    kept = {member.source_sha256 for member in members if member.earlier}
+    members = [member for member in members if member.earlier or member.source_sha256 not in kept]
+  if len({member.source_sha256 for member in members}) < 2:
+    return
+  if drop:
+    yield splitting.near_group_entry(members, kept=next((m for m in members if m.split), members[0]))
+  else:
+    yield splitting.near_group_entry(members, split=', '.join(sorted({member.split for member in members})))
+
+
