@@ -231,8 +231,9 @@ def _measured_slot(self, joined, *args):
   """_CompareSlot.process, counting the items one slot of the lookup by uri meets."""
   from beam_pipeline.pipeline import incremental, tags  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
-  _, sides = joined
-  tags.records_per_key('BySlot').update(sum(len(list(items)) for items in sides['listed']))
+  _, items = joined
+  items = items['listed'] if isinstance(items, dict) else [item for item in items if item.uri]  # not the slot's mark
+  tags.records_per_key('BySlot').update(len(items))
   return incremental._ORIGINAL['slot'](self, joined, *args)  # pylint: disable=protected-access
 
 

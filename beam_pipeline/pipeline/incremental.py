@@ -28,7 +28,7 @@ from beam_pipeline.core.inputs import fingerprints, listing_digest, reading
 from beam_pipeline.core.messages import InputItem, Rejection, ShardRewrite
 from beam_pipeline.core.output import catalog_lookup, incremental_catalog, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
-from beam_pipeline.core.output.run_record import RunRecord, Shard
+from beam_pipeline.core.output.run_record import LookupFile, RunRecord, Shard
 from beam_pipeline.core.rejections import DamagedOutput, Rejected
 
 _KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
@@ -79,17 +79,16 @@ class FindChanges(beam.PTransform):
 
   def expand(self, batches):
     pipeline, count, by_uri = batches.pipeline, self._count, catalog_lookup.BY_URI
-    listed = (batches
-              | 'ItemsBySlot' >> beam.FlatMap(lambda batch: [(by_uri.slot(item.uri, count), item) for item in batch]
-                                              ).with_output_types(Tuple[int, InputItem])
-              | 'GroupItems' >> beam.GroupByKey())
+    listed = batches | 'ItemsBySlot' >> beam.FlatMap(
+        lambda batch: [(by_uri.slot(item.uri, count), item) for item in batch]).with_output_types(Tuple[int, InputItem])
     rejected = (self._earlier
                 | 'ErrorsFiles' >> beam.FlatMap(lambda record: record.errors_files)
                 | 'ReadErrors' >> beam.FlatMap(_rejected, self._output)
-                | 'RejectedBySlot' >> beam.MapTuple(lambda uri, rejection: (by_uri.slot(uri, count), rejection))
-                | 'GroupRejected' >> beam.GroupByKey())
+                | 'RejectedBySlot' >> beam.MapTuple(lambda uri, rejection: (by_uri.slot(uri, count), rejection)))
     shards = self._earlier | 'Shards' >> beam.FlatMap(
         lambda record: [shard for split in record.splits.values() for shard in split.shards])
+    compare = _CompareSlot(self._output, self._max_file_bytes, count)
+    outputs = (_KEPT, _DIRTY, _CHANGES, _DROPPED, _DROPPED_CONTENT, tags.REJECTED)
     rebuilt = rebuilt_content = None
     if self._rebuilt:  # the catalog read shard by shard (and checked), each entry to its slot in each lookup
       catalogued = (shards
@@ -97,19 +96,24 @@ class FindChanges(beam.PTransform):
                     | 'ReadCatalog' >> beam.FlatMap(_catalogued, self._output, count).with_outputs(
                         _REBUILT_CONTENT, main='by_uri'))
       rebuilt, rebuilt_content = catalogued.by_uri, catalogued[_REBUILT_CONTENT]
-      catalog = {'lines': rebuilt | 'GroupLines' >> beam.GroupByKey()}
-      checked = []
-    else:  # each shard and catalog checked against the record, their entries unparsed; the lookup files listed
-      checked = [beam.pvalue.AsList(shards | 'SpreadShards' >> beam.Reshuffle()
-                                    | 'CheckShards' >> beam.FlatMap(_check_kept, self._output))]
-      catalog = {'lookup': self._earlier | 'LookupFiles' >> beam.FlatMap(
-          lambda record: [(found.slot, found) for found in record.catalog_lookup.files])}
-    outputs = (_KEPT, _DIRTY, _CHANGES, _DROPPED, _DROPPED_CONTENT, tags.REJECTED)
-    joined = ({'listed': listed, 'rejected': rejected, **catalog}
-              | 'BySlot' >> beam.CoGroupByKey()
-              | 'Compare' >> beam.ParDo(_CompareSlot(self._output, self._max_file_bytes, count),
-                                        beam.pvalue.AsSingleton(self._earlier), *checked
-                                        ).with_outputs(*outputs, main='todo'))
+      joined = ({'listed': listed, 'rejected': rejected, 'lines': rebuilt}
+                | 'BySlot' >> beam.CoGroupByKey()
+                | 'Compare' >> beam.ParDo(compare, beam.pvalue.AsSingleton(self._earlier)).with_outputs(
+                    *outputs, main='todo'))
+    else:
+      # Only today's items cross a shuffle, to their slots, with a mark for each slot the lookup
+      # holds (one whose files were all removed has no item); each shard and catalog is checked
+      # against the record first, its entries unparsed; an earlier rejection is looked up by slot.
+      marks = self._earlier | 'Slots' >> beam.FlatMap(
+          lambda record: [(found.slot, _MARK) for found in record.catalog_lookup.files]
+      ).with_output_types(Tuple[int, InputItem])
+      checked = shards | 'SpreadShards' >> beam.Reshuffle() | 'CheckShards' >> beam.FlatMap(_check_kept, self._output)
+      joined = ((listed, marks)
+                | 'ItemsAndSlots' >> beam.Flatten()
+                | 'BySlot' >> beam.GroupByKey()
+                | 'Compare' >> beam.ParDo(compare, beam.pvalue.AsSingleton(self._earlier),
+                                          beam.pvalue.AsMultiMap(rejected), beam.pvalue.AsList(checked)
+                                          ).with_outputs(*outputs, main='todo'))
     todo = joined.todo | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE
                                                         ).with_output_types(List[InputItem])
     merged = pipeline | 'Merges' >> beam.Create([(merge.file, None) for merge in self._merges])
@@ -159,11 +163,16 @@ def _catalogued(shard: Shard, output: str, count: int) -> Iterator[Any]:
       yield beam.pvalue.TaggedOutput(_REBUILT_CONTENT, line) if lookup.by_content else line
 
 
+# The item that marks a slot of the lookup by uri for the join (FindChanges): no file's.
+_MARK = InputItem('')
+
+
 class _CompareSlot(beam.DoFn):
   """The entries of one slot of the lookup by uri (its file, or the lines of a lookup built
   again) met with today's items and earlier rejections of its uris, uri by uri as _compare
-  meets them; every uri of the slot, listed or not, is compared. Changes and kept records come
-  out counted per slot, not per record."""
+  meets them; every uri of the slot, listed or not, is compared. A record that did not change
+  is told from its line's head (catalog_lookup.Lookup.head), unparsed. Changes and kept records
+  come out counted per slot, not per record."""
 
   def __init__(self, output: str, max_file_bytes: int, count: int):
     super().__init__()
@@ -171,40 +180,64 @@ class _CompareSlot(beam.DoFn):
     self._max_file_bytes = max_file_bytes
     self._count = count
     self._record: Optional[RunRecord] = None
-    self._files: Dict[str, str] = {}
+    self._files: Dict[str, str] = {}  # shard id: file
+    self._lookup: Dict[int, LookupFile] = {}  # slot: file
 
-  def process(self, joined: Tuple[int, Mapping[str, Iterable[Any]]], record: Any, *_checked: Any
-              ) -> Iterator[Any]:
-    _, sides = joined
+  def process(self, element: Tuple[int, Any], record: Any, rejected: Optional[Mapping[int, List[Rejection]]] = None,
+              _checked: Any = None) -> Iterator[Any]:
+    """Compares one slot.
+
+    Args:
+      element: (slot, today's items) with the lookup's file named by the record; or, where the lookups are built
+        again, (slot, {'listed', 'rejected', 'lines'}) from a CoGroupByKey.
+      record: the dataset's run record.
+      rejected: the earlier rejections by slot, with today's items alone.
+      _checked: nothing: the shards' checks, waited for.
+    """
+    slot, value = element
     if record is not self._record:  # a side input is the same object for a worker's bundles
       self._record = record
       self._files = {shard.key: shard.file for split in record.splits.values() for shard in split.shards}
-    catalogued = {}
-    for found in sides.get('lookup', ()):
-      for key, entry in lookup_files.entries(self._output, found):
-        if key not in self._files:
-          raise DamagedOutput(f'{found.file} names a shard ({key}) that the run record does not list')
-        catalogued[entry.uri] = ((self._files[key], key), entry)
-    for lines in sides.get('lines', ()):
-      for line in lines:
-        key, entry = catalog_lookup.BY_URI.parse(line)
-        catalogued[entry.uri] = ((self._files[key], key), entry)
-    listed, rejected = collections.defaultdict(list), collections.defaultdict(list)
-    for items in sides['listed']:
-      for item in items:
+      self._lookup = {found.slot: found for found in record.catalog_lookup.files} if record.catalog_lookup else {}
+    if rejected is None:
+      items, earlier_rejections, lines = value['listed'], value['rejected'], value['lines']
+    else:
+      found = self._lookup.get(slot)
+      items, earlier_rejections = value, rejected[slot]
+      lines = lookup_files.read_checked(self._output, found).splitlines(keepends=True) if found else ()
+    by_uri = catalog_lookup.BY_URI
+    catalogued = {by_uri.identity(line): line for line in lines}
+    listed, rejections_of = collections.defaultdict(list), collections.defaultdict(list)
+    for item in items:
+      if item.uri:
         listed[item.uri].append(item)
-    for rejections_of_slot in sides['rejected']:
-      for rejection in rejections_of_slot:
-        rejected[rejection.uri].append(rejection)
+    for rejection in earlier_rejections:
+      rejections_of[rejection.uri].append(rejection)
     summed = {_CHANGES: collections.Counter(), _KEPT: collections.Counter()}  # one element each per key, not per uri
-    for uri in sorted(listed.keys() | catalogued.keys() | rejected.keys()):
-      value = catalogued.get(uri)
-      for out in _compared((uri, {'listed': listed.get(uri, ()), 'catalogued': [value] if value else [],
-                                  'rejected': rejected.get(uri, ())}), self._max_file_bytes, self._count):
+    unchanged = 0
+    for uri in sorted(listed.keys() | catalogued.keys() | rejections_of.keys()):
+      line, today = catalogued.get(uri), listed.get(uri, ())
+      head = by_uri.head(line) if line and len(today) == 1 and uri not in rejections_of else None
+      if head and head[1] and head[1] == today[0].fingerprint and head[2] in self._files:
+        summed[_KEPT][head[4], head[3]] += 1
+        unchanged += 1
+        continue
+      value = None
+      if line:
+        key, entry = by_uri.parse(line)
+        if key not in self._files:
+          raise DamagedOutput(f'{by_uri.file_name(slot, self._count)} names a shard ({key}) that the run record '
+                              'does not list')
+        value = ((self._files[key], key), entry)
+      for out in _compared((uri, {'listed': today, 'catalogued': [value] if value else [],
+                                  'rejected': rejections_of.get(uri, ())}), self._max_file_bytes, self._count):
         if isinstance(out, beam.pvalue.TaggedOutput) and out.tag in summed:
           summed[out.tag][out.value[0]] += 1
         else:
           yield out
+    if unchanged:
+      summed[_CHANGES][incremental_catalog.UNCHANGED] += unchanged
+      progress_counts.counts().checked(unchanged, rejected=0)
     for tag, counter in summed.items():
       yield from (beam.pvalue.TaggedOutput(tag, counted) for counted in counter.items())
 

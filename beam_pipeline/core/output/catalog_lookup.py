@@ -21,7 +21,7 @@ them by uri took a shuffle of every catalogued record, and by content another.
 import hashlib
 import json
 import zlib
-from typing import Any, Dict, Iterable, List, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.output import incremental_catalog, output_layout
@@ -100,6 +100,21 @@ class Lookup:
     if self.by_content:
       return text[2:66], json.decoder.scanstring(text, 69)[0]
     return json.decoder.scanstring(text, 2)[0]
+
+  def head(self, text: str) -> Optional[Tuple[str, str, str, str, str]]:
+    """(uri, fingerprint, shard id, split, class) of a line of the lookup by uri, read without
+    parsing the rest of it: all an update needs of a record that did not change. None where the
+    class is not its label (a record without one, of --annotations): parse it instead."""
+    scan = json.decoder.scanstring
+    uri, end = scan(text, 2)  # each string past the '","' between it and the one before
+    fingerprint, end = scan(text, end + 2)
+    shard, end = scan(text, end + 2)
+    end = text.index('"', end + 2) + 1  # past the content hash, which holds no escapes
+    split, end = scan(text, end + 2)
+    if text[end + 1] != '"':
+      return None
+    label, _ = scan(text, end + 2)
+    return (uri, fingerprint, shard, split, label) if label else None
 
   def identity_of(self, entry: Entry) -> Union[str, Tuple[str, str]]:
     return (entry.source_sha256, entry.uri) if self.by_content else entry.uri
