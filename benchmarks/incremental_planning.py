@@ -2,7 +2,7 @@
 today's listing of them with a change, through the pipeline's own incremental transforms.
 
 Usage: python -m benchmarks.incremental_planning [--records 1000000] [--change-pct 1] [--modes in_process]
-                                                 [--joins lookup,by_uri]
+                                                 [--joins lookup,by_uri] [--near-copies off,group]
        (also: python -m benchmarks.planning --incremental [--records 1000000,5000000])
 
 As benchmarks.planning does for a first conversion, each N runs in a child process under
@@ -19,6 +19,9 @@ today's listing in chunks (a thousand InputItems an element) and runs it through
 * a stand-in for validation (todo items to CheckedImages, no pixels);
 * earlier_copies.EarlierCopies: each slot of the lookup by content read whole and met with the
   new records of its content hashes, a new copy of an earlier picture placed in its split;
+* with --near-copies group, earlier_copies.NearEarlierCopies: every catalogued perceptual hash
+  read from the lookup by content and grouped with the new ones, as Dataflow groups them (the
+  simulated pictures' hashes are random bits, copies sharing theirs);
 * graph.plan with the earlier dataset's Decision and the Changes: KeptCounts per (class,
   split) as AssignSplits' side input, then planning's own groupings;
 * lookup_files.WriteLookup, both lookups: each file a change reaches written again.
@@ -94,6 +97,12 @@ def _labels(start: int, count: int) -> List[str]:
   return [f'class_{c:04d}' for c in classes]
 
 
+def _phash(sha: str) -> str:
+  """A picture's perceptual hash: random bits, the same for its copies, so that near copies are as
+  rare as among unrelated photos and the grouping's cost is that of its hashes alone."""
+  return sha[-16:]
+
+
 def _split(sha: str) -> str:
   value = int(sha[:8], 16) / 2**32
   return 'train' if value < 0.8 else 'validation' if value < 0.9 else 'test'
@@ -141,7 +150,7 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
       sha = _content(index)
       split = _split(sha)
       entry = Entry(_uri(index, label), _fingerprint(index), sha, split, label, (), (), 500, MEAN_BYTES, False,
-                    False, False, False)
+                    False, False, False, (), _phash(sha))
       if split not in open_shards:
         open_shards[split] = (numbers[split], [])
         numbers[split] += 1
@@ -206,7 +215,8 @@ def validated(batch: List[Any], catalogued: int) -> List[Any]:
     else:
       content = _sha(index)
     records.append(CheckedImage(item.uri, item.label, None, (), content, content, MEAN_BYTES, 'jpeg', 375, 500, 3,
-                                False, sharding.order_key(content, item.uri), fingerprint=item.fingerprint))
+                                False, sharding.order_key(content, item.uri), fingerprint=item.fingerprint,
+                                phash=_phash(content)))
   return records
 
 
@@ -258,9 +268,11 @@ def _instrument() -> None:
     earlier_copies._placed_in_slot = _measured_content_slot  # pylint: disable=protected-access
 
 
-def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -> Dict[str, Any]:
+def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', near: bool = False) -> Dict[str, Any]:
   """Plans an update of ``count`` catalogued records in this process's pipeline, through the
-  catalog's lookup or (``join`` 'by_uri') as before it, building it; what the child reports."""
+  catalog's lookup or (``join`` 'by_uri') as before it, building it; with ``near``, its new
+  records' perceptual hashes grouped with the catalog's (earlier_copies.NearEarlierCopies, as
+  --near_copies=group does); what the child reports."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
@@ -284,7 +296,7 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -
   options = PipelineOptions(flags)
   settings = Settings(InputSpec('glob', 'gs://photo-collection/**'), str(folder), LabelSource('manifest'),
                       'default', TARGET_SHARD_BYTES, 'none', 10**8, 100 * 2**20, splitting.parse_splits(SPLITS), False,
-                      224, True, 32, 0.05, incremental=True)
+                      224, True, 32, 0.05, incremental=True, near_copies='group' if near else 'off')
   coders.register()
   p = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
   chunks = ([(start, min(CHUNK, count - start)) for start in range(0, count, CHUNK)] +
@@ -299,7 +311,9 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -
   changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision, settings.max_file_bytes)
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   catalog = earlier_copies.Catalog.of(str(folder), earlier, decision.lookup_count, changes)
-  placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, False)
+  found = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(catalog, num_listed, settings, False)
+           if near else None)
+  placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, False, found and found['near'])
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)
   # The lookup files the update changes, written again as the commit finds them staged.
   catalogued = planned.plans | 'Catalogued' >> beam.Map(
@@ -337,7 +351,8 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup') -
   largest = {d.key.metric.name.replace('records_per_key_', ''): d.committed.max for d in distributions}
   keys = {d.key.metric.name.replace('records_per_key_', ''): d.committed.count for d in distributions}
   rewrites, dropped = json.loads((folder / 'rewrites.json').read_text())
-  report = {'records': count, 'mode': mode, 'join': join, 'change_pct': change_pct, 'seconds': round(seconds, 2),
+  report = {'records': count, 'mode': mode, 'join': join, 'near_copies': near, 'change_pct': change_pct,
+            'seconds': round(seconds, 2),
             'us_per_record': round(seconds / count * 1e6, 2), 'catalog_write_s': round(catalog_s, 1),
             'merges_s': round(merges_s, 4), 'largest_key': largest, 'keys': keys,
             'counts': json.loads((folder / 'counts.json').read_text()),
@@ -361,24 +376,30 @@ def main(argv: List[str] = None) -> int:
   parser.add_argument('--modes', default='in_process')
   parser.add_argument('--joins', default=','.join(JOINS),
                       help='through the catalog\'s lookup (lookup), as before it (by_uri), or both, in turn')
-  parser.add_argument('--child', nargs=4, metavar=('N', 'MODE', 'JOIN', 'RESULT'), help=argparse.SUPPRESS)
+  parser.add_argument('--near-copies', default='off,group',
+                      help='without near copies (off), with the catalog\'s hashes grouped with the new ones (group), '
+                           'or both, in turn')
+  parser.add_argument('--child', nargs=5, metavar=('N', 'MODE', 'JOIN', 'NEAR', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
     logging.getLogger('apache_beam').setLevel(logging.ERROR)
-    count, mode, join, path = args.child
-    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct, join)))
+    count, mode, join, near, path = args.child
+    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct, join, near == 'group')))
     return 0
   RESULTS.mkdir(parents=True, exist_ok=True)
   rows = []
   for count in map(int, args.records.split(',')):
-    for mode, join in itertools.product(args.modes.split(','), args.joins.split(',')):
-      row = planning.measured_child(f'incremental-planning-{count}-{mode}-{join}', [
-          'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count), mode, join])
+    for mode, join, near in itertools.product(args.modes.split(','), args.joins.split(','),
+                                              args.near_copies.split(',')):
+      row = planning.measured_child(f'incremental-planning-{count}-{mode}-{join}-{near}', [
+          'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count), mode, join,
+          near])
       rows.append(row)
       largest = ', '.join(f'{stage} {row["largest_key"].get(stage, 0):,} of {row["keys"].get(stage, 0):,} keys'
                           for stage in STAGES)
-      print(f'{count:>11,} {mode:<16} {join:<7} {row["seconds"]:>8.1f} s {row["us_per_record"]:>6.2f} us/record '
-            f'largest process {row["largest_process_mb"]:>6.0f} MB; largest key: {largest}', flush=True)
+      print(f'{count:>11,} {mode:<16} {join:<7} near copies {near:<5} {row["seconds"]:>8.1f} s '
+            f'{row["us_per_record"]:>6.2f} us/record largest process {row["largest_process_mb"]:>6.0f} MB; '
+            f'largest key: {largest}', flush=True)
       print(f'{"":>12} changes {row["counts"]}; planned {row["planned"]:,} new records; '
             f'{row["shards_rewritten"]:,} of {row["shards"]:,} shards rewritten ({row["records_dropped"]:,} records '
             f'dropped); KeptCounts keys {row["kept_count_keys"]:,}; the graph carries a Decision of '
