@@ -20,7 +20,7 @@ from beam_pipeline.pipeline.pooled_steps import ValidateImages, WriteOutputs, tr
 from beam_pipeline.pipeline.tags import CATALOGUED, DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
-from beam_pipeline.core.output import catalog_lookup, incremental_update
+from beam_pipeline.core.output import incremental_update
 from beam_pipeline.core.planning import hash_order, sharding
 from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
@@ -107,18 +107,12 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
              | 'OutputUnits' >> beam.Flatten().with_output_types(OutputUnit)
              | 'Write' >> beam.ParDo(WriteOutputs(settings, pooled), class_names=planned.labels, **budget
                                     ).with_outputs(REJECTED, TRANSFORM_WRITTEN, CATALOGUED, main='shards'))
-  lookup = None
+  lookups = {}
   if settings.incremental:  # the catalog's lookups: the files the run changed written again
-    count = (pipeline | 'LookupCount' >> beam.Create([decision.lookup_count]) if decision.updates
-             else num_listed | 'LookupCount' >> beam.Map(catalog_lookup.count_for))
-    kept = earlier if changes and not decision.lookup_rebuilt else None
-    lookup = dict(lookup_count=AsSingleton(count), lookup_files=AsList(
-        written[CATALOGUED] | 'WriteLookup' >> lookup_files.WriteLookup(
-            catalog_lookup.BY_URI, settings.output, settings.run_id, count, kept, changes and changes.dropped,
-            changes and changes.rebuilt)), content_lookup_files=AsList(
-        written[CATALOGUED] | 'WriteContentLookup' >> lookup_files.WriteLookup(
-            catalog_lookup.BY_CONTENT, settings.output, settings.run_id, count, kept,
-            changes and changes.dropped_content, changes and changes.rebuilt_content)))
+    found = written[CATALOGUED] | 'WriteLookups' >> lookup_files.WriteLookups(settings, decision, num_listed,
+                                                                             earlier, changes)
+    lookups = dict(lookup_count=AsSingleton(found['count']), lookup_files=AsList(found['by_uri']),
+                   content_lookup_files=AsList(found['by_content']))
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.
@@ -138,7 +132,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
                               runner=runner, changes=AsSingleton(changes.counts, default_value={}) if changes else {},
                               decision=decision,
                               earlier=AsSingleton(earlier) if earlier is not None else None, listing=listing,
-                              **(lookup or {})))
+                              **lookups))
 
 
 def spread(pcoll: beam.PCollection, label: str, pooled: bool) -> beam.PCollection:

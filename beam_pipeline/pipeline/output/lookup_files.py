@@ -16,11 +16,12 @@ from apache_beam.pvalue import AsSingleton
 
 from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.core import rejections
-from beam_pipeline.core.output import catalog_lookup
+from beam_pipeline.core.output import catalog_lookup, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.core.output.catalog_lookup import Lookup
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord
 from beam_pipeline.core.rejections import DamagedOutput
+from beam_pipeline.core.settings import Settings
 
 
 def read(output: str, found: LookupFile) -> bytes:
@@ -135,3 +136,38 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   output_dir.stage_text(output, run_id, name, text)
   yield LookupFile(slot=slot, file=name, num_entries=text.count('\n'),
                    sha256=catalog_lookup.checksum(text.encode('utf-8', 'backslashreplace')))
+
+
+class WriteLookups(beam.PTransform):
+  """Both lookups of an --incremental run (WriteLookup each): {'count': how many files each has,
+  one element; 'by_uri' and 'by_content': the LookupFile of each file written again}."""
+
+  def __init__(self, settings: Settings, decision: incremental_update.Decision, num_listed: beam.PCollection,
+               earlier: Optional[beam.PCollection], changes: Optional[Any]):
+    """A step that writes the files of both lookups that a run changes.
+
+    Args:
+      settings: the run's settings: its output and id.
+      decision: the dataset an update updates, how many files its lookups have, and whether it builds them again.
+      num_listed: one element: how many inputs were listed, which sets the number of files of new lookups.
+      earlier: one element: the updated dataset's run record; None for a run that updates nothing.
+      changes: an update's incremental.Changes: the records it dropped, or every line of lookups built again.
+    """
+    super().__init__()
+    self._settings = settings
+    self._decision = decision
+    self._num_listed = num_listed
+    self._earlier = earlier
+    self._changes = changes
+
+  def expand(self, catalogued):
+    decision, changes, output, run = self._decision, self._changes, self._settings.output, self._settings.run_id
+    count = (catalogued.pipeline | 'Count' >> beam.Create([decision.lookup_count]) if decision.updates
+             else self._num_listed | 'Count' >> beam.Map(catalog_lookup.count_for))
+    kept = self._earlier if changes and not decision.lookup_rebuilt else None
+    return {'count': count,
+            'by_uri': catalogued | 'ByUri' >> WriteLookup(catalog_lookup.BY_URI, output, run, count, kept,
+                                                          changes and changes.dropped, changes and changes.rebuilt),
+            'by_content': catalogued | 'ByContent' >> WriteLookup(
+                catalog_lookup.BY_CONTENT, output, run, count, kept, changes and changes.dropped_content,
+                changes and changes.rebuilt_content)}
