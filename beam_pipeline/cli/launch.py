@@ -235,7 +235,8 @@ def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: 
     for split in earlier.splits.values():
       for shard in split.shards:
         incremental.checked_catalog(shard, settings.output)
-    for found in earlier.catalog_lookup.files if earlier.catalog_lookup else ():
+    lookup = earlier.catalog_lookup
+    for found in lookup.files + lookup.content_files if lookup else ():
       catalog_lookup.check(found, lookup_files.read(settings.output, found))
   except DamagedOutput:
     return None
