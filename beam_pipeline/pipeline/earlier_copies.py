@@ -67,7 +67,7 @@ def slot_lines(sides: Mapping[str, Iterable[Any]], output: str) -> List[str]:
   """The lines of one slot of the lookup by content, sorted: its file's (checked against the run
   record), or those of the lookup built again."""
   for found in sides.get('lookup', ()):
-    return [line for line in lookup_files.read_checked(output, found).splitlines(keepends=True)]
+    return lookup_files.read_checked(output, found).splitlines(keepends=True)
   return sorted(line for lines in sides.get('lines', ()) for line in lines)
 
 
@@ -321,7 +321,6 @@ def _earlier_hash(entry: Entry) -> List[Tuple[str, str, int]]:
            near_copies.priority(entry.damaged, entry.longer_side, entry.stored_bytes))]
 
 
-# A new file as a group of near copies lists it: (uri, label, labels).
 # A new file as a group of near copies lists it: (uri, label, labels).
 NewFile = Tuple[str, Optional[str], Tuple[str, ...]]
 

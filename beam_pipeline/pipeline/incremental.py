@@ -222,14 +222,14 @@ class _CompareSlot(beam.DoFn):
         summed[_KEPT][head[4], head[3]] += 1
         unchanged += 1
         continue
-      value = None
+      earlier = []
       if line:
         key, entry = by_uri.parse(line)
         if key not in self._files:
           raise DamagedOutput(f'{by_uri.file_name(slot, self._count)} names a shard ({key}) that the run record '
                               'does not list')
-        value = ((self._files[key], key), entry)
-      for out in _compared((uri, {'listed': today, 'catalogued': [value] if value else [],
+        earlier.append(((self._files[key], key), entry))
+      for out in _compared((uri, {'listed': today, 'catalogued': earlier,
                                   'rejected': rejections_of.get(uri, ())}), self._max_file_bytes, self._count):
         if isinstance(out, beam.pvalue.TaggedOutput) and out.tag in summed:
           summed[out.tag][out.value[0]] += 1
