@@ -169,7 +169,13 @@ def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsy
   for catalog in untouched:
     shard = catalog[len(output_layout.CATALOG_DIR) + 1:-len('.jsonl')] + output_layout.SHARD_SUFFIX
     assert after[catalog] == before[catalog] and after[shard] == before[shard], f'{shard} was written again'
-  assert update['shards_kept'] == len(untouched)
+  # A shard whose only change is the touched file keeps its file: only its catalog is written again.
+  catalog_only = {catalogued['imgs/cat/cat.5.jpg']} - {catalogued[uri] for uri in (
+      'imgs/cat/cat.1.jpg', 'imgs/dog/dog.2.jpg', 'imgs/cat/cat.3.jpg', 'imgs/dog/dog.4.jpg')}
+  for catalog in catalog_only:
+    shard = catalog[len(output_layout.CATALOG_DIR) + 1:-len('.jsonl')] + output_layout.SHARD_SUFFIX
+    assert after[catalog] != before[catalog] and after[shard] == before[shard]
+  assert update['shards_kept'] == len(untouched) + len(catalog_only)
   assert update['shards_kept'] + update['shards_rewritten'] + update['shards_written'] == sum(
       len(split.shards) for split in info.splits.values())
   # Labels keep their ids; TensorFlow Datasets' names and the record follow.
@@ -236,13 +242,17 @@ def catalogued(out: Path) -> Dict[str, list]:
 def test_a_touched_file_keeps_its_record_and_a_rewrite_with_its_time_put_back_is_a_change(work, capsys):
   """A file whose fingerprint changed but not its bytes (touched, copied over with itself) keeps
   its record, unread but for its hash, and its catalog line takes the new fingerprint, so the
-  next run finds nothing changed. New bytes of the same size with the modification time put back
-  (`touch -r`, some sync tools) are a change: the change time cannot be put back."""
+  next run finds nothing changed; its shard is left as it was, only its catalog written again.
+  New bytes of the same size with the modification time put back (`touch -r`, some sync tools)
+  are a change: the change time cannot be put back."""
   out = work / 'out'
   cat = sorted((work / 'imgs' / 'cat').iterdir())
   touched, rewritten = (str(path.relative_to(work)) for path in cat[:2])
   earlier = catalogued(out)
   records = pairs(out)
+  before = shard_states(out)
+  shard = next(name for name, state in before.items() if name.startswith(output_layout.CATALOG_DIR)
+               and touched.encode() in state[0])
   os.utime(cat[0], ns=(cat[0].stat().st_atime_ns, cat[0].stat().st_mtime_ns + 10**9))
   shutil.copy2(cat[0], cat[0].with_name('twin'))
   os.replace(cat[0].with_name('twin'), cat[0])  # another inode, the same bytes and times
@@ -250,10 +260,16 @@ def test_a_touched_file_keeps_its_record_and_a_rewrite_with_its_time_put_back_is
   assert convert('--incremental') == 0
   update = update_of(out)
   assert (update['changed'], update['touched'], update['added'], update['removed']) == (0, 1, 0, 0)
+  assert (update['shards_written'], update['shards_rewritten'], update['written_files']) == (0, 0, [])
   assert '1 touched (new fingerprint, same bytes: records kept)' in capsys.readouterr().out
   now = catalogued(out)
   assert now[touched][1] != earlier[touched][1] and now[touched][2:] == earlier[touched][2:]
   assert pairs(out) == records
+  after = shard_states(out)
+  assert after[shard][0] != before[shard][0]  # its catalog, written again
+  shard_file = shard[len(output_layout.CATALOG_DIR) + 1:-len('.jsonl')] + output_layout.SHARD_SUFFIX
+  assert after[shard_file] == before[shard_file]  # its shard: the same bytes, time and inode
+  assert {name for name in after if after[name] != before[name]} == {shard}
   assert_verified(out)
   capsys.readouterr()
   assert convert('--incremental') == 0

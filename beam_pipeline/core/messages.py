@@ -126,6 +126,10 @@ class ShardRewrite(OutputUnit):
   dropped: Tuple[str, ...]  # the uris whose records go
   touched: Tuple[Tuple[str, str], ...] = ()  # (uri, fingerprint) of kept records whose file was touched
   shard_id: Optional[str] = None  # the shard's id (catalog_lookup.shard_id), which it keeps
+  # Only fingerprints change (no record dropped, none merged in): its catalog alone is written
+  # again, the shard and its index file left as they are, unread but for the shard's size.
+  catalog_only: bool = False
+  num_bytes: int = 0  # the shard's size, where catalog_only: WriteOutputs looks it up
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +168,7 @@ class ShardReport:
   # off the earlier totals (run_totals.WrittenTotals.add_shard).
   replaced: bool = False
   rewritten: bool = False  # written again from earlier shards' records (ShardRewrite)
+  catalog_only: bool = False  # ShardRewrite.catalog_only: only its catalog file was written
 
   @property
   def files(self) -> List[str]:

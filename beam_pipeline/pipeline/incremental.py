@@ -355,10 +355,10 @@ def _rewrite(grouped: Tuple[str, Iterable[Any]], merges: Mapping[str, incrementa
   dirty = sorted(value for value in dirty if value is not None)
   merge = merges.get(shard)
   split = merge.split if merge else dirty[0][0]
-  return ShardRewrite(split, shard, merge.sources if merge else (shard,),
-                      dropped=tuple(uri for _, uri, touched, _ in dirty if touched is None),
+  dropped = tuple(uri for _, uri, touched, _ in dirty if touched is None)
+  return ShardRewrite(split, shard, merge.sources if merge else (shard,), dropped=dropped,
                       touched=tuple((uri, touched) for _, uri, touched, _ in dirty if touched is not None),
-                      shard_id=merge.shard_id if merge else dirty[0][3])
+                      shard_id=merge.shard_id if merge else dirty[0][3], catalog_only=not (merge or dropped))
 
 
 class KeptCounts(beam.PTransform):

@@ -2,6 +2,7 @@
 the core's step functions to the local worker pool (beam_pipeline/local) when they are given one."""
 import collections
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -269,8 +270,11 @@ class WriteOutputs(_PooledDoFn):
                            functools.partial(self._shard_written, staged, ()), (record.uri for record in unit.records))
     elif isinstance(unit, ShardRewrite):
       staged = output_dir.staging(settings.output, settings.run_id, unit.file, self._scratch)
-      earlier = [(self._local(name), self._local(output_layout.catalog_file(name))) for name in unit.sources]
-      downloaded = [path for pair in earlier for path in pair] if self._scratch else []
+      if unit.catalog_only:  # the shard itself is neither read nor downloaded: only its size is needed
+        unit = dataclasses.replace(unit, num_bytes=output_dir.size(settings.output, unit.file) or 0)
+      earlier = [(None if unit.catalog_only else self._local(name), self._local(output_layout.catalog_file(name)))
+                 for name in unit.sources]
+      downloaded = [path for pair in earlier for path in pair if path] if self._scratch else []
       yield from self._run(steps.rewrite_shard, (unit, earlier, staged, settings),
                            functools.partial(self._shard_written, staged, downloaded))
     else:
@@ -291,8 +295,9 @@ class WriteOutputs(_PooledDoFn):
     for rejection in result.rejections:
       yield tags.rejected(rejection)
     output, run = self._settings.output, self._settings.run_id
-    output_dir.stage(output, run, result.shard.file, staged)
-    if result.shard.index_file:
+    if not result.shard.catalog_only:
+      output_dir.stage(output, run, result.shard.file, staged)
+    if result.shard.index_file and not result.shard.catalog_only:
       output_dir.stage(output, run, result.shard.index_file, output_layout.index_file(staged))
     if result.shard.catalog_file:
       output_dir.stage(output, run, result.shard.catalog_file, output_layout.catalog_beside(staged, result.shard.file))

@@ -221,10 +221,10 @@ def what_changed(decision: Decision, changes: Mapping[str, int], written: run_to
     labels: the dataset's classes after it, in id order; those past the earlier run's are new.
   """
   shards = sum(len(split.shards) for split in dataset.splits.values())
-  rewritten = set(written.rewritten_files)
+  rewritten, untouched = set(written.rewritten_files), set(written.unstaged_files)  # a catalog alone: kept
   new = sum(1 for split in written.splits.values() for shard in split.shards if shard.file not in rewritten)
   rewritten_live = sum(1 for split in written.splits.values() for shard in split.shards
-                       if shard.file in rewritten and shard.num_examples)
+                       if shard.file in rewritten and shard.file not in untouched and shard.num_examples)
   return Update(added=changes.get(incremental_catalog.ADDED, 0) if decision.updates else dataset.num_examples,
                 changed=changes.get(incremental_catalog.CHANGED, 0),
                 removed=changes.get(incremental_catalog.REMOVED, 0),
@@ -235,7 +235,8 @@ def what_changed(decision: Decision, changes: Mapping[str, int], written: run_to
                 new_classes=labels[len(decision.labels):] if decision.updates else [],
                 full_conversion=decision.full_conversion,
                 written_files=sorted(shard.file for split in written.splits.values() for shard in split.shards
-                                     if shard.num_examples) if decision.updates else None)
+                                     if shard.num_examples and shard.file not in untouched)
+                if decision.updates else None)
 
 
 def _normal(value: object) -> object:

@@ -105,6 +105,9 @@ class WrittenTotals:
   replaced_files: List[str] = dataclasses.field(default_factory=list)
   # Shards written again from earlier shards' records (ShardReport.rewritten), empty ones included.
   rewritten_files: List[str] = dataclasses.field(default_factory=list)
+  # The shard and index files of those whose catalog alone was written again (ShardReport.catalog_only):
+  # they stay where they are, nothing of theirs staged.
+  unstaged_files: List[str] = dataclasses.field(default_factory=list)
 
   def add_shard(self, report: ShardReport) -> 'WrittenTotals':
     """These totals (changed) with one written shard's report added, or an earlier report of a
@@ -115,6 +118,8 @@ class WrittenTotals:
       self.replaced_files.append(report.file)
     if report.rewritten:
       self.rewritten_files.append(report.file)
+    if report.catalog_only and not report.replaced:
+      self.unstaged_files.extend(name for name in (report.file, report.index_file) if name)
     shard = Shard(file=report.file, num_examples=report.num_examples, num_bytes=report.num_bytes,
                   index_file=report.index_file, catalog_file=report.catalog_file,
                   catalog_sha256=report.catalog_sha256, id=report.shard_id)
@@ -129,6 +134,7 @@ class WrittenTotals:
     replaced = set(more.replaced_files) if replace else set()
     self.replaced_files.extend(more.replaced_files)
     self.rewritten_files.extend(more.rewritten_files)
+    self.unstaged_files.extend(more.unstaged_files)
     for name, split in more.splits.items():
       totals = self.splits.setdefault(name, SplitTotals())
       if replaced:
@@ -154,8 +160,10 @@ class WrittenTotals:
 
   @property
   def files(self) -> List[str]:
-    """Every shard, index and catalog file written."""
-    return [name for split in self.splits.values() for shard in split.shards for name in shard.files]
+    """Every shard, index and catalog file written (and staged)."""
+    unstaged = set(self.unstaged_files)
+    return [name for split in self.splits.values() for shard in split.shards for name in shard.files
+            if name not in unstaged]
 
   @property
   def num_examples(self) -> int:

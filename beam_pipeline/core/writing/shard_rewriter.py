@@ -7,7 +7,7 @@ catalog as local files and moves or uploads what it writes into place.
 """
 import dataclasses
 import os
-from typing import List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -25,19 +25,22 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
   it: the records of its sources but those of ``unit.dropped``, those of ``unit.touched`` with
   their new fingerprints. An uncompressed shard's records are copied as bytes, framing and all,
   their checksums checked; a compressed one's are read and framed again (a compressed stream
-  cannot be cut). DamagedOutput if a shard and its catalog disagree, or a shard's framing or
-  checksums fail: the output is not what its record says.
+  cannot be cut). A shard whose records only have new fingerprints keeps its file: only its
+  catalog is written again. DamagedOutput if a shard and its catalog disagree, or a shard's
+  framing or checksums fail: the output is not what its record says.
 
   Args:
     unit: the shard to write again: its split and name, its sources, the uris whose records go, and the new
       fingerprints of those kept whose files were touched.
-    earlier: each source's local shard and catalog file, in ``unit.sources``' order.
+    earlier: each source's local shard and catalog file, in ``unit.sources``' order (no shard where catalog_only).
     file_path: the local file to write, which the Beam side moves or uploads into place.
     settings: the run's settings: its compression, whether it writes index files, and what a report counts.
   """
   dropped, touched = set(unit.dropped), dict(unit.touched)
   options = {'multi_label': settings.multi_label, 'annotations': bool(settings.annotations),
              'index_file': output_layout.index_file(unit.file) if settings.index_files else None}
+  if unit.catalog_only:
+    return _catalog_rewritten(unit, earlier[0][1], file_path, touched, options)
   kept: List[Tuple[incremental_catalog.Entry, bytes]] = []
   replaced = []
   for source, (shard, catalog) in zip(unit.sources, earlier):
@@ -69,6 +72,33 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
   catalogued = tuple(entry for entry, _ in kept if moved or entry.uri in touched)
   return ShardWritten(dataclasses.replace(report, rewritten=True, shard_id=unit.shard_id), [], tuple(replaced),
                       catalogued)
+
+
+def _catalog_rewritten(unit: ShardRewrite, catalog: str, file_path: str, touched: Dict[str, str],
+                       options: Dict[str, Any]) -> ShardWritten:
+  """A shard whose records all stay, some with new fingerprints: only its catalog is written
+  again, beside ``file_path``; the shard and its index file are left as they are (the report
+  says so, catalog_only), unread.
+
+  Args:
+    unit: the shard (catalog_only), with its size.
+    catalog: the local path of its earlier catalog, which the update checked against the run record.
+    file_path: where the shard would be written: its catalog goes beside it.
+    touched: the new fingerprint of each touched record's uri.
+    options: what the reports count (incremental_catalog.report's keywords).
+  """
+  with open(catalog, encoding='utf-8', errors='surrogateescape') as f:
+    entries = incremental_catalog.entries(f.read())
+  kept = [entry._replace(fingerprint=touched.get(entry.uri, entry.fingerprint)) for entry in entries]
+  os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
+  shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file), incremental_catalog.text(kept))
+  catalog_file = output_layout.catalog_file(unit.file)
+  replaced = incremental_catalog.report(unit.split, unit.file, entries, unit.num_bytes, **options,
+                                        catalog_file=catalog_file)
+  report = incremental_catalog.report(unit.split, unit.file, kept, unit.num_bytes, **options, catalog_file=catalog_file)
+  return ShardWritten(dataclasses.replace(report, rewritten=True, catalog_only=True, shard_id=unit.shard_id), [],
+                      (dataclasses.replace(replaced, replaced=True),),
+                      tuple(entry for entry in kept if entry.uri in touched))
 
 
 def _entries(shard: str, catalog: str, settings: Settings) -> List[Tuple[incremental_catalog.Entry, bytes]]:
