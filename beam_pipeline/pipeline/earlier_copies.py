@@ -299,11 +299,16 @@ class NearEarlierCopies(beam.PTransform):
 
 def _earlier_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
                     ) -> Iterator[List[Tuple[str, str, int]]]:
-  """The (source_sha256, phash, priority) of every catalogued record of one slot (_earlier_hash),
-  in lists of up to _BATCH_SIZE, as content_groups.perceptual_hashes lists a batch's."""
+  """The (source_sha256, phash, priority) of every record of one slot that the updated dataset
+  keeps (_earlier_hash), in lists of up to _BATCH_SIZE, as content_groups.perceptual_hashes lists
+  a batch's. A dropped record's hash is left out, as a fresh conversion of today's files would
+  not have it: it could anchor a group, or count in a set of look-alikes."""
   _, sides = joined
+  dropped = slot_dropped(sides)
   hashes = []
   for line in slot_lines(sides, output):
+    if dropped and BY_CONTENT.identity(line) in dropped:
+      continue
     hashes.extend(_earlier_hash(BY_CONTENT.parse(line)[1]))
     if len(hashes) >= _BATCH_SIZE:
       yield hashes
