@@ -7,7 +7,8 @@ increment.
 Each step keyed by content takes one slot of the lookup at a time: the new records, the
 catalogued records dropped and what else it needs of that slot cross a shuffle to it, while
 the slot's catalogued records are read from its file by the one worker that takes it, never
-shuffled. The near-copy grouping still takes every catalogued perceptual hash.
+shuffled. The near-copy grouping still takes the perceptual hash of every record the dataset
+keeps.
 """
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
