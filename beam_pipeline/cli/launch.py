@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_pipeline.pipeline import dry_run, graph, incremental, local_runner, model_files
-from beam_pipeline.pipeline.output import lookup_files, output_dir
+from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.pipeline.listing import inputs, parts
 from beam_pipeline.cli import failures, interrupts, options as options_lib, progress
 from beam_pipeline.compat import beam_internals
@@ -237,7 +237,7 @@ def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: 
         incremental.checked_catalog(shard, settings.output)
     lookup = earlier.catalog_lookup
     for found in lookup.files + lookup.content_files if lookup else ():
-      catalog_lookup.check(found, lookup_files.read(settings.output, found))
+      catalog_lookup.check(found, output_dir.read_listed(settings.output, found.file))
   except DamagedOutput:
     return None
   return _unchanged_line(earlier, settings, digest.count)

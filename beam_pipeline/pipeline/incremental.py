@@ -15,13 +15,12 @@ import io
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.io.filesystem import BeamIOError, CompressionTypes
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.pipeline import tags
 from beam_pipeline.pipeline.output import lookup_files, output_dir
 from beam_pipeline.pipeline.pooled_steps import open_image
-from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_info
 from beam_pipeline.core.inputs import fingerprints, listing_digest, reading
@@ -31,7 +30,7 @@ from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord, Shard
 from beam_pipeline.core.rejections import DamagedOutput, Rejected
 
-_KEPT, _EARLIER, _DIRTY, _CHANGES, _NEW = 'kept', 'earlier', 'dirty', 'changes', 'new'
+_KEPT, _EARLIER, _DIRTY, _CHANGES = 'kept', 'earlier', 'dirty', 'changes'
 _DROPPED, _DROPPED_CONTENT, _REBUILT_CONTENT = 'dropped', 'dropped_content', 'rebuilt_content'
 _BATCH_SIZE = 256  # as listing and validation batch items
 
@@ -245,23 +244,16 @@ class _CompareSlot(beam.DoFn):
 def checked_catalog(shard: Shard, output: str) -> List[Entry]:
   """The entries of one shard's catalog, checked against the run record (incremental_catalog.
   checked): DamagedOutput where the shard or its catalog is not what the record says."""
-  return incremental_catalog.checked(shard, _catalog_bytes(shard, output), output_dir.size(output, shard.file))
+  return incremental_catalog.checked(shard, output_dir.read_listed(output, shard.catalog_file),
+                                     output_dir.size(output, shard.file))
 
 
 def _check_kept(shard: Shard, output: str) -> List[None]:
   """Nothing; DamagedOutput where the shard or its catalog is not what the record says
   (incremental_catalog.check)."""
-  incremental_catalog.check(shard, _catalog_bytes(shard, output), output_dir.size(output, shard.file))
+  incremental_catalog.check(shard, output_dir.read_listed(output, shard.catalog_file),
+                            output_dir.size(output, shard.file))
   return []
-
-
-def _catalog_bytes(shard: Shard, output: str) -> bytes:
-  try:
-    with FileSystems.open(output_dir.path(output, shard.catalog_file),
-                          compression_type=CompressionTypes.UNCOMPRESSED) as f:
-      return f.read()
-  except (BeamIOError, OSError) as e:
-    raise DamagedOutput(f'{shard.catalog_file} cannot be read: {rejections.cause(e)}') from e
 
 
 def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:

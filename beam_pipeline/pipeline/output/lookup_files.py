@@ -10,40 +10,21 @@ import collections
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.io.filesystem import BeamIOError, CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton
 
 from beam_pipeline.pipeline.output import output_dir
-from beam_pipeline.core import rejections
 from beam_pipeline.core.output import catalog_lookup, incremental_update
 from beam_pipeline.core.output.incremental_catalog import Entry
 from beam_pipeline.core.output.catalog_lookup import Lookup
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord
-from beam_pipeline.core.rejections import DamagedOutput
 from beam_pipeline.core.settings import Settings
-
-
-def read(output: str, found: LookupFile) -> bytes:
-  """The bytes of lookup file ``found`` of the dataset in ``output``; DamagedOutput if it cannot be read."""
-  try:
-    with FileSystems.open(output_dir.path(output, found.file), compression_type=CompressionTypes.UNCOMPRESSED) as f:
-      return f.read()
-  except (BeamIOError, OSError) as e:
-    raise DamagedOutput(f'{found.file} cannot be read: {rejections.cause(e)}') from e
 
 
 def read_checked(output: str, found: LookupFile) -> str:
   """The text of lookup file ``found``, checked against the run record (catalog_lookup.check)."""
-  data = read(output, found)
+  data = output_dir.read_listed(output, found.file)
   catalog_lookup.check(found, data)
   return data.decode('utf-8', 'surrogateescape')
-
-
-def entries(output: str, found: LookupFile, lookup: Lookup = catalog_lookup.BY_URI) -> List[Tuple[str, Entry]]:
-  """(shard id, entry) of each line of ``lookup``'s file ``found``, checked against the run
-  record (catalog_lookup.checked)."""
-  return catalog_lookup.checked(found, read(output, found), lookup)
 
 
 def files_of(record: RunRecord, lookup: Lookup) -> List[LookupFile]:
@@ -130,7 +111,7 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   earlier = list(sides.get('earlier', ()))
   text = ''.join(rebuilt)
   if earlier:
-    text = read(output, earlier[0]).decode('utf-8', 'surrogateescape')
+    text = output_dir.read_listed(output, earlier[0].file).decode('utf-8', 'surrogateescape')
   text = lookup.updated(text, dropped, added)
   name = lookup.file_name(slot, count)
   output_dir.stage_text(output, run_id, name, text)

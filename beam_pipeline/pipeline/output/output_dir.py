@@ -37,7 +37,7 @@ from beam_pipeline.pipeline.output import output_lock
 from beam_pipeline.pipeline.listing import local_files
 from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.output import output_layout, run_record
-from beam_pipeline.core.rejections import OutputError
+from beam_pipeline.core.rejections import DamagedOutput, OutputError
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.user_errors import UsageError
 
@@ -63,6 +63,16 @@ def size(output: str, name: str) -> Optional[int]:
     return next((m.size_in_bytes for m in FileSystems.match([found])[0].metadata_list if m.path == found), None)
   except BeamIOError:
     return None
+
+
+def read_listed(output: str, name: str) -> bytes:
+  """The bytes of the output's file ``name``, which its run record lists (a catalog, a lookup
+  file); DamagedOutput if it cannot be read."""
+  try:
+    with FileSystems.open(path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      return f.read()
+  except (BeamIOError, OSError) as e:
+    raise DamagedOutput(f'{name} cannot be read: {rejections.cause(e)}') from e
 
 
 def temp_path(output: str, run: str, name: str) -> str:
