@@ -34,14 +34,14 @@ BY_CONTENT = catalog_lookup.BY_CONTENT
 
 
 class Catalog(NamedTuple):
-  """Where an update's steps by content find the catalogued records of a slot: the run record of
-  the dataset (one element), whose lookup files they read, or the lines of the lookup built
-  again (Changes.rebuilt_content); and the records the update dropped (Changes.dropped_content)."""
+  """Where an update's steps by content find the catalogued records of a slot, as sides of a
+  CoGroupByKey by slot (``by_slot``): 'dropped', the identities of the records the update
+  dropped (Changes.dropped_content), grouped; and 'lookup', the lookup files the run record
+  lists, or 'lines', the lines of the lookup built again (Changes.rebuilt_content), grouped.
+  Each is grouped once, whichever steps read it."""
   output: str
-  earlier: beam.PCollection
   count: int  # the lookup's files
-  dropped: beam.PCollection
-  rebuilt: Optional[beam.PCollection] = None
+  by_slot: Mapping[str, beam.PCollection]
 
   @classmethod
   def of(cls, output: str, earlier: beam.PCollection, count: int, changes: Changes) -> 'Catalog':
@@ -53,15 +53,13 @@ class Catalog(NamedTuple):
       count: how many files each of its lookups has.
       changes: what the update found changed (FindChanges).
     """
-    return cls(output, earlier, count, changes.dropped_content, changes.rebuilt_content)
-
-  def sides(self, label: str) -> Dict[str, beam.PCollection]:
-    """Each slot's catalogued records and dropped identities, as sides of a CoGroupByKey by slot."""
-    dropped = self.dropped | f'{label}Dropped' >> beam.GroupByKey()
-    if self.rebuilt is not None:
-      return {'dropped': dropped, 'lines': self.rebuilt | f'{label}Lines' >> beam.GroupByKey()}
-    return {'dropped': dropped, 'lookup': self.earlier | f'{label}Files' >> beam.FlatMap(
-        lambda record: [(found.slot, found) for found in lookup_files.files_of(record, BY_CONTENT)])}
+    by_slot = {'dropped': changes.dropped_content | 'CatalogDropped' >> beam.GroupByKey()}
+    if changes.rebuilt_content is not None:
+      by_slot['lines'] = changes.rebuilt_content | 'CatalogLines' >> beam.GroupByKey()
+    else:
+      by_slot['lookup'] = earlier | 'CatalogFiles' >> beam.FlatMap(
+          lambda record: [(found.slot, found) for found in lookup_files.files_of(record, BY_CONTENT)])
+    return cls(output, count, by_slot)
 
 
 def slot_lines(sides: Mapping[str, Iterable[Any]], output: str) -> List[str]:
@@ -147,7 +145,7 @@ class EarlierCopies(beam.PTransform):
   def expand(self, batches):
     count = self._catalog.count
     records = batches | 'Records' >> beam.FlatMap(lambda batch: [(record.source_sha256, record) for record in batch])
-    sides = {'new': _keyed(records, 'New', count), **self._catalog.sides('Earlier')}
+    sides = {'new': _keyed(records, 'New', count), **self._catalog.by_slot}
     if self._near is not None:
       sides['near'] = _keyed(self._near, 'Near', count)
     placed = (sides
@@ -165,7 +163,7 @@ def _placed_in_slot(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
   a lone catalogued record with nothing new is neither placed nor a group, and stays unparsed.
 
   Args:
-    joined: (slot, {'new': its new records, 'near': its near copies' Catalogued, and its catalog (Catalog.sides)}).
+    joined: (slot, {'new': its new records, 'near': its near copies' Catalogued, and its catalog (Catalog.by_slot)}).
     output: the output folder, whose lookup file is read.
     dedupe: --dedupe, which keeps one copy of each picture.
     drop_near: --near_copies=drop, which keeps one picture of each group of near copies.
@@ -275,7 +273,7 @@ class NearEarlierCopies(beam.PTransform):
   def expand(self, records):
     catalog, count = self._catalog, self._catalog.count
     distance = near_copy_groups.near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
-    earlier = (catalog.sides('Hashes')
+    earlier = (catalog.by_slot
                | 'HashesBySlot' >> beam.CoGroupByKey()
                | 'EarlierHashes' >> beam.FlatMap(_earlier_hashes, catalog.output))
     hashes = ((records | 'NewHashes' >> beam.Map(content_groups.perceptual_hashes), earlier)
@@ -284,7 +282,7 @@ class NearEarlierCopies(beam.PTransform):
     found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine)
     files = records | 'NewFiles' >> beam.FlatMap(
         lambda batch: [(record.source_sha256, (record.uri, record.label, record.labels)) for record in batch])
-    earlier_members = ({'pairs': _keyed(found['pairs'], 'Pairs', count), **catalog.sides('Members')}
+    earlier_members = ({'pairs': _keyed(found['pairs'], 'Pairs', count), **catalog.by_slot}
                        | 'MembersBySlot' >> beam.CoGroupByKey()
                        | 'EarlierMembers' >> beam.FlatMap(_earlier_members_of_slot, catalog.output))
     new_members = ({'pairs': found['pairs'], 'new': files}
