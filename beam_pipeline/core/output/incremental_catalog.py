@@ -100,12 +100,7 @@ def checked(shard: Shard, catalog_bytes: bytes, shard_bytes: Optional[int]) -> L
   of its size, its catalog's checksum (a record from before checksums has none), and as many
   entries as the shard holds records. DamagedOutput naming the file otherwise: an update that
   builds on it would miscount the dataset or store records twice."""
-  if shard_bytes is None:
-    raise DamagedOutput(f'{shard.file} is missing')
-  if shard_bytes != shard.num_bytes:
-    raise DamagedOutput(f'{shard.file} holds {shard_bytes:,} bytes where the run record says {shard.num_bytes:,}')
-  if shard.catalog_sha256 and hashlib.sha256(catalog_bytes).hexdigest() != shard.catalog_sha256:
-    raise DamagedOutput(f'{shard.catalog_file} is not the catalog the run wrote: its checksum differs')
+  _check_files(shard, catalog_bytes, shard_bytes)
   try:
     found = entries(catalog_bytes.decode('utf-8', 'surrogateescape'))
   except (ValueError, TypeError, IndexError) as e:
@@ -121,13 +116,18 @@ def check(shard: Shard, catalog_bytes: bytes, shard_bytes: Optional[int]) -> Non
   if not shard.catalog_sha256:
     checked(shard, catalog_bytes, shard_bytes)
     return
+  _check_files(shard, catalog_bytes, shard_bytes)
+  _check_count(shard, catalog_bytes.count(b'\n'))
+
+
+def _check_files(shard: Shard, catalog_bytes: bytes, shard_bytes: Optional[int]) -> None:
+  """The shard there, of its recorded size, and its catalog of its recorded checksum (if any)."""
   if shard_bytes is None:
     raise DamagedOutput(f'{shard.file} is missing')
   if shard_bytes != shard.num_bytes:
     raise DamagedOutput(f'{shard.file} holds {shard_bytes:,} bytes where the run record says {shard.num_bytes:,}')
-  if hashlib.sha256(catalog_bytes).hexdigest() != shard.catalog_sha256:
+  if shard.catalog_sha256 and hashlib.sha256(catalog_bytes).hexdigest() != shard.catalog_sha256:
     raise DamagedOutput(f'{shard.catalog_file} is not the catalog the run wrote: its checksum differs')
-  _check_count(shard, catalog_bytes.count(b'\n'))
 
 
 def _check_count(shard: Shard, num_entries: int) -> None:
