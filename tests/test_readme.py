@@ -16,3 +16,30 @@ def test_the_contents_list_every_section_in_order():
   headings = [(len(level), title) for level, title in re.findall(r'^(###?) (.+)$', text, re.M) if title != 'Contents']
   assert [(2 if not indent else 3, title) for indent, title, _ in listed] == headings
   assert all(anchor == _anchor(title) for _, title, anchor in listed)
+
+
+# Every page of the project's documentation: the README is the front door, the guides hold the detail.
+PAGES = ('README.md', 'deploy/README.md', 'benchmarks/README.md', 'beam_pipeline/README.md',
+         *sorted(str(path.relative_to(ROOT)) for path in (ROOT / 'beam_pipeline' / 'docs').glob('*.md')))
+
+
+def _anchors(path) -> set:
+  return {_anchor(title) for title in re.findall(r'^#+ (.+)$', path.read_text(), re.M)}
+
+
+def test_every_link_between_the_pages_reaches_a_file_and_a_heading():
+  broken = []
+  for page in PAGES:
+    text = re.sub(r'^( *)```.*?^\1```$', '', (ROOT / page).read_text(), flags=re.S | re.M)
+    for target in re.findall(r'\]\(([^)\s]+)\)', text):
+      if re.match(r'[a-z]+:', target):
+        continue
+      file, _, anchor = target.partition('#')
+      path = ((ROOT / page).parent / file).resolve() if file else ROOT / page
+      if not path.exists() or (anchor and anchor not in _anchors(path)):
+        broken.append(f'{page}: {target}')
+  assert not broken, broken
+
+
+def test_the_readme_is_a_front_door():
+  assert len((ROOT / 'README.md').read_text().splitlines()) <= 500

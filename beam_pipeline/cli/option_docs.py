@@ -1,5 +1,6 @@
 """The option table's other faces, made from core/option_table.py: the Flex Template's
-metadata.json (a checked-in file, since Dataflow reads it) and the README's table of options.
+metadata.json (a checked-in file, since Dataflow reads it) and the table of options of the options guide
+(beam_pipeline/docs/usage.md).
 
 ``make options`` (``python -m beam_pipeline.cli.option_docs [ROOT]``) writes both; a test
 holds the checked-in files to what this module makes, so neither drifts from the table.
@@ -12,12 +13,12 @@ from typing import Any, Dict, List
 from beam_pipeline.core import option_table
 
 METADATA_FILE = os.path.join('deploy', 'dataflow', 'metadata.json')
-README_FILE = 'README.md'
+README_FILE = 'beam_pipeline/docs/usage.md'
 TEMPLATE_NAME = 'Images to TFRecords'
 TEMPLATE_DESCRIPTION = ('Validates every image of a collection on Cloud Storage and writes it as sharded, '
                         'training-ready TFRecord files of tf.train.Example, with labels.txt, an errors file for '
                         'rejected images, a tf.Transform graph and beam_pipeline.json (written last).')
-# The README's table lies between these lines.
+# The guide's table lies between these lines.
 TABLE_START = '<!-- The option table: made by `make options` from beam_pipeline/core/option_table.py. -->'
 TABLE_END = '<!-- End of the option table. -->'
 
@@ -42,7 +43,7 @@ def metadata_text() -> str:
 
 
 def readme_table() -> List[str]:
-  """The README's table of the pipeline's options (the console's are --help's), in the table's order."""
+  """The options guide's table of the pipeline's options (the console's are --help's), in the table's order."""
   rows = ['| option | default | meaning |', '| --- | --- | --- |']
   for option in option_table.pipeline_options():
     default = 'required' if option.required else _code_or_words(option)

@@ -3,7 +3,7 @@ Template parameter, whether it changes what the output holds, and how beam_pipel
 
 The command line's parser (cli/arguments.py), the checks of its values (cli/options.py),
 the run record's options (Settings.as_dict), the Flex Template's metadata.json and the
-README's option table are all made from this table (cli/option_docs.py writes the last
+options guide's table are all made from this table (cli/option_docs.py writes the last
 two; a test holds them to it). Checks that involve several options, the input or the
 storage stay in cli/options.py.
 """
@@ -139,7 +139,7 @@ class Option:
   name: str
   group: str
   kind: Kind
-  help: str  # what it does; --help, the Flex Template and the README say the same
+  help: str  # what it does; --help, the Flex Template and the options guide say the same
   default: Optional[str] = None  # as the command line would give it; None: not given
   shown_default: Optional[str] = None  # what 'Default:' says, where not the default itself
   example: Optional[str] = None  # a value for 'E.g. --name=...'
@@ -231,8 +231,9 @@ OPTIONS: Tuple[Option, ...] = (
            template='Near copies',
            record=lambda settings: settings.near_copies),
     Option('near_distance', 'labels and splits', Whole(regex='^([1-9]|1[0-9]|20)$', maximum=20),
-           'How many of the 64 bits of two perceptual hashes may differ for near copies (the README shows what each '
-           'distance finds)', shown_default='10, made smaller for large inputs so that chance groups at most one '
+           'How many of the 64 bits of two perceptual hashes may differ for near copies '
+           '(beam_pipeline/docs/splits.md shows what each distance finds)',
+           shown_default='10, made smaller for large inputs so that chance groups at most one '
            'image in a thousand: 8 past 100,000 images, 6 past 3 million', example='8',
            template='Near-copy distance', record=lambda settings: settings.near_distance,
            recorded_if=lambda settings: bool(settings.near_distance)),
@@ -307,7 +308,8 @@ OPTIONS: Tuple[Option, ...] = (
            'them. Without it they are stored and counted', template='Reject damaged JPEGs',
            record=lambda settings: settings.strict_jpeg),
     Option('reject_quality', 'images', Names(values=QUALITY_FLAGS), 'Reject images that raise these data-quality '
-           'flags, as poor_quality (the README says how each is measured). Without it they are stored, and '
+           'flags, as poor_quality (beam_pipeline/docs/inspecting.md says how each is measured). Without it they are '
+           'stored, and '
            "beam_pipeline.json and inspect count them per class and split", shown_default='reject none',
            example='dark,blurry', template='Reject by data quality',
            record=lambda settings: list(settings.reject_quality), recorded_if=lambda settings: bool(

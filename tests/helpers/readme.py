@@ -13,8 +13,10 @@ from helpers.commands import ROOT, user_environment
 VENV = Path(sys.executable).parents[1]  # the environment `make install` builds, .venv
 
 
-# The READMEs whose blocks are run as written: the project's, then the deployment's.
-DOCUMENTS = ('README.md', 'deploy/README.md')
+# The pages whose blocks are run as written: the project's README, its guides in the order their
+# blocks build on one another, then the deployment's.
+GUIDES = ('usage', 'inspecting', 'embeddings', 'detection', 'reliability', 'splits', 'incremental', 'output')
+DOCUMENTS = ('README.md', *(f'beam_pipeline/docs/{page}.md' for page in GUIDES), 'deploy/README.md')
 
 
 class Block(NamedTuple):
