@@ -1,5 +1,5 @@
 """Apache Beam internals: the in-process runner the DirectRunner falls back to, the period
-of its step-time samplers, the base of a fast coder, the storage client of its gcsio, and
+of its step-time samplers, the size of its state cache, the base of a fast coder, the storage client of its gcsio, and
 the step of its stager that builds --setup_file's package.
 
 Checked with apache-beam 2.77.0 (requirements.txt pins it).
@@ -34,10 +34,10 @@ def fn_api_runner(options: PipelineOptions) -> Optional[PipelineRunner]:
     return None
 
   class _PromptRunner(fn_runner.FnApiRunner):
-    """The FnApiRunner, its samplers prompt for as long as it runs a pipeline."""
+    """The FnApiRunner, its samplers prompt and its side inputs unweighed for as long as it runs a pipeline."""
 
     def run_pipeline(self, pipeline, options):
-      with sampling_period(SAMPLING_PERIOD_MS):
+      with sampling_period(SAMPLING_PERIOD_MS), no_state_cache():
         return super().run_pipeline(pipeline, options)
 
   return _PromptRunner(provision_info=provision_info)
@@ -68,6 +68,32 @@ def sampling_period(period_ms: int) -> Iterator[None]:
     yield
   finally:
     init.__defaults__ = defaults
+
+
+@contextlib.contextmanager
+def no_state_cache() -> Iterator[None]:
+  """Makes the in-process runner's embedded worker made meanwhile keep no state cache; Beam's
+  size is back on the way out.
+
+  The cache keeps each side input a bundle reads, and weighs it first, object by object
+  (``statecache.get_deep_size``): for the in-memory planner's side input of every validated
+  record, a walk through every field of every record while the pool's workers wait, the
+  longer the larger the input, for a cache of 100 MB that a large input outgrows anyway.
+  Without it, a bundle reads each side input from the runner's own buffers, as Beam does
+  whenever caching is off. The embedded worker reads the module's ``STATE_CACHE_SIZE_MB`` when
+  it is made (Beam's options size only other workers' caches). Left as it is, and the run
+  only slower, if Beam no longer has the name.
+  """
+  from apache_beam.runners.portability.fn_api_runner import worker_handlers  # pylint: disable=import-outside-toplevel
+  size = getattr(worker_handlers, 'STATE_CACHE_SIZE_MB', None)
+  if size is None:
+    yield
+    return
+  worker_handlers.STATE_CACHE_SIZE_MB = 0
+  try:
+    yield
+  finally:
+    worker_handlers.STATE_CACHE_SIZE_MB = size
 
 
 class StreamCoder(FastCoder):

@@ -6,8 +6,9 @@ import pickle
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner
-from apache_beam.runners.worker import statesampler
+from apache_beam.runners.worker import statecache, statesampler
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.utils import counters
 from google.protobuf import json_format
@@ -52,6 +53,23 @@ def test_the_runner_sets_the_period_for_its_run_only():
     periods = p | beam.Create([0]) | beam.Map(lambda _: _sampler().sampling_period_ms)
     assert_that(periods, equal_to([beam_internals.SAMPLING_PERIOD_MS]))
   assert _sampler().sampling_period_ms == statesampler.DEFAULT_SAMPLING_PERIOD_MS
+
+
+def test_the_runner_weighs_no_side_input_and_beam_s_cache_size_is_back_after(monkeypatch):
+  """The embedded worker's state cache weighs what it keeps object by object: every record of
+  the in-memory planner's side input. Fails if Beam's runner starts caching again."""
+  weighed = []
+  monkeypatch.setattr(statecache, 'get_deep_size', lambda *values: weighed.append(values) or 8)
+  with beam.Pipeline(runner=beam_internals.fn_api_runner(PipelineOptions([]))) as p:
+    values = p | 'Values' >> beam.Create(range(100))
+    sums = p | beam.Create([0]) | beam.Map(lambda _, every: sum(every), beam.pvalue.AsList(values))
+    assert_that(sums, equal_to([4950]))
+  assert not weighed
+  assert worker_handlers.STATE_CACHE_SIZE_MB == 100
+  with beam.Pipeline(runner=FnApiRunner()) as p:  # Beam's own, its cache as Beam sizes it
+    values = p | 'Values' >> beam.Create(range(100))
+    _ = p | beam.Create([0]) | beam.Map(lambda _, every: sum(every), beam.pvalue.AsList(values))
+  assert weighed, 'Beam no longer weighs side inputs: no_state_cache can go'
 
 
 class _Text(beam_internals.StreamCoder):
