@@ -24,6 +24,7 @@ if __name__ == '__main__':
   # socket is removed.
   workers.shutdown()  # the pool the run released: there is no next run
   multiprocessing_internals.remove_forkserver_socket()
+  workers.stop_forkserver(served_too=True)
   logging.shutdown()
   sys.stdout.flush()
   sys.stderr.flush()

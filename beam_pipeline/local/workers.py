@@ -91,13 +91,16 @@ def start_forkserver() -> None:
     os.close(devnull)
 
 
-def stop_forkserver() -> None:
+def stop_forkserver(served_too: bool = False) -> None:
   """Ends a forkserver started for a run that will not use it (a bad option, another
   runner): it would go on importing TensorFlow after the command has returned. One that
   has served a pool (an earlier run of this process: the API called again) is done importing
-  and waits idle: it stays, ready for the next run."""
+  and waits idle: it stays, ready for the next run, unless ``served_too`` (the command is
+  ending). Left to notice its parent's end, it would tear down an interpreter that holds
+  TensorFlow, most of a second of CPU, holding the command's standard output open
+  meanwhile: a reader of the output (a pipe, Airflow's log) would wait for it."""
   pid = multiprocessing_internals.forkserver_pid()
-  if pid and not _served:
+  if pid and (served_too or not _served):
     try:
       os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:

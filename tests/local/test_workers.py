@@ -116,6 +116,32 @@ def test_a_forkserver_still_importing_tensorflow_ends_with_its_killed_launcher()
   assert lived < 3, f'the forkserver went on importing for {lived:.1f}s after its launcher was killed'
 
 
+def test_a_command_that_ends_ends_the_forkserver_its_pool_used():
+  """Left to notice its launcher's end, a forkserver that served a pool tears down an
+  interpreter holding TensorFlow, and holds the command's standard output open meanwhile,
+  which a reader (a pipe, Airflow's log) waits for: the command's end kills it instead. Here
+  the launcher stays, so only that can end it."""
+  if not workers.available():
+    pytest.skip('no forkserver on this platform')
+  script = ('import os, sys, time\n'
+            'from beam_pipeline.compat import multiprocessing_internals\n'
+            'from beam_pipeline.local import workers\n'
+            'workers.start_forkserver()\n'
+            'workers.start(1).submit(os.getpid).result()\n'
+            'workers.shutdown()\n'
+            'pid = multiprocessing_internals.forkserver_pid()\n'
+            'workers.stop_forkserver(served_too=True)\n'
+            'print(pid, flush=True)\n'
+            'time.sleep(120)\n')
+  launcher = subprocess.Popen([sys.executable, '-c', script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+  try:
+    pid = int(launcher.stdout.readline())
+    assert process_state.ended(pid, timeout=60), 'the forkserver outlived the command that used it'
+  finally:
+    launcher.kill()
+    launcher.wait()
+
+
 def test_a_refused_run_keeps_the_forkserver_an_earlier_run_of_this_process_used(sample_set, tmp_path):
   """The API called again: a run refused for a bad option stops no forkserver that is done
   importing, or the next run would import TensorFlow again (a command's own forkserver, not yet
