@@ -43,3 +43,21 @@ def test_every_link_between_the_pages_reaches_a_file_and_a_heading():
 
 def test_the_readme_is_a_front_door():
   assert len((ROOT / 'README.md').read_text().splitlines()) <= 500
+
+
+def test_every_name_the_glossary_gives_is_in_the_code():
+  """The glossary's right-hand column names the code each word means: a module by its path, or a
+  name the package's code spells; a renamed one fails here until the glossary follows."""
+  glossary = (ROOT / 'beam_pipeline' / 'docs' / 'glossary.md').read_text()
+  rows = re.findall(r'^\| ([^|]+) \| [^|]+ \| (.+) \|$', glossary, re.M)
+  code = '\n'.join(path.read_text() for path in (ROOT / 'beam_pipeline').rglob('*.py'))
+  modules = {str(path.relative_to(ROOT / 'beam_pipeline')) for path in (ROOT / 'beam_pipeline').rglob('*.py')}
+  missing = []
+  for word, names in rows[1:]:
+    for name in re.findall(r'`([^`]+)`', names):
+      found = (any(module == name or module.endswith('/' + name) for module in modules) if name.endswith('.py')
+               else re.search(rf'(?<![\w/]){re.escape(name)}(?![\w/])', code) is not None)
+      if not found:
+        missing.append(f'{word.strip()}: {name}')
+  assert len(rows) > 20
+  assert not missing, missing
