@@ -132,7 +132,7 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
     size = sum(e.stored_bytes for e in entries)
     with open(folder / name, 'wb') as shard:  # sparse: of the size the update checks, holding no disk
       shard.truncate(size)
-    report = incremental_catalog.report(split, name, entries, size, multi_label=False, annotations=False,
+    report = run_totals.shard_report(split, name, entries, size, multi_label=False, annotations=False,
                                         catalog_file=f'catalog/{split}-{number:05d}.jsonl')
     if lookup:
       report = dataclasses.replace(report, shard_id=catalog_lookup.shard_id(report.catalog_sha256))

@@ -10,14 +10,12 @@ without reading an image. One file per shard, beside the data, so the catalog is
 parallel like the shards and no element holds all of it; a kept shard keeps its catalog
 file untouched as well.
 """
-import collections
 import hashlib
 import json
 from typing import Iterable, List, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import rejections
-from beam_pipeline.core.messages import CheckedImage, Rejection, ShardReport
-from beam_pipeline.core.output import run_totals
+from beam_pipeline.core.messages import CheckedImage, Rejection
 from beam_pipeline.core.output.run_record import Shard
 from beam_pipeline.core.rejections import DamagedOutput
 
@@ -139,35 +137,6 @@ def _check_count(shard: Shard, num_entries: int) -> None:
 def entries(text_of_file: str) -> List[Entry]:
   """The entries of one catalog file, in the shard's order."""
   return [parse(value) for value in text_of_file.splitlines() if value.strip()]
-
-
-def report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *, multi_label: bool,
-           annotations: bool, index_file: Optional[str] = None, catalog_file: Optional[str] = None) -> ShardReport:
-  """The report of a shard holding ``shard_entries``: what the writer reports of it, counted
-  again from its catalog alone, with its catalog file's checksum.
-
-  Args:
-    split: the split the shard belongs to.
-    file: the shard's file name in the output, as the run record lists it.
-    shard_entries: the catalog entries of its records, in the shard's order.
-    num_bytes: the shard file's size.
-    multi_label: whether a record counts for each of its labels (--multi_label) rather than its one label.
-    annotations: whether objects are counted per class (--annotations).
-    index_file: its index file's name in the output (--index_files); None without one.
-    catalog_file: its catalog file's name in the output (--incremental); None without one, and then no checksum.
-  """
-  labels = [value.labels if multi_label else value.label for value in shard_entries]
-  objects = collections.Counter(label for value in shard_entries for label in value.objects)
-  return ShardReport(split=split, file=file, num_examples=len(shard_entries), num_bytes=num_bytes,
-                     num_reencoded=sum(value.reencoded for value in shard_entries),
-                     num_resized=sum(value.resized for value in shard_entries),
-                     num_rotated=sum(value.rotated for value in shard_entries),
-                     num_damaged_jpeg=sum(value.damaged for value in shard_entries),
-                     objects=dict(objects) if annotations else None, index_file=index_file,
-                     catalog_file=catalog_file, catalog_sha256=checksum(text(shard_entries)) if catalog_file else None,
-                     **run_totals.image_statistics(labels, [value.longer_side for value in shard_entries],
-                                                   [value.stored_bytes for value in shard_entries],
-                                                   [(value.stratum, value.quality) for value in shard_entries]))
 
 
 # What today's listing says of an input the catalog holds, or of a new one. TOUCHED: its

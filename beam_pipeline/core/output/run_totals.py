@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.output.incremental_catalog import Entry, checksum, text
 from beam_pipeline.core.messages import ShardReport
 from beam_pipeline.core.output.run_record import (CatalogLookup, Duplicates, Embedding, Listing, NearDuplicates,
                                                   RunRecord, Shard, Split, Update)
@@ -19,6 +20,38 @@ from beam_pipeline.core.settings import EmbeddingSpec
 def size_bin(value: int) -> str:
   """The power of two at or below ``value`` (0 for 0): the bins of the size histograms."""
   return str(1 << (value.bit_length() - 1) if value > 0 else 0)
+
+
+def shard_report(split: str, file: str, shard_entries: List[Entry], num_bytes: int, *, multi_label: bool,
+                 annotations: bool, index_file: Optional[str] = None, catalog_file: Optional[str] = None
+                 ) -> ShardReport:
+  """The report of a shard holding ``shard_entries``: what the writer reports of it, counted
+  again from its records' catalog entries alone (which every run makes, and an --incremental
+  one keeps), with its catalog file's checksum.
+
+  Args:
+    split: the split the shard belongs to.
+    file: the shard's file name in the output, as the run record lists it.
+    shard_entries: the catalog entries of its records, in the shard's order.
+    num_bytes: the shard file's size.
+    multi_label: whether a record counts for each of its labels (--multi_label) rather than its one label.
+    annotations: whether objects are counted per class (--annotations).
+    index_file: its index file's name in the output (--index_files); None without one.
+    catalog_file: its catalog file's name in the output (--incremental); None without one, and then no checksum.
+  """
+  labels = [value.labels if multi_label else value.label for value in shard_entries]
+  objects = collections.Counter(label for value in shard_entries for label in value.objects)
+  return ShardReport(split=split, file=file, num_examples=len(shard_entries), num_bytes=num_bytes,
+                     num_reencoded=sum(value.reencoded for value in shard_entries),
+                     num_resized=sum(value.resized for value in shard_entries),
+                     num_rotated=sum(value.rotated for value in shard_entries),
+                     num_damaged_jpeg=sum(value.damaged for value in shard_entries),
+                     objects=dict(objects) if annotations else None, index_file=index_file,
+                     catalog_file=catalog_file,
+                     catalog_sha256=checksum(text(shard_entries)) if catalog_file else None,
+                     **image_statistics(labels, [value.longer_side for value in shard_entries],
+                                        [value.stored_bytes for value in shard_entries],
+                                        [(value.stratum, value.quality) for value in shard_entries]))
 
 
 def image_statistics(labels: Iterable[Union[None, str, Tuple[str, ...]]], longer_sides: Iterable[int],

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.messages import ShardRewrite, ShardWritten
-from beam_pipeline.core.output import incremental_catalog, output_layout
+from beam_pipeline.core.output import incremental_catalog, output_layout, run_totals
 from beam_pipeline.core.rejections import DamagedOutput
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
 from beam_pipeline.core.writing import record_index, shard_writer
@@ -47,7 +47,7 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
     entries = _entries(shard, catalog, settings)
     kept.extend((entry._replace(fingerprint=touched.get(entry.uri, entry.fingerprint)), record)
                 for entry, record in entries if entry.uri not in dropped)
-    replaced.append(dataclasses.replace(incremental_catalog.report(
+    replaced.append(dataclasses.replace(run_totals.shard_report(
         unit.split, source, [entry for entry, _ in entries], os.path.getsize(shard), **options,
         catalog_file=output_layout.catalog_file(source)), replaced=True))
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
@@ -65,7 +65,7 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
     shard_writer.write_index(output_layout.index_file(file_path), lengths)
   shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file),
                           incremental_catalog.text(entry for entry, _ in kept))
-  report = incremental_catalog.report(unit.split, unit.file, [entry for entry, _ in kept], os.path.getsize(file_path),
+  report = run_totals.shard_report(unit.split, unit.file, [entry for entry, _ in kept], os.path.getsize(file_path),
                                       **options, catalog_file=output_layout.catalog_file(unit.file))
   # The lookup's lines that change: a merge's records now in this shard, touched records' fingerprints.
   moved = len(unit.sources) > 1
@@ -85,7 +85,7 @@ def _catalog_rewritten(unit: ShardRewrite, catalog: str, file_path: str, touched
     catalog: the local path of its earlier catalog, which the update checked against the run record.
     file_path: where the shard would be written: its catalog goes beside it.
     touched: the new fingerprint of each touched record's uri.
-    options: what the reports count (incremental_catalog.report's keywords).
+    options: what the reports count (run_totals.shard_report's keywords).
   """
   with open(catalog, encoding='utf-8', errors='surrogateescape') as f:
     entries = incremental_catalog.entries(f.read())
@@ -93,9 +93,9 @@ def _catalog_rewritten(unit: ShardRewrite, catalog: str, file_path: str, touched
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file), incremental_catalog.text(kept))
   catalog_file = output_layout.catalog_file(unit.file)
-  replaced = incremental_catalog.report(unit.split, unit.file, entries, unit.num_bytes, **options,
+  replaced = run_totals.shard_report(unit.split, unit.file, entries, unit.num_bytes, **options,
                                         catalog_file=catalog_file)
-  report = incremental_catalog.report(unit.split, unit.file, kept, unit.num_bytes, **options, catalog_file=catalog_file)
+  report = run_totals.shard_report(unit.split, unit.file, kept, unit.num_bytes, **options, catalog_file=catalog_file)
   return ShardWritten(dataclasses.replace(report, rewritten=True, catalog_only=True, shard_id=unit.shard_id), [],
                       (dataclasses.replace(replaced, replaced=True),),
                       tuple(entry for entry in kept if entry.uri in touched))

@@ -25,7 +25,7 @@ from beam_pipeline.core.images import pillow_limit
 from beam_pipeline.core.messages import CheckedImage, Rejection, ShardPlan, ShardWritten
 from beam_pipeline.core.rejections import OutputError, Rejected
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
-from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.output import output_layout, run_totals
 
 
 REENCODE_THREADS = 2  # images re-encoded at once while a shard is written, and so held at once
@@ -93,7 +93,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   if settings.incremental:
     catalog = output_layout.catalog_file(name)
     write_text(output_layout.catalog_beside(file_path, name), incremental_catalog.text(written))
-  report = incremental_catalog.report(plan.split, name, written, os.path.getsize(file_path),
+  report = run_totals.shard_report(plan.split, name, written, os.path.getsize(file_path),
                                       multi_label=settings.multi_label, annotations=bool(settings.annotations),
                                       index_file=output_layout.index_file(name) if settings.index_files else None,
                                       catalog_file=catalog)

@@ -57,7 +57,7 @@ def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer
   assert text.count('\n') == 2
   assert incremental_catalog.entries(text) == entries
   assert entries[0].stratum == 'cat' and entries[1].stratum == ''
-  report = incremental_catalog.report('train', 'train-00000.tfrecord', entries, 7000, multi_label=True,
+  report = run_totals.shard_report('train', 'train-00000.tfrecord', entries, 7000, multi_label=True,
                                       annotations=True, catalog_file='catalog/train-00000.jsonl')
   assert (report.num_examples, report.num_reencoded, report.num_resized, report.num_rotated,
           report.num_damaged_jpeg) == (2, 1, 1, 1, 1)
