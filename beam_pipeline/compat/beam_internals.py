@@ -1,6 +1,6 @@
 """Apache Beam internals: the in-process runner the DirectRunner falls back to, the period
-of its step-time samplers, the size of its state cache, the base of a fast coder, the storage client of its gcsio, and
-the step of its stager that builds --setup_file's package.
+of its step-time samplers, the size of its state cache, the base of a fast coder, the storage
+client of its gcsio, and the step of its stager that builds --setup_file's package.
 
 Checked with apache-beam 2.77.0 (requirements.txt pins it).
 """

@@ -309,8 +309,7 @@ OPTIONS: Tuple[Option, ...] = (
            record=lambda settings: settings.strict_jpeg),
     Option('reject_quality', 'images', Names(values=QUALITY_FLAGS), 'Reject images that raise these data-quality '
            'flags, as poor_quality (beam_pipeline/docs/inspecting.md says how each is measured). Without it they are '
-           'stored, and '
-           "beam_pipeline.json and inspect count them per class and split", shown_default='reject none',
+           "stored, and beam_pipeline.json and inspect count them per class and split", shown_default='reject none',
            example='dark,blurry', template='Reject by data quality',
            record=lambda settings: list(settings.reject_quality), recorded_if=lambda settings: bool(
                settings.reject_quality)),
