@@ -148,7 +148,7 @@ class Option:
   template_regex: Optional[str] = None  # the parameter's check, where not its kind's
   changes_output: bool = True  # whether a different value gives a different dataset
   # How beam_pipeline.json's options record it, from the Settings; None: not recorded.
-  record: Optional[Callable[[Any], Any]] = None
+  recorded_as: Optional[Callable[[Any], Any]] = None
   recorded_if: Optional[Callable[[Any], bool]] = None  # recorded only when this holds of the Settings
 
   @property
@@ -194,33 +194,33 @@ OPTIONS: Tuple[Option, ...] = (
            'files, .DS_Store or notes.txt) or a manifest (.csv in AutoML layout '
            '[set,]uri,label, or .jsonl with uri, label, split and extra fields)',
            example='gs://my-bucket/PetImages', required=True, template='Images',
-           record=lambda settings: settings.input.path),
+           recorded_as=lambda settings: settings.input.path),
     Option('annotations', 'input', Text(), 'Object-detection boxes for the images of --input (a directory): a COCO '
            'instances .json, or a folder of Pascal VOC .xml files; image names are relative to --input',
            example='coco/annotations/instances_train2017.json', template='Object-detection annotations',
-           template_regex='^gs://[^/]+/.+$', record=lambda settings: settings.annotations, recorded_if=_ANNOTATED),
+           template_regex='^gs://[^/]+/.+$', recorded_as=lambda settings: settings.annotations, recorded_if=_ANNOTATED),
     Option('input_root', 'input', Text(), 'Refuse input files outside this folder (local or gs://), as '
            "outside_input_root: a manifest may otherwise name any file the process can read (an absolute path, "
            "'../'). Local paths are resolved, links followed, before they are compared",
            example='gs://my-bucket/images', template='Input root',
-           template_regex=r'^gs:\/\/[^\/\n\r]+(\/[^\n\r]*)?$', record=lambda settings: settings.input_root,
+           template_regex=r'^gs:\/\/[^\/\n\r]+(\/[^\n\r]*)?$', recorded_as=lambda settings: settings.input_root,
            recorded_if=lambda settings: bool(settings.input_root)),
     # labels and splits
     Option('label_source', 'labels and splits', Text(regex='^(parent_dir|none|manifest|regex:.+)$'),
            'Where labels come from: parent_dir (PetImages/Cat/1.jpg -> Cat), none, regex:<pattern with one group> '
            "on the file name ('regex:^([a-z]+)\\.' gives cat.12.jpg -> cat), or manifest",
            shown_default='manifest for manifests, none with --annotations, else parent_dir', template='Label source',
-           record=lambda settings: str(settings.label_source)),
+           recorded_as=lambda settings: str(settings.label_source)),
     Option('splits', 'labels and splits', Text(regex=r'^[a-z][a-z0-9_]*=[0-9.]+(,[a-z][a-z0-9_]*=[0-9.]+)*$'),
            'Split fractions, stratified per class by content hash (val, valid and dev name validation, training '
            'train, testing test, as everywhere); a manifest split column or top-level train/validation/test folders '
            'take precedence', shown_default='all train',
            example='train=0.8,validation=0.1,test=0.1', template='Splits',
-           record=lambda settings: dict(zip(settings.splits.names, settings.splits.fractions))),
+           recorded_as=lambda settings: dict(zip(settings.splits.names, settings.splits.fractions))),
     Option('dedupe', 'labels and splits', Switch(), 'Keep one copy of identical files, with the label most copies '
            'give (the others are listed in the errors file as duplicate, no error; copies that give no one label '
            'most are all rejected as label_conflict); without it copies are kept, always in one split',
-           template='Drop duplicates', record=lambda settings: settings.dedupe),
+           template='Drop duplicates', recorded_as=lambda settings: settings.dedupe),
     Option('near_copies', 'labels and splits', Choice(values=('group', 'drop', 'off')), 'Near copies (the same '
            'photo re-saved, downscaled, converted, brightened or cropped by a few percent; their perceptual hashes '
            'within --near_distance bits of one picture\'s): group keeps each group in one split, as identical files '
@@ -229,28 +229,29 @@ OPTIONS: Tuple[Option, ...] = (
            'most bytes; the others are listed in the errors file as '
            'near_duplicate, no error); off leaves them to the splits by content hash', default='group',
            template='Near copies',
-           record=lambda settings: settings.near_copies),
+           recorded_as=lambda settings: settings.near_copies),
     Option('near_distance', 'labels and splits', Whole(regex='^([1-9]|1[0-9]|20)$', maximum=20),
            'How many of the 64 bits of two perceptual hashes may differ for near copies '
            '(beam_pipeline/docs/splits.md shows what each distance finds)',
            shown_default='10, made smaller for large inputs so that chance groups at most one '
            'image in a thousand: 8 past 100,000 images, 6 past 3 million', example='8',
-           template='Near-copy distance', record=lambda settings: settings.near_distance,
+           template='Near-copy distance', recorded_as=lambda settings: settings.near_distance,
            recorded_if=lambda settings: bool(settings.near_distance)),
     Option('multi_label', 'labels and splits', Switch(), 'Multi-label classification: a manifest row may name several '
            'labels (CSV: [set,]uri,label1,label2,...; JSONL: a list as "label" or "labels"); records hold every '
            'class id and text, and splits are stratified by the first', template='Multi-label classification',
-           record=lambda settings: settings.multi_label, recorded_if=lambda settings: settings.multi_label),
+           recorded_as=lambda settings: settings.multi_label, recorded_if=lambda settings: settings.multi_label),
     Option('drop_unannotated', 'labels and splits', Switch(), 'With --annotations: reject images no annotation '
            'gives a box (reason unannotated) instead of keeping them as negatives', template='Drop unannotated images',
-           record=lambda settings: settings.drop_unannotated, recorded_if=_ANNOTATED),
+           recorded_as=lambda settings: settings.drop_unannotated, recorded_if=_ANNOTATED),
     Option('include_masks', 'labels and splits', Switch(), "With a COCO --annotations: write each object's "
            'segmentation as a PNG mask of the stored image (image/object/mask); an object without one is an error',
-           template='Instance masks', record=lambda settings: settings.include_masks, recorded_if=_ANNOTATED),
+           template='Instance masks', recorded_as=lambda settings: settings.include_masks, recorded_if=_ANNOTATED),
     # output
     Option('output', 'output', Text(regex=_GCS_PATH), 'Directory for the dataset (local or gs://): empty, new or an '
            'earlier output of this tool; one run writes it at a time', example='gs://my-bucket/tfrecords/pets',
-           required=True, template='Output directory', changes_output=False, record=lambda settings: settings.output),
+           required=True, template='Output directory', changes_output=False,
+           recorded_as=lambda settings: settings.output),
     Option('overwrite', 'output', Switch(), 'Replace an output of this tool that an earlier run converted from '
            'another --input (without it the run is refused, saying what it would replace); a rerun from the same '
            'input, a retry, replaces its output without it', template='Replace an output of another input',
@@ -258,87 +259,87 @@ OPTIONS: Tuple[Option, ...] = (
     Option('incremental', 'output', Switch(), 'Convert only what changed since the last run into --output (new, '
            'changed and deleted files, found by size, times and inode or a Cloud Storage generation), leaving its '
            'other shards as they are; the first run, or one with other options, converts everything',
-           template='Incremental update', changes_output=False, record=lambda settings: settings.incremental,
+           template='Incremental update', changes_output=False, recorded_as=lambda settings: settings.incremental,
            recorded_if=lambda settings: settings.incremental),
     Option('rebuild', 'output', Switch(), 'With --incremental: convert everything again, as if the output held '
            'nothing (its dataset stays readable until the new one is committed)', template='Full rebuild',
            changes_output=False),
     Option('schema', 'output', Choice(values=('default', 'simple')), 'Example keys: default (image/encoded, '
            'image/class/label, ...) or simple (image_raw, label, id)', default='default', template='Example keys',
-           record=lambda settings: settings.schema),
+           recorded_as=lambda settings: settings.schema),
     Option('target_shard_mb', 'output', Number(), 'Target size of a shard, in MiB', default='150', example='200',
-           template='Target shard size (MiB)', record=lambda settings: settings.target_shard_bytes / 2**20),
+           template='Target shard size (MiB)', recorded_as=lambda settings: settings.target_shard_bytes / 2**20),
     Option('num_shards', 'output', Whole(regex='^[0-9]+$', zero=True), 'Shards per split, in place of '
            "--target_shard_mb's sizes, with as many records each as can be (one apart; a split of fewer records gets "
            'one shard per record), for readers that read shards in parallel; 0: by size',
            shown_default='0, by size', example='8', template='Shards per split',
-           record=lambda settings: settings.num_shards, recorded_if=lambda settings: bool(settings.num_shards)),
+           recorded_as=lambda settings: settings.num_shards, recorded_if=lambda settings: bool(settings.num_shards)),
     Option('compression', 'output', Choice(values=('none', 'gzip')), 'Compression of the shards: none or gzip '
-           '(.tfrecord.gz)', default='none', template='Compression', record=lambda settings: settings.compression),
+           '(.tfrecord.gz)', default='none', template='Compression', recorded_as=lambda settings: settings.compression),
     Option('index_files', 'output', Switch(), 'Write beside each shard its index (SHARD.idx: one "offset length" '
            'line per record), which NVIDIA DALI and the PyTorch tfrecord package read; uncompressed shards only',
-           template='Index files', record=lambda settings: settings.index_files),
+           template='Index files', recorded_as=lambda settings: settings.index_files),
     Option('image_size', 'output', Whole(), 'Side of the square images the tf.Transform graph resizes to',
-           default='224', template='tf.Transform image size', record=lambda settings: settings.image_size),
+           default='224', template='tf.Transform image size', recorded_as=lambda settings: settings.image_size),
     Option('skip_transform', 'output', Switch(), 'Write no tf.Transform graph', template='Skip the tf.Transform graph',
-           record=lambda settings: settings.skip_transform),
+           recorded_as=lambda settings: settings.skip_transform),
     Option('max_error_fraction', 'output', Fraction(), 'Fail the run, committing nothing (an earlier output stays as '
            "it was; the errors file is left in the run's staging folder), if a larger fraction of the input is "
            'rejected', default='0.05', example='0.2', template='Error budget', changes_output=False,
-           record=lambda settings: settings.max_error_fraction),
+           recorded_as=lambda settings: settings.max_error_fraction),
     # images
     Option('image_format', 'images', Choice(values=('original', 'jpeg', 'png')), 'What records store: original '
            '(JPEG and PNG as they are, every other format as PNG, losslessly), jpeg (JPEG as it is, the rest as RGB '
            'JPEG) or png (everything as PNG). Every record decodes with tf.io.decode_jpeg and tf.io.decode_image, '
            'checked during the run, and with Pillow', default='original', template='Stored image format',
-           record=lambda settings: settings.stored.format),
+           recorded_as=lambda settings: settings.stored.format),
     Option('jpeg_quality', 'images', Whole(regex='^([1-9][0-9]?|100)$', maximum=100), 'Quality of the JPEGs '
            '--image_format=jpeg, --exif_orientation=apply or --max_side encode', default='95',
-           template='JPEG quality', record=lambda settings: settings.stored.jpeg_quality),
+           template='JPEG quality', recorded_as=lambda settings: settings.stored.jpeg_quality),
     Option('exif_orientation', 'images', Choice(values=('apply', 'ignore')), 'apply: store every image upright, its '
            'Exif orientation applied and the tag removed (re-encoded; a JPEG at --jpeg_quality), so TensorFlow, DALI '
            'and Pillow see one picture of the recorded size; ignore: keep the bytes as they are', default='apply',
-           template='Exif orientation', record=lambda settings: settings.stored.exif_orientation),
+           template='Exif orientation', recorded_as=lambda settings: settings.stored.exif_orientation),
     Option('max_side', 'images', Whole(), 'Downscale images whose longer side is longer than this (aspect ratio '
            'kept, never enlarged), storing the source size as image/original_height and image/original_width',
            shown_default='keep every size', example='512', template='Longest side (pixels)',
-           record=lambda settings: settings.stored.max_side or None),
+           recorded_as=lambda settings: settings.stored.max_side or None),
     Option('strict_jpeg', 'images', Switch(), 'Reject JPEGs that decode only with libjpeg warnings (damaged data: '
            'a scan cut short, extraneous bytes), as damaged_jpeg; stricter decoders (NVIDIA DALI, nvJPEG) refuse '
            'them. Without it they are stored and counted', template='Reject damaged JPEGs',
-           record=lambda settings: settings.strict_jpeg),
+           recorded_as=lambda settings: settings.strict_jpeg),
     Option('reject_quality', 'images', Names(values=QUALITY_FLAGS), 'Reject images that raise these data-quality '
            'flags, as poor_quality (beam_pipeline/docs/inspecting.md says how each is measured). Without it they are '
            "stored, and beam_pipeline.json and inspect count them per class and split", shown_default='reject none',
            example='dark,blurry', template='Reject by data quality',
-           record=lambda settings: list(settings.reject_quality), recorded_if=lambda settings: bool(
+           recorded_as=lambda settings: list(settings.reject_quality), recorded_if=lambda settings: bool(
                settings.reject_quality)),
     Option('min_side', 'images', Whole(), 'Reject images whose shorter side (as stored, after --max_side) is '
            "shorter, as too_small: readers that crop (Model Garden's classification parser) fail on them",
            default='1', shown_default='1, every size', template='Shortest side (pixels)',
-           record=lambda settings: settings.min_side),
+           recorded_as=lambda settings: settings.min_side),
     Option('max_pixels', 'images', Whole(), 'Reject images with more pixels, from their header (decompression '
            "bombs); a limit above Pillow's own lifts it for the run", default='100000000', template='Maximum pixels',
-           record=lambda settings: settings.max_pixels),
+           recorded_as=lambda settings: settings.max_pixels),
     Option('max_file_mb', 'images', Number(), 'Reject larger files (MiB), unread', default='100',
-           template='Maximum file size (MiB)', record=lambda settings: settings.max_file_bytes / 2**20),
+           template='Maximum file size (MiB)', recorded_as=lambda settings: settings.max_file_bytes / 2**20),
     Option('read_threads', 'images', Whole(), 'Cloud Storage reads in flight per worker (they are latency-bound); '
            'local files are read one at a time', default='32', template='Reads in flight per worker',
-           changes_output=False, record=lambda settings: settings.read_threads),
+           changes_output=False, recorded_as=lambda settings: settings.read_threads),
     # embeddings
     Option('embedding_model', 'embeddings', Text(regex=_GCS_PATH), 'A Keras .keras file or a TensorFlow SavedModel '
            'directory (local or gs://) that takes a batch of float32 RGB images with values 0-255 and normalizes '
            'them itself, as Keras applications do', example='gs://my-bucket/models/efficientnet_b0.keras',
-           template='Embedding model', record=lambda settings: settings.embedding and settings.embedding.model),
+           template='Embedding model', recorded_as=lambda settings: settings.embedding and settings.embedding.model),
     Option('embedding_image_size', 'embeddings', Whole(), 'Side of the square the stored images are resized to '
            '(tf.image.resize, bilinear) for the model', default='224', template='Embedding input size (pixels)',
-           record=lambda settings: settings.embedding and settings.embedding.image_size),
+           recorded_as=lambda settings: settings.embedding and settings.embedding.image_size),
     Option('embedding_only', 'embeddings', Switch(), 'Store the embedding instead of the image (image/encoded is '
            'left out; every image is still validated)', template='Embeddings only',
-           record=lambda settings: bool(settings.embedding and settings.embedding.only)),
+           recorded_as=lambda settings: bool(settings.embedding and settings.embedding.only)),
     Option('embedding_batch_size', 'embeddings', Whole(), 'Images per model call; larger suits a GPU', default='16',
            template='Embedding batch size', changes_output=False,
-           record=lambda settings: settings.embedding and settings.embedding.batch_size),
+           recorded_as=lambda settings: settings.embedding and settings.embedding.batch_size),
     # cloud
     Option('no_wait', 'cloud', Switch(), 'With DataflowRunner: return once the job is submitted (its id and console '
            'link printed)', changes_output=False),
@@ -374,5 +375,5 @@ def default(name: str) -> Any:
 
 def recorded(settings: Any) -> Dict[str, Any]:
   """The options as beam_pipeline.json records them, from the run's Settings, in the table's order."""
-  return {option.name: option.record(settings) for option in OPTIONS
-          if option.record and (option.recorded_if is None or option.recorded_if(settings))}
+  return {option.name: option.recorded_as(settings) for option in OPTIONS
+          if option.recorded_as and (option.recorded_if is None or option.recorded_if(settings))}

@@ -57,7 +57,7 @@ def test_the_run_record_holds_every_recorded_option_by_its_flags_name(tmp_path):
   conversion = options.parse([f'--input={tmp_path}/in', f'--output={tmp_path}/out', '--max_side=512',
                               '--target_shard_mb=0.5'])
   recorded = conversion.settings.as_dict()
-  always = {option.name for option in option_table.OPTIONS if option.record and option.recorded_if is None}
+  always = {option.name for option in option_table.OPTIONS if option.recorded_as and option.recorded_if is None}
   assert always <= set(recorded) and set(recorded) - always == {'input_kind'}
   assert (recorded['max_side'], recorded['target_shard_mb'], recorded['max_pixels']) == (512, 0.5, 10**8)
 

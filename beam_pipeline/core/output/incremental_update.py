@@ -147,7 +147,7 @@ def changed_options(recorded: Dict[str, object], settings: Settings) -> List[str
   earlier run record's options)."""
   today = option_table.recorded(settings)
   return [option.name for option in option_table.OPTIONS
-          if option.changes_output and option.record and option.name not in _COMPARED_ELSEWHERE
+          if option.changes_output and option.recorded_as and option.name not in _COMPARED_ELSEWHERE
           and _normal(today.get(option.name)) != _normal(recorded.get(option.name))]
 
 
