@@ -44,6 +44,7 @@ def _run(checkout: Path, flags: List[str], images: Path, name: str) -> Dict[str,
   result = json.loads(measured.read_text())
   if result['returncode'] != 0 or not (output / 'beam_pipeline.json').exists():
     sys.exit(f'{name}: the conversion failed (exit code {result["returncode"]}); see {log}')
+  shutil.rmtree(output)  # measured: at 200,000 photos a pair's outputs hold 7.6 GB
   return {'cpu_s': result['cpu_s'], 'wall_s': result['wall_s']}
 
 
