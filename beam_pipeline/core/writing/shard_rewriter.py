@@ -66,7 +66,7 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
   shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file),
                           incremental_catalog.text(entry for entry, _ in kept))
   report = run_totals.shard_report(unit.split, unit.file, [entry for entry, _ in kept], os.path.getsize(file_path),
-                                      **options, catalog_file=output_layout.catalog_file(unit.file))
+                                   **options, catalog_file=output_layout.catalog_file(unit.file))
   # The lookup's lines that change: a merge's records now in this shard, touched records' fingerprints.
   moved = len(unit.sources) > 1
   catalogued = tuple(entry for entry, _ in kept if moved or entry.uri in touched)
@@ -94,7 +94,7 @@ def _catalog_rewritten(unit: ShardRewrite, catalog: str, file_path: str, touched
   shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file), incremental_catalog.text(kept))
   catalog_file = output_layout.catalog_file(unit.file)
   replaced = run_totals.shard_report(unit.split, unit.file, entries, unit.num_bytes, **options,
-                                        catalog_file=catalog_file)
+                                     catalog_file=catalog_file)
   report = run_totals.shard_report(unit.split, unit.file, kept, unit.num_bytes, **options, catalog_file=catalog_file)
   return ShardWritten(dataclasses.replace(report, rewritten=True, catalog_only=True, shard_id=unit.shard_id), [],
                       (dataclasses.replace(replaced, replaced=True),),

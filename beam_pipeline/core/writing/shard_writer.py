@@ -94,9 +94,9 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
     catalog = output_layout.catalog_file(name)
     write_text(output_layout.catalog_beside(file_path, name), incremental_catalog.text(written))
   report = run_totals.shard_report(plan.split, name, written, os.path.getsize(file_path),
-                                      multi_label=settings.multi_label, annotations=bool(settings.annotations),
-                                      index_file=output_layout.index_file(name) if settings.index_files else None,
-                                      catalog_file=catalog)
+                                   multi_label=settings.multi_label, annotations=bool(settings.annotations),
+                                   index_file=output_layout.index_file(name) if settings.index_files else None,
+                                   catalog_file=catalog)
   if not settings.incremental:
     return ShardWritten(report, rejected)
   report = dataclasses.replace(report, shard_id=catalog_lookup.shard_id(report.catalog_sha256))
