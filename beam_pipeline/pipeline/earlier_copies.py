@@ -19,6 +19,7 @@ from beam_pipeline.pipeline import tags
 from beam_pipeline.pipeline.incremental import Changes
 from beam_pipeline.pipeline.output import lookup_files
 from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
+from beam_pipeline.pipeline.planning.steps import BeamSteps
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_quality
@@ -251,7 +252,7 @@ class NearEarlierCopies(beam.PTransform):
   catalogued ones found slot by slot, its new ones by content hash; no key holds more than a
   group or a slot. Returns {'near': EarlierCopies's ``near``, 'members': (representative,
   members) of every group, for NearGroupsOfDataset, 'found': the grouping's summary, as
-  FindNearCopies's 'found'}."""
+  near_copy_groups.find_near_copies's 'found'}."""
 
   def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, one_machine: bool):
     """A step that groups the new records' perceptual hashes with the catalog's.
@@ -272,13 +273,14 @@ class NearEarlierCopies(beam.PTransform):
 
   def expand(self, records):
     catalog, count = self._catalog, self._catalog.count
-    distance = near_copy_groups.near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
+    steps = BeamSteps(records.pipeline)
+    distance = near_copy_groups.near_distance(steps, self._num_listed, self._settings.near_distance)
     earlier = (catalog.by_slot
                | 'HashesBySlot' >> beam.CoGroupByKey()
                | 'EarlierHashes' >> beam.FlatMap(_earlier_hashes, catalog.output))
     hashes = ((records | 'NewHashes' >> beam.Map(content_groups.perceptual_hashes), earlier)
               | 'AllHashes' >> beam.Flatten())
-    cap = near_copy_groups.largest_group(self._num_listed, self._settings)
+    cap = near_copy_groups.largest_group(steps, self._num_listed, self._settings)
     found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine)
     files = records | 'NewFiles' >> beam.FlatMap(
         lambda batch: [(record.source_sha256, (record.uri, record.label, record.labels)) for record in batch])

@@ -3,26 +3,25 @@ import functools
 from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.pvalue import AsList, AsMultiMap, AsSingleton
+from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline.pipeline import coders, earlier_copies, incremental, local_runner
 from beam_pipeline.pipeline.output import lookup_files, output_dir
 from beam_pipeline.pipeline.listing import annotation_inputs
 from beam_pipeline.pipeline.output.commit import SumShardReports, commit
 from beam_pipeline.pipeline.output.errors_files import RejectionCounts, WriteErrors, counted_rejection
-from beam_pipeline.pipeline.planning.in_memory import PlanInMemory, PlanOptions
+from beam_pipeline.pipeline.planning import planner
+from beam_pipeline.pipeline.planning.planner import PlanInMemory, PlanOptions
+from beam_pipeline.pipeline.planning.steps import BeamSteps
 from beam_pipeline.pipeline.listing.parts import batches_counted, parts_counted
-from beam_pipeline.pipeline.planning.near_copy_groups import FindNearCopies
-from beam_pipeline.pipeline.planning.content_groups import (AssignSplits, ClassLabels, DuplicateGroups, GroupCopies,
-                                                           NearGroups, PlanShards, UniqueSourceIds, bucket_by_content,
-                                                           merge_near_copies)
+from beam_pipeline.pipeline.planning.content_groups import DuplicateGroups
 from beam_pipeline.pipeline.pooled_steps import ValidateImages, WriteOutputs, transform_graph
 from beam_pipeline.pipeline.tags import CATALOGUED, DUPLICATES, LABELS, NEAR_COPIES, REJECTED, TRANSFORM_WRITTEN
 from beam_pipeline.core import schemas
 from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.output import incremental_update
-from beam_pipeline.core.planning import hash_order, sharding
-from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit
+from beam_pipeline.core.planning import hash_order
+from beam_pipeline.core.messages import CheckedImage, InputItem, OutputUnit
 from beam_pipeline.core.settings import Settings
 
 
@@ -161,7 +160,7 @@ class Planned(NamedTuple):
   # The groups of identical files, summed up (DuplicateGroups); None in an update, which sums up the dataset's.
   duplicates: Optional[AsSingleton]
   # One element: the groups of near copies, summed up (NearGroups) with the distance and what the
-  # grouping left out (FindNearCopies); None under --near_copies=off, and in an update.
+  # grouping left out (near_copy_groups.find_near_copies); None under --near_copies=off, and in an update.
   near_copies: Optional[beam.PCollection]
 
 
@@ -184,66 +183,21 @@ def plan(records: beam.PCollection, num_listed: beam.PCollection, settings: Sett
     decision: the earlier dataset an update adds to: its classes come first, and new shards are numbered after its own.
     changes: an update's Changes of that dataset (incremental.FindChanges), whose kept records count in the
       fractions; None for a conversion of everything.
-    one_machine: the runner holds every element in one process (the DirectRunner's): it is all planned in memory,
-      in one step (planning/in_memory.py).
+    one_machine: the runner holds every element in one process (the DirectRunner's): planning's steps run on lists,
+      in one step of the graph (planner.PlanInMemory), instead of each as a transform of it.
   """
-  listed = AsSingleton(num_listed)
-  # A manifest names each image once and gives each an image/source_id of its own: rows that
-  # do not are rejected where their records meet, by a given id here, by content below.
   row_name = manifest_rows.row_names(settings.input)
   source_id_key = schemas.source_id_key(settings.schema)
   in_order = (functools.partial(labels.extended_labels, list(decision.labels)) if decision.updates
               else labels.sorted_labels)  # an update's new classes come after the earlier ones
   numbering = decision.numbered if settings.incremental else None  # an --incremental output's names have no count
   kept = changes.kept | 'KeptCounts' >> incremental.KeptCounts() if changes else None
+  options = PlanOptions(row_name, source_id_key, in_order, numbering)
   if one_machine:
-    planned = records | 'PlanInMemory' >> PlanInMemory(settings, num_listed, records_per_bucket,
-                                                        PlanOptions(row_name, source_id_key, in_order, numbering), kept)
-    if changes:
-      return Planned(planned.plans, AsSingleton(planned[LABELS]), (planned[REJECTED],), None, None)
-    return Planned(planned.plans, AsSingleton(planned[LABELS]), (planned[REJECTED],), AsSingleton(planned[DUPLICATES]),
-                   planned[NEAR_COPIES] if settings.near_copies != 'off' else None)
-  rejected = []
-  if row_name and source_id_key:
-    unique = records | 'UniqueSourceIds' >> UniqueSourceIds(source_id_key, row_name)
-    records = unique['records']
-    rejected.append(unique[REJECTED])
-  # Keyed by the start of the content hash, so identical files meet in one bucket,
-  # form one group and never straddle splits; near copies (their perceptual hashes close)
-  # meet theirs in a bucket beside their group's first content hash, and form one group too.
-  near, drop = settings.near_copies != 'off', settings.near_copies == 'drop'
-  near_pairs = []
-  if near:  # looked up by content bucket, so the records keep their GroupByKey
-    found = records | 'FindNearCopies' >> FindNearCopies(settings, num_listed, records_per_bucket)
-    near_pairs.append(AsMultiMap(found['pairs']))
-  grouped = (records
-             | 'BucketByContent' >> beam.FlatMap(bucket_by_content, listed, records_per_bucket
-                                                 ).with_output_types(Tuple[str, List[CheckedImage]])
-             | 'GroupByContent' >> beam.GroupByKey()
-             | 'GroupCopies' >> beam.ParDo(GroupCopies(settings.dedupe, row_name), *near_pairs).with_output_types(
-                 Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, DUPLICATES, NEAR_COPIES, main='groups'))
-  groups = grouped.groups
-  if near:
-    merged = (grouped[NEAR_COPIES]
-              | 'GroupNearCopies' >> beam.GroupByKey()
-              | 'MergeNearCopies' >> beam.FlatMap(merge_near_copies, drop).with_output_types(
-                  Tuple[str, List[ContentGroup]]).with_outputs(REJECTED, NEAR_COPIES, main='groups'))
-    groups = (groups, merged.groups) | 'AllGroups' >> beam.Flatten()
-    rejected.append(merged[REJECTED])
-  # Splits follow the content hash, class by class; each content bucket places its own
-  # records, then hands them on by their shard order key, which is independent of the split.
-  assigned = groups | 'AssignSplits' >> AssignSplits(settings.splits, listed, records_per_bucket, kept,
-                                                      list_near=near and not drop)
-  class_labels = summed_up(assigned[LABELS], 'AllLabels', ClassLabels(in_order))
-  plans = assigned.records | 'PlanShards' >> PlanShards(settings.target_shard_bytes, sharding.record_sizes(settings),
-                                                        numbering)
-  if changes:  # graph.build sums up the whole dataset's groups instead of the increment's
-    return Planned(plans, class_labels, (*rejected, grouped[REJECTED]), None, None)
-  duplicates = summed_up(grouped[DUPLICATES], 'SumUpDuplicates', DuplicateGroups())
-  near_groups = None
-  if near:
-    near_groups = found['found'] | 'NearCopiesFound' >> beam.Map(
-        lambda summary, groups: {**groups, **summary},
-        summed_up((merged[NEAR_COPIES], assigned[NEAR_COPIES]) | 'AllNearCopies' >> beam.Flatten(),
-                  'SumUpNearCopies', NearGroups()))
-  return Planned(plans, class_labels, (*rejected, grouped[REJECTED]), duplicates, near_groups)
+    planned = records | 'PlanInMemory' >> PlanInMemory(settings, num_listed, records_per_bucket, options, kept)
+    near = planned[NEAR_COPIES] if settings.near_copies != 'off' and not changes else None
+    return Planned(planned.plans, AsSingleton(planned[LABELS]), (planned[REJECTED],),
+                   None if changes else AsSingleton(planned[DUPLICATES]), near)
+  planned = planner.plan(BeamSteps(records.pipeline), records, num_listed, settings, records_per_bucket, options, kept)
+  return Planned(planned['plans'], planned['labels'], tuple(planned['rejected']), planned['duplicates'],
+                 planned['near_copies'])

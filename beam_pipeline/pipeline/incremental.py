@@ -355,7 +355,7 @@ def _rewrite(grouped: Tuple[str, Iterable[Any]], merges: Mapping[str, incrementa
 
 class KeptCounts(beam.PTransform):
   """(class, (split, records)) of the kept records (Changes.kept), for a side input looked up
-  class by class (content_groups.AssignSplits)."""
+  class by class (content_groups.splits_assigned)."""
 
   def expand(self, kept):
     return (kept

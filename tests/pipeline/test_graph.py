@@ -10,6 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_pipeline.pipeline import coders, graph, local_runner
 from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.pipeline.planning import content_groups
+from beam_pipeline.pipeline.planning.steps import BeamSteps
 from beam_pipeline.cli import options
 from beam_pipeline.core.planning import hash_order, sharding
 from beam_pipeline.core.messages import CheckedImage
@@ -19,7 +20,7 @@ from helpers.values import chunked_numbers, image_record
 
 
 def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each_split():
-  """PlanShards on Beam (bucket totals as a side input, a GroupByKey per shard, gap-free
+  """Shards planned on Beam (bucket totals as a side input, a GroupByKey per shard, gap-free
   numbers) plans what ranking each whole split in one place plans, even when a huge record
   leaves planned shards empty."""
   rng = random.Random(5)
@@ -36,9 +37,8 @@ def test_shards_planned_bucket_by_bucket_on_the_runner_match_one_ranking_of_each
   p = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
   pieces = [(bucket, batch[i:i + 7]) for bucket, batch in sharding.order_buckets(records).items()
             for i in range(0, len(batch), 7)]  # as content buckets hand them on: many pieces per order bucket
-  plans = (p
-           | beam.Create(pieces).with_output_types(Tuple[str, List[CheckedImage]])
-           | content_groups.PlanShards(target))
+  pairs = p | beam.Create(pieces).with_output_types(Tuple[str, List[CheckedImage]])
+  plans = BeamSteps(p).composite('PlanShards', content_groups.shards_planned, pairs, target)
   assert_that(plans, equal_to(expected))
   p.run().wait_until_finish()
 

@@ -1,4 +1,5 @@
-"""Planning in memory (the DirectRunner's) plans what the Beam planner plans, bucket by bucket."""
+"""Planning's steps run in memory (InMemorySteps, the DirectRunner's) plan what they plan as Beam
+transforms (BeamSteps), bucket by bucket: the two executors cannot drift apart."""
 import collections
 import functools
 import random
@@ -10,7 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.pipeline import coders, graph, incremental, local_runner
-from beam_pipeline.pipeline.planning import in_memory
+from beam_pipeline.pipeline.planning import planner
 from beam_pipeline.pipeline.tags import DUPLICATES, LABELS, NEAR_COPIES, REJECTED
 from beam_pipeline.core import option_table, schemas
 from beam_pipeline.core.images import image_quality
@@ -56,7 +57,7 @@ def _batches(records: List[CheckedImage], size: int = 37) -> List[List[CheckedIm
 @pytest.mark.parametrize('near_copies, dedupe, records_per_bucket', [
     ('group', False, 100), ('drop', True, 100), ('off', True, 100), ('group', True, 10**6)])
 def test_the_plans_in_memory_are_the_beam_planners_on_the_runner(near_copies, dedupe, records_per_bucket):
-  """The same records, in batches, planned in memory as plain calls, by the Beam planner and by
+  """The same records, in batches, planned in memory as plain calls, as Beam transforms and by
   the in-memory step on the runner: the same shards with the same records, labels, rejections
   and summaries of copies and near copies. Buckets narrow enough to have dozens of each, and
   shards small enough to be many."""
@@ -64,7 +65,7 @@ def test_the_plans_in_memory_are_the_beam_planners_on_the_runner(near_copies, de
   chosen = settings(splits=SplitSpec(('train', 'validation', 'test'), (0.8, 0.1, 0.1)), dedupe=dedupe,
                     near_copies=near_copies, target_shard_bytes=200_000)
   batches = _batches(records)
-  expected = in_memory.plan(batches, len(records), chosen, records_per_bucket)
+  expected = planner.in_memory(batches, len(records), chosen, records_per_bucket)
   assert len(expected[None]) > 50 and expected[DUPLICATES][0]['num_groups'] >= 50
   assert (near_copies == 'off') == (NEAR_COPIES not in expected)
   if near_copies != 'off':
@@ -116,10 +117,10 @@ def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_b
                     splits=SplitSpec(('train', 'validation'), (0.75, 0.25)))
   batches = _batches(records)
   counts = collections.Counter((entry.stratum, entry.split) for entry in kept)
-  options = in_memory.PlanOptions(manifest_rows.row_names(chosen.input), key,
+  options = planner.PlanOptions(manifest_rows.row_names(chosen.input), key,
                                            functools.partial(labels.extended_labels, list(decision.labels)),
                                            decision.numbered)
-  expected = in_memory.plan(batches, len(records), chosen, 50, options,
+  expected = planner.in_memory(batches, len(records), chosen, 50, options,
                                      [(stratum, (split, count)) for (stratum, split), count in counts.items()])
   assert len(expected[REJECTED]) >= 10 and expected[LABELS][0][:2] == ['zebra', 'dog']
   assert {plan.split for plan in expected[None]} == {'train', 'validation'} and len(expected[None]) > 10
@@ -143,7 +144,7 @@ def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_b
 
 def test_an_empty_input_plans_nothing_and_sums_up_nothing():
   """No records: no plans, no labels, and summaries of nothing, as the Beam planner's defaults give."""
-  planned: Dict[Any, List[Any]] = in_memory.plan([], 0, settings(), 100)
+  planned: Dict[Any, List[Any]] = planner.in_memory([], 0, settings(), 100)
   assert planned[None] == [] and planned[LABELS] == [[]] and not planned.get(REJECTED)
   assert planned[DUPLICATES] == [{'num_groups': 0, 'num_extra_copies': 0, 'num_label_conflicts': 0, 'groups': []}]
   assert planned[NEAR_COPIES][0]['num_groups'] == 0

@@ -11,6 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.pipeline import coders, graph, local_runner
 from beam_pipeline.pipeline.planning import content_groups
+from beam_pipeline.pipeline.planning.steps import BeamSteps
 from beam_pipeline.core.planning import hash_order, sharding, splitting
 from beam_pipeline.core.messages import CheckedImage
 
@@ -126,6 +127,7 @@ def test_bucket_offsets_come_out_one_element_per_class_and_match_the_plain_sums(
 
   expected = hash_order.offsets(pair for bucket, pairs in buckets.items() for pair in weights(bucket, pairs))
   with beam.Pipeline('DirectRunner') as pipeline:
-    placed = pipeline | beam.Create(list(buckets.items())) | content_groups._BucketOffsets(weights)
+    items = pipeline | beam.Create(list(buckets.items()))
+    placed = BeamSteps(pipeline).composite('Offsets', content_groups.bucket_offsets, items, weights)
     assert_that(placed, equal_to(list(expected.items())))
   assert len(expected) == 40 and all(len(key.before) <= 64 for key in expected.values())

@@ -131,26 +131,24 @@ def merge_near_copies(bucket: Tuple[str, Iterable[Tuple[str, ContentGroup]]], dr
   yield bucket[0], merged
 
 
-class UniqueSourceIds(beam.PTransform):
+def unique_source_ids(steps: Any, batches: Any, key: str, row_name: repeated_rows.RowName) -> Dict[str, Any]:
   """Lists of records of which no two share the image/source_id a manifest gives them (under
   ``key``): the records that are given one meet by it, in a GroupByKey of them alone, and all
-  but the first row's are rejected (repeated_rows). Outputs the lists, and the rejections
-  tagged REJECTED."""
+  but the first row's are rejected (repeated_rows). Returns the lists ('records'), and the
+  rejections (REJECTED).
 
-  def __init__(self, key: str, row_name: repeated_rows.RowName):
-    super().__init__()
-    self._key = key
-    self._row_name = row_name
-
-  def expand(self, batches):
-    apart = batches | 'GivenApart' >> beam.FlatMap(given_apart, self._key).with_outputs(GIVEN, main='batches')
-    first = (apart[GIVEN]
-             | 'GroupBySourceId' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[CheckedImage]])
-             | 'FirstRow' >> beam.FlatMap(first_row, self._key, self._row_name).with_outputs(REJECTED, main='records'))
-    rebatched = first.records | 'Rebatch' >> beam.BatchElements(
-        min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE).with_output_types(List[CheckedImage])
-    records = (apart.batches, rebatched) | 'Together' >> beam.Flatten().with_output_types(List[CheckedImage])
-    return {'records': records, REJECTED: first[REJECTED]}
+  Args:
+    steps: the executor (steps.BeamSteps or InMemorySteps).
+    batches: lists of validated records.
+    key: the key of the source ids a manifest gives (schemas.source_id_key).
+    row_name: how the manifest names its rows.
+  """
+  apart = steps.flat_map('GivenApart', batches, given_apart, key, outputs=(GIVEN,), main='batches')
+  grouped = steps.group('GroupBySourceId', apart[GIVEN], output_type=Tuple[str, Iterable[CheckedImage]])
+  first = steps.flat_map('FirstRow', grouped, first_row, key, row_name, outputs=(REJECTED,), main='records')
+  rebatched = steps.batch('Rebatch', first['records'], _BATCH_SIZE, output_type=List[CheckedImage])
+  records = steps.flatten('Together', apart['batches'], rebatched, output_type=List[CheckedImage])
+  return {'records': records, REJECTED: first[REJECTED]}
 
 
 GIVEN = 'given'  # given_apart's output of the records a manifest gives a source id
@@ -180,21 +178,15 @@ def first_row(keyed: Tuple[str, Iterable[CheckedImage]], key: str, row_name: rep
       yield value
 
 
-class _BucketOffsets(beam.PTransform):
+def bucket_offsets(steps: Any, buckets: Any, weights: Callable[[str, Any], Iterable[Tuple[Tuple[str, str], int]]]
+                   ) -> Any:
   """Every (bucket, items) element's ((key, bucket), weight) pairs, summed up per key into
   (key, hash_order.KeyOffsets) for a side input looked up key by key (_PerKey); ``weights``
   is the plain function that weighs a bucket. A key holds one number per bucket of its own."""
-
-  def __init__(self, weights: Callable[[str, Any], Iterable[Tuple[Tuple[str, str], int]]]):
-    super().__init__()
-    self._weights = weights
-
-  def expand(self, buckets):
-    return (buckets
-            | 'Weights' >> beam.FlatMapTuple(self._weights)
-            | 'ByKey' >> beam.MapTuple(lambda key_bucket, weight: (key_bucket[0], (key_bucket[1], weight)))
-            | 'SumPerBucket' >> beam.CombinePerKey(_BucketWeights())
-            | 'Offsets' >> beam.MapTuple(lambda key, weights: (key, hash_order.key_offsets(weights))))
+  weighed = steps.flat_map('Weights', buckets, lambda bucket: weights(*bucket))
+  by_key = steps.map('ByKey', weighed, lambda pair: (pair[0][0], (pair[0][1], pair[1])))
+  summed = steps.combine_per_key('SumPerBucket', by_key, _BucketWeights())
+  return steps.map('Offsets', summed, lambda pair: (pair[0], hash_order.key_offsets(pair[1])))
 
 
 def _only(view: Mapping[Any, Iterable[Any]], key: Any) -> Any:
@@ -262,47 +254,35 @@ class _KeptPerClass(collections.abc.Mapping):
     return len(list(self._view))
 
 
-class AssignSplits(beam.PTransform):
+def splits_assigned(steps: Any, buckets: Any, spec: SplitSpec, listed: Any,
+                    records_per_bucket: int = hash_order.RECORDS_PER_BUCKET, kept: Any = None,
+                    list_near: bool = False) -> Any:
   """(order bucket, records) with every record's split, from (content bucket, content groups).
 
-  Every bucket reports its images per class first; with those totals each bucket
-  assigns its own groups, so no worker holds a whole class. The records then go
-  on by order bucket, for the shards. Also outputs, tagged, the label texts.
+  Every bucket reports its images per class first; with those totals each bucket assigns its
+  own groups, so no worker holds a whole class. The records then go on by order bucket, for
+  the shards ('records'). Also outputs, tagged, the label texts and, with ``list_near``, the
+  near buckets' groups listed with their splits (tags.NEAR_COPIES).
+
+  Args:
+    steps: the executor (steps.BeamSteps or InMemorySteps).
+    buckets: (content bucket, content groups) pairs.
+    spec: the splits asked for, by name and fraction.
+    listed: how many inputs were listed, a singleton side input: the order buckets are as wide as they need.
+    records_per_bucket: about the most records one worker gathers in an order bucket.
+    kept: an --incremental output's (class, (split, records)) (incremental.KeptCounts), which count in each class's
+      fractions; None for a conversion of everything.
+    list_near: near buckets' groups listed with their splits, tagged tags.NEAR_COPIES.
   """
-
-  def __init__(self, spec: SplitSpec, listed: beam.pvalue.AsSingleton,
-               records_per_bucket: int = hash_order.RECORDS_PER_BUCKET, kept: Optional[beam.PCollection] = None,
-               list_near: bool = False):
-    """A step that gives each bucket's groups their splits, by the totals of every bucket.
-
-    Args:
-      spec: the splits asked for, by name and fraction.
-      listed: how many inputs were listed: the order buckets are as wide as they need.
-      records_per_bucket: about the most records one worker gathers in an order bucket.
-      kept: an --incremental output's (class, (split, records)) (incremental.KeptCounts), which count in each
-        class's fractions; None for a conversion of everything.
-      list_near: near buckets' groups listed with their splits, tagged tags.NEAR_COPIES.
-    """
-    super().__init__()
-    self._spec = spec
-    self._listed = listed
-    self._records_per_bucket = records_per_bucket
-    self._kept = kept
-    self._list_near = list_near
-
-  def expand(self, buckets):
-    placed = buckets | 'Place' >> _BucketOffsets(splitting.class_weights)
-    kept = None
-    if self._kept is not None:  # what the output holds, and the new records whose split is given
-      given = (buckets
-               | 'GivenSplits' >> beam.FlatMap(lambda bucket: splitting.given_weights(bucket[1]))
-               | 'SumGiven' >> beam.CombinePerKey(sum)
-               | 'GivenByClass' >> beam.MapTuple(lambda key, count: (key[0], (key[1], count))))
-      kept = beam.pvalue.AsMultiMap((self._kept, given) | 'KeptAndGiven' >> beam.Flatten())
-    return buckets | 'Assign' >> beam.FlatMap(assign_splits, self._spec, beam.pvalue.AsMultiMap(placed),
-                                              self._listed, self._records_per_bucket, kept, self._list_near
-                                              ).with_output_types(Tuple[str, List[CheckedImage]]).with_outputs(
-                                                  tags.LABELS, tags.NEAR_COPIES, main='records')
+  placed = steps.composite('Place', bucket_offsets, buckets, splitting.class_weights)
+  if kept is not None:  # what the output holds, and the new records whose split is given
+    given = steps.flat_map('GivenSplits', buckets, lambda bucket: splitting.given_weights(bucket[1]))
+    summed = steps.combine_per_key('SumGiven', given, sum)
+    by_class = steps.map('GivenByClass', summed, lambda pair: (pair[0][0], (pair[0][1], pair[1])))
+    kept = steps.multimap(steps.flatten('KeptAndGiven', kept, by_class))
+  return steps.flat_map('Assign', buckets, assign_splits, spec, steps.multimap(placed), listed, records_per_bucket,
+                        kept, list_near, output_type=Tuple[str, List[CheckedImage]],
+                        outputs=(tags.LABELS, tags.NEAR_COPIES), main='records')
 
 
 def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
@@ -340,39 +320,31 @@ def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
     yield beam.pvalue.TaggedOutput(tags.LABELS, text)
 
 
-class PlanShards(beam.PTransform):
+def shards_planned(steps: Any, pairs: Any, target_bytes: int, sizes: sharding.RecordSizes = sharding.RecordSizes(),
+                   numbering: Optional[Mapping[str, Any]] = None) -> Any:
   """One ShardPlan per shard, from (order bucket, records) pairs whose records have their splits.
 
-  Every pair reports its bytes per split first; with those totals each order
-  bucket, gathered from its pairs, places its own records, and the shards'
-  GroupByKey spreads them over workers.
+  Every pair reports its bytes per split first; with those totals each order bucket, gathered
+  from its pairs, places its own records, and the shards' GroupByKey spreads them over workers.
+
+  Args:
+    steps: the executor (steps.BeamSteps or InMemorySteps).
+    pairs: (order bucket, records with their splits).
+    target_bytes: the most bytes a shard is planned to hold, give or take a record (--target_shard_mb).
+    sizes: how a record's size is estimated, and the most images a shard holds or the shards a split has.
+    numbering: an --incremental output's incremental_update.Numbering per split; None otherwise.
   """
-
-  def __init__(self, target_bytes: int, sizes: sharding.RecordSizes = sharding.RecordSizes(),
-               numbering: Optional[Mapping[str, Any]] = None):
-    super().__init__()
-    self._target_bytes = target_bytes
-    self._sizes = sizes
-    self._numbering = numbering  # an --incremental output's: incremental_update.Numbering per split
-
-  def expand(self, pairs):
-    placed = pairs | 'Place' >> _BucketOffsets(functools.partial(sharding.split_bytes, sizes=self._sizes))
-    shards = (pairs
-              | 'GroupByOrder' >> beam.GroupByKey().with_output_types(Tuple[str, Iterable[List[CheckedImage]]])
-              | 'Assign' >> beam.FlatMap(assign_shards, self._target_bytes, beam.pvalue.AsMultiMap(placed),
-                                         self._sizes).with_output_types(Tuple[Tuple[str, int], List[CheckedImage]]))
-    # Gap-free numbers: which planned shards of each chunk hold records, and per split
-    # the running totals over its chunks.
-    in_use = (shards
-              | 'Planned' >> beam.Keys()
-              | 'ByChunk' >> beam.Map(lambda shard: (sharding.numbering_chunk(*shard), shard[1]))
-              | 'GroupByChunk' >> beam.GroupByKey()
-              | 'InUse' >> beam.MapTuple(lambda chunk, indexes: (chunk, sorted(set(indexes)))))
-    chunks = in_use | 'NumberChunks' >> _BucketOffsets(sharding.chunk_weights)
-    return (shards
-            | 'GroupByShard' >> beam.GroupByKey()
-            | 'Plan' >> beam.Map(plan_shard, beam.pvalue.AsMultiMap(in_use), beam.pvalue.AsMultiMap(chunks),
-                                 self._numbering).with_output_types(ShardPlan))
+  placed = steps.composite('Place', bucket_offsets, pairs, functools.partial(sharding.split_bytes, sizes=sizes))
+  by_order = steps.group('GroupByOrder', pairs, output_type=Tuple[str, Iterable[List[CheckedImage]]])
+  shards = steps.flat_map('Assign', by_order, assign_shards, target_bytes, steps.multimap(placed), sizes,
+                          output_type=Tuple[Tuple[str, int], List[CheckedImage]])
+  # Gap-free numbers: which planned shards of each chunk hold records, and per split the
+  # running totals over its chunks.
+  by_chunk = steps.map('ByChunk', shards, lambda shard: (sharding.numbering_chunk(*shard[0]), shard[0][1]))
+  in_use = steps.map('InUse', steps.group('GroupByChunk', by_chunk), lambda pair: (pair[0], sorted(set(pair[1]))))
+  chunks = steps.composite('NumberChunks', bucket_offsets, in_use, sharding.chunk_weights)
+  return steps.map('Plan', steps.group('GroupByShard', shards), plan_shard, steps.multimap(in_use),
+                   steps.multimap(chunks), numbering, output_type=ShardPlan)
 
 
 def assign_shards(bucket: Tuple[str, Iterable[List[CheckedImage]]], target_bytes: int,

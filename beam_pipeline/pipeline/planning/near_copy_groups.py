@@ -44,46 +44,45 @@ _COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member
 _BATCH_SIZE = 4096
 
 
-class FindNearCopies(beam.PTransform):
+def find_near_copies(steps: Any, records: Any, settings: Settings, num_listed: Any, records_per_bucket: int
+                     ) -> Dict[str, Any]:
   """Lists of validated records to the files of their near-copy groups, as (content bucket,
-  (source_sha256, representative)) pairs for GroupCopies's multimap side input; and, tagged
-  'found', one element: the distance used and what the grouping's bounds left out.
+  (source_sha256, representative)) pairs for GroupCopies's multimap side input ('pairs'); and
+  ('found') one element: the distance used and what the grouping's bounds left out.
 
   The distance is --near_distance, or one for the ``num_listed`` inputs (near_copies.
-  distance_for); a group holds at most near_copies.group_cap images of them. The DirectRunner
-  plans in memory instead (planning/in_memory.py)."""
+  distance_for); a group holds at most near_copies.group_cap images of them.
 
-  def __init__(self, settings: Settings, num_listed: beam.PCollection, records_per_bucket: int):
-    super().__init__()
-    self._settings = settings
-    self._num_listed = num_listed
-    self._records_per_bucket = records_per_bucket
-
-  def expand(self, records):
-    distance = near_distance(records.pipeline, self._num_listed, self._settings.near_distance)
-    cap = largest_group(self._num_listed, self._settings)
-    hashes = records | 'PerceptualHashes' >> beam.Map(content_groups.perceptual_hashes)  # a list per batch
-    found = grouped(hashes, distance, cap, one_machine=False)
-    pairs = found['pairs'] | 'ByContentBucket' >> beam.Map(content_groups.near_pair_bucket,
-                                                           beam.pvalue.AsSingleton(self._num_listed),
-                                                           self._records_per_bucket)
-    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(left_out, beam.pvalue.AsSingleton(distance),
-                                                                   beam.pvalue.AsSingleton(cap))
-    return {'pairs': pairs, 'found': summary}
+  Args:
+    steps: the executor (steps.BeamSteps, by NearCopies's shuffles, or InMemorySteps).
+    records: lists of validated records.
+    settings: the conversion's settings.
+    num_listed: one element: how many inputs were listed.
+    records_per_bucket: about the most records a content bucket holds.
+  """
+  distance = near_distance(steps, num_listed, settings.near_distance)
+  cap = largest_group(steps, num_listed, settings)
+  hashes = steps.map('PerceptualHashes', records, content_groups.perceptual_hashes)  # a list per batch
+  found = steps.near_copies(hashes, distance, cap)
+  pairs = steps.map('ByContentBucket', found['pairs'], content_groups.near_pair_bucket,
+                    steps.singleton(num_listed), records_per_bucket)
+  summary = steps.map('WithDistance', found[tags.NEAR_COPIES], left_out, steps.singleton(distance),
+                      steps.singleton(cap))
+  return {'pairs': pairs, 'found': summary}
 
 
-def near_distance(pipeline: beam.Pipeline, num_listed: beam.PCollection, given: Optional[int]) -> beam.PCollection:
+def near_distance(steps: Any, num_listed: Any, given: Optional[int]) -> Any:
   """One element: the distance within which hashes are near, ``given`` or the one for the
   ``num_listed`` inputs (near_copies.distance_for)."""
   if given:
-    return pipeline | 'Distance' >> beam.Create([given])
-  return num_listed | 'Distance' >> beam.Map(near_copies.distance_for, perceptual_hash.NEAR_DISTANCE)
+    return steps.create('Distance', [given])
+  return steps.map('Distance', num_listed, near_copies.distance_for, perceptual_hash.NEAR_DISTANCE)
 
 
-def largest_group(num_listed: beam.PCollection, settings: Settings) -> beam.PCollection:
+def largest_group(steps: Any, num_listed: Any, settings: Settings) -> Any:
   """One element: the most images a group of near copies of the ``num_listed`` inputs may hold
   (near_copies.group_cap, for the smallest of the splits asked for)."""
-  return num_listed | 'LargestGroup' >> beam.Map(near_copies.group_cap, min(settings.splits.fractions))
+  return steps.map('LargestGroup', num_listed, near_copies.group_cap, min(settings.splits.fractions))
 
 
 def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection, one_machine: bool
@@ -104,7 +103,7 @@ def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCol
 
 
 def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, Any]:
-  """FindNearCopies's 'found' element: the distance, the most images a group may hold, and what
+  """find_near_copies's 'found' element: the distance, the most images a group may hold, and what
   the grouping's bounds left out."""
   return {'distance': distance, 'largest_group': cap,
           'left_out': {name: summary[name] for name in LEFT_OUT if summary.get(name)}}
