@@ -19,7 +19,7 @@ import pytest
 from beam_pipeline.pipeline.output import output_lock
 from beam_pipeline.core.output import output_layout, run_lock
 from beam_pipeline.core.rejections import OutputError
-from beam_pipeline.core.output.run_lock import LockRecord
+from beam_pipeline.core.output.run_lock import LockHolder
 from beam_pipeline.core.user_errors import UsageError
 from helpers import fake_gcs, gcs_emulator
 
@@ -75,9 +75,9 @@ def test_a_killed_runs_local_lock_is_free_at_once(tmp_path):
   finally:
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-  assert LockRecord.from_json((out / output_layout.LOCK).read_text()).run == 'killed-run'  # left behind
+  assert LockHolder.from_json((out / output_layout.LOCK).read_text()).run == 'killed-run'  # left behind
   with output_lock.acquire(str(out), 'next-run', run_lock.LAUNCHER):
-    assert LockRecord.from_json((out / output_layout.LOCK).read_text()).run == 'next-run'
+    assert LockHolder.from_json((out / output_layout.LOCK).read_text()).run == 'next-run'
 
 
 def test_racing_runs_get_one_local_lock(tmp_path):
@@ -103,17 +103,17 @@ def fake_gcs_server(tmp_path_factory):
     yield url
 
 
-def lock_object(out: str) -> LockRecord:
+def lock_object(out: str) -> LockHolder:
   name = out[len(f'gs://{BUCKET}/'):] + '/' + output_layout.LOCK
-  return LockRecord.from_json(gcs_emulator.download(BUCKET, name).decode())
+  return LockHolder.from_json(gcs_emulator.download(BUCKET, name).decode())
 
 
-def put_lock(out: str, record: LockRecord) -> None:
-  gcs_emulator.upload(BUCKET, {out[len(f'gs://{BUCKET}/'):] + '/' + output_layout.LOCK: record.to_json().encode()})
+def put_lock(out: str, holder: LockHolder) -> None:
+  gcs_emulator.upload(BUCKET, {out[len(f'gs://{BUCKET}/'):] + '/' + output_layout.LOCK: holder.to_json().encode()})
 
 
-def other_run(run: str, renewed: float, **changes) -> LockRecord:
-  return dataclasses.replace(run_lock.record_for(run, renewed, run_lock.LEASE_SECONDS), host='another-host', pid=1,
+def other_run(run: str, renewed: float, **changes) -> LockHolder:
+  return dataclasses.replace(run_lock.holder_for(run, renewed, run_lock.LEASE_SECONDS), host='another-host', pid=1,
                              **changes)
 
 

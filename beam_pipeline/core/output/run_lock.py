@@ -1,4 +1,5 @@
-"""Who holds an output: the lock's record, when it is stale, and how a refusal names its holder.
+"""Who holds an output: the lock file's holder (LockHolder), when its lease is stale, and how a
+refusal names it.
 
 One run at a time writes an output. The lock is a small JSON file beside the dataset
 (output_layout.LOCK); the storage side (pipeline/output/output_lock.py) creates it atomically and
@@ -30,7 +31,7 @@ JOB = 'job'  # a job that goes on without its launcher (Dataflow), renewed by it
 
 
 @dataclasses.dataclass(frozen=True)
-class LockRecord:
+class LockHolder:
   """The lock file's contents: which run holds the output, from where, and how fresh."""
   run: str
   host: str
@@ -46,8 +47,8 @@ class LockRecord:
     return json.dumps(dataclasses.asdict(self), sort_keys=True) + '\n'
 
   @classmethod
-  def from_json(cls, text: str) -> Optional['LockRecord']:
-    """The record, or None for text that is not one (a lock being written, or damaged)."""
+  def from_json(cls, text: str) -> Optional['LockHolder']:
+    """The holder, or None for text that is not one (a lock being written, or damaged)."""
     try:
       data = json.loads(text)
       names = {field.name for field in dataclasses.fields(cls)}
@@ -55,7 +56,7 @@ class LockRecord:
     except (ValueError, TypeError, AttributeError):
       return None
 
-  def renewed_at(self, now: float, lease: float = LEASE_SECONDS) -> 'LockRecord':
+  def renewed_at(self, now: float, lease: float = LEASE_SECONDS) -> 'LockHolder':
     return dataclasses.replace(self, renewed=now, stale_after=lease)
 
 
@@ -65,7 +66,7 @@ def new_run_id(now: float) -> str:
   return f'{datetime.datetime.fromtimestamp(now, datetime.timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}'
 
 
-def record_for(run: str, now: float, stale_after: float, held_by: str = LAUNCHER) -> LockRecord:
+def holder_for(run: str, now: float, stale_after: float, held_by: str = LAUNCHER) -> LockHolder:
   """The lock of ``run``, held by this process.
 
   Args:
@@ -75,7 +76,7 @@ def record_for(run: str, now: float, stale_after: float, held_by: str = LAUNCHER
     held_by: who keeps it alive: LAUNCHER (a local run's launching process) or JOB (a job's workers).
   """
   pid = os.getpid()
-  return LockRecord(run=run, host=socket.gethostname(), pid=pid, pid_started=process_started(pid), started=now,
+  return LockHolder(run=run, host=socket.gethostname(), pid=pid, pid_started=process_started(pid), started=now,
                     renewed=now, stale_after=stale_after, held_by=held_by)
 
 
@@ -89,14 +90,14 @@ def process_started(pid: int) -> Optional[int]:
     return None
 
 
-def _holder_gone(record: LockRecord) -> bool:
+def _holder_gone(holder: LockHolder) -> bool:
   """Whether the launching process of a local run is gone from this host (or its pid reused)."""
-  if record.held_by != LAUNCHER or record.host != socket.gethostname():
+  if holder.held_by != LAUNCHER or holder.host != socket.gethostname():
     return False
-  started = process_started(record.pid)
+  started = process_started(holder.pid)
   if started is None:  # no such process, or a system without /proc, which can only ask the pid
-    return os.path.exists('/proc/self/stat') or not _pid_exists(record.pid)
-  return record.pid_started is not None and started != record.pid_started
+    return os.path.exists('/proc/self/stat') or not _pid_exists(holder.pid)
+  return holder.pid_started is not None and started != holder.pid_started
 
 
 def _pid_exists(pid: int) -> bool:
@@ -109,12 +110,12 @@ def _pid_exists(pid: int) -> bool:
   return True
 
 
-def is_stale(record: LockRecord, now: float, holder_gone: Callable[[LockRecord], bool] = _holder_gone) -> bool:
-  """Whether another run may take over the lease ``record``: it ran out, or its local run's
+def is_stale(holder: LockHolder, now: float, holder_gone: Callable[[LockHolder], bool] = _holder_gone) -> bool:
+  """Whether another run may take over the lease ``holder``: it ran out, or its local run's
   launching process is gone."""
-  if record.stale_after and now - record.renewed > record.stale_after:
+  if holder.stale_after and now - holder.renewed > holder.stale_after:
     return True
-  return holder_gone(record)
+  return holder_gone(holder)
 
 
 def _ago(seconds: float) -> str:
@@ -122,32 +123,32 @@ def _ago(seconds: float) -> str:
   return f'{seconds} s ago' if seconds < 120 else f'{seconds // 60} min ago'
 
 
-def describe(record: LockRecord, now: float) -> str:
+def describe(holder: LockHolder, now: float) -> str:
   """The holder as a refusal names it: run, where it runs, since when, how fresh."""
-  started = datetime.datetime.fromtimestamp(record.started, datetime.timezone.utc)
-  where = (f'Dataflow job {record.job}' if record.job else
-           f'pid {record.pid} on {record.host}' if record.held_by == LAUNCHER else f'a job launched from {record.host}')
-  text = f'run {record.run} ({where}, started {started:%Y-%m-%d %H:%M:%S} UTC'
-  if record.stale_after:
-    text += f', renewed {_ago(now - record.renewed)}'
+  started = datetime.datetime.fromtimestamp(holder.started, datetime.timezone.utc)
+  where = (f'Dataflow job {holder.job}' if holder.job else
+           f'pid {holder.pid} on {holder.host}' if holder.held_by == LAUNCHER else f'a job launched from {holder.host}')
+  text = f'run {holder.run} ({where}, started {started:%Y-%m-%d %H:%M:%S} UTC'
+  if holder.stale_after:
+    text += f', renewed {_ago(now - holder.renewed)}'
   return text + ')'
 
 
-def held_message(output: str, lock_path: str, record: Optional[LockRecord], now: float) -> str:
+def held_message(output: str, lock_path: str, holder: Optional[LockHolder], now: float) -> str:
   """The one line a second run stops with: who holds ``output`` and how to clear a stale lock.
 
   Args:
     output: the --output both runs were given.
     lock_path: the lock file, named so that a user can delete a stale one.
-    record: what the lock holds; None where it cannot be read (being written, or damaged).
+    holder: what the lock holds; None where it cannot be read (being written, or damaged).
     now: Unix time now, to say how long ago the holder renewed its lease.
   """
-  if record is None:
+  if holder is None:
     return (f'--output={output} is locked by another run whose lock cannot be read ({lock_path}); wait for it to '
             f'end, or if no run is writing there, delete {lock_path}')
-  if not record.stale_after:
-    return (f'--output={output} is in use by another run: {describe(record, now)}; wait for it to end or stop it '
+  if not holder.stale_after:
+    return (f'--output={output} is in use by another run: {describe(holder, now)}; wait for it to end or stop it '
             '(its lock is freed the moment its process ends)')
-  return (f'--output={output} is in use by another run: {describe(record, now)}; wait for it to end, or if it is '
-          f'gone, delete {lock_path} (a lock not renewed for {int(record.stale_after // 60)} min is taken over by '
+  return (f'--output={output} is in use by another run: {describe(holder, now)}; wait for it to end, or if it is '
+          f'gone, delete {lock_path} (a lock not renewed for {int(holder.stale_after // 60)} min is taken over by '
           'the next run)')

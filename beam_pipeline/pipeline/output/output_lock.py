@@ -1,5 +1,5 @@
 """One run at a time per output: its lock, taken before any work, kept alive, checked by the
-commit and given up after it (the record and its rules: core/output/run_lock.py).
+commit and given up after it (the holder and its rules: core/output/run_lock.py).
 
 A local output's lock is a file held with the kernel's ``flock`` by the launching
 process. A ``gs://`` output's is an object created only if absent and replaced only if
@@ -20,7 +20,7 @@ from typing import Dict, NamedTuple, Optional, Set, Tuple
 from beam_pipeline.core import rejections, uris
 from beam_pipeline.core.output import output_layout, run_lock
 from beam_pipeline.core.rejections import LockLost, OutputError
-from beam_pipeline.core.output.run_lock import LockRecord
+from beam_pipeline.core.output.run_lock import LockHolder
 from beam_pipeline.core.user_errors import UsageError
 
 _ATTEMPTS = 5
@@ -50,7 +50,7 @@ class Held:
     self._release = None
     _stop_renewing(self.output, self.run)
     if _is_gcs(self.output):
-      _rewrite_own(lock_path(self.output), self.run, lambda record: _with_job(record, job))
+      _rewrite_own(lock_path(self.output), self.run, lambda holder: _with_job(holder, job))
 
   def release(self) -> None:
     """Gives the lock up if this run still holds it (the commit may have done so already)."""
@@ -65,8 +65,8 @@ class Held:
     self.release()
 
 
-def _with_job(record: LockRecord, job: Optional[str]) -> LockRecord:
-  return dataclasses.replace(record.renewed_at(time.time(), run_lock.JOB_START_SECONDS), held_by=run_lock.JOB,
+def _with_job(holder: LockHolder, job: Optional[str]) -> LockHolder:
+  return dataclasses.replace(holder.renewed_at(time.time(), run_lock.JOB_START_SECONDS), held_by=run_lock.JOB,
                              job=job)
 
 
@@ -99,9 +99,9 @@ def _acquire_file(output: str, run: str) -> Held:
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      record = LockRecord.from_json(os.pread(fd, 1 << 16, 0).decode('utf-8', 'replace'))
+      holder = LockHolder.from_json(os.pread(fd, 1 << 16, 0).decode('utf-8', 'replace'))
       os.close(fd)
-      raise UsageError(run_lock.held_message(output, path, record, time.time())) from None
+      raise UsageError(run_lock.held_message(output, path, holder, time.time())) from None
     try:  # the holder before us may have removed the file between our open and our flock
       same = os.fstat(fd).st_ino == os.stat(path).st_ino
     except FileNotFoundError:
@@ -109,17 +109,17 @@ def _acquire_file(output: str, run: str) -> Held:
     if not same:
       os.close(fd)
       continue
-    data = run_lock.record_for(run, time.time(), stale_after=0).to_json().encode()
+    data = run_lock.holder_for(run, time.time(), stale_after=0).to_json().encode()
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
     return Held(output, run, lambda: _release_file(path, run, fd, output if created else None))  # noqa: B023 (returns)
   raise UsageError(f'--output={output}: its lock kept changing hands; try again')
 
 
-def _read_file(path: str) -> Optional[LockRecord]:
+def _read_file(path: str) -> Optional[LockHolder]:
   try:
     with open(path, encoding='utf-8', errors='replace') as f:
-      return LockRecord.from_json(f.read())
+      return LockHolder.from_json(f.read())
   except FileNotFoundError:
     return None
 
@@ -136,8 +136,8 @@ def _release_file(path: str, run: str, fd: int, created: Optional[str]) -> None:
     created: the output folder, if taking the lock made it; None if it was there before.
   """
   try:
-    record = _read_file(path)
-    if record is not None and record.run == run:
+    holder = _read_file(path)
+    if holder is not None and holder.run == run:
       os.unlink(path)
   finally:
     os.close(fd)
@@ -168,7 +168,7 @@ def _retry():
 
 
 class _Found(NamedTuple):
-  record: Optional[LockRecord]  # None: the lock cannot be parsed
+  holder: Optional[LockHolder]  # None: the lock cannot be parsed
   generation: Optional[int]
   updated: Optional[float]  # Unix time, by the storage's clock
 
@@ -185,20 +185,20 @@ def _read_object(uri: str) -> Optional[_Found]:
       data = found.download_as_bytes(if_generation_match=found.generation, retry=_retry())
     except (exceptions.NotFound, exceptions.PreconditionFailed):
       continue  # replaced or removed between the two requests
-    return _Found(LockRecord.from_json(data.decode('utf-8', 'replace')), found.generation,
+    return _Found(LockHolder.from_json(data.decode('utf-8', 'replace')), found.generation,
                   found.updated.timestamp() if found.updated else None)
   raise OutputError(f'{uri} kept changing while it was read')
 
 
-def _record(found: Optional[_Found]) -> Optional[LockRecord]:
-  return found.record if found else None
+def _holder(found: Optional[_Found]) -> Optional[LockHolder]:
+  return found.holder if found else None
 
 
-def _write_object(uri: str, record: LockRecord, generation: Optional[int]) -> None:
-  """Writes ``record`` if the lock's generation is still ``generation`` (0: if there is none;
+def _write_object(uri: str, holder: LockHolder, generation: Optional[int]) -> None:
+  """Writes ``holder`` if the lock's generation is still ``generation`` (0: if there is none;
   None: a storage that gives none, as some emulators);
   google.api_core.exceptions.PreconditionFailed if not."""
-  _blob(uri).upload_from_string(record.to_json(), content_type='application/json', if_generation_match=generation,
+  _blob(uri).upload_from_string(holder.to_json(), content_type='application/json', if_generation_match=generation,
                                 retry=_retry())
 
 
@@ -210,14 +210,14 @@ def _acquire_object(output: str, run: str, held_by: str) -> Held:
     for _ in range(_ATTEMPTS):
       found = _read_object(uri)
       now = time.time()
-      if found and found.record is not None and found.record.run == run:
+      if found and found.holder is not None and found.holder.run == run:
         break  # our own create, whose answer was lost and retried
       if found:
-        record = found.record
-        damaged_but_fresh = record is None and (found.updated is None or now - found.updated <= run_lock.LEASE_SECONDS)
-        if damaged_but_fresh or (record is not None and not run_lock.is_stale(record, now)):
-          raise UsageError(run_lock.held_message(output, uri, record, now))
-      mine = run_lock.record_for(run, now, stale_after=lease, held_by=held_by)
+        holder = found.holder
+        damaged_but_fresh = holder is None and (found.updated is None or now - found.updated <= run_lock.LEASE_SECONDS)
+        if damaged_but_fresh or (holder is not None and not run_lock.is_stale(holder, now)):
+          raise UsageError(run_lock.held_message(output, uri, holder, now))
+      mine = run_lock.holder_for(run, now, stale_after=lease, held_by=held_by)
       try:
         _write_object(uri, mine, found.generation if found else 0)
       except exceptions.PreconditionFailed:
@@ -235,14 +235,14 @@ def _acquire_object(output: str, run: str, held_by: str) -> Held:
 
 
 def _rewrite_own(uri: str, run: str, change) -> bool:
-  """Replaces the lock by ``change(record)`` if it is still ``run``'s; whether it was."""
+  """Replaces the lock by ``change(holder)`` if it is still ``run``'s; whether it was."""
   from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
   for _ in range(_ATTEMPTS):
     found = _read_object(uri)
-    if not found or found.record is None or found.record.run != run:
+    if not found or found.holder is None or found.holder.run != run:
       return False
     try:
-      _write_object(uri, change(found.record), found.generation)
+      _write_object(uri, change(found.holder), found.generation)
       return True
     except exceptions.PreconditionFailed:
       continue
@@ -272,7 +272,7 @@ def _delete_own(uri: str, run: str) -> None:
   from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
   for _ in range(_ATTEMPTS):
     found = _read_object(uri)
-    if not found or found.record is None or found.record.run != run:
+    if not found or found.holder is None or found.holder.run != run:
       return
     try:
       _blob(uri).delete(if_generation_match=found.generation, retry=_retry())
@@ -315,10 +315,10 @@ def _renew(uri: str, run: str, lease: float, stop: threading.Event) -> None:
   """
   while not stop.wait(run_lock.RENEW_SECONDS * random.uniform(0.8, 1.0)):
     try:
-      record = _record(_read_object(uri))
-      if record is None or record.run != run:
+      holder = _holder(_read_object(uri))
+      if holder is None or holder.run != run:
         return  # given up by the commit, or taken over: nothing more to renew
-      if time.time() - record.renewed < run_lock.RENEW_SECONDS / 2:
+      if time.time() - holder.renewed < run_lock.RENEW_SECONDS / 2:
         continue  # another process of the run renewed it
       _rewrite_own(uri, run, lambda current: current.renewed_at(time.time(), lease))
     except Exception:  # pylint: disable=broad-except  # retried at the next beat: the lease outlasts ten
@@ -330,8 +330,8 @@ def check_held(output: str, run: str) -> None:
   whose lease ran out, and was taken over, must not commit over the other run's work). A
   ``gs://`` lease is renewed here, so the commit starts with all of it."""
   if _is_gcs(output):
-    renewed = _rewrite_own(lock_path(output), run, lambda record: record.renewed_at(time.time()))
-    holder = None if renewed else _record(_read_object(lock_path(output)))
+    renewed = _rewrite_own(lock_path(output), run, lambda holder: holder.renewed_at(time.time()))
+    holder = None if renewed else _holder(_read_object(lock_path(output)))
   elif uris.is_remote(output):
     return
   else:
@@ -348,8 +348,8 @@ def give_up(output: str, run: str) -> None:
   if _is_gcs(output):
     _release_object(output, run)
   elif not uris.is_remote(output):
-    record = _read_file(lock_path(output))
-    if record is not None and record.run == run:
+    holder = _read_file(lock_path(output))
+    if holder is not None and holder.run == run:
       os.unlink(lock_path(output))
 
 
