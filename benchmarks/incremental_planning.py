@@ -14,7 +14,7 @@ today's listing in chunks (a thousand InputItems an element) and runs it through
 
 * incremental.FindChanges: each slot of the lookup by uri read by one worker and met with
   today's items of its uris (without a lookup, the catalog read shard by shard and each entry
-  sent to its slot, the lookups built on the way), incremental_catalog.change per uri, the
+  sent to its slot, the lookups built on the way), catalog_entries.change per uri, the
   dropped records grouped by shard into ShardRewrites, incremental_update.merges' merges;
 * a stand-in for validation (todo items to CheckedImages, no pixels);
 * earlier_copies.EarlierCopies: each slot of the lookup by content read whole and met with the
@@ -113,8 +113,8 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
   uri unless ``lookup`` is False (an output from before lookups, which an update joins by uri
   and builds the lookup of); its RunRecord (which lists every shard) and the Decision of an
   update of it."""
-  from beam_pipeline.core.output import catalog_lookup, incremental_catalog, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core.output.incremental_catalog import Entry  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output import catalog_lookup, catalog_entries, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output.catalog_entries import Entry  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile  # pylint: disable=import-outside-toplevel
   shutil.rmtree(folder, ignore_errors=True)
   (folder / 'catalog').mkdir(parents=True)
@@ -128,7 +128,7 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
   def close(split: str) -> None:
     number, entries = open_shards.pop(split)
     name = f'{split}-{number:05d}.tfrecord'
-    (folder / 'catalog' / f'{split}-{number:05d}.jsonl').write_text(incremental_catalog.text(entries))
+    (folder / 'catalog' / f'{split}-{number:05d}.jsonl').write_text(catalog_entries.text(entries))
     size = sum(e.stored_bytes for e in entries)
     with open(folder / name, 'wb') as shard:  # sparse: of the size the update checks, holding no disk
       shard.truncate(size)
@@ -279,7 +279,7 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', n
 
   from beam_pipeline.pipeline import coders, earlier_copies, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
   from beam_pipeline.pipeline.output import lookup_files  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core.output import catalog_lookup, incremental_catalog  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output import catalog_lookup, catalog_entries  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.messages import CheckedImage, InputItem  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel
@@ -318,7 +318,7 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', n
   # The lookup files the update changes, written again as the commit finds them staged.
   catalogued = planned.plans | 'Catalogued' >> beam.Map(
       lambda plan: (f'new-{plan.split}-{plan.index}',
-                    [incremental_catalog.entry(record, MEAN_BYTES, False, False) for record in plan.records]))
+                    [catalog_entries.entry(record, MEAN_BYTES, False, False) for record in plan.records]))
   files = p | 'LookupCount' >> beam.Create([decision.lookup_count])
   kept = None if decision.lookup_rebuilt else earlier
   lookup = ((catalogued | 'WriteLookup' >> lookup_files.WriteLookup(

@@ -13,7 +13,7 @@ from PIL import Image, ImageEnhance, ImageFilter
 from beam_pipeline.core import option_table
 from beam_pipeline.core.images import image_quality
 from beam_pipeline.inspection import overview
-from beam_pipeline.core.output import incremental_catalog
+from beam_pipeline.core.output import catalog_entries
 from beam_pipeline.core.output.run_record import RunRecord
 from benchmarks import natural_photos
 from helpers.commands import convert
@@ -75,7 +75,7 @@ def converted(photos, tmp_path_factory):
     printed = io.StringIO()
     patch.setattr('sys.stdout', printed)
     assert convert(f'--input={root}', f'--output={out}', '--splits=train=0.5,validation=0.5', '--incremental') == 0
-  entries = [incremental_catalog.parse(line) for path in sorted((out / 'catalog').glob('*.jsonl'))
+  entries = [catalog_entries.parse(line) for path in sorted((out / 'catalog').glob('*.jsonl'))
              for line in path.read_text().splitlines()]
   return out, {entry.uri.split('/in/')[-1]: entry for entry in entries}, printed.getvalue()
 

@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from beam_pipeline import cli
-from beam_pipeline.core.output import catalog_lookup, incremental_catalog, output_layout
+from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_layout
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.writing import record_index
 from beam_pipeline.inspection import verify
@@ -105,7 +105,7 @@ def assert_lookup_agrees(out: Path) -> None:
   assert len(shards) == sum(len(split.shards) for split in info.splits.values())  # ids are unique
   catalogued = {}
   for key, shard in shards.items():
-    for entry in incremental_catalog.entries((out / shard.catalog_file).read_text()):
+    for entry in catalog_entries.entries((out / shard.catalog_file).read_text()):
       catalogued[entry.uri] = (key, entry)
   for by, files in ((catalog_lookup.BY_URI, lookup.files), (catalog_lookup.BY_CONTENT, lookup.content_files)):
     looked_up = {}
@@ -234,7 +234,7 @@ def test_an_update_whose_pipeline_finds_nothing_changed_commits_nothing_and_merg
 
 
 def catalogued(out: Path) -> Dict[str, list]:
-  """Each catalogued uri's catalog line (incremental_catalog.Entry's fields)."""
+  """Each catalogued uri's catalog line (catalog_entries.Entry's fields)."""
   return {line[0]: line for catalog in (out / output_layout.CATALOG_DIR).glob('*.jsonl')
           for line in map(json.loads, catalog.read_text().splitlines())}
 

@@ -57,7 +57,7 @@ class Rejection(NamedTuple):
   reason: str
   detail: str
   # With --incremental: the input's (InputItem.fingerprint), so that a later run need not read an
-  # unchanged file only to reject it again (incremental_catalog.CARRIED).
+  # unchanged file only to reject it again (catalog_entries.CARRIED).
   fingerprint: str = ''
 
   @classmethod
@@ -162,7 +162,7 @@ class ShardReport:
   quality: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
   index_file: Optional[str] = None  # with --index_files
   catalog_file: Optional[str] = None  # with --incremental
-  catalog_sha256: Optional[str] = None  # of the catalog file (incremental_catalog.checksum)
+  catalog_sha256: Optional[str] = None  # of the catalog file (catalog_entries.checksum)
   shard_id: Optional[str] = None  # with --incremental: what the catalog's lookup calls it (catalog_lookup.shard_id)
   # The report of a shard as an earlier run wrote it, which this run wrote again: its counts come
   # off the earlier totals (run_totals.WrittenTotals.add_shard).

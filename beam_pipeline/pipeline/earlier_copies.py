@@ -25,7 +25,7 @@ from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.messages import CheckedImage, Rejection
 from beam_pipeline.core.output import catalog_lookup
-from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.planning import near_copies, splitting
 from beam_pipeline.core.settings import Settings
 

@@ -25,8 +25,8 @@ from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_info
 from beam_pipeline.core.inputs import fingerprints, listing_digest, reading
 from beam_pipeline.core.messages import InputItem, Rejection, ShardRewrite
-from beam_pipeline.core.output import catalog_lookup, incremental_catalog, incremental_update
-from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output import catalog_lookup, catalog_entries, incremental_update
+from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord, Shard
 from beam_pipeline.core.rejections import DamagedOutput, Rejected
 
@@ -235,33 +235,33 @@ class _CompareSlot(beam.DoFn):
         else:
           yield out
     if unchanged:
-      summed[_CHANGES][incremental_catalog.UNCHANGED] += unchanged
+      summed[_CHANGES][catalog_entries.UNCHANGED] += unchanged
       progress_counts.counts().checked(unchanged, rejected=0)
     for tag, counter in summed.items():
       yield from (beam.pvalue.TaggedOutput(tag, counted) for counted in counter.items())
 
 
 def checked_catalog(shard: Shard, output: str) -> List[Entry]:
-  """The entries of one shard's catalog, checked against the run record (incremental_catalog.
+  """The entries of one shard's catalog, checked against the run record (catalog_entries.
   checked): DamagedOutput where the shard or its catalog is not what the record says."""
-  return incremental_catalog.checked(shard, output_dir.read_listed(output, shard.catalog_file),
+  return catalog_entries.checked(shard, output_dir.read_listed(output, shard.catalog_file),
                                      output_dir.size(output, shard.file))
 
 
 def _check_kept(shard: Shard, output: str) -> List[None]:
   """Nothing; DamagedOutput where the shard or its catalog is not what the record says
-  (incremental_catalog.check)."""
-  incremental_catalog.check(shard, output_dir.read_listed(output, shard.catalog_file),
+  (catalog_entries.check)."""
+  catalog_entries.check(shard, output_dir.read_listed(output, shard.catalog_file),
                             output_dir.size(output, shard.file))
   return []
 
 
 def _rejected(name: str, output: str) -> Iterator[Tuple[str, Rejection]]:
-  """The rejections of one earlier errors file that a later run may carry (incremental_catalog.carried)."""
+  """The rejections of one earlier errors file that a later run may carry (catalog_entries.carried)."""
   with FileSystems.open(output_dir.path(output, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
     for line in io.TextIOWrapper(f, encoding='utf-8', errors='surrogateescape'):
       rejection = Rejection.from_json(line)
-      if incremental_catalog.carried(rejection):
+      if catalog_entries.carried(rejection):
         yield rejection.uri, rejection
 
 
@@ -288,13 +288,13 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: in
   _, sides = joined
   items, catalogued, rejected = list(sides['listed']), list(sides['catalogued']), list(sides['rejected'])
   earlier = [entry.fingerprint for _, entry in catalogued] + [rejection.fingerprint for rejection in rejected]
-  change = incremental_catalog.change([item.fingerprint for item in items], earlier)
-  if (change == incremental_catalog.CHANGED and len(items) == len(catalogued) == 1 and not rejected
+  change = catalog_entries.change([item.fingerprint for item in items], earlier)
+  if (change == catalog_entries.CHANGED and len(items) == len(catalogued) == 1 and not rejected
       and fingerprints.only_file_changed(items[0].fingerprint, catalogued[0][1].fingerprint)
       and _same_bytes(items[0], catalogued[0][1], max_file_bytes)):
-    change = incremental_catalog.TOUCHED
+    change = catalog_entries.TOUCHED
   yield beam.pvalue.TaggedOutput(_CHANGES, change)
-  kept = change in (incremental_catalog.UNCHANGED, incremental_catalog.TOUCHED)
+  kept = change in (catalog_entries.UNCHANGED, catalog_entries.TOUCHED)
   for _, entry in catalogued:
     yield beam.pvalue.TaggedOutput(_EARLIER, (entry, kept))
   if kept and rejected:  # rejected again, unread
@@ -305,7 +305,7 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: in
     shard, entry = catalogued[0]
     yield beam.pvalue.TaggedOutput(_KEPT, entry)
     progress_counts.counts().checked(len(items), rejected=0)
-    if change == incremental_catalog.TOUCHED:  # its shard written again, its catalog line with the new fingerprint
+    if change == catalog_entries.TOUCHED:  # its shard written again, its catalog line with the new fingerprint
       file, key = shard
       yield beam.pvalue.TaggedOutput(_DIRTY, (file, (entry.split, entry.uri, items[0].fingerprint, key)))
     return

@@ -17,7 +17,7 @@ from beam_pipeline.core import option_table, schemas
 from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.inputs import labels, manifest_rows
 from beam_pipeline.core.messages import CheckedImage
-from beam_pipeline.core.output import incremental_catalog, incremental_update
+from beam_pipeline.core.output import catalog_entries, incremental_update
 from beam_pipeline.core.settings import InputSpec, SplitSpec
 
 from helpers.values import image_record, settings
@@ -108,7 +108,7 @@ def test_a_manifests_source_ids_and_an_updates_kept_records_are_planned_as_the_b
                                sha256=records[-1].sha256)
     records.append(record._replace(extras=((key, source_id),), row=i + 1,
                                    split='validation' if i % 37 == 0 else None))
-  kept = [incremental_catalog.Entry(f'/in/old/{i}.jpg', 'f', f'{i:064x}', rng.choice(['train', 'validation']),
+  kept = [catalog_entries.Entry(f'/in/old/{i}.jpg', 'f', f'{i:064x}', rng.choice(['train', 'validation']),
                                     rng.choice(('dog', 'zebra')), (), (), 10, 100, False, False, False, False)
           for i in range(300)]
   decision = incremental_update.Decision(True, labels=('zebra', 'dog'), numbering=(

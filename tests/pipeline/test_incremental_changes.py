@@ -9,8 +9,8 @@ import pytest
 
 from beam_pipeline.core.inputs import fingerprints
 from beam_pipeline.core.messages import InputItem, Rejection
-from beam_pipeline.core.output import incremental_catalog
-from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output import catalog_entries
+from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.pipeline import incremental, tags
 
 MAX_FILE_BYTES = 2**20
@@ -53,7 +53,7 @@ def unread(monkeypatch):
 def test_an_unchanged_file_is_kept_unread(photo, unread):
   listed = item(photo, 'file:1:2:3:4')
   found = outputs(photo, [listed], [entry_of(listed, b'x')])
-  assert found[incremental._CHANGES] == [incremental_catalog.UNCHANGED]
+  assert found[incremental._CHANGES] == [catalog_entries.UNCHANGED]
   assert found[incremental._KEPT] == [entry_of(listed, b'x')] and None not in found and incremental._DIRTY not in found
 
 
@@ -68,7 +68,7 @@ def test_a_touched_file_of_the_same_bytes_is_kept_with_its_new_fingerprint(photo
   earlier = item(photo, 'file:20:2:3:4')
   today = item(photo, 'file:20:2:9:5')
   found = outputs(photo, [today], [entry_of(earlier, b'the bytes of a photo')])
-  assert found[incremental._CHANGES] == [incremental_catalog.TOUCHED] and None not in found
+  assert found[incremental._CHANGES] == [catalog_entries.TOUCHED] and None not in found
   assert found[incremental._EARLIER] == [(entry_of(earlier, b'the bytes of a photo'), True)]
   assert found[incremental._DIRTY] == [('train-00000.tfrecord', ('train', photo, today.fingerprint, 'shard-id'))]
 
@@ -77,27 +77,27 @@ def test_a_touched_file_of_other_bytes_or_that_cannot_be_read_is_converted_again
   earlier = item(photo, 'file:20:2:3:4')
   today = item(photo, 'file:20:2:9:5')
   found = outputs(photo, [today], [entry_of(earlier, b'other bytes')])
-  assert found[incremental._CHANGES] == [incremental_catalog.CHANGED] and found[None] == [today]
+  assert found[incremental._CHANGES] == [catalog_entries.CHANGED] and found[None] == [today]
   assert found[incremental._DIRTY] == [('train-00000.tfrecord', ('train', photo, None, 'shard-id'))]
   gone = str(tmp_path / 'gone.jpg')
   found = outputs(gone, [item(gone, 'file:20:2:9:5')], [entry_of(item(gone, 'file:20:2:3:4'), b'')])
-  assert found[incremental._CHANGES] == [incremental_catalog.CHANGED]
+  assert found[incremental._CHANGES] == [catalog_entries.CHANGED]
 
 
 def test_a_relabelled_file_is_converted_again_unread_here(photo, unread):
   earlier = item(photo, 'file:20:2:3:4')
   today = item(photo, 'file:20:2:9:5', label='dog')
   found = outputs(photo, [today], [entry_of(earlier, b'the bytes of a photo')])
-  assert found[incremental._CHANGES] == [incremental_catalog.CHANGED] and found[None] == [today]
+  assert found[incremental._CHANGES] == [catalog_entries.CHANGED] and found[None] == [today]
 
 
 def test_an_object_uploaded_again_is_told_by_its_crc32c_and_size_unread(unread):
   uri = 'gs://bucket/a.jpg'
   earlier = item(uri, 'gcs:1:mnG7TA==:20')
   again = outputs(uri, [item(uri, 'gcs:2:mnG7TA==:20')], [entry_of(earlier, b'x')])
-  assert again[incremental._CHANGES] == [incremental_catalog.TOUCHED]
+  assert again[incremental._CHANGES] == [catalog_entries.TOUCHED]
   other = outputs(uri, [item(uri, 'gcs:3:AAAAAA==:20')], [entry_of(earlier, b'x')])
-  assert other[incremental._CHANGES] == [incremental_catalog.CHANGED] and len(other[None]) == 1
+  assert other[incremental._CHANGES] == [catalog_entries.CHANGED] and len(other[None]) == 1
 
 
 def test_the_content_hash_is_the_sha256_of_the_bytes_as_validation_takes_it(photo, tmp_path):

@@ -6,7 +6,7 @@ that it did not change.
 
 A lookup file holds the entries of the keys that fall in it, one JSON line each, sorted: by uri
 ``[uri, fingerprint, shard id, *the entry's other fields]``, by content ``[content hash, uri,
-fingerprint, shard id, ...]`` (incremental_catalog.Entry's fields). A shard's id stays with it
+fingerprint, shard id, ...]`` (catalog_entries.Entry's fields). A shard's id stays with it
 when an update renames it to close a gap in the numbers or writes it again, so that a line
 never needs to change for that; the run record maps ids to files. Both lookups have the same
 number of files, a power of two, set when they are built so that a file holds about
@@ -24,8 +24,8 @@ import zlib
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from beam_pipeline.core import rejections
-from beam_pipeline.core.output import incremental_catalog, output_layout
-from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output import catalog_entries, output_layout
+from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.output.run_record import LookupFile
 from beam_pipeline.core.rejections import DamagedOutput
 
@@ -92,7 +92,7 @@ class Lookup:
     """(shard id, entry) of one line."""
     fields = json.loads(text)
     uri, fingerprint, shard, *rest = fields[1:] if self.by_content else fields
-    return shard, incremental_catalog.entry_of([uri, fingerprint, *rest])
+    return shard, catalog_entries.entry_of([uri, fingerprint, *rest])
 
   def identity(self, text: str) -> Union[str, Tuple[str, str]]:
     """A line's identity, read without parsing the rest of it: the line starts with its uri, or

@@ -10,7 +10,7 @@ import dataclasses
 from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import option_table
-from beam_pipeline.core.output import catalog_lookup, incremental_catalog, output_layout, run_totals
+from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_layout, run_totals
 from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile, RunRecord, Shard, Update
 from beam_pipeline.core.settings import Settings
 
@@ -201,11 +201,11 @@ def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:
 
 
 def changed(changes: Mapping[str, int]) -> bool:
-  """Whether an update's inputs (``changes``: incremental_catalog.change counts) hold anything
+  """Whether an update's inputs (``changes``: catalog_entries.change counts) hold anything
   added, changed, removed or touched since the earlier run (a touched file's catalog line takes
   its new fingerprint, so that the next run does not read it again)."""
-  return any(changes.get(kind) for kind in (incremental_catalog.ADDED, incremental_catalog.CHANGED,
-                                            incremental_catalog.REMOVED, incremental_catalog.TOUCHED))
+  return any(changes.get(kind) for kind in (catalog_entries.ADDED, catalog_entries.CHANGED,
+                                            catalog_entries.REMOVED, catalog_entries.TOUCHED))
 
 
 def what_changed(decision: Decision, changes: Mapping[str, int], written: run_totals.WrittenTotals,
@@ -215,7 +215,7 @@ def what_changed(decision: Decision, changes: Mapping[str, int], written: run_to
   Args:
     decision: whether the run updated the dataset or converted everything (and why); a full conversion counts
       every example as added, and lists no written files.
-    changes: its inputs counted by what became of them (incremental_catalog.change).
+    changes: its inputs counted by what became of them (catalog_entries.change).
     written: what it wrote: new shards, and earlier ones written again.
     dataset: the whole dataset after it.
     labels: the dataset's classes after it, in id order; those past the earlier run's are new.
@@ -225,11 +225,11 @@ def what_changed(decision: Decision, changes: Mapping[str, int], written: run_to
   new = sum(1 for split in written.splits.values() for shard in split.shards if shard.file not in rewritten)
   rewritten_live = sum(1 for split in written.splits.values() for shard in split.shards
                        if shard.file in rewritten and shard.file not in untouched and shard.num_examples)
-  return Update(added=changes.get(incremental_catalog.ADDED, 0) if decision.updates else dataset.num_examples,
-                changed=changes.get(incremental_catalog.CHANGED, 0),
-                removed=changes.get(incremental_catalog.REMOVED, 0),
-                unchanged=changes.get(incremental_catalog.UNCHANGED, 0),
-                touched=changes.get(incremental_catalog.TOUCHED) or None,
+  return Update(added=changes.get(catalog_entries.ADDED, 0) if decision.updates else dataset.num_examples,
+                changed=changes.get(catalog_entries.CHANGED, 0),
+                removed=changes.get(catalog_entries.REMOVED, 0),
+                unchanged=changes.get(catalog_entries.UNCHANGED, 0),
+                touched=changes.get(catalog_entries.TOUCHED) or None,
                 shards_written=new, shards_rewritten=rewritten_live,
                 shards_kept=shards - new - rewritten_live,
                 new_classes=labels[len(decision.labels):] if decision.updates else [],

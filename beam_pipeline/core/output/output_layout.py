@@ -8,7 +8,7 @@ inspect, the readers and TensorFlow Datasets' metadata never disagree:
     train-00003.tfrecord[.gz]            an --incremental output's shards: no count in the name,
                                            since a run adds shards without renaming the others
     catalog/train-00003.jsonl            an --incremental output's catalog: per shard, what each
-                                           record was made from (incremental_catalog.py)
+                                           record was made from (catalog_entries.py)
     catalog/by_uri/00003-of-00016.jsonl  the same entries looked up by uri, and by content hash
     catalog/by_content/00003-of-00016.jsonl  (catalog_lookup.py)
     train-00003-of-00012.tfrecord.idx    their index files (--index_files)

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 from beam_pipeline.version import __version__
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.output import output_layout
-from beam_pipeline.core.output.incremental_catalog import Entry, checksum, text
+from beam_pipeline.core.output.catalog_entries import Entry, checksum, text
 from beam_pipeline.core.messages import ShardReport
 from beam_pipeline.core.output.run_record import (CatalogLookup, Duplicates, Embedding, Listing, NearDuplicates,
                                                   RunRecord, Shard, Split, Update)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.messages import ShardRewrite, ShardWritten
-from beam_pipeline.core.output import incremental_catalog, output_layout, run_totals
+from beam_pipeline.core.output import catalog_entries, output_layout, run_totals
 from beam_pipeline.core.rejections import DamagedOutput
 from beam_pipeline.core.settings import COMPRESSIONS, Settings
 from beam_pipeline.core.writing import record_index, shard_writer
@@ -41,7 +41,7 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
              'index_file': output_layout.index_file(unit.file) if settings.index_files else None}
   if unit.catalog_only:
     return _catalog_rewritten(unit, earlier[0][1], file_path, touched, options)
-  kept: List[Tuple[incremental_catalog.Entry, bytes]] = []
+  kept: List[Tuple[catalog_entries.Entry, bytes]] = []
   replaced = []
   for source, (shard, catalog) in zip(unit.sources, earlier):
     entries = _entries(shard, catalog, settings)
@@ -64,7 +64,7 @@ def rewrite_shard(unit: ShardRewrite, earlier: Sequence[Tuple[str, str]], file_p
   if settings.index_files:
     shard_writer.write_index(output_layout.index_file(file_path), lengths)
   shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file),
-                          incremental_catalog.text(entry for entry, _ in kept))
+                          catalog_entries.text(entry for entry, _ in kept))
   report = run_totals.shard_report(unit.split, unit.file, [entry for entry, _ in kept], os.path.getsize(file_path),
                                    **options, catalog_file=output_layout.catalog_file(unit.file))
   # The lookup's lines that change: a merge's records now in this shard, touched records' fingerprints.
@@ -88,10 +88,10 @@ def _catalog_rewritten(unit: ShardRewrite, catalog: str, file_path: str, touched
     options: what the reports count (run_totals.shard_report's keywords).
   """
   with open(catalog, encoding='utf-8', errors='surrogateescape') as f:
-    entries = incremental_catalog.entries(f.read())
+    entries = catalog_entries.entries(f.read())
   kept = [entry._replace(fingerprint=touched.get(entry.uri, entry.fingerprint)) for entry in entries]
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
-  shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file), incremental_catalog.text(kept))
+  shard_writer.write_text(output_layout.catalog_beside(file_path, unit.file), catalog_entries.text(kept))
   catalog_file = output_layout.catalog_file(unit.file)
   replaced = run_totals.shard_report(unit.split, unit.file, entries, unit.num_bytes, **options,
                                      catalog_file=catalog_file)
@@ -101,11 +101,11 @@ def _catalog_rewritten(unit: ShardRewrite, catalog: str, file_path: str, touched
                       tuple(entry for entry in kept if entry.uri in touched))
 
 
-def _entries(shard: str, catalog: str, settings: Settings) -> List[Tuple[incremental_catalog.Entry, bytes]]:
+def _entries(shard: str, catalog: str, settings: Settings) -> List[Tuple[catalog_entries.Entry, bytes]]:
   """(catalog entry, record) of each record of the local ``shard``: its framed bytes as they lie
   in an uncompressed shard, its serialized Example in a compressed one."""
   with open(catalog, encoding='utf-8', errors='surrogateescape') as f:
-    entries = incremental_catalog.entries(f.read())
+    entries = catalog_entries.entries(f.read())
   try:
     if COMPRESSIONS[settings.compression]:
       records = list(tf.data.TFRecordDataset(shard, compression_type=COMPRESSIONS[settings.compression]

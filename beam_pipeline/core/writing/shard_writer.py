@@ -18,7 +18,7 @@ import tensorflow as tf
 from beam_pipeline.core import isolation
 from beam_pipeline.core.images import image_info, kept_encodings, reencoding
 from beam_pipeline.core.inputs import reading
-from beam_pipeline.core.output import catalog_lookup, incremental_catalog
+from beam_pipeline.core.output import catalog_lookup, catalog_entries
 from beam_pipeline.core.writing import examples, record_index
 from beam_pipeline.core import rejections, schemas
 from beam_pipeline.core.images import pillow_limit
@@ -57,7 +57,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   class_ids = {label: index for index, label in enumerate(class_names)}
   os.makedirs(os.path.dirname(file_path) or '.', exist_ok=True)
   rejected: List[Rejection] = []
-  written: List[incremental_catalog.Entry] = []
+  written: List[catalog_entries.Entry] = []
   lengths = []
   batch_size = settings.embedding.batch_size if embed else 1
   read = functools.partial(_read, settings=settings, open_remote=remote and remote.open)
@@ -84,7 +84,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
         except Exception as e:  # pylint: disable=broad-except
           raise OutputError(f'{file_path}: {rejections.first_line(e)}') from e
         lengths.append(len(example))
-        written.append(incremental_catalog.entry(record, len(image), original_size != (record.height, record.width),
+        written.append(catalog_entries.entry(record, len(image), original_size != (record.height, record.width),
                                                  turned))
   name = output_layout.shard_file(plan, settings.compression)
   if settings.index_files:
@@ -92,7 +92,7 @@ def write_shard(plan: ShardPlan, file_path: str, settings: Settings, class_names
   catalog = None
   if settings.incremental:
     catalog = output_layout.catalog_file(name)
-    write_text(output_layout.catalog_beside(file_path, name), incremental_catalog.text(written))
+    write_text(output_layout.catalog_beside(file_path, name), catalog_entries.text(written))
   report = run_totals.shard_report(plan.split, name, written, os.path.getsize(file_path),
                                    multi_label=settings.multi_label, annotations=bool(settings.annotations),
                                    index_file=output_layout.index_file(name) if settings.index_files else None,

@@ -14,7 +14,7 @@ from apache_beam.pvalue import AsSingleton
 
 from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.core.output import catalog_lookup, incremental_update
-from beam_pipeline.core.output.incremental_catalog import Entry
+from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.output.catalog_lookup import Lookup
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord
 from beam_pipeline.core.settings import Settings

@@ -5,7 +5,7 @@ import zlib
 
 import pytest
 
-from beam_pipeline.core.output import catalog_lookup, incremental_catalog
+from beam_pipeline.core.output import catalog_lookup, catalog_entries
 from beam_pipeline.core.output.run_record import LookupFile
 from beam_pipeline.core.rejections import DamagedOutput
 
@@ -18,8 +18,8 @@ ODD_URIS = ['imgs/cat/a.jpg', 'imgs/"quoted", \\back\\.jpg', 'imgs/tab\there.jpg
 BY_URI, BY_CONTENT = catalog_lookup.BY_URI, catalog_lookup.BY_CONTENT
 
 
-def entry(uri: str, fingerprint: str = 'file:1:2:3:4', sha: str = 'ab' * 32) -> incremental_catalog.Entry:
-  return incremental_catalog.Entry(uri, fingerprint, sha, 'train', 'cat', (), ('box',), 48, 1500, False, False, False,
+def entry(uri: str, fingerprint: str = 'file:1:2:3:4', sha: str = 'ab' * 32) -> catalog_entries.Entry:
+  return catalog_entries.Entry(uri, fingerprint, sha, 'train', 'cat', (), ('box',), 48, 1500, False, False, False,
                                    False, ('dark',), 'f' * 16)
 
 

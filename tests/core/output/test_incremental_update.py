@@ -9,8 +9,8 @@ import pytest
 
 from beam_pipeline.core.inputs import labels
 from beam_pipeline.core.messages import Rejection, ShardReport
-from beam_pipeline.core.output import incremental_catalog, incremental_update, output_layout, run_totals
-from beam_pipeline.core.output.incremental_catalog import ADDED, CHANGED, REMOVED, UNCHANGED
+from beam_pipeline.core.output import catalog_entries, incremental_update, output_layout, run_totals
+from beam_pipeline.core.output.catalog_entries import ADDED, CHANGED, REMOVED, UNCHANGED
 from beam_pipeline.core.output.run_record import Shard
 from beam_pipeline.core.planning import splitting
 from beam_pipeline.core.settings import SplitSpec
@@ -23,7 +23,7 @@ def entry(uri: str, fingerprint: str = 'file:1:2', split: str = 'train', label: 
   base = dict(uri=uri, fingerprint=fingerprint, source_sha256='ab' * 32, split=split, label=label, labels=(),
               objects=(), longer_side=48, stored_bytes=1500, reencoded=False, resized=False, rotated=False,
               damaged=False)
-  return incremental_catalog.Entry(**{**base, **fields})
+  return catalog_entries.Entry(**{**base, **fields})
 
 
 @pytest.mark.parametrize('today, earlier, change', [
@@ -35,14 +35,14 @@ def entry(uri: str, fingerprint: str = 'file:1:2', split: str = 'train', label: 
     (['file:1:2', 'file:1:2'], ['file:1:2'], CHANGED),  # a manifest names it twice now
 ])
 def test_what_became_of_an_input(today, earlier, change):
-  assert incremental_catalog.change(today, earlier) == change
+  assert catalog_entries.change(today, earlier) == change
 
 
 def test_only_what_an_unchanged_file_would_get_again_is_carried():
-  assert incremental_catalog.carried(Rejection('a.jpg', 'corrupt', 'cut short', 'file:1:2'))
-  assert not incremental_catalog.carried(Rejection('a.jpg', 'corrupt', 'cut short'))  # no fingerprint
+  assert catalog_entries.carried(Rejection('a.jpg', 'corrupt', 'cut short', 'file:1:2'))
+  assert not catalog_entries.carried(Rejection('a.jpg', 'corrupt', 'cut short'))  # no fingerprint
   for reason in ('unreadable', 'duplicate', 'changed_during_run', 'internal_error', 'skipped'):
-    assert not incremental_catalog.carried(Rejection('a.jpg', reason, '', 'file:1:2'))
+    assert not catalog_entries.carried(Rejection('a.jpg', reason, '', 'file:1:2'))
   line = Rejection('a\udcff.jpg', 'corrupt', 'cut short', 'file:1:2')
   assert Rejection.from_json(line.to_json()) == line
   # The errors files of other runs as they were:
@@ -53,9 +53,9 @@ def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer
   entries = [entry('a.jpg', label='cat', objects=('cat', 'dog'), longer_side=1000, stored_bytes=5000, resized=True),
              entry('b\udcff ü.jpg', label=None, labels=('x', 'y'), reencoded=True, damaged=True, rotated=True,
                    quality=('blurry', 'dark'), phash='c3' * 8)]
-  text = incremental_catalog.text(entries)
+  text = catalog_entries.text(entries)
   assert text.count('\n') == 2
-  assert incremental_catalog.entries(text) == entries
+  assert catalog_entries.entries(text) == entries
   assert entries[0].stratum == 'cat' and entries[1].stratum == ''
   report = run_totals.shard_report('train', 'train-00000.tfrecord', entries, 7000, multi_label=True,
                                       annotations=True, catalog_file='catalog/train-00000.jsonl')
@@ -67,11 +67,11 @@ def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer
 
 
 def test_a_catalog_line_of_a_version_without_quality_flags_or_hashes_reads_as_raising_none_and_hashing_none():
-  line = json.loads(incremental_catalog.line(entry('a.jpg', quality=('dark',), phash='0f' * 8)))
+  line = json.loads(catalog_entries.line(entry('a.jpg', quality=('dark',), phash='0f' * 8)))
   without_hash = json.dumps(line[:-1]) + '\n'  # written before perceptual hashes were kept
-  assert incremental_catalog.parse(without_hash) == entry('a.jpg', quality=('dark',), phash='')
+  assert catalog_entries.parse(without_hash) == entry('a.jpg', quality=('dark',), phash='')
   older = json.dumps(line[:-2]) + '\n'  # written before the flags were
-  assert incremental_catalog.parse(older) == entry('a.jpg') and entry('a.jpg').quality == ()
+  assert catalog_entries.parse(older) == entry('a.jpg') and entry('a.jpg').quality == ()
   assert entry('a.jpg').phash == ''
 
 

@@ -1,5 +1,7 @@
-"""An --incremental output's catalog: for each shard, one JSON line per record, in the shard's order,
-saying what the record was made from and what it counts for.
+"""The catalog's entries: for each shard, one per record, in the shard's order, saying what the
+record was made from and what it counts for. Every run makes them as it writes a shard, and sums
+up the shard's report from them (run_totals.shard_report); an --incremental output keeps them
+beside each shard as its catalog, one JSON line each.
 
 A later run compares it with today's listing (by uri and fingerprint) to find what was
 added, changed and deleted; it places a new copy or near copy (by perceptual hash) of a
