@@ -51,7 +51,7 @@ $(MODELS_STAMP):
 	touch $(MODELS_STAMP)
 
 run: install
-	$(BIN)/python -m benchmarks.sample_set $(SAMPLE)
+	$(BIN)/python -m beam_pipeline.synthetic.sample_set $(SAMPLE)
 	$(BIN)/python -m beam_pipeline --input=$(SAMPLE) --output=$(SAMPLE_OUT) --runner=DirectRunner
 
 # Three worker processes per two cores (pytest-xdist): about a third of a test's time is spent

@@ -46,6 +46,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from benchmarks import photo_set
+from beam_pipeline.synthetic import pet_photos
 from benchmarks.run import REPO, RESULTS, SCRATCH, machine, run_child
 
 ADDED, REMOVED, REPLACED = 0.01, 0.0005, 0.0005
@@ -77,7 +78,7 @@ def change_input(folder: Path, n: int) -> Dict[str, Any]:
     path.write_bytes(_replacement(number))
   added = []
   for index in range(max(1, round(n * ADDED))):
-    name, _, data = photo_set._file(NEW_SEED, index)  # pylint: disable=protected-access
+    name, _, data = pet_photos.file_of(NEW_SEED, index)
     folder_name, file_name = name.split('/')
     path = folder / folder_name / f'added-{index}{Path(file_name).suffix}'
     path.write_bytes(data)
@@ -90,7 +91,7 @@ def _replacement(number: int) -> bytes:
   """A valid JPEG none of the set holds: a replaced file stays an image, with other content."""
   index = number
   while True:
-    _, kind, data = photo_set._file(REPLACEMENT_SEED, index)  # pylint: disable=protected-access
+    _, kind, data = pet_photos.file_of(REPLACEMENT_SEED, index)
     if kind == 'jpeg':
       return data
     index += 10**6

@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from benchmarks import natural_photos, run
+from benchmarks import run
+from beam_pipeline.synthetic import natural_photos
 
 DATA = Path(__file__).resolve().parents[1] / 'work' / 'bench-data' / 'large-images'
 # name: (count, (width, height), format, encoder options)

@@ -13,48 +13,17 @@ PSS); reported beside them: how many images the run called look-alikes, its grou
 validation share. Results go to work/bench-results/look-alikes.json.
 """
 import argparse
-import io
 import json
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Dict
 
-import numpy as np
-from PIL import Image
-
 from benchmarks import run
+from beam_pipeline.synthetic import look_alike_frames
 
 DATA = Path(__file__).resolve().parents[1] / 'work' / 'bench-data'
-SIDE = 64
-NOISY_PIXELS = 5
 MARKER = 'complete.json'
-
-
-def frame(camera: int, index: int) -> bytes:
-  """Frame ``index`` of camera ``camera`` as a JPEG: the camera's radial gradient, centred where
-  the camera looks, with NOISY_PIXELS random pixels."""
-  rng = np.random.default_rng([camera, index])
-  centre = np.random.default_rng(camera).uniform(0, SIDE, 2)
-  y, x = np.mgrid[0:SIDE, 0:SIDE]
-  pixels = np.hypot(y - centre[0], x - centre[1]) * 255 / (SIDE * 1.5)
-  pixels[rng.integers(0, SIDE, NOISY_PIXELS), rng.integers(0, SIDE, NOISY_PIXELS)] = rng.integers(0, 256, NOISY_PIXELS)
-  buffer = io.BytesIO()
-  Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).convert('RGB').save(buffer, 'JPEG', quality=90)
-  return buffer.getvalue()
-
-
-def write_frames(root: Path, images: int, cameras: int) -> Dict[str, int]:
-  """``images`` frames, camera by camera in turn, each camera's in a class folder of its own
-  (camera_<n>/frame-<index>.jpg). Returns {class: frames}."""
-  counts: Dict[str, int] = {}
-  for index in range(images):
-    camera = index % cameras
-    label = f'camera_{camera}'
-    (root / label).mkdir(parents=True, exist_ok=True)
-    (root / label / f'frame-{index:07d}.jpg').write_bytes(frame(camera, index))
-    counts[label] = counts.get(label, 0) + 1
-  return counts
 
 
 def ensure(images: int, cameras: int) -> Path:
@@ -63,7 +32,7 @@ def ensure(images: int, cameras: int) -> Path:
   if (base / MARKER).exists():
     return base / 'frames'
   shutil.rmtree(base, ignore_errors=True)
-  write_frames(base / 'frames', images, cameras)
+  look_alike_frames.write_frames(base / 'frames', images, cameras)
   (base / MARKER).write_text(json.dumps({'images': images, 'cameras': cameras}) + '\n')
   return base / 'frames'
 

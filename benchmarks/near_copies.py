@@ -3,28 +3,27 @@ distinct photos: the measurement behind perceptual_hash.NEAR_DISTANCE.
 
 Usage: python -m benchmarks.near_copies [--photos 2000] [--copied 1000] [--seed 0]
 
---photos distinct photos (natural_photos), each stored as a camera would store it (a JPEG of
-quality 85-95, 480-1280 pixels on its longer side), and of the first --copied of them one
-copy of each kind in COPIES, made from the original's bytes as a user would make it. Every
-file goes through preparation.prepare_images, the path a conversion takes. Printed: each
-kind's distances to its original; the distances between distinct photos (all pairs); and for
-each threshold, the share of each kind's copies found and the false positives, photos
-within it of another photo they were not made from. The distance chosen is the smallest at
-which every kind in COPIES is found at least 99% of the time; it must keep false positives
-at or under 0.1% of photos. NOT_FOUND's kinds are measured alongside, to say what is missed.
+--photos distinct photos (synthetic.near_copy_kinds.original), each stored as a camera would
+store it (a JPEG of quality 85-95, 480-1280 pixels on its longer side), and of the first
+--copied of them one copy of each kind in near_copy_kinds.COPIES, made from the original's
+bytes as a user would make it. Every file goes through preparation.prepare_images, the path a
+conversion takes. Printed: each kind's distances to its original; the distances between
+distinct photos (all pairs); and for each threshold, the share of each kind's copies found and
+the false positives, photos within it of another photo they were not made from. The distance
+chosen is the smallest at which every kind in COPIES is found at least 99% of the time; it
+must keep false positives at or under 0.1% of photos. NOT_FOUND's kinds are measured
+alongside, to say what is missed.
 Results also go to work/bench-results/near-copies.json.
 """
 import argparse
-import io
 import json
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import List
 
 import numpy as np
-from PIL import Image, ImageEnhance
 
-from benchmarks import natural_photos
+from beam_pipeline.synthetic import near_copy_kinds
 from beam_pipeline.core.images import perceptual_hash, preparation
 from beam_pipeline.core.rejections import Rejected
 
@@ -34,61 +33,6 @@ FOUND_AT_LEAST = 0.99  # of each kind's copies
 FALSE_AT_MOST = 0.001  # of photos
 _MAX_PIXELS = 10**8
 _CHUNK = 64  # images per prepare_images call, about as validation's chunks hold
-
-
-def encode(image: Image.Image, fmt: str, **params) -> bytes:
-  buffer = io.BytesIO()
-  image.save(buffer, fmt, **params)
-  return buffer.getvalue()
-
-
-def original(seed: int) -> bytes:
-  """Photo ``seed`` as a camera stores it."""
-  rng = np.random.default_rng([0x0C, seed])
-  width, height = natural_photos.size(seed, (480, 1280))
-  return encode(natural_photos.photo(seed, width, height), 'JPEG', quality=int(rng.integers(85, 96)))
-
-
-def _cropped(image: Image.Image, rng: np.random.Generator, low: float, high: float) -> Image.Image:
-  """``image`` with low-high of its width or height cut off each of some (one to four) of its sides."""
-  sides = rng.permutation(4)[:rng.integers(1, 5)]
-  cut = [rng.uniform(low, high) if side in sides else 0.0 for side in range(4)]  # left, top, right, bottom
-  width, height = image.size
-  return image.crop((round(cut[0] * width), round(cut[1] * height),
-                     width - round(cut[2] * width), height - round(cut[3] * height)))
-
-
-def _downscaled(image: Image.Image, rng: np.random.Generator) -> Image.Image:
-  scale = rng.uniform(0.55, 0.85)
-  return image.resize((round(image.width * scale), round(image.height * scale)), Image.LANCZOS)
-
-
-def _jpeg(image: Image.Image, quality: int = 90) -> bytes:
-  return encode(image, 'JPEG', quality=quality)
-
-
-# Each kind of copy: from the original, decoded, and a generator of its own, the copy's bytes.
-COPIES: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
-    'downscaled 55-85%': lambda image, rng: _jpeg(_downscaled(image, rng)),
-    'JPEG quality 35-70': lambda image, rng: _jpeg(image, int(rng.integers(35, 71))),
-    'PNG': lambda image, rng: encode(image, 'PNG', compress_level=1),
-    'brightness +-8%': lambda image, rng: _jpeg(ImageEnhance.Brightness(image).enhance(rng.uniform(0.92, 1.08))),
-    'cropped 1-3%': lambda image, rng: _jpeg(_cropped(image, rng, 0.01, 0.03)),
-}
-NOT_FOUND: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
-    'mirrored': lambda image, rng: _jpeg(image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
-    'cropped 5-10%': lambda image, rng: _jpeg(_cropped(image, rng, 0.05, 0.10)),
-    'cropped 10-20%': lambda image, rng: _jpeg(_cropped(image, rng, 0.10, 0.20)),
-}
-
-
-_KINDS = {**COPIES, **NOT_FOUND}
-
-
-def copy(data: bytes, kind: str, seed: int) -> bytes:
-  """A copy of the kind named (COPIES or NOT_FOUND) of the photo stored as ``data``."""
-  with Image.open(io.BytesIO(data)) as image:
-    return _KINDS[kind](image.convert('RGB'), np.random.default_rng([0xC0, seed, list(_KINDS).index(kind)]))
 
 
 def hashes(datas: List[bytes]) -> np.ndarray:
@@ -107,9 +51,10 @@ def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def measure(photos: int, copied: int, seed: int) -> dict:
   started = time.perf_counter()
-  originals = [original(seed * 1_000_000 + i) for i in range(photos)]
-  kinds = list(_KINDS)
-  copies = {kind: [copy(originals[i], kind, seed * 1_000_000 + i) for i in range(copied)] for kind in kinds}
+  originals = [near_copy_kinds.original(seed * 1_000_000 + i) for i in range(photos)]
+  kinds = list(near_copy_kinds.KINDS)
+  copies = {kind: [near_copy_kinds.copy(originals[i], kind, seed * 1_000_000 + i) for i in range(copied)]
+            for kind in kinds}
   made = time.perf_counter() - started
   started = time.perf_counter()
   photo_hashes = hashes(originals)
@@ -126,7 +71,7 @@ def measure(photos: int, copied: int, seed: int) -> dict:
       'false_photos': float(np.mean(nearest_other <= t)),
   } for t in THRESHOLDS]
   chosen = next((row['threshold'] for row in per_threshold
-                 if all(row['found'][kind] >= FOUND_AT_LEAST for kind in COPIES)), None)
+                 if all(row['found'][kind] >= FOUND_AT_LEAST for kind in near_copy_kinds.COPIES)), None)
   return {
       'photos': photos, 'copied': copied, 'seed': seed, 'made_s': round(made, 1), 'hashed_s': round(hashed, 1),
       'copies': {kind: {'max': int(d.max()), 'p99': float(np.percentile(d, 99)), 'p95': float(np.percentile(d, 95)),
@@ -144,8 +89,8 @@ def report(result: dict) -> str:
   lines = [f"{result['photos']} distinct photos, {result['copied']} copies of each kind "
            f"(made in {result['made_s']} s, hashed in {result['hashed_s']} s)", '',
            '| copy | median | p95 | p99 | max |', '| --- | --- | --- | --- | --- |']
-  lines += [f"| {kind}{'' if kind in COPIES else ' (not found)'} | {d['median']:g} | {d['p95']:g} | {d['p99']:g} "
-            f"| {d['max']} |" for kind, d in result['copies'].items()]
+  lines += [f"| {kind}{'' if kind in near_copy_kinds.COPIES else ' (not found)'} | {d['median']:g} | {d['p95']:g} "
+            f"| {d['p99']:g} | {d['max']} |" for kind, d in result['copies'].items()]
   distinct = result['distinct']
   lines += ['', f"Distinct pairs ({distinct['pairs']:,}): min {distinct['min']}, " + ', '.join(
       f'{key} {value:g}' for key, value in distinct.items() if key.startswith('p') and key != 'pairs'), '',

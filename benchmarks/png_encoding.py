@@ -20,7 +20,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from benchmarks import natural_photos
+from beam_pipeline.synthetic import natural_photos
 from benchmarks.run import RESULTS
 
 SIZES = {'12 MP (4000x3000)': (4000, 3000), '8K (7680x4320)': (7680, 4320)}

@@ -25,8 +25,8 @@ _CHUNK = 64
 
 
 def _photos(count: int) -> list:
-  from benchmarks import natural_photos  # pylint: disable=import-outside-toplevel
-  from benchmarks.near_copies import encode  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.synthetic import natural_photos  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.synthetic.image_files import encode  # pylint: disable=import-outside-toplevel
   PHOTOS.mkdir(parents=True, exist_ok=True)
   paths = [PHOTOS / f'{i:05d}.jpg' for i in range(count)]
   for i, path in enumerate(paths):

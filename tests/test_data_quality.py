@@ -15,7 +15,7 @@ from beam_pipeline.core.images import image_quality
 from beam_pipeline.inspection import overview
 from beam_pipeline.core.output import catalog_entries
 from beam_pipeline.core.output.run_record import RunRecord
-from benchmarks import natural_photos
+from beam_pipeline.synthetic import natural_photos
 from helpers.commands import convert
 from helpers.dataset_reader import read_output
 

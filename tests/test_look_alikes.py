@@ -8,7 +8,7 @@ among them are still one group."""
 import json
 
 from beam_pipeline.core.output.run_record import RunRecord
-from benchmarks import look_alikes, natural_photos, near_copies
+from beam_pipeline.synthetic import image_files, look_alike_frames, natural_photos, near_copy_kinds
 from helpers.commands import convert
 from test_near_duplicates import splits_of
 
@@ -17,10 +17,10 @@ FRAMES = 20_000
 
 def test_twenty_thousand_frames_of_two_cameras_split_80_20_as_look_alikes(tmp_path_factory, capfd):
   root = tmp_path_factory.mktemp('look-alikes') / 'in'
-  counts = look_alikes.write_frames(root, FRAMES, 2)
-  photo = near_copies.encode(natural_photos.photo(7, 320, 240), 'JPEG', quality=90)
+  counts = look_alike_frames.write_frames(root, FRAMES, 2)
+  photo = image_files.encode(natural_photos.photo(7, 320, 240), 'JPEG', quality=90)
   (root / 'camera_0' / 'photo.jpg').write_bytes(photo)
-  (root / 'camera_0' / 'photo-copy.jpg').write_bytes(near_copies.copy(photo, 'JPEG quality 35-70', 7))
+  (root / 'camera_0' / 'photo-copy.jpg').write_bytes(near_copy_kinds.copy(photo, 'JPEG quality 35-70', 7))
   output = tmp_path_factory.mktemp('out')
   capfd.readouterr()
   assert convert(f'--input={root}', f'--output={output}', '--splits=train=0.8,validation=0.2') == 0

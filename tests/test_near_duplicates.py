@@ -14,17 +14,17 @@ import pytest
 from PIL import Image
 
 from beam_pipeline.core.output.run_record import RunRecord
-from benchmarks import natural_photos, near_copies
+from beam_pipeline.synthetic import image_files, natural_photos, near_copy_kinds
 from helpers.commands import convert
 from helpers.dataset_reader import read_output
 
-KINDS = list(near_copies.COPIES)
+KINDS = list(near_copy_kinds.COPIES)
 CLASSES = ('cat', 'dog')
 
 
 def _original(seed: int) -> bytes:
   width, height = natural_photos.size(seed, (200, 320))
-  return near_copies.encode(natural_photos.photo(seed, width, height), 'JPEG', quality=90)
+  return image_files.encode(natural_photos.photo(seed, width, height), 'JPEG', quality=90)
 
 
 def write_set(root: Path, photos: int, copied: int) -> Dict[str, str]:
@@ -41,12 +41,12 @@ def write_set(root: Path, photos: int, copied: int) -> Dict[str, str]:
       kind = KINDS[seed % len(KINDS)]
       suffix = 'png' if kind == 'PNG' else 'jpg'
       name = f'{label}/photo-{seed:04d}-copy.{suffix}'
-      (root / name).write_bytes(near_copies.copy(data, kind, seed))
+      (root / name).write_bytes(near_copy_kinds.copy(data, kind, seed))
       made[name] = f'{label}/photo-{seed:04d}.jpg'
   last = copied - 1
   original = f'{CLASSES[last % 2]}/photo-{last:04d}.jpg'
   other = f'{CLASSES[(last + 1) % 2]}/photo-{last:04d}-other-class.png'
-  (root / other).write_bytes(near_copies.copy((root / original).read_bytes(), 'PNG', last + 1))
+  (root / other).write_bytes(near_copy_kinds.copy((root / original).read_bytes(), 'PNG', last + 1))
   made[other] = original
   return made
 

@@ -6,7 +6,7 @@ import sys
 import sysconfig
 import venv
 
-from benchmarks.sample_set import write_sample_set
+from beam_pipeline.synthetic.sample_set import write_sample_set
 
 from helpers.commands import ROOT, TIMEOUT
 

@@ -19,7 +19,7 @@ from unittest import mock
 import pytest
 from PIL import Image
 
-from benchmarks import sample_set
+from beam_pipeline.synthetic import sample_set
 from helpers import extra_venvs, readme
 from helpers.commands import ROOT, TIMEOUT, convert
 from helpers.dataset_reader import read_output

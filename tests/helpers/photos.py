@@ -1,4 +1,4 @@
-"""Synthetic photos for the tests, made one way: benchmarks.sample_set's busy pictures.
+"""Synthetic photos for the tests, made one way: synthetic.sample_set's busy pictures.
 
 Pixels follow the seed, the noise layer included: Pillow's Image.effect_noise is
 unseeded (its generator's state carries over from every image made before in the
@@ -17,8 +17,8 @@ from typing import Dict, Iterator, List, Mapping, Sequence, Tuple, Union
 import numpy as np
 from PIL import Image
 
-from benchmarks import sample_set
-from benchmarks.sample_set import encode
+from beam_pipeline.synthetic import sample_set
+from beam_pipeline.synthetic.image_files import encode
 
 __all__ = ['encode', 'image', 'jpeg', 'jpegs', 'labelled', 'seeded_noise', 'write_files', 'write_sample_set']
 

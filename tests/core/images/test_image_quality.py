@@ -5,8 +5,8 @@ import pytest
 
 from beam_pipeline.core.images import image_quality, perceptual_hash, preparation
 from beam_pipeline.core.images.image_quality import Statistics
-from benchmarks import natural_photos, photo_set, quality_flags
-from benchmarks.quality_flags import encode
+from beam_pipeline.synthetic import natural_photos, pet_photos, quality_cases
+from beam_pipeline.synthetic.quality_cases import encode
 
 GRID = perceptual_hash.SIDE
 PLAIN = Statistics(brightness=0.5, shadows=0.2, highlights=0.9, sharpness=1.0, entropy=7.0, colour_spread=0.3)
@@ -95,28 +95,28 @@ def _photos():
 
 def test_ordinary_photos_raise_no_flag():
   plain = [encode(photo) for photo in _photos()]
-  pets = [encode(photo_set.photo(np.random.default_rng(i), 500, 375, 2.0), quality=85) for i in range(6)]
+  pets = [encode(pet_photos.photo(np.random.default_rng(i), 500, 375, 2.0), quality=85) for i in range(6)]
   assert _flags(plain + pets) == [()] * 12
 
 
 def test_low_contrast_is_no_blur():
   """Over- and under-exposed photos and pages of small text were blurry when sharpness was
   counted in levels; as a share of their own contrast they are not."""
-  made = [encode(make(photo)) for photo in _photos() for make in (quality_flags.dark, quality_flags.light)]
-  pages = [encode(quality_flags.text_page(seed)) for seed in range(3)]
+  made = [encode(make(photo)) for photo in _photos() for make in (quality_cases.dark, quality_cases.light)]
+  pages = [encode(quality_cases.text_page(seed)) for seed in range(3)]
   assert not any('blurry' in flags for flags in _flags(made + pages))
 
 
 @pytest.mark.parametrize('make, flag', [
-    (quality_flags.dark, 'dark'), (quality_flags.light, 'light'), (quality_flags.blurred, 'blurry'),
-    (quality_flags.gray_as_rgb, 'grayscale_as_rgb')])
+    (quality_cases.dark, 'dark'), (quality_cases.light, 'light'), (quality_cases.blurred, 'blurry'),
+    (quality_cases.gray_as_rgb, 'grayscale_as_rgb')])
 def test_a_photo_made_to_have_a_flag_raises_it(make, flag):
   assert all(flag in flags for flags in _flags([encode(make(photo)) for photo in _photos()]))
 
 
 def test_blank_and_two_tone_images_are_low_information_and_a_wide_strip_extreme():
   assert all('low_information' in flags for flags in _flags(
-      [encode(quality_flags.blank(seed)) for seed in range(3)] + [encode(quality_flags.two_tone(seed))
+      [encode(quality_cases.blank(seed)) for seed in range(3)] + [encode(quality_cases.two_tone(seed))
                                                                    for seed in range(3)]))
   assert _flags([encode(natural_photos.photo(1, 1200, 300))]) == [('extreme_aspect',)]
 

@@ -10,8 +10,8 @@ from PIL import Image
 
 from beam_pipeline.core.images import exif_orientation, image_plans, perceptual_hash, preparation, tensorflow_decoding
 from beam_pipeline.core.settings import StoredImages
-from benchmarks import natural_photos, near_copies
-from benchmarks.near_copies import encode
+from beam_pipeline.synthetic import natural_photos, near_copy_kinds
+from beam_pipeline.synthetic.image_files import encode
 
 HEX = re.compile(r'[0-9a-f]{16}')
 _ORIENTATION_TAG = 0x0112
@@ -60,11 +60,11 @@ def test_an_orientation_turns_the_thumbnail_as_pillow_turns_the_pixels(orientati
   assert perceptual_hash.phash(stored, orientation) != perceptual_hash.phash(stored)
 
 
-@pytest.mark.parametrize('kind', list(near_copies.COPIES))
+@pytest.mark.parametrize('kind', list(near_copy_kinds.COPIES))
 def test_each_kind_of_near_copy_hashes_within_near_distance_of_its_original(kind):
   for seed in range(4):
     original = encode(_photo(seed), 'JPEG', quality=90)
-    copy = near_copies.copy(original, kind, seed)
+    copy = near_copy_kinds.copy(original, kind, seed)
     assert perceptual_hash.distance(_hash_of(original), _hash_of(copy)) <= perceptual_hash.NEAR_DISTANCE
 
 
@@ -78,7 +78,7 @@ def test_distinct_photos_are_farther_apart_than_near_distance():
 def test_a_mirrored_copy_is_not_a_near_copy():
   """What a DCT hash cannot see through (benchmarks/README.md, Near copies)."""
   original = encode(_photo(3), 'JPEG', quality=90)
-  assert perceptual_hash.distance(_hash_of(original), _hash_of(near_copies.copy(original, 'mirrored', 3))) > \
+  assert perceptual_hash.distance(_hash_of(original), _hash_of(near_copy_kinds.copy(original, 'mirrored', 3))) > \
       perceptual_hash.NEAR_DISTANCE
 
 

@@ -6,8 +6,8 @@ from beam_pipeline.core.images import perceptual_hash, preparation, validation
 from beam_pipeline.core.messages import InputItem
 from beam_pipeline.core.settings import StoredImages
 
-from benchmarks import natural_photos, quality_flags
-from benchmarks.quality_flags import encode
+from beam_pipeline.synthetic import natural_photos, quality_cases
+from beam_pipeline.synthetic.quality_cases import encode
 from helpers import photos
 from helpers.values import settings
 
@@ -61,7 +61,7 @@ def test_a_record_carries_its_perceptual_hash_and_quality_flags(tmp_path):
   """What near copies are grouped by, and what is worth a look, travel with the record (not into the Example)."""
   photo = natural_photos.photo(0, 400, 300)
   photos.write_files(tmp_path, {'cat/plain.jpg': encode(photo, 'JPEG', quality=90),
-                                'cat/dark.png': encode(quality_flags.dark(photo), 'PNG'),
+                                'cat/dark.png': encode(quality_cases.dark(photo), 'PNG'),
                                 'cat/strip.jpg': encode(natural_photos.photo(1, 1200, 300), 'JPEG', quality=90)})
   items = [InputItem(str(tmp_path / 'cat' / name)) for name in ('plain.jpg', 'dark.png', 'strip.jpg')]
   records = {os.path.basename(r.uri): r for r in validation.validate_batch(items, settings()).records}

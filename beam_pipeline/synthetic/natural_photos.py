@@ -16,7 +16,14 @@ _FIELD_SIDE = 160
 
 
 def pink_field(rng: np.random.Generator, height: int, width: int, exponent: float) -> np.ndarray:
-  """Noise whose amplitude falls as 1/f**exponent, scaled to mean 0 and standard deviation 1."""
+  """Noise whose amplitude falls as 1/f**exponent, scaled to mean 0 and standard deviation 1.
+
+  Args:
+    rng: the random numbers it is drawn from.
+    height: its rows.
+    width: its columns.
+    exponent: how fast its amplitude falls with frequency (1: pink noise, as natural scenes' does).
+  """
   frequency = np.hypot(np.fft.fftfreq(height)[:, None], np.fft.rfftfreq(width)[None, :])
   frequency[0, 0] = 1.0
   spectrum = (rng.standard_normal(frequency.shape) + 1j * rng.standard_normal(frequency.shape)) / frequency**exponent

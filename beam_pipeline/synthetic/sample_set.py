@@ -1,17 +1,25 @@
 """A small built-in photo set for ``make run``: two classes, odd formats, damaged files.
 
-Usage: python -m benchmarks.sample_set <directory>
+Usage: python -m beam_pipeline.synthetic.sample_set <directory>
 """
-import io
 import os
 import random
 import sys
 
 from PIL import Image, ImageDraw
 
+from beam_pipeline.synthetic.image_files import encode
+
 
 def synthetic_photo(rng: random.Random, width: int, height: int, mode: str = 'RGB') -> Image.Image:
-  """A busy picture (gradient plus shapes) so JPEG sizes resemble real photos'."""
+  """A busy picture (gradient plus shapes) so JPEG sizes resemble real photos'.
+
+  Args:
+    rng: the random numbers it is drawn from.
+    width: its width in pixels.
+    height: its height in pixels.
+    mode: its Pillow mode.
+  """
   image = Image.linear_gradient('L').resize((width, height)).convert('RGB')
   draw = ImageDraw.Draw(image)
   for _ in range(12):
@@ -20,12 +28,6 @@ def synthetic_photo(rng: random.Random, width: int, height: int, mode: str = 'RG
                  fill=tuple(rng.randrange(256) for _ in range(3)))
   noise = Image.effect_noise((width, height), rng.uniform(10, 60)).convert('RGB')
   return Image.blend(image, noise, 0.25).convert(mode)
-
-
-def encode(image: Image.Image, fmt: str, **params) -> bytes:
-  buffer = io.BytesIO()
-  image.save(buffer, fmt, **params)
-  return buffer.getvalue()
 
 
 def write_sample_set(directory: str, per_class: int = 40, seed: int = 0) -> int:

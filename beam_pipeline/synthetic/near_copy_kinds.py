@@ -1,0 +1,69 @@
+"""Near copies of a photo, of each kind a user makes: downscaled, re-compressed, stored as PNG,
+brightened, cropped (COPIES, which the converter's distance is chosen to find), and mirrored or
+cropped further (NOT_FOUND, measured to say what it misses). Each copy is made from the
+original's bytes, as an editor would, and depends only on the original and its seed.
+"""
+import io
+from typing import Callable, Dict
+
+import numpy as np
+from PIL import Image, ImageEnhance
+
+from beam_pipeline.synthetic import natural_photos
+from beam_pipeline.synthetic.image_files import encode
+
+
+def original(seed: int) -> bytes:
+  """Photo ``seed`` as a camera stores it."""
+  rng = np.random.default_rng([0x0C, seed])
+  width, height = natural_photos.size(seed, (480, 1280))
+  return encode(natural_photos.photo(seed, width, height), 'JPEG', quality=int(rng.integers(85, 96)))
+
+
+def _cropped(image: Image.Image, rng: np.random.Generator, low: float, high: float) -> Image.Image:
+  """``image`` with low-high of its width or height cut off each of some (one to four) of its sides.
+
+  Args:
+    image: the picture cropped.
+    rng: the random numbers that choose the sides and the cuts.
+    low: the smallest share of a side's dimension cut off.
+    high: the largest.
+  """
+  sides = rng.permutation(4)[:rng.integers(1, 5)]
+  cut = [rng.uniform(low, high) if side in sides else 0.0 for side in range(4)]  # left, top, right, bottom
+  width, height = image.size
+  return image.crop((round(cut[0] * width), round(cut[1] * height),
+                     width - round(cut[2] * width), height - round(cut[3] * height)))
+
+
+def _downscaled(image: Image.Image, rng: np.random.Generator) -> Image.Image:
+  scale = rng.uniform(0.55, 0.85)
+  return image.resize((round(image.width * scale), round(image.height * scale)), Image.LANCZOS)
+
+
+def _jpeg(image: Image.Image, quality: int = 90) -> bytes:
+  return encode(image, 'JPEG', quality=quality)
+
+
+# Each kind of copy: from the original, decoded, and a generator of its own, the copy's bytes.
+COPIES: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
+    'downscaled 55-85%': lambda image, rng: _jpeg(_downscaled(image, rng)),
+    'JPEG quality 35-70': lambda image, rng: _jpeg(image, int(rng.integers(35, 71))),
+    'PNG': lambda image, rng: encode(image, 'PNG', compress_level=1),
+    'brightness +-8%': lambda image, rng: _jpeg(ImageEnhance.Brightness(image).enhance(rng.uniform(0.92, 1.08))),
+    'cropped 1-3%': lambda image, rng: _jpeg(_cropped(image, rng, 0.01, 0.03)),
+}
+NOT_FOUND: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
+    'mirrored': lambda image, rng: _jpeg(image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
+    'cropped 5-10%': lambda image, rng: _jpeg(_cropped(image, rng, 0.05, 0.10)),
+    'cropped 10-20%': lambda image, rng: _jpeg(_cropped(image, rng, 0.10, 0.20)),
+}
+
+
+KINDS = {**COPIES, **NOT_FOUND}
+
+
+def copy(data: bytes, kind: str, seed: int) -> bytes:
+  """A copy of the kind named (COPIES or NOT_FOUND) of the photo stored as ``data``."""
+  with Image.open(io.BytesIO(data)) as image:
+    return KINDS[kind](image.convert('RGB'), np.random.default_rng([0xC0, seed, list(KINDS).index(kind)]))
