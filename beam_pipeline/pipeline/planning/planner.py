@@ -165,22 +165,11 @@ class PlanInMemory(beam.PTransform):
                                      ).with_outputs(tags.REJECTED, *SUMMARIES, main='plans'))
 
 
-def _planned(_, batches: Iterable[List[CheckedImage]], listed: int, settings: Settings, records_per_bucket: int,
-             options: PlanOptions, kept: Optional[Iterable[Tuple[str, Tuple[str, int]]]]) -> Iterator[Any]:
-  """in_memory's outputs as the step's: the ShardPlans, and the others tagged.
-
-  Args:
-    _: the one element that starts the step; the records come as a side input.
-    batches: every list of validated records.
-    listed: how many inputs were listed.
-    settings: the conversion's settings.
-    records_per_bucket: about the most records a bucket holds.
-    options: what planning takes beside the settings.
-    kept: an --incremental update's (class, (split, records)) of its kept records; None otherwise.
-  """
-  outputs = in_memory(batches, listed, settings, records_per_bucket, options, kept)
+def _planned(_, *arguments: Any) -> Iterator[Any]:
+  """in_memory(*arguments)'s outputs as the step's: the ShardPlans, and the others tagged. The
+  step's one element only starts it; the records come as a side input."""
+  outputs = in_memory(*arguments)
   yield from outputs.pop(None)
   for tag, values in outputs.items():
     for value in values:
       yield beam.pvalue.TaggedOutput(tag, value)
-
