@@ -144,11 +144,8 @@ def spread(pcoll: beam.PCollection, label: str, pooled: bool) -> beam.PCollectio
 
 
 def summed_up(pcoll: beam.PCollection, label: str, combine_fn: beam.CombineFn) -> AsSingleton:
-  """``combine_fn``'s one value of all of ``pcoll``, as a side input. CombineGlobally would make
-  an empty input's value by a branch of its own (a Create, a side input, three more ParDos),
-  which every run pays for, however small; the side input's default is that value for free."""
-  return AsSingleton(pcoll | label >> beam.CombineGlobally(combine_fn).without_defaults(),
-                     default_value=combine_fn.apply([]))
+  """``combine_fn``'s one value of all of ``pcoll``, as a side input (BeamSteps.summed_up)."""
+  return BeamSteps(pcoll.pipeline).summed_up(label, pcoll, combine_fn)
 
 
 class Planned(NamedTuple):

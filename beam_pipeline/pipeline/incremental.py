@@ -123,7 +123,7 @@ class FindChanges(beam.PTransform):
                                              ).with_output_types(ShardRewrite))
     counts = (joined[_CHANGES]
               | 'CountChanges' >> beam.CombinePerKey(sum)
-              # Read as a side input whose default is {}: no branch for an empty input (graph.summed_up).
+              # Read as a side input whose default is {}: no branch for an empty input (steps.BeamSteps.summed_up).
               | 'AllChanges' >> beam.CombineGlobally(beam.combiners.ToDictCombineFn()).without_defaults())
     return Changes(todo, joined[_KEPT], rewrites, counts, joined[tags.REJECTED], joined[_DROPPED],
                    joined[_DROPPED_CONTENT], rebuilt, rebuilt_content)
