@@ -1,6 +1,7 @@
 """Near-copy grouping at scale, simulated (issues 37 and 59): N synthetic (source_sha256, phash,
-priority) triples through beam_pipeline.pipeline.planning.near_copy_groups.NearCopies on the in-process runner, or
-through near_copies.groups_on_one_machine (the DirectRunner's) in one process.
+priority, colour signature) tuples through beam_pipeline.pipeline.planning.near_copy_groups.NearCopies
+on the in-process runner, or through near_copies.groups_on_one_machine (the DirectRunner's) in one
+process.
 
 Usage: python -m benchmarks.near_copies_planning [--records 1000000,2000000] [--distance 6,8]
            [--kind photos|look-alikes] [--scenes 1] [--on-one-machine]
@@ -88,6 +89,16 @@ def _priority(index: int) -> int:
   return int.from_bytes(hashlib.sha256(b'rank' + index.to_bytes(8, 'little')).digest()[:5], 'little') << 8
 
 
+def _colour(index: int) -> str:
+  """A made-up image's colour signature (colour_signature): a copy's its original's, a frame's its
+  scene's (given as a negative index), a random one's its own."""
+  slot = index % BLOCK
+  if index >= 0 and slot in COPIES:
+    index = index - slot + COPIES[slot]
+  values = np.frombuffer(hashlib.sha256(b'colour' + index.to_bytes(8, 'little', signed=True)).digest()[:8], np.int8)
+  return (values // 2).astype(np.int8).tobytes().hex()
+
+
 def _frame(index: int, scenes: int, rng: np.random.Generator) -> int:
   """A look-alike frame's hash: its scene's, with each of the scene's SCENE_BITS bits flipped
   with probability SCENE_FLIPPED."""
@@ -99,8 +110,8 @@ def _frame(index: int, scenes: int, rng: np.random.Generator) -> int:
   return value
 
 
-def synthetic_chunk(start: int, count: int, distance: int, scenes: int = 0) -> List[Tuple[str, str, int]]:
-  """(source_sha256, phash, priority) of images ``start`` to ``start + count`` (whole blocks):
+def synthetic_chunk(start: int, count: int, distance: int, scenes: int = 0) -> List[Tuple[str, str, int, str]]:
+  """(source_sha256, phash, priority, colour signature) of images ``start`` to ``start + count`` (whole blocks):
   photos, or with ``scenes``, frames of that many cameras besides the planted copies."""
   rng = np.random.default_rng(start)
   triples = []
@@ -121,7 +132,9 @@ def synthetic_chunk(start: int, count: int, distance: int, scenes: int = 0) -> L
     if slot == EXACT and not scenes:
       triples.append(triples[-1])
     else:
-      triples.append((_sha(index), f'{value:016x}', _priority(index)))
+      plain = slot in (BLACK, NEAR_UNIFORM) and not scenes
+      colour = '0' * 16 if plain else _colour(-1 - index % scenes if scenes and family(index) < 0 else index)
+      triples.append((_sha(index), f'{value:016x}', _priority(index), colour))
   return triples
 
 

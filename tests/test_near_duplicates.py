@@ -5,6 +5,7 @@ before near copies were looked for, byte for byte, and on 1,200 photos with 150 
 pairs straddling train and validation where chance puts about 30 there."""
 import collections
 import hashlib
+import itertools
 import json
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from beam_pipeline.core.images import perceptual_hash, preparation
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.synthetic import image_files, natural_photos, near_copy_kinds
 from helpers.commands import convert
@@ -184,3 +186,24 @@ def test_near_copies_no_longer_straddle_train_and_validation(tmp_path_factory):
              for group in RunRecord.read(str(together)).near_duplicates.groups]
   strangers = {name for files in grouped for name in files if family.get(name, frozenset({name})) != set(files)}
   assert len(strangers) <= 1_350 // 1_000
+
+
+def test_pictures_that_differ_only_in_hue_are_not_grouped_and_a_gray_copy_is(tmp_path):
+  """24 two-colour gradients whose hues differ (many pairs hash within the distance: a hash sees
+  gray levels only) and a photo with its gray copy: the only group is the photo's."""
+  root = tmp_path / 'in'
+  (root / 'gradient').mkdir(parents=True)
+  (root / 'photo').mkdir()
+  gradients = near_copy_kinds.hue_gradients(24)
+  for index, data in enumerate(gradients):
+    (root / 'gradient' / f'{index:02d}.jpg').write_bytes(data)
+  original = near_copy_kinds.original(5)
+  (root / 'photo' / 'photo.jpg').write_bytes(original)
+  (root / 'photo' / 'photo-gray.jpg').write_bytes(near_copy_kinds.gray_copy(original))
+  hashes = [result.info.phash for result in preparation.prepare_images(gradients, 10**8)]
+  assert sum(perceptual_hash.distance(a, b) <= perceptual_hash.NEAR_DISTANCE
+             for a, b in itertools.combinations(hashes, 2)) >= 10
+  assert convert(f'--input={root}', f'--output={tmp_path}/out') == 0
+  near = RunRecord.read(str(tmp_path / 'out')).near_duplicates
+  assert [[str(Path(uri).relative_to(root)) for uri in group['images']] for group in near.groups] == [
+      ['photo/photo-gray.jpg', 'photo/photo.jpg']]

@@ -223,11 +223,11 @@ OPTIONS: Tuple[Option, ...] = (
            template='Drop duplicates', recorded_as=lambda settings: settings.dedupe),
     Option('near_copies', 'labels and splits', Choice(values=('group', 'drop', 'off')), 'Near copies (the same '
            'photo re-saved, downscaled, converted, brightened or cropped by a few percent; their perceptual hashes '
-           'within --near_distance bits of one picture\'s): group keeps each group in one split, as identical files '
-           'are, unless it holds more than a hundredth of the smallest split (a set of look-alikes, split image by '
-           'image); drop keeps the best image of each group (undamaged, then the most pixels, then the '
-           'most bytes; the others are listed in the errors file as '
-           'near_duplicate, no error); off leaves them to the splits by content hash', default='group',
+           'within --near_distance bits of one picture\'s, their colours not apart): group keeps each group in one '
+           'split, as identical files are, unless it holds more than a hundredth of the smallest split (a set of '
+           'look-alikes, split image by image); drop keeps the best image of each group (undamaged, then the most '
+           'pixels, then the most bytes; the others are listed in the errors file as near_duplicate, no error); off '
+           'leaves them to the splits by content hash', default='group',
            template='Near copies',
            recorded_as=lambda settings: settings.near_copies),
     Option('near_distance', 'labels and splits', Whole(regex='^([1-9]|1[0-9]|20)$', maximum=20),

@@ -299,8 +299,8 @@ class NearEarlierCopies(beam.PTransform):
 
 
 def _earlier_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
-                    ) -> Iterator[List[Tuple[str, str, int]]]:
-  """The (source_sha256, phash, priority) of every record of one slot that the updated dataset
+                    ) -> Iterator[List[Tuple[str, str, int, str]]]:
+  """The (source_sha256, phash, priority, colour) of every record of one slot that the updated dataset
   keeps (_earlier_hash), in lists of up to _BATCH_SIZE, as content_groups.perceptual_hashes lists
   a batch's. A dropped record's hash is left out, as a fresh conversion of today's files would
   not have it: it could anchor a group, or count in a set of look-alikes."""
@@ -318,13 +318,13 @@ def _earlier_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
     yield hashes
 
 
-def _earlier_hash(entry: Entry) -> List[Tuple[str, str, int]]:
-  """A catalogued record's (source_sha256, phash, priority), as content_groups.perceptual_hashes lists
-  a new one's: none for a featureless image, or from a catalog written before hashes were."""
+def _earlier_hash(entry: Entry) -> List[Tuple[str, str, int, str]]:
+  """A catalogued record's (source_sha256, phash, priority, colour), as content_groups.perceptual_hashes
+  lists a new one's: none for a featureless image, or from a catalog written before hashes were."""
   if not entry.phash or image_quality.LOW_INFORMATION in entry.quality:
     return []
   return [(entry.source_sha256, entry.phash,
-           near_copies.priority(entry.damaged, entry.longer_side, entry.stored_bytes))]
+           near_copies.priority(entry.damaged, entry.longer_side, entry.stored_bytes), entry.colour)]
 
 
 # A new file as a group of near copies lists it: (uri, label, labels).

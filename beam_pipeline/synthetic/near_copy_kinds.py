@@ -1,10 +1,13 @@
 """Near copies of a photo, of each kind a user makes: downscaled, re-compressed, stored as PNG,
 brightened, cropped (COPIES, which the converter's distance is chosen to find), and mirrored or
-cropped further (NOT_FOUND, measured to say what it misses). Each copy is made from the
-original's bytes, as an editor would, and depends only on the original and its seed.
+cropped further (NOT_FOUND, measured to say what it misses); a gray copy (gray_copy). Each copy
+is made from the original's bytes, as an editor would, and depends only on the original and its
+seed. And pictures that are no copies of one another but look alike to a hash of gray levels:
+two-colour gradients of random hues (hue_gradient).
 """
+import colorsys
 import io
-from typing import Callable, Dict
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 from PIL import Image, ImageEnhance
@@ -67,3 +70,34 @@ def copy(data: bytes, kind: str, seed: int) -> bytes:
   """A copy of the kind named (COPIES or NOT_FOUND) of the photo stored as ``data``."""
   with Image.open(io.BytesIO(data)) as image:
     return KINDS[kind](image.convert('RGB'), np.random.default_rng([0xC0, seed, list(KINDS).index(kind)]))
+
+
+def gray_copy(data: bytes) -> bytes:
+  """The photo stored as ``data`` turned gray and stored as an RGB JPEG, as an editor's
+  "desaturate" leaves it."""
+  with Image.open(io.BytesIO(data)) as image:
+    return _jpeg(image.convert('L').convert('RGB'))
+
+
+def hue_gradient(hues: Tuple[float, float], across: bool, width: int = 320, height: int = 240) -> bytes:
+  """A JPEG of a gradient between two colours, left to right or top to bottom: gradients of one
+  direction differ only in hue, and their gray levels, all a perceptual hash sees, rise or fall
+  alike.
+
+  Args:
+    hues: the two colours' hues (0-1; saturation 0.8, value 0.9).
+    across: left to right; else top to bottom.
+    width: its width in pixels.
+    height: its height in pixels.
+  """
+  ends = [np.array(colorsys.hsv_to_rgb(hue, 0.8, 0.9)) * 255 for hue in hues]
+  steps = np.linspace(0, 1, width if across else height)
+  ramp = steps[None, :, None] if across else steps[:, None, None]
+  pixels = np.broadcast_to(ends[0] * (1 - ramp) + ends[1] * ramp, (height, width, 3))
+  return _jpeg(Image.fromarray(pixels.astype(np.uint8)))
+
+
+def hue_gradients(count: int) -> List[bytes]:
+  """``count`` gradients (hue_gradient) whose first hues are spread evenly round the circle, each
+  second hue opposite its first, half of each direction: no two of one picture."""
+  return [hue_gradient((index / count, index / count + 0.5), across=index % 2 == 0) for index in range(count)]

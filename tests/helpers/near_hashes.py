@@ -21,10 +21,10 @@ def flip(value: int, bits) -> int:
   return value
 
 
-def files_of(values: Iterable[int], prefix: str = '') -> List[Tuple[str, str, int]]:
-  """(sha256, hash, priority) of one file per hash, named ``prefix`` and its index; the
-  priorities are the same, so that rank order is the hashes' order."""
-  return [(sha(f'{prefix}{index}'), f'{value:016x}', 0) for index, value in enumerate(values)]
+def files_of(values: Iterable[int], prefix: str = '', colour: str = '') -> List[Tuple[str, str, int, str]]:
+  """(sha256, hash, priority, colour signature) of one file per hash, named ``prefix`` and its
+  index; the priorities are the same, so that rank order is the hashes' order."""
+  return [(sha(f'{prefix}{index}'), f'{value:016x}', 0, colour) for index, value in enumerate(values)]
 
 
 def cluster(count: int, spread: int, flipped: float, rng: random.Random) -> List[int]:
@@ -34,32 +34,38 @@ def cluster(count: int, spread: int, flipped: float, rng: random.Random) -> List
   return sorted({flip(base, [bit for bit in bits if rng.random() < flipped]) for _ in range(count)})
 
 
-def brute_anchors(hashes: np.ndarray, distance: int) -> np.ndarray:
-  """Each hash's anchor (the hashes in rank order): the first one within ``distance`` of it."""
+def brute_anchors(hashes: np.ndarray, distance: int, colours: Optional[np.ndarray] = None) -> np.ndarray:
+  """Each hash's anchor (the hashes in rank order): the first one within ``distance`` of it whose
+  colours (parse_colours' rows) are not apart from its own."""
   anchor = np.empty(len(hashes), np.int64)
   for start in range(0, len(hashes), 1000):
     close = near_copies.popcount(hashes[start:start + 1000, None] ^ hashes[None, :]) <= distance
+    if colours is not None:
+      close &= ~near_copies.colours_apart(colours[start:start + 1000, None], colours[None, :])
     anchor[start:start + 1000] = np.argmax(close, axis=1)
   return anchor
 
 
-def brute_force(files: Iterable[Tuple[str, str, int]], distance: int, same_hash_cap: Optional[int] = None,
+def brute_force(files: Iterable[Tuple[str, str, int, str]], distance: int, same_hash_cap: Optional[int] = None,
                 cap: Optional[int] = None) -> Dict[str, str]:
   """{sha256: representative} of every group of two files or more, by the definition: a file's
-  smallest hash, a hash's files (left out if more than ``same_hash_cap``), each hash's anchor
-  the first in rank order within ``distance`` of it, found by comparing every pair; a group of
-  more than ``cap`` files is left out, and a group's representative is its best file."""
-  of_file: Dict[str, Tuple[str, int]] = {}
-  for content, phash, priority in files:
-    of_file[content] = min(of_file.get(content, (phash, priority)), (phash, priority))
-  of_hash: Dict[str, List[Tuple[int, str]]] = {}
-  for content, (phash, priority) in of_file.items():
-    of_hash.setdefault(phash, []).append((priority, content))
-  nodes = sorted((min(shared)[0], int(phash, 16), sorted(shared)) for phash, shared in of_hash.items()
+  smallest (hash, priority, colour), a node's files (left out if more than ``same_hash_cap``),
+  each node's anchor the first in rank order whose hash is within ``distance`` of its own and
+  whose colours are not apart, found by comparing every pair; a group of more than ``cap`` files is
+  left out, and a group's representative is its best file."""
+  of_file: Dict[str, Tuple[str, int, str]] = {}
+  for content, phash, priority, colour in files:
+    of_file[content] = min(of_file.get(content, (phash, priority, colour)), (phash, priority, colour))
+  of_node: Dict[Tuple[str, int], List[Tuple[int, str]]] = {}
+  for content, (phash, priority, colour) in of_file.items():
+    of_node.setdefault((phash, near_copies.colour_value(colour)), []).append((priority, content))
+  nodes = sorted((min(shared)[0], int(phash, 16), colour, sorted(shared))
+                 for (phash, colour), shared in of_node.items()
                  if same_hash_cap is None or len(shared) <= same_hash_cap)
-  anchor = brute_anchors(np.array([value for _, value, _ in nodes], dtype=np.uint64), distance)
+  anchor = brute_anchors(np.array([value for _, value, _, _ in nodes], dtype=np.uint64), distance,
+                         near_copies.parse_colours([colour for _, _, colour, _ in nodes]))
   groups: Dict[int, List[Tuple[int, str]]] = {}
-  for index, (_, _, shared) in enumerate(nodes):
+  for index, (_, _, _, shared) in enumerate(nodes):
     groups.setdefault(int(anchor[index]), []).extend(shared)
   return {content: min(group)[1] for group in groups.values() if 1 < len(group) <= (cap or len(group))
           for _, content in group}

@@ -1,5 +1,6 @@
 """NearCopies on the DirectRunner: the groups are those that comparing every pair gives, the
 summary counts what the caps left out, and no key holds more than its cap."""
+import collections
 import random
 
 import apache_beam as beam
@@ -33,9 +34,10 @@ def test_the_groups_are_those_every_pair_compared_gives():
   values = [rng.getrandbits(64) for _ in range(300)]
   values += [flip(values[i], rng.sample(range(64), rng.randint(1, 10))) for i in range(0, 300, 10)]
   values += [flip(values[1], range(0, 60, 6)), flip(values[1], range(1, 61, 6))]  # with 1, a group of 3
-  files = [(sha(i), f'{value:016x}', rng.randrange(10**6)) for i, value in enumerate(values)]
-  files += [(sha('same'), files[7][1], 7), (sha(3), files[3][1], files[3][2]), (sha(3), files[3][1], files[3][2])]
-  files += [(sha(f'black{i}'), '0000000000000000', 0) for i in range(6)]
+  files = [(sha(i), f'{value:016x}', rng.randrange(10**6), '') for i, value in enumerate(values)]
+  files += [(sha('same'), files[7][1], 7, ''), (sha(3), files[3][1], files[3][2], ''),
+            (sha(3), files[3][1], files[3][2], '')]
+  files += [(sha(f'black{i}'), '0000000000000000', 0, '') for i in range(6)]
   expected = brute_force(files, 10, same_hash_cap=5)
   assert len(expected) > 60 and expected[sha('same')] == min((7, sha('same')), (files[7][2], sha(7)))[1]
   summary = {'groups': len(set(expected.values())), 'images_in_groups': len(expected), 'uniform_hashes': 1,
@@ -59,7 +61,8 @@ def test_look_alikes_over_every_cap_are_counted_and_no_key_holds_more_than_its_c
   rng = random.Random(6)
   frames = cluster(2_000, 20, 0.1, rng)
   photo = rng.getrandbits(64)
-  files = files_of(frames, 'frame') + [(sha('photo'), f'{photo:016x}', 0), (sha('copy'), f'{flip(photo, [5]):016x}', 1)]
+  files = files_of(frames, 'frame') + [(sha('photo'), f'{photo:016x}', 0, ''),
+                                       (sha('copy'), f'{flip(photo, [5]):016x}', 1, '')]
   expected = brute_force(files, 10, cap=30)
   assert expected[sha('photo')] == expected[sha('copy')] == sha('photo') and len(expected) < 20
 
@@ -72,3 +75,32 @@ def test_look_alikes_over_every_cap_are_counted_and_no_key_holds_more_than_its_c
 
   largest = run(files, checks, distance=10, cap=30, key_cap=60)
   assert largest['NearBands'] <= 60 < largest['NearSubBands'] and largest['NearGroups'] > 30
+
+
+def test_colours_apart_split_what_the_hashes_join_as_the_definition_does():
+  """200 random hashes, each shared or nearly shared (0-6 bits flipped) by a picture of another
+  colour signature: red, orange (within COLOURS_APART of red), blue (apart from both), gray or
+  unknown; the groups are the definition's, compared pair by pair, and no group holds red and
+  blue."""
+  rng = random.Random(12)
+  colours = {'red': '3c283c283c283c28', 'orange': '3a2c3a2c3a2c3a2c', 'blue': 'e0c0e0c0e0c0e0c0', 'gray': '0' * 16,
+             'unknown': ''}
+  files, colour_of = [], {}
+  for i in range(200):
+    value = rng.getrandbits(64)
+    first, second = rng.sample(sorted(colours), 2)
+    near = flip(value, rng.sample(range(64), rng.randint(0, 6)))
+    for name, colour, hashed in ((f'{i}a', first, value), (f'{i}b', second, near)):
+      files.append((sha(name), f'{hashed:016x}', rng.randrange(10**6), colours[colour]))
+      colour_of[sha(name)] = colour
+  expected = brute_force(files, 10)
+  groups = collections.defaultdict(set)
+  for content, representative in expected.items():
+    groups[representative].add(colour_of[content])
+  assert len(expected) > 100 and not any({'red', 'blue'} <= found or {'orange', 'blue'} <= found
+                                         for found in groups.values())
+
+  def checks(result):
+    assert_that(result['pairs'], equal_to(list(expected.items())), label='pairs')
+
+  run(files, checks, distance=10)

@@ -26,6 +26,7 @@ class ImageInfo(NamedTuple):
   orientation: int = 1  # the source's Exif orientation: to apply, or (reencoded) applied
   phash: str = ''  # perceptual_hash.phash of the stored pixels, turned upright
   statistics: Optional[Statistics] = None  # of the stored pixels, for image_quality.flags
+  colour: str = ''  # colour_signature of the stored pixels, turned upright
 
 
 class PreparedImage(NamedTuple):
@@ -58,15 +59,21 @@ class PendingImage(NamedTuple):
     """The Exif orientation its decoded pixels are still to be turned upright by (1: none)."""
     return 1 if self.reencoded else self.orientation
 
-  def checked(self, shape: Tuple[int, ...], phash: str,
-              statistics: Tuple[float, ...]) -> Union[PreparedImage, Rejected]:
-    """The result, given the shape TensorFlow decoded (JPEG: at 1/8 scale), and the perceptual
-    hash and statistics of the decoded pixels."""
+  def checked(self, shape: Tuple[int, ...], phash: str, statistics: Tuple[float, ...],
+              colour: str = '') -> Union[PreparedImage, Rejected]:
+    """The result, given what TensorFlow's decode of the stored bytes gave.
+
+    Args:
+      shape: the decoded shape (a JPEG at 1/8 scale), which must be the one planned.
+      phash: the perceptual hash of the decoded pixels.
+      statistics: their image_quality.Statistics.
+      colour: their colour_signature.
+    """
     scale = 8 if self.format == 'jpeg' else 1
     if shape[:2] != (-(-self.height // scale), -(-self.width // scale)):
       return Rejected(rejections.CORRUPT, f'{self.source_format} decodes to a {shape[1]}x{shape[0]} (1/{scale} '
                       f'scale) image in TensorFlow but its header says {self.width}x{self.height}')
     info = ImageInfo(self.format, self.height, self.width, int(shape[2]), self.reencoded, self.source_format,
                      self.original_height or self.height, self.original_width or self.width, self.damage,
-                     self.orientation, phash, Statistics._make(statistics))
+                     self.orientation, phash, Statistics._make(statistics), colour)
     return PreparedImage(info, self.stored)

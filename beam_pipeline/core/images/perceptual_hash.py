@@ -35,10 +35,10 @@ _AC = np.arange(_KEPT * _KEPT) != 0  # every coefficient but DC, in row-major or
 _GRAY_WEIGHTS = np.array([[0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0.299, 0.587, 0.114, 0], [0.299, 0.587, 0.114, 0]],
                          np.float32)
 
-# What each Exif orientation (2-8) does to turn the pixels upright, on an array of rows
-# (exif_orientation.TRANSPOSES, which Pillow applies).
-_UPRIGHT = {2: lambda a: a[:, ::-1], 3: lambda a: a[::-1, ::-1], 4: lambda a: a[::-1, :], 5: lambda a: a.T,
-            6: lambda a: np.rot90(a, -1), 7: lambda a: a[::-1, ::-1].T, 8: lambda a: np.rot90(a, 1)}
+# What each Exif orientation (2-8) does to turn the pixels upright, on an array of rows (and any
+# channels after them: exif_orientation.TRANSPOSES, which Pillow applies).
+_UPRIGHT = {2: lambda a: a[:, ::-1], 3: lambda a: a[::-1, ::-1], 4: lambda a: a[::-1, :], 5: lambda a: a.swapaxes(0, 1),
+            6: lambda a: np.rot90(a, -1), 7: lambda a: a[::-1, ::-1].swapaxes(0, 1), 8: lambda a: np.rot90(a, 1)}
 
 
 def thumbnails(grids: np.ndarray, channels: np.ndarray) -> np.ndarray:
@@ -57,13 +57,17 @@ def phashes(gray: np.ndarray, orientations: Sequence[int]) -> List[str]:
   """16 lowercase hex digits each: the hashes of (n, SIDE, SIDE) grayscale thumbnails, each
   turned upright first by its ``orientations`` (the Exif orientation still to apply to its
   pixels; 1: none). At once, as per image numpy's calls would cost more than their work."""
-  upright = np.array(gray, np.float64)
+  turned = np.array(gray, np.float64)
   for i, orientation in enumerate(orientations):
-    if orientation in _UPRIGHT:
-      upright[i] = _UPRIGHT[orientation](upright[i]).copy()
-  coefficients = (_COSINES @ upright @ _COSINES.T).reshape(len(upright), _KEPT * _KEPT)
+    turned[i] = upright(turned[i], orientation)
+  coefficients = (_COSINES @ turned @ _COSINES.T).reshape(len(turned), _KEPT * _KEPT)
   bits = (coefficients > np.median(coefficients[:, _AC], axis=1, keepdims=True)) & _AC
   return [row.tobytes().hex() for row in np.packbits(bits, axis=1)]
+
+
+def upright(pixels: np.ndarray, orientation: int) -> np.ndarray:
+  """A square array of rows (and any channels after them), turned upright by its Exif ``orientation``."""
+  return _UPRIGHT[orientation](pixels).copy() if orientation in _UPRIGHT else pixels
 
 
 def phash(thumbnail: np.ndarray, orientation: int = 1) -> str:

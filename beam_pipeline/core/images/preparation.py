@@ -96,7 +96,7 @@ def _check(results: List, max_pixels: int, stored: StoredImages, decoders: nativ
         plan = plan._replace(height=header[0], width=header[1], original_height=header[0], original_width=header[1])
       if warned and plan.format == 'jpeg' and not plan.damage:
         plan = plan._replace(damage=tensorflow_decoding.jpeg_warnings(plan.stored, decoders))
-      result = plan.checked(image.shape, image.phash, image.statistics)
+      result = plan.checked(image.shape, image.phash, image.statistics, image.colour)
     if result is None or (plan.quick and isinstance(result, Rejected)):
       mark = decoders.mark()
       plan = image_plans.plan(plan.stored, max_pixels, stored, quick=False) if plan.quick else plan

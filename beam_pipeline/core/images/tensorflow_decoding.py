@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import native_output
-from beam_pipeline.core.images import decoder_messages, image_quality, perceptual_hash
+from beam_pipeline.core.images import colour_signature, decoder_messages, image_quality, perceptual_hash
 from beam_pipeline.core.images.image_info import PendingImage, PreparedImage
 from beam_pipeline.core.rejections import Rejected
 
@@ -28,6 +28,7 @@ class Decoded(NamedTuple):
   shape: Tuple[int, ...]  # as decoded (a JPEG at 1/8 scale)
   phash: str  # perceptual_hash.phash of the decoded pixels, turned upright
   statistics: Tuple[float, ...]  # image_quality.Statistics'
+  colour: str = ''  # colour_signature of the decoded pixels, turned upright
 
 
 def _grid(image: tf.Tensor) -> tf.Tensor:
@@ -109,10 +110,12 @@ def _decoded(headers: List, shapes: List, grids: np.ndarray, images: List[Pendin
   """
   channels = np.array([shape[2] for shape in shapes])
   gray = perceptual_hash.thumbnails(grids, channels)
-  hashes = perceptual_hash.phashes(gray, [image.to_turn for image in images])
+  turns = [image.to_turn for image in images]
+  hashes = perceptual_hash.phashes(gray, turns)
+  colours = colour_signature.signatures(grids, channels, turns)
   statistics = image_quality.statistics(grids, gray, channels)
-  return [Decoded(tuple(header), tuple(shape), phash, tuple(values))
-          for header, shape, phash, values in zip(headers, shapes, hashes, statistics.tolist())]
+  return [Decoded(tuple(header), tuple(shape), phash, tuple(values), colour)
+          for header, shape, phash, values, colour in zip(headers, shapes, hashes, statistics.tolist(), colours)]
 
 
 def checked_by_tensorflow(pending: PendingImage) -> Union[PreparedImage, Rejected]:
@@ -131,7 +134,7 @@ def checked_by_tensorflow(pending: PendingImage) -> Union[PreparedImage, Rejecte
     return Rejected(rejections.CORRUPT, f'{pending.source_format} data does not decode in TensorFlow: '
                     f'{decoder_messages.tensorflow_message(e)}')
   decoded, = _decoded([_NO_HEADER], [list(image.shape)], _grid(image).numpy()[None], [pending])
-  return pending.checked(decoded.shape, decoded.phash, decoded.statistics)
+  return pending.checked(decoded.shape, decoded.phash, decoded.statistics, decoded.colour)
 
 
 def jpeg_warnings(data: bytes, decoders: native_output.Capture) -> str:

@@ -117,7 +117,7 @@ def _record(loaded: _Loaded, prepared: image_info.PreparedImage, settings: Setti
       channels=info.channels, reencoded=info.reencoded,
       order_key=sharding.order_key(loaded.sha256, loaded.item.uri), damaged=bool(info.damage),
       objects=objects, labels=loaded.item.labels if loaded.label is not None else (), row=loaded.item.row,
-      fingerprint=loaded.item.fingerprint, phash=info.phash,
+      fingerprint=loaded.item.fingerprint, phash=info.phash, colour=info.colour,
       quality=image_quality.flags(info.statistics, info.height, info.width, info.channels)), problems)
   raised = [flag for flag in checked.record.quality if flag in settings.reject_quality]
   if raised:

@@ -37,11 +37,13 @@ class Entry(NamedTuple):
   resized: bool
   rotated: bool
   damaged: bool
-  # Its data-quality flags (image_quality.flags) and its perceptual hash (perceptual_hash.phash),
-  # which a later run compares new files with. Last, with defaults: a catalog of a version before
-  # them has neither (parse), and its records are then compared by content hash only.
+  # Its data-quality flags (image_quality.flags), its perceptual hash (perceptual_hash.phash) and
+  # colour signature (colour_signature), which a later run compares new files with. Last, with
+  # defaults: a catalog of a version before them lacks them (parse); its records are then compared
+  # by content hash only, or without their colours.
   quality: Tuple[str, ...] = ()
   phash: str = ''
+  colour: str = ''
 
   @property
   def stratum(self) -> str:
@@ -61,7 +63,7 @@ def entry(record: CheckedImage, stored_bytes: int, resized: bool, rotated: bool)
   return Entry(record.uri, record.fingerprint, record.source_sha256, record.split, record.label, tuple(record.labels),
                tuple(obj.label for obj in record.objects), max(record.height, record.width), stored_bytes,
                bool(record.reencoded), bool(resized), bool(rotated), bool(record.damaged), tuple(record.quality),
-               record.phash or '')
+               record.phash or '', record.colour or '')
 
 
 def line(value: Entry) -> str:

@@ -2,15 +2,18 @@
 picture's, gathered into groups without comparing every pair and without any key, list or
 element that grows with the input.
 
-A group is an anchor and the hashes that take it as theirs: a distinct hash's anchor is the
-first hash in rank order (the best image first: priority) within d of it, itself if none comes
-before it. Every member of a group is then within d of one picture, so a group is copies of
-that picture, never a chain (a near b near c ...) that could join a whole collection of
-look-alikes; and the anchors are a function of the set of hashes alone, whatever order, runner
-or worker count found them. The price: two copies within d of each other but not of one anchor
-may land in two groups. A group of more images than the splits can take whole without losing
-their fractions (group_cap) is a set of look-alikes (frames of one fixed camera, products on one
-background): counted, and split image by image.
+A node is a distinct hash and colour signature (which colours lie where, which the hash, of gray
+levels, does not see). A group is an anchor and the nodes that take it as theirs: a node's
+anchor is the first node in rank order (the best image first: priority) whose hash is within d
+of its own and whose colours are not apart from its own (colours_apart: pictures that differ
+only in hue hash alike), itself if none comes before it. Every member of a group is
+then within d of one picture, so a group is copies of that picture, never a chain (a near b
+near c ...) that could join a whole collection of look-alikes; and the anchors are a function
+of the set of nodes alone, whatever order, runner or worker count found them. The price: two
+copies within d of each other but not of one anchor may land in two groups. A group of more
+images than the splits can take whole without losing their fractions (group_cap) is a set of
+look-alikes (frames of one fixed camera, products on one background): counted, and split
+image by image.
 
 Pigeonhole: a hash split into d+1 parts differs from one within d bits in at most d of them, so
 the two agree exactly on at least one part. Sorted by a part's value and then by rank, a hash
@@ -40,6 +43,13 @@ BITS = 64
 ALL_BITS = (1 << BITS) - 1
 # A hash shared by more distinct files than this is near-uniform (an all-black frame): not grouped.
 SAME_HASH_CAP = 1_000
+# colour_signature's 8 bytes (opponent colours by quarter, a unit two levels): a signature whose
+# every byte is within GRAY of 0 is of a gray picture, which a colour copy may have been made from
+# (or into); two colour pictures whose signatures differ by more than COLOURS_APART in a byte
+# are different pictures, however alike their hashes (benchmarks/README.md, Near copies: copies
+# differ by at most 5, two-colour gradients whose hues lie 18 degrees apart by 11 or more).
+GRAY = 4
+COLOURS_APART = 8
 # The most hashes one key holds for comparison: 800 KB as (hash, priority) pairs of uint64.
 KEY_CAP = 50_000
 # The most images a group holds whatever the input: what one combiner lists of a group's members.
@@ -109,32 +119,60 @@ def group_cap(num_images: int, smallest_fraction: float) -> int:
 
 
 class Node(NamedTuple):
-  """One distinct perceptual hash (as a signed 64-bit int, parse): its best file (the smallest
-  (priority, sha256)) and how many distinct files share it."""
+  """One distinct perceptual hash (as a signed 64-bit int, parse) and colour signature: its best
+  file (the smallest (priority, sha256)) and how many distinct files share them."""
   phash: int
   priority: int
   sha256: str
   count: int
+  colour: int = 0  # colour_value
 
 
-def rank_key(phash: int, priority_of: int) -> Tuple[int, int]:
-  """A hash's place in rank order: by priority, then by the hash itself, so that no two tie."""
-  return priority_of, phash & ALL_BITS
+def rank_key(phash: int, priority_of: int, colour: int = 0) -> Tuple[int, int, int]:
+  """A node's place in rank order: by priority, then by the hash, then by the colour signature, so
+  that no two tie."""
+  return priority_of, phash & ALL_BITS, colour
 
 
-def node_or_uniform(phash: str, count: int, files: Optional[Sequence[Tuple[int, str]]], cap: int = SAME_HASH_CAP
-                    ) -> Optional[Node]:
-  """The node of a hash shared by ``count`` distinct files, or None for a near-uniform one.
+def node_key(phash: str, colour: str) -> Tuple[str, int]:
+  """What a node's files share: the hash's 16 hex digits and the colour signature's value
+  (colour_value: a missing signature is a gray picture's)."""
+  return phash, colour_value(colour)
+
+
+def node_or_uniform(key: Tuple[str, int], count: int, files: Optional[Sequence[Tuple[int, str]]],
+                    cap: int = SAME_HASH_CAP) -> Optional[Node]:
+  """The node of a hash and colour signature shared by ``count`` distinct files, or None for a
+  near-uniform one.
 
   Args:
-    phash: the hash, as 16 hex digits.
-    count: how many distinct files share it.
+    key: the hash and colour signature (node_key).
+    count: how many distinct files share them.
     files: their (priority, sha256), the smallest first, while count <= cap; None past it.
-    cap: the most files a hash may be shared by and still be grouped.
+    cap: the most files may share them and still be grouped.
   """
   if count > cap or not files:
     return None
-  return Node(parse(phash), files[0][0], files[0][1], count)
+  return Node(parse(key[0]), files[0][0], files[0][1], count, key[1])
+
+
+def colour_value(colour: str) -> int:
+  """A colour signature's 16 hex digits as one signed 64-bit int, which crosses a shuffle smaller
+  than its text; a missing one ('') as a gray picture's, 0."""
+  return int.from_bytes(bytes.fromhex(colour), 'little', signed=True) if colour else 0
+
+
+def parse_colours(values: Sequence[int]) -> np.ndarray:
+  """Colour signatures (colour_value) as an (n, 8) array of their signed bytes."""
+  return np.array(values, dtype=np.int64).view(np.int8).reshape(len(values), 8).astype(np.int16)
+
+
+def colours_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """Whether each pair of colour signatures (parse_colours' rows, broadcast) is of two different pictures:
+  both in colour, and apart by more than COLOURS_APART in some quarter's opponent colour. A gray
+  picture is apart from none: a copy may have been turned gray."""
+  coloured = (np.abs(a).max(axis=-1) > GRAY) & (np.abs(b).max(axis=-1) > GRAY)
+  return coloured & (np.abs(a - b).max(axis=-1) > COLOURS_APART)
 
 
 class OnOneMachine(NamedTuple):
@@ -144,9 +182,9 @@ class OnOneMachine(NamedTuple):
   counts: Dict[str, int]
 
 
-def groups_on_one_machine(files: Iterable[Tuple[str, str, int]], distance: int, cap: int = GROUP_CAP,
+def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: int, cap: int = GROUP_CAP,
                           same_hash_cap: int = SAME_HASH_CAP) -> OnOneMachine:
-  """The groups NearCopies finds, from every file's (sha256, perceptual hash, priority) at once:
+  """The groups NearCopies finds, from every file's (sha256, perceptual hash, priority, colour) at once:
   for a runner that holds every element in one process's memory anyway (the DirectRunner),
   where NearCopies's shuffles would cost more than the comparison. Its memory grows with the
   hashes, never with the pairs of them that are close. Near-uniform hashes and sets of
@@ -154,27 +192,29 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int]], distance: int, 
   (priority, sha256) of its files.
 
   Args:
-    files: every file's (sha256, perceptual hash, priority); a file given twice keeps its smallest (hash, priority).
+    files: every file's (sha256, perceptual hash, priority, colour signature); a file given twice keeps its smallest
+      (hash, priority, colour).
     distance: the most bits a hash may differ in from its group's anchor.
     cap: the most images a group may hold; a group of more is a set of look-alikes.
     same_hash_cap: the most files a hash may be shared by; a hash shared by more is near-uniform.
   """
-  of_file: Dict[str, Tuple[str, int]] = {}
-  for sha, phash, rank in files:
-    of_file[sha] = min(of_file.get(sha, (phash, rank)), (phash, rank))
-  of_hash: Dict[str, List[Tuple[int, str]]] = {}
-  for sha, (phash, rank) in of_file.items():
-    of_hash.setdefault(phash, []).append((rank, sha))
+  of_file: Dict[str, Tuple[str, int, str]] = {}
+  for sha, phash, rank, colour in files:
+    of_file[sha] = min(of_file.get(sha, (phash, rank, colour)), (phash, rank, colour))
+  of_node: Dict[Tuple[str, int], List[Tuple[int, str]]] = {}
+  for sha, (phash, rank, colour) in of_file.items():
+    of_node.setdefault(node_key(phash, colour), []).append((rank, sha))
   counts: Dict[str, int] = {}
   nodes = []
-  for phash, shared in of_hash.items():
+  for (phash, colour), shared in of_node.items():
     if len(shared) > same_hash_cap:
       _add(counts, uniform_hashes=1, uniform_images=len(shared))
     else:
       shared.sort()
-      nodes.append((rank_key(parse(phash), shared[0][0]), [sha for _, sha in shared]))
+      nodes.append((rank_key(parse(phash), shared[0][0], colour), [sha for _, sha in shared]))
   nodes.sort()
-  found = anchors(np.array([key[1] for key, _ in nodes], dtype=np.uint64), distance)
+  found = anchors(np.array([key[1] for key, _ in nodes], dtype=np.uint64), distance,
+                  colours=parse_colours([key[2] for key, _ in nodes]))
   sizes = np.bincount(found.anchor, weights=[len(shas) for _, shas in nodes], minlength=len(nodes)).astype(np.int64)
   if found.cut_short:
     _add(counts, cut_short_hashes=found.cut_short)
@@ -204,18 +244,41 @@ class Anchors(NamedTuple):
   cut_short: int
 
 
-def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = None) -> Anchors:
+def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = None,
+            colours: Optional[np.ndarray] = None) -> Anchors:
   """Each of ``hashes``'s anchor, the hashes given in rank order (uint64): the smallest index of
-  a hash within ``distance`` bits of it, its own if none. With ``asking``, only those hashes'
-  anchors need be found (the others' may be worse than their best)."""
+  a hash within ``distance`` bits of it whose colours are not apart from its own, its own if none.
+
+  Args:
+    hashes: the nodes' hashes, in rank order (uint64).
+    distance: the most bits a node's hash may differ in from its anchor's.
+    asking: whether each node's anchor is wanted; the others' may be worse than their best. None: every one's.
+    colours: the nodes' colour signatures (parse_colours); None: colours are not compared.
+  """
   best = np.arange(len(hashes), dtype=np.int64)
   cut = np.zeros(len(hashes), bool)
   asking = np.ones(len(hashes), bool) if asking is None else asking
-  _anchored(hashes, best, cut, distance, np.arange(len(hashes), dtype=np.int64), asking)
+  _anchored(hashes, best, cut, _Near(distance, colours), np.arange(len(hashes), dtype=np.int64), asking)
   return Anchors(best, int((cut & asking).sum()))
 
 
-def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: int, members: np.ndarray,
+class _Near(NamedTuple):
+  """When two nodes are near: their hashes within ``distance`` bits, and their ``colours`` (by
+  index into the hashes; None: not compared) not apart."""
+  distance: int
+  colours: Optional[np.ndarray]
+
+  def close(self, xored: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Whether each pair of nodes is near, given their hashes xored and their indices (arrays of
+    one shape); the colours compared only where the hashes are near."""
+    near = popcount(xored) <= self.distance
+    if self.colours is not None and near.any():
+      where = np.nonzero(near)
+      near[where] = ~colours_apart(self.colours[left[where]], self.colours[right[where]])
+    return near
+
+
+def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, near: _Near, members: np.ndarray,
               asking: np.ndarray, fixed: int = 0, free: int = ALL_BITS, runs: Optional[np.ndarray] = None) -> None:
   """anchors' work on ``members``, for the ``asking`` ones among them: for each of the d+1 parts
   of the ``free`` bits, the members sorted by their value on the fixed bits and the part's,
@@ -236,7 +299,7 @@ def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: i
     best: each hash's anchor so far, an index into ``hashes`` (its own at first), lowered as close hashes that
       rank before it are found (changed).
     cut: whether each hash's comparison was cut short (changed).
-    distance: the most bits a hash may differ in from its anchor (d).
+    near: when two nodes are near (the distance d, and their colours).
     members: the hashes compared here, as indices into ``hashes``; those that agree on the ``fixed`` bits come
       in rank order.
     asking: for each member, whether its anchor is wanted.
@@ -244,7 +307,7 @@ def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: i
     free: the bits left to split into parts.
     runs: the length of each member's run one level up; None at the first level.
   """
-  for piece in dealt(free, distance + 1):
+  for piece in dealt(free, near.distance + 1):
     mask = fixed | piece
     by_value = _stable_order(hashes[members], mask)
     ordered, asks = members[by_value], asking[by_value]
@@ -258,7 +321,7 @@ def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: i
     asked = np.flatnonzero(asks & (length > 1))
     askers = np.bincount(run[asked], minlength=len(starts))
     probed = asked[length[asked] > _SHORT]
-    still, position = _compared(hashes[ordered[probed]], ordered[probed], best, hashes[ordered], ordered, distance,
+    still, position = _compared(hashes[ordered[probed]], ordered[probed], best, hashes[ordered], ordered, near,
                                 start[probed], end[probed], _FIRST_STEPS)
     # Dense: most of the run's askers found their anchor, or their own place, in the first steps.
     dense = (np.bincount(run[probed[still]], minlength=len(starts)) * 2
@@ -266,16 +329,16 @@ def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: i
     # Offsets compare every member of a run with every one before it: worth it where the run is
     # not dense and a good share of it is asking; a few askers compare step by step instead.
     by_offsets = ((lengths <= _SHORT) | ~dense & (lengths <= _OFFSETS)) & (askers * _ASKING >= lengths)
-    _offsets(hashes, best, distance, ordered, length, np.flatnonzero(by_offsets[run] & (length > 1)))
+    _offsets(hashes, best, near, ordered, length, np.flatnonzero(by_offsets[run] & (length > 1)))
     going = np.concatenate((probed[still], asked[length[asked] <= _SHORT]))
     position = np.concatenate((position, start[asked[length[asked] <= _SHORT]]))
     on = ~by_offsets[run[going]]
     going, position = going[on], position[on]
     rest = free & ~piece
-    splits = thin & (bin(rest).count('1') > distance)  # a run split again must thin; d+1 parts need d+1 bits
+    splits = thin & (bin(rest).count('1') > near.distance)  # a run split again must thin; d+1 parts need d+1 bits
     steps = np.where((length[going] <= _OFFSETS) | ~splits[going], _OFFSETS,
                      np.where(dense[run[going]], _STRAGGLER_STEPS, 0))
-    more, _ = _compared(hashes[ordered[going]], ordered[going], best, hashes[ordered], ordered, distance,
+    more, _ = _compared(hashes[ordered[going]], ordered[going], best, hashes[ordered], ordered, near,
                         position, end[going], steps)
     left = going[more]
     cut[ordered[left[~splits[left]]]] = True
@@ -284,7 +347,7 @@ def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, distance: i
       inner = _runs(start[left], end[left])
       on = np.zeros(len(ordered), bool)
       on[left] = True
-      _anchored(hashes, best, cut, distance, ordered[inner], on[inner], mask, rest, length[inner])
+      _anchored(hashes, best, cut, near, ordered[inner], on[inner], mask, rest, length[inner])
 
 
 def _stable_order(values: np.ndarray, mask: int) -> np.ndarray:
@@ -301,7 +364,7 @@ def _stable_order(values: np.ndarray, mask: int) -> np.ndarray:
   return order
 
 
-def _offsets(hashes: np.ndarray, best: np.ndarray, distance: int, ordered: np.ndarray, length: np.ndarray,
+def _offsets(hashes: np.ndarray, best: np.ndarray, near: _Near, ordered: np.ndarray, length: np.ndarray,
              positions: np.ndarray) -> None:
   """The members at ``positions`` of ``ordered`` (whole runs, ``length`` long), each compared
   with every one before it in its run, which ranks first: a close one lowers its best. An offset
@@ -313,7 +376,7 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, distance: int, ordered: np.nd
   Args:
     hashes: every hash compared, in rank order (uint64).
     best: each hash's anchor so far, an index into ``hashes`` (changed).
-    distance: the most bits a hash may differ in from its anchor.
+    near: when two nodes are near.
     ordered: the members, as indices into ``hashes``, in runs of one value, each in rank order.
     length: the length of each member's run, by its place in ``ordered``.
     positions: the places in ``ordered`` of the members to compare: whole runs, in order.
@@ -322,7 +385,7 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, distance: int, ordered: np.nd
   values = hashes[members]
   offset, longest = 1, int(lengths.max(initial=0))
   while offset < longest:
-    hit = np.flatnonzero(popcount(values[offset:] ^ values[:-offset]) <= distance)
+    hit = np.flatnonzero(near.close(values[offset:] ^ values[:-offset], members[offset:], members[:-offset]))
     if hit.size:
       later, earlier = members[hit + offset], members[hit]
       best[later] = np.minimum(best[later], earlier)
@@ -334,10 +397,10 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, distance: int, ordered: np.nd
 
 
 def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidates: np.ndarray, ranks: np.ndarray,
-              distance: int, start: np.ndarray, end: np.ndarray, steps: Union[int, np.ndarray]
+              near: _Near, start: np.ndarray, end: np.ndarray, steps: Union[int, np.ndarray]
               ) -> Tuple[np.ndarray, np.ndarray]:
-  """Each query compared with the candidates from its start on, in order, until one is within
-  ``distance`` (its rank lowers the query's best, ``best[slot]``), one ranks at or after its
+  """Each query compared with the candidates from its start on, in order, until one is ``near``
+  (its rank lowers the query's best, ``best[slot]``), one ranks at or after its
   best, or its run's end comes, for at most its ``steps`` comparisons. All queries at once, a
   block of candidates each at a time: one while many are comparing, wider as they thin out, so
   that a long tail of few costs few numpy calls. Returns the indices of the queries whose steps
@@ -349,7 +412,7 @@ def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidat
     best: each hash's anchor so far, as a rank (changed).
     candidates: the hashes compared with, runs side by side (uint64).
     ranks: each candidate's rank, its index into ``best``, rising within a run.
-    distance: the most bits a query may differ in from its anchor.
+    near: when a query and a candidate are near.
     start: each query's first place in ``candidates``.
     end: the end of each query's run in ``candidates``.
     steps: the most comparisons a query makes: one number for all, or one each.
@@ -365,7 +428,8 @@ def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidat
     places = np.minimum(places, len(candidates) - 1)
     rank, slot = ranks[places], slots[active]
     better = rank < best[slot, None]
-    close = valid & better & (popcount(queries[active, None] ^ candidates[places]) <= distance)
+    close = valid & better & near.close(queries[active, None] ^ candidates[places],
+                                        np.broadcast_to(slot[:, None], places.shape), rank)
     hit = close.any(axis=1)
     best[slot[hit]] = rank[hit, np.argmax(close[hit], axis=1)]
     reached = (valid & ~better).any(axis=1)  # its own place, or a hash after its best
@@ -387,19 +451,22 @@ def _runs(start: np.ndarray, end: np.ndarray) -> np.ndarray:
   return np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
 
 
-def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = ALL_BITS, key_cap: int = KEY_CAP
-                ) -> Iterator[object]:
-  """One key's anchors, from its ``members``: (phash, (priority, anchor)) for each member whose
-  anchor in the key is another hash, and (anchor, None) once for each such anchor; then, where
-  any, ('over_cap_hashes', count) of members not held that found no held anchor and
-  ('cut_short_hashes', count) of members whose comparison was cut short.
+def key_anchors(members: Iterable[Tuple[int, int, int]], distance: int, free: int = ALL_BITS,
+                key_cap: int = KEY_CAP) -> Iterator[object]:
+  """One key's anchors, from its ``members``: ((phash, colour), (priority, anchor's phash,
+  anchor's colour)) for each member whose anchor in the key is another node, and ((anchor's phash,
+  anchor's colour), None) once for each such anchor; then, where any, ('over_cap_hashes', count)
+  of members not held that found no held anchor and ('cut_short_hashes', count) of members whose
+  comparison was cut short. A member's anchor is the first held member near it: its hash within
+  ``distance``, its colours not apart (colours_apart).
 
   The ``key_cap`` best-ranked members are held and compared among themselves; every other
   member, a block at a time, only with them: if it finds one, that is its best in the key
   anyway, and in a cluster of look-alikes it does. Memory stays within the cap and a block.
 
   Args:
-    members: the key's (phash, priority), the hash as a signed 64-bit int (parse); may be iterated twice.
+    members: the key's nodes as (phash, priority, colour), the hash and colour as signed 64-bit ints (parse,
+      colour_value); may be iterated twice.
     distance: the most bits a member may differ in from its anchor.
     free: the bits on which the key's hashes may still differ (free_bits).
     key_cap: how many of the best-ranked members are held.
@@ -407,15 +474,17 @@ def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = A
   held = heapq.nsmallest(key_cap, members, key=lambda member: rank_key(*member))
   if len(held) < key_cap and len(held) <= _FEW:
     anchoring = set()
-    for phash, _ in held:
-      anchor = next(other for other in held if distance_between(phash, other[0]) <= distance)
-      if anchor[0] != phash:
-        anchoring.add(anchor[0])
-        yield phash, (anchor[1], anchor[0])
+    for member in held:
+      anchor = next(other for other in held if distance_between(member[0], other[0]) <= distance
+                    and not colours_apart(*parse_colours([member[2], other[2]])))
+      if anchor is not member:
+        anchoring.add((anchor[0], anchor[2]))
+        yield (member[0], member[2]), (anchor[1], anchor[0], anchor[2])
     yield from ((anchor, None) for anchor in sorted(anchoring))
     return
-  hashes = as_uint64([phash for phash, _ in held])
-  found = anchors(hashes, distance)
+  hashes = as_uint64([member[0] for member in held])
+  colours = parse_colours([member[2] for member in held])
+  found = anchors(hashes, distance, colours=colours)
   anchoring = np.zeros(len(held), bool)
   yield from _told(held, held, found.anchor, np.arange(len(held)), anchoring)
   over_cap, cut_short = 0, found.cut_short
@@ -424,13 +493,14 @@ def key_anchors(members: Iterable[Tuple[int, int]], distance: int, free: int = A
     later = (member for member in members if rank_key(*member) > last)
     while block := list(itertools.islice(later, _KEY_BLOCK)):
       block.sort(key=lambda member: rank_key(*member))
-      found = anchors(np.concatenate([hashes, as_uint64([phash for phash, _ in block])]), distance,
-                      np.arange(len(held) + len(block)) >= len(held))
+      found = anchors(np.concatenate([hashes, as_uint64([member[0] for member in block])]), distance,
+                      np.arange(len(held) + len(block)) >= len(held),
+                      np.concatenate([colours, parse_colours([member[2] for member in block])]))
       anchor = found.anchor[len(held):]
       over_cap += int((anchor >= len(held)).sum())
       cut_short += found.cut_short
       yield from _told(block, held, np.where(anchor < len(held), anchor, -1), np.full(len(block), -1), anchoring)
-  yield from ((held[index][0], None) for index in np.flatnonzero(anchoring).tolist())
+  yield from (((held[index][0], held[index][2]), None) for index in np.flatnonzero(anchoring).tolist())
   if over_cap:
     yield 'over_cap_hashes', over_cap
   if cut_short:
@@ -441,13 +511,13 @@ _KEY_BLOCK = 4096  # the members past a key's cap compared with the held ones at
 _FEW = 16  # a key of at most this many compares in plain Python: numpy's calls would cost more
 
 
-def _told(members: Sequence[Tuple[int, int]], held: Sequence[Tuple[int, int]], anchor: np.ndarray, own: np.ndarray,
-          anchoring: np.ndarray) -> Iterator[Tuple[int, Tuple[int, int]]]:
-  """(phash, (priority, anchor)) of each member whose anchor is another hash; marks each such
-  anchor in ``anchoring``.
+def _told(members: Sequence[Tuple[int, int, int]], held: Sequence[Tuple[int, int, int]], anchor: np.ndarray,
+          own: np.ndarray, anchoring: np.ndarray) -> Iterator[Tuple[Tuple[int, int], Tuple[int, int, int]]]:
+  """((phash, colour), (priority, anchor's phash, anchor's colour)) of each member whose anchor
+  is another node; marks each such anchor in ``anchoring``.
 
   Args:
-    members: the (phash, priority) of the members told of.
+    members: the (phash, priority, colour) of the members told of.
     held: the key's held members, which ``anchor`` and ``own`` index.
     anchor: each member's anchor, an index into ``held``; -1: none.
     own: each member's own index into ``held``; -1 for one not held.
@@ -456,8 +526,8 @@ def _told(members: Sequence[Tuple[int, int]], held: Sequence[Tuple[int, int]], a
   told = np.flatnonzero((anchor >= 0) & (anchor != own))
   anchoring[anchor[told]] = True
   for index in told.tolist():
-    phash, anchor_priority = held[int(anchor[index])]
-    yield members[index][0], (anchor_priority, phash)
+    phash, anchor_priority, colour = held[int(anchor[index])]
+    yield (members[index][0], members[index][2]), (anchor_priority, phash, colour)
 
 
 def parse(phash: str) -> int:

@@ -38,12 +38,13 @@ def near_pair_bucket(pair: Tuple[str, str], listed: int, records_per_bucket: int
   return pair[0][:digits], pair
 
 
-def perceptual_hashes(records: List[CheckedImage]) -> List[Tuple[str, str, int]]:
-  """(source_sha256, perceptual hash, priority) of a batch's records, as NearCopies takes them.
+def perceptual_hashes(records: List[CheckedImage]) -> List[Tuple[str, str, int, str]]:
+  """(source_sha256, perceptual hash, priority, colour signature) of a batch's records, as
+  NearCopies takes them.
   A featureless image (flagged low_information: one colour, or nearly) is left out: its hash
   holds no layout, so an all-black and an all-white frame would agree in it."""
   return [(record.source_sha256, record.phash,
-           near_copies.priority(record.damaged, max(record.height, record.width), record.num_bytes))
+           near_copies.priority(record.damaged, max(record.height, record.width), record.num_bytes), record.colour)
           for record in records if record.phash and image_quality.LOW_INFORMATION not in record.quality]
 
 

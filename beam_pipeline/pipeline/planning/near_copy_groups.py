@@ -1,4 +1,4 @@
-"""Near copies at Dataflow scale (issue 37, 59): every file's (source_sha256, phash, priority) in,
+"""Near copies at Dataflow scale (issue 37, 59): every file's (source_sha256, phash, priority, colour) in,
 and for every file in a group of near copies (source_sha256, the group's representative) out, so
 that a group never straddles two splits. The steps are core/planning/near_copies.py's; here each
 meets its data by a shuffle in which no key, list or element grows with the input:
@@ -87,11 +87,11 @@ def largest_group(steps: Any, num_listed: Any, settings: Settings) -> Any:
 
 def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection, one_machine: bool
             ) -> Dict[str, beam.PCollection]:
-  """Lists of (source_sha256, phash, priority) to NearCopies's output: in memory on
+  """Lists of (source_sha256, phash, priority, colour) to NearCopies's output: in memory on
   ``one_machine``, by NearCopies's bounded shuffles elsewhere.
 
   Args:
-    hashes: lists of (source_sha256, phash, priority), a batch's each (content_groups.perceptual_hashes).
+    hashes: lists of (source_sha256, phash, priority, colour), a batch's each (content_groups.perceptual_hashes).
     distance: one element: the distance within which hashes are near (near_distance).
     cap: one element: the most images a group may hold (largest_group).
     one_machine: the runner holds every element in one process (the DirectRunner), where a shuffle spreads nothing.
@@ -110,7 +110,7 @@ def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, A
 
 
 class NearCopies(beam.PTransform):
-  """(source_sha256, phash, priority) per validated record to (source_sha256, representative)
+  """(source_sha256, phash, priority, colour) per validated record to (source_sha256, representative)
   for every distinct file of a group of near copies holding two files or more (an anchor and
   the hashes within ``distance`` bits that take it as theirs, near_copies), at most ``cap``
   images; tagged tags.NEAR_COPIES, one summary dict (NearCopySummary). ``distance`` and ``cap``
@@ -138,9 +138,10 @@ class NearCopies(beam.PTransform):
 
   def expand(self, pairs):
     nodes = (pairs
-             | 'OneHashPerFile' >> beam.MapTuple(lambda sha, phash, rank: (sha, (phash, rank)))
+             | 'OneHashPerFile' >> beam.MapTuple(lambda sha, phash, rank, colour: (sha, (phash, rank, colour)))
              | 'SmallestPerFile' >> beam.CombinePerKey(min)
-             | 'ByHash' >> beam.MapTuple(lambda sha, hashed: (hashed[0], (hashed[1], sha)))
+             | 'ByHash' >> beam.MapTuple(lambda sha, hashed: (near_copies.node_key(hashed[0], hashed[2]),
+                                                             (hashed[1], sha)))
              | 'SameHash' >> beam.CombinePerKey(Bounded(self._same_hash_cap))
              | 'Nodes' >> beam.FlatMap(_node, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='nodes'))
     first = (nodes.nodes
@@ -154,7 +155,7 @@ class NearCopies(beam.PTransform):
                 | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsMultiMap(dense))
                 | 'GroupByBand' >> beam.GroupByKey()
                 | 'Anchors' >> beam.FlatMap(_anchors, self._distance, self._key_cap).with_outputs(_COUNTS, main='told'))
-    groups = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: (node[0], node)), anchored.told)
+    groups = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: ((node[0], node[4]), node)), anchored.told)
               | 'NodesAndAnchors' >> beam.Flatten()
               | 'BestAnchor' >> beam.CombinePerKey(BestAnchor())
               | 'ByAnchor' >> beam.FlatMapTuple(_by_anchor)
@@ -173,7 +174,7 @@ class NearCopies(beam.PTransform):
 
 class NearCopiesOnOneMachine(beam.PTransform):
   """NearCopies's output for a runner that holds every element in one process (the
-  DirectRunner), from lists of (source_sha256, phash, priority): read whole as a side input of
+  DirectRunner), from lists of (source_sha256, phash, priority, colour): read whole as a side input of
   one step that groups them in memory (near_copies.groups_on_one_machine), instead of NearCopies's
   shuffles, each a fixed cost there, and a list at a time, as Beam's cost per element exceeds a
   hash's own. The summary holds the same counters, without a listing."""
@@ -191,12 +192,13 @@ class NearCopiesOnOneMachine(beam.PTransform):
     return {'pairs': found.pairs, tags.NEAR_COPIES: found[tags.NEAR_COPIES]}
 
 
-def _group_in_memory(_, lists: Iterable[List[Tuple[str, str, int]]], distance: int, cap: int) -> Iterator[Any]:
+def _group_in_memory(_, lists: Iterable[List[Tuple[str, str, int, str]]], distance: int, cap: int
+                     ) -> Iterator[Any]:
   """The pairs of near_copies.groups_on_one_machine, then its summary tagged tags.NEAR_COPIES.
 
   Args:
     _: the one element that starts the step; the hashes come as a side input.
-    lists: every list of (source_sha256, phash, priority).
+    lists: every list of (source_sha256, phash, priority, colour).
     distance: the distance within which hashes are near.
     cap: the most images a group may hold.
   """
@@ -249,21 +251,22 @@ class Bounded(beam.CombineFn):
 
 
 def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
-  """A hash's node, its files if it has several, or the counts of a near-uniform one."""
-  phash, (count, files) = item
-  node = near_copies.node_or_uniform(phash, count, files, cap)
+  """A hash and colour signature's node, its files if it has several, or the counts of a near-uniform one."""
+  key, (count, files) = item
+  node = near_copies.node_or_uniform(key, count, files, cap)
   if node is None:
     yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_hashes', 1))
     yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_images', count))
     return
   yield tuple(node)
   if count > 1:
-    yield beam.pvalue.TaggedOutput(_SEVERAL, (node.phash, tuple(sha for _, sha in files)))
+    yield beam.pvalue.TaggedOutput(_SEVERAL, ((node.phash, node.colour), tuple(sha for _, sha in files)))
 
 
 def _band_keys(batch: List[tuple], distance: int) -> List[Any]:
-  """A batch of nodes as (first-level key, its (hash, priority) pairs of the batch) pairs."""
-  return _by_key((key, (node[0], node[1])) for node in batch for key in near_copies.band_keys(node[0], distance))
+  """A batch of nodes as (first-level key, its nodes' (hash, priority, colour) of the batch) pairs."""
+  return _by_key((key, (node[0], node[1], node[4])) for node in batch
+                 for key in near_copies.band_keys(node[0], distance))
 
 
 def _by_key(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[Any, List[Any]]]:
@@ -317,8 +320,9 @@ def _anchors(item: Tuple[Any, Any], distance: int, key_cap: int) -> Iterator[Any
 
 class BestAnchor(beam.CombineFn):
   """A node, the best anchor its keys found and whether it anchors another: from the node (a
-  4-tuple), each key's (priority, anchor) (2-tuples) and None from each key where it anchors
-  another, the node, the best anchor in rank order (or None), and True if any None came."""
+  5-tuple), each key's (priority, anchor's hash, anchor's colour) (3-tuples) and None from each
+  key where it anchors another, the node, the best anchor in rank order (or None), and True if
+  any None came."""
 
   def create_accumulator(self) -> Tuple[Optional[tuple], Optional[Tuple[int, int, int]], bool]:
     return None, None, False
@@ -327,9 +331,9 @@ class BestAnchor(beam.CombineFn):
     node, best, anchoring = accumulator
     if value is None:
       return node, best, True
-    if len(value) == 4:
+    if len(value) == 5:
       return tuple(value), best, anchoring
-    found = (*near_copies.rank_key(value[1], value[0]), value[1])
+    found = (*near_copies.rank_key(value[1], value[0], value[2]), value[1])
     return node, found if best is None or found < best else best, anchoring
 
   def merge_accumulators(self, accumulators):
@@ -345,16 +349,16 @@ class BestAnchor(beam.CombineFn):
     return accumulator
 
 
-def _by_anchor(phash: int, found: Tuple[tuple, Optional[Tuple[int, int, int]], bool]
-               ) -> Iterator[Tuple[int, Tuple[int, str, int, int]]]:
-  """A node under its anchor's hash (its own if no key found it one), as a group member:
-  (priority, sha256, phash, files), which sorts the group's best file first; none for a node of
-  one file that neither has an anchor nor is one, a group of one (most images)."""
+def _by_anchor(key: Tuple[int, int], found: Tuple[tuple, Optional[Tuple[int, int, int, int]], bool]
+               ) -> Iterator[Tuple[Tuple[int, int], Tuple[int, str, int, int, int]]]:
+  """A node under its anchor's (hash, colour) (its own if no key found it one), as a group member:
+  (priority, sha256, phash, files, colour), which sorts the group's best file first; none for a
+  node of one file that neither has an anchor nor is one, a group of one (most images)."""
   node, best, anchoring = found
   tags.records_per_key(NODES).update(1)
   if best is None and not anchoring and node[3] == 1:
     return
-  yield best[2] if best is not None else phash, (node[1], node[2], node[0], node[3])
+  yield (best[3], best[2]) if best is not None else key, (node[1], node[2], node[0], node[3], node[4])
 
 
 def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
@@ -369,15 +373,15 @@ def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     yield beam.pvalue.TaggedOutput(_COUNTS, ('look_alike_images', images))
     return
   representative = members[0][1]
-  for _, sha, phash, files in members:
+  for _, sha, phash, files, colour in members:
     if files == 1:
       yield sha, representative
     else:
-      yield beam.pvalue.TaggedOutput(_LABELLED, (phash, representative))
+      yield beam.pvalue.TaggedOutput(_LABELLED, ((phash, colour), representative))
 
 
-def _map_back(phash: int, joined: Mapping[str, List[Any]]) -> Iterator[Tuple[str, str]]:
-  """The files of a hash shared by several, to their group's representative."""
+def _map_back(key: Tuple[int, int], joined: Mapping[str, List[Any]]) -> Iterator[Tuple[str, str]]:
+  """The files of a node of several, to their group's representative."""
   for label in joined['label']:
     for shas in joined['shas']:
       for sha in shas:

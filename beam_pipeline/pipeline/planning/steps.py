@@ -100,7 +100,7 @@ class BeamSteps:
 
   def near_copies(self, hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection
                   ) -> Dict[str, beam.PCollection]:
-    """Lists of (source_sha256, phash, priority) to near_copy_groups.NearCopies's output, by its
+    """Lists of (source_sha256, phash, priority, colour) to near_copy_groups.NearCopies's output, by its
     bounded shuffles."""
     return near_copy_groups.grouped(hashes, distance, cap, one_machine=False)
 

@@ -66,13 +66,15 @@ def test_a_catalog_line_gives_back_its_entry_and_the_report_counts_as_the_writer
   assert report.quality == {'blurry': {'': 1}, 'dark': {'': 1}}
 
 
-def test_a_catalog_line_of_a_version_without_quality_flags_or_hashes_reads_as_raising_none_and_hashing_none():
-  line = json.loads(catalog_entries.line(entry('a.jpg', quality=('dark',), phash='0f' * 8)))
-  without_hash = json.dumps(line[:-1]) + '\n'  # written before perceptual hashes were kept
+def test_a_catalog_line_of_a_version_without_colours_flags_or_hashes_reads_as_raising_none_and_hashing_none():
+  line = json.loads(catalog_entries.line(entry('a.jpg', quality=('dark',), phash='0f' * 8, colour='3c' * 8)))
+  without_colour = json.dumps(line[:-1]) + '\n'  # written before colour signatures were kept
+  assert catalog_entries.parse(without_colour) == entry('a.jpg', quality=('dark',), phash='0f' * 8, colour='')
+  without_hash = json.dumps(line[:-2]) + '\n'  # written before perceptual hashes were kept
   assert catalog_entries.parse(without_hash) == entry('a.jpg', quality=('dark',), phash='')
-  older = json.dumps(line[:-2]) + '\n'  # written before the flags were
+  older = json.dumps(line[:-3]) + '\n'  # written before the flags were
   assert catalog_entries.parse(older) == entry('a.jpg') and entry('a.jpg').quality == ()
-  assert entry('a.jpg').phash == ''
+  assert entry('a.jpg').phash == entry('a.jpg').colour == ''
 
 
 @pytest.mark.parametrize('kept, new', [({}, 100), ({'train': 80, 'validation': 10, 'test': 10}, 50),

@@ -17,23 +17,23 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
   """The Beam transform's steps as plain calls: {sha256: representative} and its counters."""
   counts = collections.Counter()
   of_file = {}
-  for content, phash, priority in files:
-    of_file[content] = min(of_file.get(content, (phash, priority)), (phash, priority))
-  of_hash = collections.defaultdict(list)
-  for content, (phash, priority) in of_file.items():
-    of_hash[phash].append((priority, content))
+  for content, phash, priority, colour in files:
+    of_file[content] = min(of_file.get(content, (phash, priority, colour)), (phash, priority, colour))
+  of_node = collections.defaultdict(list)
+  for content, (phash, priority, colour) in of_file.items():
+    of_node[near_copies.node_key(phash, colour)].append((priority, content))
   nodes, shas = [], {}
-  for phash, shared in of_hash.items():
-    node = near_copies.node_or_uniform(phash, len(shared), sorted(shared), same_hash_cap)
+  for key, shared in of_node.items():
+    node = near_copies.node_or_uniform(key, len(shared), sorted(shared), same_hash_cap)
     if node is None:
       counts['uniform_hashes'] += 1
     else:
       nodes.append(node)
-      shas[node.phash] = [content for _, content in sorted(shared)]
+      shas[node.phash, node.colour] = [content for _, content in sorted(shared)]
   first = collections.defaultdict(list)
   for node in nodes:
     for key in near_copies.band_keys(node.phash, distance):
-      first[key].append((node.phash, node.priority))
+      first[key].append((node.phash, node.priority, node.colour))
   keys = collections.defaultdict(list)
   for key, members in first.items():
     counts['dense_keys'] += len(members) > key_cap
@@ -46,12 +46,13 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
       if isinstance(out[0], str):
         counts[out[0]] += out[1]
       elif out[1] is not None:
-        phash, (priority, anchor) = out
-        best[phash] = min(best.get(phash, (priority, anchor & near_copies.ALL_BITS, anchor)),
-                          (priority, anchor & near_copies.ALL_BITS, anchor))
+        member, (priority, anchor, colour) = out
+        found = (priority, anchor & near_copies.ALL_BITS, colour, anchor)
+        best[member] = min(best.get(member, found), found)
   groups = collections.defaultdict(list)
   for node in nodes:
-    groups[best[node.phash][2] if node.phash in best else node.phash].append(node)
+    anchor = best.get((node.phash, node.colour))
+    groups[(anchor[3], anchor[2]) if anchor else (node.phash, node.colour)].append(node)
   representative = {}
   for members in groups.values():
     images = sum(node.count for node in members)
@@ -60,7 +61,7 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
       counts['look_alike_images'] += images
     elif images > 1:
       chosen = min((node.priority, node.sha256) for node in members)[1]
-      representative.update((content, chosen) for node in members for content in shas[node.phash])
+      representative.update((content, chosen) for node in members for content in shas[node.phash, node.colour])
   return representative, counts
 
 
@@ -211,10 +212,10 @@ def test_a_group_takes_its_best_file_and_a_chain_is_no_group():
   representative is its best file, whatever the names."""
   a = 0x0123456789ABCDEF
   b, c = flip(a, [0, 1, 2, 3]), flip(a, [0, 1, 2, 3, 20, 30, 40, 50])
-  files = [(sha('a'), as_hex(a), near_copies.priority(False, 1000, 50_000)),
-           (sha('b'), as_hex(b), near_copies.priority(False, 500, 20_000)),
-           (sha('c'), as_hex(c), near_copies.priority(False, 400, 10_000)),
-           (sha('other'), as_hex(~a & 0xFFFF), 0)]
+  files = [(sha('a'), as_hex(a), near_copies.priority(False, 1000, 50_000), ''),
+           (sha('b'), as_hex(b), near_copies.priority(False, 500, 20_000), ''),
+           (sha('c'), as_hex(c), near_copies.priority(False, 400, 10_000), ''),
+           (sha('other'), as_hex(~a & 0xFFFF), 0, '')]
   representative, _ = near_groups(files)
   assert representative == {sha('a'): sha('a'), sha('b'): sha('a')}
   assert representative == brute_force(files, D) == dict(near_copies.groups_on_one_machine(files, D).pairs)
@@ -232,7 +233,7 @@ def test_a_chain_is_cut_into_stars():
   assert all(near_copies.distance_between(x, y) == D for x, y in zip(values, values[1:]))
   files = files_of(values)
   pairs = dict(near_copies.groups_on_one_machine(files, D).pairs)
-  hashes = {content: int(phash, 16) for content, phash, _ in files}
+  hashes = {content: int(phash, 16) for content, phash, _, _ in files}
   groups = collections.defaultdict(list)
   for content, representative in pairs.items():
     groups[representative].append(hashes[content])
@@ -244,13 +245,14 @@ def test_a_chain_is_cut_into_stars():
 
 def test_files_sharing_a_hash_group_and_a_near_uniform_hash_does_not():
   """Two files of one hash are a group alone; 1,001 of another are near-uniform frames."""
-  files = [(sha(1), 'aaaaaaaaaaaaaaaa', 5), (sha(2), 'aaaaaaaaaaaaaaaa', 3), (sha(2), 'aaaaaaaaaaaaaaaa', 3)]
-  files += [(sha(f'black{i}'), '0000000000000000', 0) for i in range(near_copies.SAME_HASH_CAP + 1)]
-  files += [(sha('dark'), '0000000000000001', 0)]
+  files = [(sha(1), 'aaaaaaaaaaaaaaaa', 5, ''), (sha(2), 'aaaaaaaaaaaaaaaa', 3, ''),
+           (sha(2), 'aaaaaaaaaaaaaaaa', 3, '')]
+  files += [(sha(f'black{i}'), '0000000000000000', 0, '') for i in range(near_copies.SAME_HASH_CAP + 1)]
+  files += [(sha('dark'), '0000000000000001', 0, '')]
   representative, counts = near_groups(files)
   assert representative == {sha(1): sha(2), sha(2): sha(2)}
   assert counts['uniform_hashes'] == 1
-  assert near_copies.node_or_uniform('00000000000000ff', 3, [(0, sha(1)), (0, sha(2)), (0, sha(3))], cap=2) is None
+  assert near_copies.node_or_uniform(('00000000000000ff', 0), 3, [(0, sha(1)), (0, sha(2)), (0, sha(3))], cap=2) is None
 
 
 @pytest.mark.parametrize('images, fraction, cap', [(13, 1.0, 10), (20_000, 0.2, 40), (20_000, 1.0, 200),
@@ -266,7 +268,8 @@ def test_a_set_of_look_alikes_over_the_cap_is_counted_not_grouped():
   rng = random.Random(4)
   frames = cluster(2_000, 20, 0.1, rng)
   photo = rng.getrandbits(64)
-  files = files_of(frames, 'frame') + [(sha('photo'), as_hex(photo), 0), (sha('copy'), as_hex(flip(photo, [3])), 1)]
+  files = files_of(frames, 'frame') + [(sha('photo'), as_hex(photo), 0, ''),
+                                       (sha('copy'), as_hex(flip(photo, [3])), 1, '')]
   found = near_copies.groups_on_one_machine(files, 10, cap=40)
   assert dict(found.pairs) == {sha('photo'): sha('photo'), sha('copy'): sha('photo')} == brute_force(files, 10, cap=40)
   assert {name: found.counts[name] for name in ('groups', 'images_in_groups', 'look_alike_sets')} == {
@@ -308,13 +311,13 @@ def test_look_alikes_over_the_key_cap_find_their_anchors_among_the_held():
 
 
 def test_hashes_a_full_key_does_not_hold_and_no_held_hash_is_near_are_counted():
-  members = [(value, 0) for value in range(0, 64 * 1024, 1024)]  # 64 hashes 1 to 6 bits apart
-  far = [(near_copies.parse('f0f0f0f0f0f0f0f0'), 1), (near_copies.parse('0f0f0f0f0f0f0f0f'), 1)]
+  members = [(value, 0, 0) for value in range(0, 64 * 1024, 1024)]  # 64 hashes 1 to 6 bits apart
+  far = [(near_copies.parse('f0f0f0f0f0f0f0f0'), 1, 0), (near_copies.parse('0f0f0f0f0f0f0f0f'), 1, 0)]
   out = list(near_copies.key_anchors(members + far, 2, key_cap=32))
   assert ('over_cap_hashes', 2) in out
   anchored = dict(value for value in out if not isinstance(value[0], str) and value[1] is not None)
-  assert {value for value, told in out if told is None} == {anchor for _, anchor in anchored.values()}
-  assert set(anchored) <= {value for value, _ in members} and len(anchored) >= 32
+  assert {value for value, told in out if told is None} == {(anchor, colour) for _, anchor, colour in anchored.values()}
+  assert set(anchored) <= {(value, 0) for value, _, _ in members} and len(anchored) >= 32
 
 
 @pytest.mark.parametrize('images, distance', [(20_000, 10), (100_000, 10), (1_000_000, 8), (3_000_000, 8),
@@ -333,10 +336,10 @@ def test_on_one_machine_the_groups_are_those_every_pair_compared_gives():
   rng = random.Random(8)
   values = [rng.getrandbits(64) for _ in range(2000)]
   values += [flip(values[i], rng.sample(range(64), rng.randint(1, 10))) for i in range(0, 2000, 10)]
-  files = [(sha(i), f'{value:016x}', near_copies.priority(i % 7 == 0, rng.randint(100, 4000), rng.randint(1, 10**6)))
-           for i, value in enumerate(values)]
-  files += [(sha('same'), files[7][1], 5), (sha(3), files[3][1], files[3][2])]
-  files += [(sha(f'black{i}'), '0000000000000000', 0) for i in range(6)]
+  files = [(sha(i), f'{value:016x}', near_copies.priority(i % 7 == 0, rng.randint(100, 4000), rng.randint(1, 10**6)),
+            '') for i, value in enumerate(values)]
+  files += [(sha('same'), files[7][1], 5, ''), (sha(3), files[3][1], files[3][2], '')]
+  files += [(sha(f'black{i}'), '0000000000000000', 0, '') for i in range(6)]
   files += files_of(cluster(60, 8, 0.3, rng), 'cluster')
   found = near_copies.groups_on_one_machine(files, 10, cap=30, same_hash_cap=5)
   expected = brute_force(files, 10, same_hash_cap=5, cap=30)
@@ -345,3 +348,38 @@ def test_on_one_machine_the_groups_are_those_every_pair_compared_gives():
   assert {name: found.counts[name] for name in ('groups', 'images_in_groups', 'uniform_hashes', 'uniform_images')} == {
       'groups': len(set(expected.values())), 'images_in_groups': len(expected), 'uniform_hashes': 1,
       'uniform_images': 6}
+
+
+RED, ORANGE, BLUE, GRAY = '3c283c283c283c28', '3a2c3a2c3a2c3a2c', 'e0c0e0c0e0c0e0c0', '0' * 16
+
+
+def test_pictures_whose_colours_are_apart_are_no_copies_however_alike_their_hashes():
+  """Four pictures of one hash (gradients that differ in hue) and a near one: the blue one is
+  apart from the red ones and stays alone; a slightly different red (within COLOURS_APART), a
+  gray copy and a file of unknown colour (a catalog from before signatures) join the best red."""
+  value = 0x0123456789ABCDEF
+  files = [(sha('red'), as_hex(value), 0, RED), (sha('blue'), as_hex(value), 1, BLUE),
+           (sha('orange'), as_hex(flip(value, [3])), 2, ORANGE), (sha('gray'), as_hex(value), 3, GRAY),
+           (sha('unknown'), as_hex(flip(value, [9])), 4, '')]
+  found = near_copies.groups_on_one_machine(files, D)
+  expected = {sha(name): sha('red') for name in ('red', 'orange', 'gray', 'unknown')}
+  assert dict(found.pairs) == expected == brute_force(files, D) == near_groups(files)[0]
+  assert found.counts['groups'] == 1
+
+
+def test_a_node_passes_over_a_picture_in_other_colours_to_the_first_in_its_own():
+  """A blue picture ranks first and lies within d of both reds: the red copy's anchor is the
+  red picture, the first near it in hash and colour; both executors and the definition agree."""
+  value = 0x0F0F0F0F0F0F0F0F
+  files = [(sha('blue'), as_hex(value), 0, BLUE), (sha('red'), as_hex(flip(value, [1])), 1, RED),
+           (sha('red copy'), as_hex(flip(value, [2])), 2, RED)]
+  expected = {sha('red'): sha('red'), sha('red copy'): sha('red')}
+  assert dict(near_copies.groups_on_one_machine(files, D).pairs) == expected == brute_force(files, D)
+  assert near_groups(files)[0] == expected
+
+
+def test_colours_apart_only_when_both_are_in_colour():
+  colours = near_copies.parse_colours([near_copies.colour_value(colour) for colour in (RED, ORANGE, BLUE, GRAY, '')])
+  apart = near_copies.colours_apart(colours[:, None], colours[None, :])
+  assert apart.tolist() == [[False, False, True, False, False], [False, False, True, False, False],
+                            [True, True, False, False, False], [False] * 5, [False] * 5]
