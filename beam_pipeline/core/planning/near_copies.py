@@ -264,18 +264,16 @@ def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = No
 
 class _Near(NamedTuple):
   """When two nodes are near: their hashes within ``distance`` bits, and their ``colours`` (by
-  index into the hashes; None: not compared) not apart."""
+  index into the hashes; None: not compared) not apart (apart, asked only where colours are
+  given)."""
   distance: int
   colours: Optional[np.ndarray]
 
-  def close(self, xored: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Whether each pair of nodes is near, given their hashes xored and their indices (arrays of
-    one shape); the colours compared only where the hashes are near."""
-    near = popcount(xored) <= self.distance
-    if self.colours is not None and near.any():
-      where = np.nonzero(near)
-      near[where] = ~colours_apart(self.colours[left[where]], self.colours[right[where]])
-    return near
+  def apart(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Whether the nodes at ``left`` and at ``right`` (indices into the hashes) are apart in
+    colour; asked only of pairs whose hashes are near, the few, so that a comparison of hashes
+    costs what it did without colours."""
+    return colours_apart(self.colours[left], self.colours[right])
 
 
 def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, near: _Near, members: np.ndarray,
@@ -385,9 +383,12 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, near: _Near, ordered: np.ndar
   values = hashes[members]
   offset, longest = 1, int(lengths.max(initial=0))
   while offset < longest:
-    hit = np.flatnonzero(near.close(values[offset:] ^ values[:-offset], members[offset:], members[:-offset]))
+    hit = np.flatnonzero(popcount(values[offset:] ^ values[:-offset]) <= near.distance)
     if hit.size:
       later, earlier = members[hit + offset], members[hit]
+      if near.colours is not None:
+        kept = ~near.apart(later, earlier)
+        later, earlier = later[kept], earlier[kept]
       best[later] = np.minimum(best[later], earlier)
       best[earlier] = np.minimum(best[earlier], later)
     offset += 1
@@ -428,8 +429,10 @@ def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidat
     places = np.minimum(places, len(candidates) - 1)
     rank, slot = ranks[places], slots[active]
     better = rank < best[slot, None]
-    close = valid & better & near.close(queries[active, None] ^ candidates[places],
-                                        np.broadcast_to(slot[:, None], places.shape), rank)
+    close = valid & better & (popcount(queries[active, None] ^ candidates[places]) <= near.distance)
+    if near.colours is not None and close.any():
+      where = np.nonzero(close)
+      close[where] = ~near.apart(slot[where[0]], rank[where])
     hit = close.any(axis=1)
     best[slot[hit]] = rank[hit, np.argmax(close[hit], axis=1)]
     reached = (valid & ~better).any(axis=1)  # its own place, or a hash after its best
