@@ -21,10 +21,10 @@ def flip(value: int, bits) -> int:
   return value
 
 
-def files_of(values: Iterable[int], prefix: str = '', colour: str = '') -> List[Tuple[str, str, int, str]]:
+def files_of(values: Iterable[int], prefix: str = '') -> List[Tuple[str, str, int, str]]:
   """(sha256, hash, priority, colour signature) of one file per hash, named ``prefix`` and its
-  index; the priorities are the same, so that rank order is the hashes' order."""
-  return [(sha(f'{prefix}{index}'), f'{value:016x}', 0, colour) for index, value in enumerate(values)]
+  index, without a signature; the priorities are the same, so that rank order is the hashes' order."""
+  return [(sha(f'{prefix}{index}'), f'{value:016x}', 0, '') for index, value in enumerate(values)]
 
 
 def cluster(count: int, spread: int, flipped: float, rng: random.Random) -> List[int]:
