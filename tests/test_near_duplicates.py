@@ -21,6 +21,8 @@ from helpers.commands import convert
 from helpers.dataset_reader import read_output
 
 KINDS = list(near_copy_kinds.COPIES)
+# The kinds of copy BEFORE_NEAR_COPIES's set was made of, before mirror images were found.
+KINDS_BEFORE_MIRRORS = [kind for kind in KINDS if kind != 'mirrored']
 CLASSES = ('cat', 'dog')
 
 
@@ -29,9 +31,9 @@ def _original(seed: int) -> bytes:
   return image_files.encode(natural_photos.photo(seed, width, height), 'JPEG', quality=90)
 
 
-def write_set(root: Path, photos: int, copied: int) -> Dict[str, str]:
+def write_set(root: Path, photos: int, copied: int, kinds: List[str] = KINDS) -> Dict[str, str]:
   """``photos`` distinct photos in two classes, and of the first ``copied`` one near copy each,
-  the kinds in turn, beside its original; the last copied photo has a second copy in the other
+  the ``kinds`` in turn, beside its original; the last copied photo has a second copy in the other
   class. Returns {copy's path: its original's path}, relative to ``root``."""
   made = {}
   for seed in range(photos):
@@ -40,7 +42,7 @@ def write_set(root: Path, photos: int, copied: int) -> Dict[str, str]:
     data = _original(seed)
     (root / label / f'photo-{seed:04d}.jpg').write_bytes(data)
     if seed < copied:
-      kind = KINDS[seed % len(KINDS)]
+      kind = kinds[seed % len(kinds)]
       suffix = 'png' if kind == 'PNG' else 'jpg'
       name = f'{label}/photo-{seed:04d}-copy.{suffix}'
       (root / name).write_bytes(near_copy_kinds.copy(data, kind, seed))
@@ -105,11 +107,14 @@ def small(tmp_path_factory) -> Tuple[Path, Dict[str, str], List[str]]:
   return root, made, write_uniform(root)
 
 
-def test_off_writes_what_the_conversion_wrote_before(small, tmp_path):
-  root, _, _ = small
-  assert convert(f'--input={root}', f'--output={tmp_path}', SPLITS, '--near_copies=off') == 0
-  assert RunRecord.read(str(tmp_path)).near_duplicates is None
-  assert record_digest(tmp_path, root) == BEFORE_NEAR_COPIES
+def test_off_writes_what_the_conversion_wrote_before(tmp_path):
+  root = tmp_path / 'in'
+  write_set(root, SMALL_PHOTOS, SMALL_COPIED, KINDS_BEFORE_MIRRORS)
+  write_uniform(root)
+  output = tmp_path / 'out'
+  assert convert(f'--input={root}', f'--output={output}', SPLITS, '--near_copies=off') == 0
+  assert RunRecord.read(str(output)).near_duplicates is None
+  assert record_digest(output, root) == BEFORE_NEAR_COPIES
 
 
 def test_every_kind_of_copy_lands_in_its_originals_split(small, tmp_path):

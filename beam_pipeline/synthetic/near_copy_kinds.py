@@ -1,5 +1,5 @@
 """Near copies of a photo, of each kind a user makes: downscaled, re-compressed, stored as PNG,
-brightened, cropped (COPIES, which the converter's distance is chosen to find), and mirrored or
+brightened, cropped, mirrored (COPIES, which the converter's distance is chosen to find), and
 cropped further (NOT_FOUND, measured to say what it misses); a gray copy (gray_copy). Each copy
 is made from the original's bytes, as an editor would, and depends only on the original and its
 seed. And pictures that are no copies of one another but look alike to a hash of gray levels:
@@ -55,9 +55,9 @@ COPIES: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
     'PNG': lambda image, rng: encode(image, 'PNG', compress_level=1),
     'brightness +-8%': lambda image, rng: _jpeg(ImageEnhance.Brightness(image).enhance(rng.uniform(0.92, 1.08))),
     'cropped 1-3%': lambda image, rng: _jpeg(_cropped(image, rng, 0.01, 0.03)),
+    'mirrored': lambda image, rng: _jpeg(image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
 }
 NOT_FOUND: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
-    'mirrored': lambda image, rng: _jpeg(image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
     'cropped 5-10%': lambda image, rng: _jpeg(_cropped(image, rng, 0.05, 0.10)),
     'cropped 10-20%': lambda image, rng: _jpeg(_cropped(image, rng, 0.10, 0.20)),
 }
@@ -99,5 +99,7 @@ def hue_gradient(hues: Tuple[float, float], across: bool, width: int = 320, heig
 
 def hue_gradients(count: int) -> List[bytes]:
   """``count`` gradients (hue_gradient) whose first hues are spread evenly round the circle, each
-  second hue opposite its first, half of each direction: no two of one picture."""
-  return [hue_gradient((index / count, index / count + 0.5), across=index % 2 == 0) for index in range(count)]
+  second hue a third of the way round from its first, half of each direction: no two of one
+  picture, nor one the mirror image of another (as a second hue opposite the first would make
+  the gradients from h to h + 1/2 and from h + 1/2 to h)."""
+  return [hue_gradient((index / count, index / count + 1 / 3), across=index % 2 == 0) for index in range(count)]

@@ -3,13 +3,14 @@ pictures that differ only in hue (a red-to-yellow and a blue-to-green gradient) 
 this says which colours lie where, so that near-copy grouping can tell them apart
 (near_copies.colours_apart).
 
-From the same SIDE x SIDE grid of cell means the hash is made of, turned upright as the hash
-is: the mean of two opponent channels, red - green and (red + green) / 2 - blue, over each
-quarter of the picture (top left, top right, bottom left, bottom right), each halved and
-rounded to a signed byte: 8 bytes, 16 hex digits (near_copies.parse_colours reads them). A
+From the same SIDE x SIDE grid of cell means the hash is made of, turned upright and mirrored
+as the hash is (perceptual_hash.facing): the mean of two opponent channels, red - green and
+(red + green) / 2 - blue, over each quarter of the picture (top left, top right, bottom left,
+bottom right), each halved and rounded to a signed byte: 8 bytes, 16 hex digits
+(near_copies.parse_colours reads them). A
 gray image's is all zeros; an image without colour channels has none ('').
 """
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -19,11 +20,13 @@ _QUARTERS = 2  # quarters per side
 _STEP = 2.0  # levels per unit of a signature's byte: opponent means reach +-255
 
 
-def signatures(grids: np.ndarray, channels: np.ndarray, orientations: Sequence[int]) -> List[str]:
+def signatures(grids: np.ndarray, channels: np.ndarray, orientations: Sequence[int],
+               mirrored: Optional[Sequence[bool]] = None) -> List[str]:
   """16 hex digits for each image of at least three channels ('' for the others), given as
   (n, SIDE, SIDE, depth) grids of levels 0-255 (perceptual_hash.thumbnails), their channel
-  counts and the Exif orientation each is still to be turned upright by. The quarters' means of
-  all at once; a turn then moves a picture's four quarters as it moves its pixels."""
+  counts, the Exif orientation each is still to be turned upright by, and whether each is then
+  mirrored (perceptual_hash.facing; None: none is). The quarters' means of all at once; a turn or
+  a mirror then moves a picture's four quarters as it moves its pixels."""
   if grids.shape[3] < 3:
     return [''] * len(grids)
   red, green, blue = (np.asarray(grids[..., channel], np.float32) for channel in range(3))
@@ -32,6 +35,8 @@ def signatures(grids: np.ndarray, channels: np.ndarray, orientations: Sequence[i
   means = opponents.reshape(len(grids), _QUARTERS, side, _QUARTERS, side, 2).mean(axis=(2, 4))
   packed = np.clip(np.rint(means / _STEP), -127, 127).astype(np.int8)
   found = []
-  for quarters, count, orientation in zip(packed, channels, orientations):
-    found.append(perceptual_hash.upright(quarters, orientation).tobytes().hex() if count >= 3 else '')
+  mirrored = [False] * len(grids) if mirrored is None else mirrored
+  for quarters, count, orientation, mirror in zip(packed, channels, orientations, mirrored):
+    turned = perceptual_hash.upright(quarters, orientation)
+    found.append((turned[:, ::-1] if mirror else turned).tobytes().hex() if count >= 3 else '')
   return found

@@ -12,10 +12,14 @@ photo has far above the median, so its bit would say nothing. Each bit is then a
 
 A thumbnail whose pixels were not turned upright by their Exif orientation is turned
 here first, so that a photo stored as the camera wrote it and a copy turned upright
-hash alike. A mirrored copy does not, nor one cropped by more than a few percent: their
-layout has moved (benchmarks/README.md, Near copies, measures both).
+hash alike. It is then mirrored where its right side outweighs its left (facing: the
+first horizontal frequency of the DCT, which mirroring negates, made positive), so that
+a mirrored copy hashes as its original: their layouts face one way. The price is a copy
+whose two sides weigh nearly alike, which a re-save can tip the other way: about 1% of
+copies (benchmarks/README.md, Near copies). A copy cropped by more than a few percent is
+still not found: its layout has moved.
 """
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -24,6 +28,10 @@ _KEPT = 8  # lowest frequencies kept on each axis: 64 bits
 # Hamming distance up to which two hashes are of near copies: measured by
 # benchmarks/near_copies.py (benchmarks/README.md, Near copies).
 NEAR_DISTANCE = 10
+# What the hash is, as a run record names it (run_record.NearDuplicates.hash): an update compares
+# its new images' hashes with the catalog's only if the catalog's were made alike. 'dct64' (a run
+# record without a name) was the hash before mirroring.
+NAME = 'dct64-facing'
 
 # The first _KEPT rows of the DCT-II matrix of SIDE points (unnormalized: the bits only
 # compare coefficients of one image with each other).
@@ -53,16 +61,35 @@ def thumbnails(grids: np.ndarray, channels: np.ndarray) -> np.ndarray:
   return gray
 
 
-def phashes(gray: np.ndarray, orientations: Sequence[int]) -> List[str]:
+def facing(gray: np.ndarray, orientations: Sequence[int]) -> np.ndarray:
+  """Whether each of (n, SIDE, SIDE) grayscale thumbnails, turned upright by its
+  ``orientations``, is to be mirrored left to right so that its layout faces the one way
+  every image's does: where its first horizontal DCT frequency (the left side's weight
+  against the right's, which mirroring negates) is negative. A picture and its mirror image
+  then hash, and have their colours summed up (colour_signature), alike."""
+  return _turned(gray, orientations).sum(axis=1) @ _COSINES[1] < 0
+
+
+def phashes(gray: np.ndarray, orientations: Sequence[int], mirrored: Optional[np.ndarray] = None) -> List[str]:
   """16 lowercase hex digits each: the hashes of (n, SIDE, SIDE) grayscale thumbnails, each
   turned upright first by its ``orientations`` (the Exif orientation still to apply to its
-  pixels; 1: none). At once, as per image numpy's calls would cost more than their work."""
-  turned = np.array(gray, np.float64)
-  for i, orientation in enumerate(orientations):
-    turned[i] = upright(turned[i], orientation)
+  pixels; 1: none), then mirrored where ``mirrored`` says (facing's, which it is unless given).
+  At once, as per image numpy's calls would cost more than their work."""
+  mirrored = facing(gray, orientations) if mirrored is None else np.asarray(mirrored, bool)
+  turned = _turned(gray, orientations)
+  turned[mirrored] = turned[mirrored, :, ::-1]
   coefficients = (_COSINES @ turned @ _COSINES.T).reshape(len(turned), _KEPT * _KEPT)
   bits = (coefficients > np.median(coefficients[:, _AC], axis=1, keepdims=True)) & _AC
   return [row.tobytes().hex() for row in np.packbits(bits, axis=1)]
+
+
+def _turned(gray: np.ndarray, orientations: Sequence[int]) -> np.ndarray:
+  """(n, SIDE, SIDE) thumbnails as float64, each turned upright by its orientation."""
+  turned = np.array(gray, np.float64)
+  for i, orientation in enumerate(orientations):
+    if orientation in _UPRIGHT:
+      turned[i] = upright(turned[i], orientation)
+  return turned
 
 
 def upright(pixels: np.ndarray, orientation: int) -> np.ndarray:

@@ -111,8 +111,9 @@ def _decoded(headers: List, shapes: List, grids: np.ndarray, images: List[Pendin
   channels = np.array([shape[2] for shape in shapes])
   gray = perceptual_hash.thumbnails(grids, channels)
   turns = [image.to_turn for image in images]
-  hashes = perceptual_hash.phashes(gray, turns)
-  colours = colour_signature.signatures(grids, channels, turns)
+  mirrored = perceptual_hash.facing(gray, turns)
+  hashes = perceptual_hash.phashes(gray, turns, mirrored)
+  colours = colour_signature.signatures(grids, channels, turns, mirrored)
   statistics = image_quality.statistics(grids, gray, channels)
   return [Decoded(tuple(header), tuple(shape), phash, tuple(values), colour)
           for header, shape, phash, values, colour in zip(headers, shapes, hashes, statistics.tolist(), colours)]

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import option_table
+from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_layout, run_totals
 from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile, RunRecord, Shard, Update
 from beam_pipeline.core.settings import Settings
@@ -139,6 +140,10 @@ def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
   if earlier.embedding and settings.embedding and earlier.embedding.sha256 != settings.embedding.sha256:
     return Decision(full_conversion=f'--embedding_model {settings.embedding.model} is not the model the earlier '
                     'run used')
+  if (settings.near_copies != 'off' and earlier.near_duplicates is not None
+      and earlier.near_duplicates.hash_name != perceptual_hash.NAME):
+    return Decision(full_conversion='the earlier run made its perceptual hashes another way (before mirror images '
+                    'hashed alike), so near copies of its images could not be found')
   return Decision.update(earlier, tuple(merges(earlier, settings.target_shard_bytes)))
 
 

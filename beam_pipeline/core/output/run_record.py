@@ -131,6 +131,9 @@ class Duplicates(_Json):
   groups: List[Any]
 
 
+EARLIER_HASH = 'dct64'
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NearDuplicates(_Json):
   """Groups of near copies (their perceptual hashes within ``distance`` bits, core/planning/
@@ -148,7 +151,14 @@ class NearDuplicates(_Json):
   left_out: Optional[Dict[str, int]] = dataclasses.field(default=None, metadata=_OPTIONAL)
   # The most images a group was kept whole with (near_copies.group_cap); None from a run before it.
   largest_group: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  # The perceptual hash the catalog's hashes were made with (perceptual_hash.NAME); None from a run
+  # before it was named, whose hash did not mirror (EARLIER_HASH).
+  hash: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
   groups: List[Dict[str, Any]]
+
+  @property
+  def hash_name(self) -> str:
+    return self.hash or EARLIER_HASH
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -303,7 +303,8 @@ def near_duplicates(found: Optional[Mapping[str, Any]], mode: str, num_removed: 
                         removed=mode == 'drop', num_removed=num_removed,
                         num_label_conflicts=found['num_label_conflicts'] or None,
                         left_out=dict(sorted(found['left_out'].items())) or None,
-                        largest_group=found['largest_group'], groups=found['groups'])
+                        largest_group=found['largest_group'], hash=found.get('hash'),
+                        groups=found['groups'])
 
 
 class ErrorBudgetExceeded(RuntimeError):

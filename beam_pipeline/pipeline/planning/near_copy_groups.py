@@ -103,9 +103,9 @@ def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCol
 
 
 def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, Any]:
-  """find_near_copies's 'found' element: the distance, the most images a group may hold, and what
-  the grouping's bounds left out."""
-  return {'distance': distance, 'largest_group': cap,
+  """find_near_copies's 'found' element: the distance, the most images a group may hold, the hash
+  compared (perceptual_hash.NAME), and what the grouping's bounds left out."""
+  return {'distance': distance, 'largest_group': cap, 'hash': perceptual_hash.NAME,
           'left_out': {name: summary[name] for name in LEFT_OUT if summary.get(name)}}
 
 

@@ -7,9 +7,10 @@ import random
 
 import pytest
 
+from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.inputs import labels
 from beam_pipeline.core.messages import Rejection, ShardReport
-from beam_pipeline.core.output import catalog_entries, incremental_update, output_layout, run_totals
+from beam_pipeline.core.output import catalog_entries, incremental_update, output_layout, run_record, run_totals
 from beam_pipeline.core.output.catalog_entries import ADDED, CHANGED, REMOVED, UNCHANGED
 from beam_pipeline.core.output.run_record import Shard
 from beam_pipeline.core.planning import splitting
@@ -216,3 +217,20 @@ def test_only_an_incremental_output_made_with_the_same_options_is_updated():
   # The output's own options do not count: where it is, how many reads are in flight.
   assert incremental_update.decide(record, values.settings(incremental=True, output='/other',
                                                            read_threads=3)).updates
+
+
+def test_an_output_hashed_before_mirror_images_hashed_alike_is_converted_again():
+  """Its catalog's hashes of images whose right side outweighs their left are of the other
+  facing: a new copy of one would not be found near it. Without near copies nothing compares
+  them, and the output is updated."""
+  settings = values.settings(incremental=True)
+  near = run_record.NearDuplicates(distance=10, num_groups=0, num_images=0, removed=False, groups=[])
+  record = dataclasses.replace(values_record([]), options={**settings.as_dict(), 'runner': 'DirectRunner'},
+                               near_duplicates=near)
+  assert near.hash_name == run_record.EARLIER_HASH != perceptual_hash.NAME
+  assert 'another way' in incremental_update.decide(record, settings).full_conversion
+  named = dataclasses.replace(record, near_duplicates=dataclasses.replace(near, hash=perceptual_hash.NAME))
+  assert incremental_update.decide(named, settings).updates
+  off = values.settings(incremental=True, near_copies='off')
+  unnamed_off = dataclasses.replace(record, options={**off.as_dict(), 'runner': 'DirectRunner'})
+  assert incremental_update.decide(unnamed_off, off).updates
