@@ -1,5 +1,6 @@
 """Near copies end to end: each kind found and kept in one split with its original (a group of
-three across two classes too), near-uniform images not grouped by their featureless hashes,
+three across two classes too), flat images grouped by brightness and colour, not by their
+featureless layout,
 --near_copies=drop keeping the largest image, --near_copies=off writing what the conversion wrote
 before near copies were looked for, byte for byte, and on 1,200 photos with 150 copies at most 3
 pairs straddling train and validation where chance puts about 30 there."""
@@ -56,7 +57,9 @@ def write_set(root: Path, photos: int, copied: int, kinds: List[str] = KINDS) ->
 
 
 def write_uniform(root: Path) -> List[str]:
-  """Featureless images (one colour, several sizes): their perceptual hashes all agree."""
+  """Featureless images (one colour, several sizes), in turn in each class: the two black ones
+  are one picture at two sizes, so are the two white ones (FLAT_COPIES); the gray one is alone.
+  Their layouts' hashes would all agree."""
   names = []
   for index, (colour, size) in enumerate([('black', (64, 48)), ('black', (80, 60)), ('white', (64, 48)),
                                           ('white', (96, 72)), ((128, 128, 128), (70, 70))]):
@@ -64,6 +67,10 @@ def write_uniform(root: Path) -> List[str]:
     Image.new('RGB', size, colour).save(root / name)
     names.append(name)
   return names
+
+
+# write_uniform's groups: a picture and its copy at another size, each given another class.
+FLAT_COPIES = [('cat/plain-0.png', 'dog/plain-1.png'), ('cat/plain-2.png', 'dog/plain-3.png')]
 
 
 def splits_of(output: Path, root: Path) -> Dict[str, str]:
@@ -130,15 +137,16 @@ def test_every_kind_of_copy_lands_in_its_originals_split(small, tmp_path):
   for copy, original in made.items():
     expected[original].update({copy, original})
   listed = {tuple(str(Path(uri).relative_to(root)) for uri in group['images']): group for group in near.groups}
-  assert set(listed) == {tuple(sorted(files)) for files in expected.values()}
-  assert (near.num_groups, near.num_images, near.distance, near.removed) == (SMALL_COPIED, len(made) + SMALL_COPIED,
-                                                                            10, False)
+  assert set(listed) == {tuple(sorted(files)) for files in expected.values()} | set(FLAT_COPIES)
+  assert (near.num_groups, near.num_images, near.distance, near.removed) == (
+      SMALL_COPIED + len(FLAT_COPIES), len(made) + SMALL_COPIED + 2 * len(FLAT_COPIES), 10, False)
   assert all(group['split'] == splits[files[0]] for files, group in listed.items())
-  # The group of three: a photo and its copy in one class, another copy in the other.
-  conflicting = [files for files, group in listed.items() if group.get('label_conflict')]
-  assert len(conflicting) == 1 and len(conflicting[0]) == 3 and near.num_label_conflicts == 1
-  # Featureless images agree in their hashes, but are no copies of one another.
-  assert not {name for files in listed for name in files} & set(uniform)
+  # The group of three: a photo and its copy in one class, another copy in the other; and each
+  # flat picture, given both classes.
+  conflicting = sorted((files for files, group in listed.items() if group.get('label_conflict')), key=len)
+  assert [len(files) for files in conflicting] == [2, 2, 3] and near.num_label_conflicts == 3
+  # The gray image is in no group: no other is of its brightness.
+  assert 'cat/plain-4.png' not in {name for files in listed for name in files}
 
 
 def test_drop_keeps_the_largest_image_of_each_group(small, tmp_path):
@@ -151,7 +159,7 @@ def test_drop_keeps_the_largest_image_of_each_group(small, tmp_path):
   groups = collections.defaultdict(set)
   for copy, original in made.items():
     groups[original].update({copy, original})
-  for files in groups.values():
+  for files in [*groups.values(), *map(set, FLAT_COPIES)]:
     # Most pixels, then most bytes (the files are stored as they are), then by content, never by name.
     kept = min(files, key=lambda name: (-np.prod(Image.open(root / name).size), -(root / name).stat().st_size,
                                         hashlib.sha256((root / name).read_bytes()).hexdigest()))
@@ -162,7 +170,7 @@ def test_drop_keeps_the_largest_image_of_each_group(small, tmp_path):
   inputs = SMALL_PHOTOS + len(made) + len(uniform)
   assert len(written) + len(dropped) == inputs and not written & set(dropped)
   info = RunRecord.read(str(tmp_path))
-  assert info.num_errors == 0 and info.near_duplicates.num_removed == len(dropped) == len(made)
+  assert info.num_errors == 0 and info.near_duplicates.num_removed == len(dropped) == len(made) + len(FLAT_COPIES)
   assert all('kept' in group and 'split' not in group for group in info.near_duplicates.groups)
 
 

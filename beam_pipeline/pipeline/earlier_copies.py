@@ -22,7 +22,6 @@ from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
 from beam_pipeline.pipeline.planning.steps import BeamSteps
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
-from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.messages import CheckedImage, Rejection
 from beam_pipeline.core.output import catalog_lookup
 from beam_pipeline.core.output.catalog_entries import Entry
@@ -320,8 +319,8 @@ def _earlier_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
 
 def _earlier_hash(entry: Entry) -> List[Tuple[str, str, int, str]]:
   """A catalogued record's (source_sha256, phash, priority, colour), as content_groups.perceptual_hashes
-  lists a new one's: none for a featureless image, or from a catalog written before hashes were."""
-  if not entry.phash or image_quality.LOW_INFORMATION in entry.quality:
+  lists a new one's: none from a catalog written before hashes were."""
+  if not entry.phash:
     return []
   return [(entry.source_sha256, entry.phash,
            near_copies.priority(entry.damaged, entry.longer_side, entry.stored_bytes), entry.colour)]

@@ -43,7 +43,7 @@ Quality flags):
   asks whether the mode is L.
 """
 import functools
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -110,6 +110,11 @@ def _count_log_counts(cells: int) -> np.ndarray:
   return counts * np.log2(np.maximum(counts, 1))
 
 
+def nearly_blank(statistics: Sequence[float]) -> bool:
+  """Whether an image of these statistics (Statistics' values) is nearly blank: low_information."""
+  return Statistics(*statistics).entropy < LOW_INFORMATION_BITS
+
+
 def flags(statistics: Optional[Statistics], height: int, width: int, channels: int) -> Tuple[str, ...]:
   """The sorted names of the flags an image of this shape and these statistics raises.
 
@@ -125,6 +130,6 @@ def flags(statistics: Optional[Statistics], height: int, width: int, channels: i
     raised.update({DARK: statistics.highlights < DARK_HIGHLIGHTS,
                    LIGHT: statistics.shadows > LIGHT_SHADOWS,
                    BLURRY: statistics.sharpness < BLURRY_SHARPNESS,
-                   LOW_INFORMATION: statistics.entropy < LOW_INFORMATION_BITS,
+                   LOW_INFORMATION: nearly_blank(statistics),
                    GRAYSCALE_AS_RGB: channels >= 3 and statistics.colour_spread < GRAYSCALE_SPREAD})
   return tuple(sorted(name for name, is_raised in raised.items() if is_raised))

@@ -18,6 +18,15 @@ a mirrored copy hashes as its original: their layouts face one way. The price is
 whose two sides weigh nearly alike, which a re-save can tip the other way: about 1% of
 copies (benchmarks/README.md, Near copies). A copy cropped by more than a few percent is
 still not found: its layout has moved.
+
+A nearly blank image (image_quality.nearly_blank: one colour, or nearly) has no layout: its
+DCT coefficients are noise, so an all-black and an all-white frame would hash alike or
+apart by chance. It is hashed by its brightness instead (flat): one of FLAT_LEVELS + 1 code
+words, one per level of brightness, each 6 bits from its neighbours', at least 12 from any
+other and at least 22 from any DCT hash. A downscaled or re-saved copy of a flat image hashes
+as it does or as the next level; flat images two levels apart or more are not near (at
+distances up to 10), nor is any picture with a layout; colours then tell apart those of one
+brightness (colour_signature).
 """
 from typing import List, Optional, Sequence
 
@@ -30,8 +39,20 @@ _KEPT = 8  # lowest frequencies kept on each axis: 64 bits
 NEAR_DISTANCE = 10
 # What the hash is, as a run record names it (run_record.NearDuplicates.hash): an update compares
 # its new images' hashes with the catalog's only if the catalog's were made alike. 'dct64' (a run
-# record without a name) was the hash before mirroring.
-NAME = 'dct64-facing'
+# record without a name) was the hash before facing and flat.
+NAME = 'dct64-facing-flat'
+# A flat image's hash by its brightness (flat), levels 0 (black) to FLAT_LEVELS (white): each has
+# its DC bit and 52 of the 63 others set, where a DCT hash has 31 and DC's clear, so at least 22
+# bits lie between one and any DCT hash. From one level to the next three of its 11 clear bits are
+# set and three bits never clear before are cleared: neighbouring levels lie 6 bits apart, near at
+# the distances used (6-10), so that a copy whose brightness crosses into the next level is still
+# found; levels two or more apart lie 12 or more bits apart (tests/core/images/test_perceptual_hash.py
+# holds them to it). Drawn once by random.Random(59), then written out here.
+FLAT_LEVELS = 16
+_FLAT = ('bbdf7efebfbcdfff', 'fbcf7ebfbfbc7fff', 'fbcd7fbfffbe6fef', 'ffe57fbffbfe6fe7', 'efe5fffff1ff6fe7',
+         'eef7ffffe1ffede7', 'eefbbfffe1fbfdf7', 'eefbbbe7edfbfdff', 'defbabe7efebffff', 'dfffabe7ff6bffbb',
+         'dfffebf5ff6ff73b', 'ffffefddff4ff33b', 'ff7effd9ff5ff33f', 'ff7effd97edff3fe', 'fd7ef75b7efffbfe',
+         'fdbed77b7ef7fffe', 'fdbfd77f5ff7fefc')
 
 # The first _KEPT rows of the DCT-II matrix of SIDE points (unnormalized: the bits only
 # compare coefficients of one image with each other).
@@ -104,6 +125,13 @@ def upright(pixels: np.ndarray, orientation: int) -> np.ndarray:
 def phash(thumbnail: np.ndarray, orientation: int = 1) -> str:
   """The hash of one thumbnail (phashes)."""
   return phashes(np.asarray(thumbnail)[None], [orientation])[0]
+
+
+def flat(brightness: float) -> str:
+  """The hash of a nearly blank image of ``brightness`` (its mean gray level as a share of white):
+  the code word of the nearest of FLAT_LEVELS + 1 levels, black, white and mid-gray at their
+  centres."""
+  return _FLAT[round(min(max(brightness, 0.0), 1.0) * FLAT_LEVELS)]
 
 
 def distance(a: str, b: str) -> int:

@@ -112,9 +112,10 @@ def _decoded(headers: List, shapes: List, grids: np.ndarray, images: List[Pendin
   gray = perceptual_hash.thumbnails(grids, channels)
   turns = [image.to_turn for image in images]
   mirrored = perceptual_hash.facing(gray, turns)
-  hashes = perceptual_hash.phashes(gray, turns, mirrored)
   colours = colour_signature.signatures(grids, channels, turns, mirrored)
   statistics = image_quality.statistics(grids, gray, channels)
+  hashes = [perceptual_hash.flat(values[0]) if image_quality.nearly_blank(values) else phash
+            for phash, values in zip(perceptual_hash.phashes(gray, turns, mirrored), statistics.tolist())]
   return [Decoded(tuple(header), tuple(shape), phash, tuple(values), colour)
           for header, shape, phash, values, colour in zip(headers, shapes, hashes, statistics.tolist(), colours)]
 

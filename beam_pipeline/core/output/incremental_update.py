@@ -143,7 +143,7 @@ def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
   if (settings.near_copies != 'off' and earlier.near_duplicates is not None
       and earlier.near_duplicates.hash_name != perceptual_hash.NAME):
     return Decision(full_conversion='the earlier run made its perceptual hashes another way (before mirror images '
-                    'hashed alike), so near copies of its images could not be found')
+                    'hashed alike and blank ones by brightness), so near copies of its images could not be found')
   return Decision.update(earlier, tuple(merges(earlier, settings.target_shard_bytes)))
 
 

@@ -152,7 +152,8 @@ class NearDuplicates(_Json):
   # The most images a group was kept whole with (near_copies.group_cap); None from a run before it.
   largest_group: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   # The perceptual hash the catalog's hashes were made with (perceptual_hash.NAME); None from a run
-  # before it was named, whose hash did not mirror (EARLIER_HASH).
+  # before it was named, whose hash neither faced one way nor hashed blank images by brightness
+  # (EARLIER_HASH).
   hash: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
   groups: List[Dict[str, Any]]
 

@@ -12,7 +12,6 @@ from beam_pipeline.pipeline import tags
 from beam_pipeline.pipeline.tags import REJECTED
 from beam_pipeline.core import isolation
 from beam_pipeline.core.console import progress_counts
-from beam_pipeline.core.images import image_quality
 from beam_pipeline.core.inputs import repeated_rows
 from beam_pipeline.core.output import run_totals
 from beam_pipeline.core.planning import hash_order, near_copies, sharding, splitting
@@ -40,12 +39,10 @@ def near_pair_bucket(pair: Tuple[str, str], listed: int, records_per_bucket: int
 
 def perceptual_hashes(records: List[CheckedImage]) -> List[Tuple[str, str, int, str]]:
   """(source_sha256, perceptual hash, priority, colour signature) of a batch's records, as
-  NearCopies takes them.
-  A featureless image (flagged low_information: one colour, or nearly) is left out: its hash
-  holds no layout, so an all-black and an all-white frame would agree in it."""
+  NearCopies takes them (a nearly blank image's hash is of its brightness: perceptual_hash.flat)."""
   return [(record.source_sha256, record.phash,
            near_copies.priority(record.damaged, max(record.height, record.width), record.num_bytes), record.colour)
-          for record in records if record.phash and image_quality.LOW_INFORMATION not in record.quality]
+          for record in records if record.phash]
 
 
 class GroupCopies(beam.DoFn):

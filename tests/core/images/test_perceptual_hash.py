@@ -173,3 +173,26 @@ def test_the_one_by_one_decode_gives_what_the_batch_gives():
     alone = tensorflow_decoding.checked_by_tensorflow(plan).info
     assert alone.phash == batch.phash, name
     np.testing.assert_allclose(alone.statistics, batch.statistics, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_flat_code_words_are_near_their_neighbours_only_and_far_from_any_layout_s_hash():
+  """Each sets DC's bit and 52 others, where a DCT hash sets 31 and never DC's: at least 22 bits
+  from any. Neighbouring levels lie 6 bits apart, near at every distance chosen by the input's
+  size (6-10); levels two apart or more at least 12, farther than NEAR_DISTANCE."""
+  words = [int(perceptual_hash.flat(level / perceptual_hash.FLAT_LEVELS), 16)
+           for level in range(perceptual_hash.FLAT_LEVELS + 1)]
+  assert all(word >> 63 and word.bit_count() == 53 for word in words)
+  for (i, a), (j, b) in itertools.combinations(enumerate(words), 2):
+    assert (a ^ b).bit_count() == 6 if j == i + 1 else (a ^ b).bit_count() >= 12 > perceptual_hash.NEAR_DISTANCE
+  layout = int(_hash_of(encode(_photo(1), 'JPEG', quality=90)), 16)
+  assert min((layout ^ word).bit_count() for word in words) >= 22
+
+
+def test_a_flat_image_hashes_by_its_brightness_whatever_its_size_or_format():
+  """A blank image at two sizes and formats hashes alike; blank images of other levels do not."""
+  def flat(level, size, fmt='PNG'):
+    return _hash_of(encode(Image.new('RGB', size, (level,) * 3), fmt, **({'quality': 80} if fmt == 'JPEG' else {})))
+  assert flat(0, (64, 48)) == flat(0, (800, 600), 'JPEG') == perceptual_hash.flat(0.0)
+  assert flat(255, (96, 72)) == flat(255, (30, 20), 'JPEG') == perceptual_hash.flat(1.0)
+  assert flat(128, (70, 70)) == perceptual_hash.flat(0.5)
+  assert perceptual_hash.distance(flat(128, (70, 70)), flat(0, (70, 70))) > perceptual_hash.NEAR_DISTANCE
