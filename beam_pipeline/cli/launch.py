@@ -28,6 +28,7 @@ from beam_pipeline.compat import beam_internals
 from beam_pipeline.core import steps
 from beam_pipeline.core.console import native_output, progress_counts
 from beam_pipeline.core.console.quantities import counted
+from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.output import catalog_lookup, earlier_input, incremental_update, run_lock
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.inspection import summary
@@ -206,7 +207,7 @@ def _incremental(earlier: Optional[RunRecord], settings: Settings) -> incrementa
   converts everything where an update was asked for."""
   if not settings.incremental:
     return incremental_update.Decision()
-  decision = incremental_update.decide(earlier, settings)
+  decision = incremental_update.decide(earlier, settings, perceptual_hash.NAME)
   if decision.full_conversion and earlier is not None:
     print(f'--incremental: converting everything, since {decision.full_conversion}', file=sys.stderr)
   return decision

@@ -7,8 +7,8 @@ From the same SIDE x SIDE grid of cell means the hash is made of, turned upright
 as the hash is (perceptual_hash.facing): the mean of two opponent channels, red - green and
 (red + green) / 2 - blue, over each quarter of the picture (top left, top right, bottom left,
 bottom right), each halved and rounded to a signed byte: 8 bytes, 16 hex digits
-(near_copies.parse_colours reads them). A
-gray image's is all zeros; an image without colour channels has none ('').
+(near_copies.parse_colours reads them). A gray image's is all zeros; an image without colour
+channels has none ('').
 """
 from typing import List, Optional, Sequence
 
@@ -22,11 +22,16 @@ _STEP = 2.0  # levels per unit of a signature's byte: opponent means reach +-255
 
 def signatures(grids: np.ndarray, channels: np.ndarray, orientations: Sequence[int],
                mirrored: Optional[Sequence[bool]] = None) -> List[str]:
-  """16 hex digits for each image of at least three channels ('' for the others), given as
-  (n, SIDE, SIDE, depth) grids of levels 0-255 (perceptual_hash.thumbnails), their channel
-  counts, the Exif orientation each is still to be turned upright by, and whether each is then
-  mirrored (perceptual_hash.facing; None: none is). The quarters' means of all at once; a turn or
-  a mirror then moves a picture's four quarters as it moves its pixels."""
+  """16 hex digits for each image of at least three channels ('' for the others). The quarters'
+  means of all at once; a turn or a mirror then moves a picture's four quarters as it moves its
+  pixels.
+
+  Args:
+    grids: (n, SIDE, SIDE, depth) grids of levels 0-255 (perceptual_hash.thumbnails).
+    channels: each image's channel count.
+    orientations: the Exif orientation each is still to be turned upright by.
+    mirrored: whether each is then mirrored (perceptual_hash.facing); None: none is.
+  """
   if grids.shape[3] < 3:
     return [''] * len(grids)
   red, green, blue = (np.asarray(grids[..., channel], np.float32) for channel in range(3))

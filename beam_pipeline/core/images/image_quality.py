@@ -51,6 +51,9 @@ DARK_HIGHLIGHTS = 0.37
 LIGHT_SHADOWS = 0.95
 BLURRY_SHARPNESS = 0.05
 LOW_INFORMATION_BITS = 2.0
+# An image is featureless (featureless) if its gray histogram holds under this many bits: at most
+# about 4% of its grid's cells off one level (1 cell of 1,024 makes 0.011 bits, 40 make 0.23).
+FEATURELESS_BITS = 0.25
 EXTREME_ASPECT = 0.35
 GRAYSCALE_SPREAD = 0.01
 
@@ -110,9 +113,12 @@ def _count_log_counts(cells: int) -> np.ndarray:
   return counts * np.log2(np.maximum(counts, 1))
 
 
-def nearly_blank(statistics: Sequence[float]) -> bool:
-  """Whether an image of these statistics (Statistics' values) is nearly blank: low_information."""
-  return Statistics(*statistics).entropy < LOW_INFORMATION_BITS
+def featureless(statistics: Sequence[float]) -> bool:
+  """Whether an image of these statistics (Statistics' values) has no layout for a perceptual
+  hash to see: nearly every cell of its grid at one gray level (FEATURELESS_BITS). A nearly
+  blank image with a mark on it (low_information, a box on a plain background, a line of text
+  on a page) still has one."""
+  return Statistics(*statistics).entropy < FEATURELESS_BITS
 
 
 def flags(statistics: Optional[Statistics], height: int, width: int, channels: int) -> Tuple[str, ...]:
@@ -130,6 +136,6 @@ def flags(statistics: Optional[Statistics], height: int, width: int, channels: i
     raised.update({DARK: statistics.highlights < DARK_HIGHLIGHTS,
                    LIGHT: statistics.shadows > LIGHT_SHADOWS,
                    BLURRY: statistics.sharpness < BLURRY_SHARPNESS,
-                   LOW_INFORMATION: nearly_blank(statistics),
+                   LOW_INFORMATION: statistics.entropy < LOW_INFORMATION_BITS,
                    GRAYSCALE_AS_RGB: channels >= 3 and statistics.colour_spread < GRAYSCALE_SPREAD})
   return tuple(sorted(name for name, is_raised in raised.items() if is_raised))

@@ -19,7 +19,7 @@ whose two sides weigh nearly alike, which a re-save can tip the other way: about
 copies (benchmarks/README.md, Near copies). A copy cropped by more than a few percent is
 still not found: its layout has moved.
 
-A nearly blank image (image_quality.nearly_blank: one colour, or nearly) has no layout: its
+A featureless image (image_quality.featureless: one colour, or nearly) has no layout: its
 DCT coefficients are noise, so an all-black and an all-white frame would hash alike or
 apart by chance. It is hashed by its brightness instead (flat): one of FLAT_LEVELS + 1 code
 words, one per level of brightness, each 6 bits from its neighbours', at least 12 from any
@@ -128,7 +128,7 @@ def phash(thumbnail: np.ndarray, orientation: int = 1) -> str:
 
 
 def flat(brightness: float) -> str:
-  """The hash of a nearly blank image of ``brightness`` (its mean gray level as a share of white):
+  """The hash of a featureless image of ``brightness`` (its mean gray level as a share of white):
   the code word of the nearest of FLAT_LEVELS + 1 levels, black, white and mid-gray at their
   centres."""
   return _FLAT[round(min(max(brightness, 0.0), 1.0) * FLAT_LEVELS)]

@@ -113,11 +113,11 @@ def _decoded(headers: List, shapes: List, grids: np.ndarray, images: List[Pendin
   turns = [image.to_turn for image in images]
   mirrored = perceptual_hash.facing(gray, turns)
   colours = colour_signature.signatures(grids, channels, turns, mirrored)
-  statistics = image_quality.statistics(grids, gray, channels)
-  hashes = [perceptual_hash.flat(values[0]) if image_quality.nearly_blank(values) else phash
-            for phash, values in zip(perceptual_hash.phashes(gray, turns, mirrored), statistics.tolist())]
+  statistics = image_quality.statistics(grids, gray, channels).tolist()
+  hashes = [perceptual_hash.flat(values[0]) if image_quality.featureless(values) else phash
+            for phash, values in zip(perceptual_hash.phashes(gray, turns, mirrored), statistics)]
   return [Decoded(tuple(header), tuple(shape), phash, tuple(values), colour)
-          for header, shape, phash, values, colour in zip(headers, shapes, hashes, statistics.tolist(), colours)]
+          for header, shape, phash, values, colour in zip(headers, shapes, hashes, statistics, colours)]
 
 
 def checked_by_tensorflow(pending: PendingImage) -> Union[PreparedImage, Rejected]:

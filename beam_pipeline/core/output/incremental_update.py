@@ -10,7 +10,6 @@ import dataclasses
 from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import option_table
-from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_layout, run_totals
 from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile, RunRecord, Shard, Update
 from beam_pipeline.core.settings import Settings
@@ -123,9 +122,9 @@ def gap_moves(shards: List[Shard]) -> List[Tuple[str, str]]:
   return moves
 
 
-def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
+def decide(earlier: Optional[RunRecord], settings: Settings, hash_name: str) -> Decision:
   """What an --incremental run into an output whose run record is ``earlier`` (None: no complete
-  dataset) does."""
+  dataset) does, today's perceptual hashes being ``hash_name``'s (perceptual_hash.NAME)."""
   if earlier is None:
     return Decision(full_conversion='the output holds no complete dataset yet')
   if settings.rebuild:
@@ -141,7 +140,7 @@ def decide(earlier: Optional[RunRecord], settings: Settings) -> Decision:
     return Decision(full_conversion=f'--embedding_model {settings.embedding.model} is not the model the earlier '
                     'run used')
   if (settings.near_copies != 'off' and earlier.near_duplicates is not None
-      and earlier.near_duplicates.hash_name != perceptual_hash.NAME):
+      and earlier.near_duplicates.hash_name != hash_name):
     return Decision(full_conversion='the earlier run made its perceptual hashes another way (before mirror images '
                     'hashed alike and blank ones by brightness), so near copies of its images could not be found')
   return Decision.update(earlier, tuple(merges(earlier, settings.target_shard_bytes)))

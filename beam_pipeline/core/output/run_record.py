@@ -159,6 +159,7 @@ class NearDuplicates(_Json):
 
   @property
   def hash_name(self) -> str:
+    """The hash's name: EARLIER_HASH where the record names none."""
     return self.hash or EARLIER_HASH
 
 

@@ -39,7 +39,7 @@ def near_pair_bucket(pair: Tuple[str, str], listed: int, records_per_bucket: int
 
 def perceptual_hashes(records: List[CheckedImage]) -> List[Tuple[str, str, int, str]]:
   """(source_sha256, perceptual hash, priority, colour signature) of a batch's records, as
-  NearCopies takes them (a nearly blank image's hash is of its brightness: perceptual_hash.flat)."""
+  NearCopies takes them (a featureless image's hash is of its brightness: perceptual_hash.flat)."""
   return [(record.source_sha256, record.phash,
            near_copies.priority(record.damaged, max(record.height, record.width), record.num_bytes), record.colour)
           for record in records if record.phash]

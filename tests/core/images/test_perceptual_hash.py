@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beam_pipeline.core.images import exif_orientation, image_plans, perceptual_hash, preparation, tensorflow_decoding
+from beam_pipeline.core.images import (exif_orientation, image_plans, image_quality, perceptual_hash, preparation,
+                                      tensorflow_decoding)
 from beam_pipeline.core.settings import StoredImages
 from beam_pipeline.synthetic import natural_photos, near_copy_kinds
 from beam_pipeline.synthetic.image_files import encode
@@ -196,3 +197,22 @@ def test_a_flat_image_hashes_by_its_brightness_whatever_its_size_or_format():
   assert flat(255, (96, 72)) == flat(255, (30, 20), 'JPEG') == perceptual_hash.flat(1.0)
   assert flat(128, (70, 70)) == perceptual_hash.flat(0.5)
   assert perceptual_hash.distance(flat(128, (70, 70)), flat(0, (70, 70))) > perceptual_hash.NEAR_DISTANCE
+
+
+def test_a_plain_image_with_a_mark_on_it_is_hashed_by_its_layout():
+  """Nearly blank (low_information) but not featureless: a box on a plain page. Its hash is of
+  where the box is, so its copy is near it and a page with the box lower down is not (one with
+  it in the mirrored place would be: it faces the other way)."""
+  def page(top):
+    image = Image.new('RGB', (200, 150), (250, 250, 250))
+    image.paste((20, 20, 20), (30, top, 60, top + 30))
+    return image
+  first, moved = page(10), page(110)
+  infos = [result.info for result in preparation.prepare_images(
+      [encode(first, 'PNG'), encode(first, 'JPEG', quality=60), encode(moved, 'PNG')], 10**8)]
+  assert all(info.statistics.entropy < image_quality.LOW_INFORMATION_BITS and not image_quality.featureless(
+      info.statistics) for info in infos)
+  levels = perceptual_hash.FLAT_LEVELS
+  assert not {info.phash for info in infos} & {perceptual_hash.flat(level / levels) for level in range(levels + 1)}
+  assert perceptual_hash.distance(infos[0].phash, infos[1].phash) <= perceptual_hash.NEAR_DISTANCE
+  assert perceptual_hash.distance(infos[0].phash, infos[2].phash) > perceptual_hash.NEAR_DISTANCE

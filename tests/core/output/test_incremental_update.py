@@ -17,6 +17,8 @@ from beam_pipeline.core.planning import splitting
 from beam_pipeline.core.settings import SplitSpec
 from helpers import values
 
+HASH = perceptual_hash.NAME
+
 SPEC = SplitSpec(('train', 'validation', 'test'), (0.8, 0.1, 0.1))
 
 
@@ -206,17 +208,17 @@ def values_record(reports):
 def test_only_an_incremental_output_made_with_the_same_options_is_updated():
   settings = values.settings(incremental=True)
   record = dataclasses.replace(values_record([]), options={**settings.as_dict(), 'runner': 'DirectRunner'})
-  assert incremental_update.decide(None, settings).full_conversion == 'the output holds no complete dataset yet'
-  decision = incremental_update.decide(record, settings)
+  assert incremental_update.decide(None, settings, HASH).full_conversion == 'the output holds no complete dataset yet'
+  decision = incremental_update.decide(record, settings, HASH)
   assert decision.updates and decision.labels == ('cat', 'dog', 'bird') and not decision.full_conversion
   plain = dataclasses.replace(record, options={**record.options, 'incremental': None})
-  assert 'not written with --incremental' in incremental_update.decide(plain, settings).full_conversion
+  assert 'not written with --incremental' in incremental_update.decide(plain, settings, HASH).full_conversion
   other = values.settings(incremental=True, dedupe=True, compression='gzip')
-  assert (incremental_update.decide(record, other).full_conversion
+  assert (incremental_update.decide(record, other, HASH).full_conversion
           == "--dedupe, --compression differ from the earlier run's")
   # The output's own options do not count: where it is, how many reads are in flight.
   assert incremental_update.decide(record, values.settings(incremental=True, output='/other',
-                                                           read_threads=3)).updates
+                                                           read_threads=3), HASH).updates
 
 
 def test_an_output_hashed_before_mirror_images_hashed_alike_is_converted_again():
@@ -228,9 +230,9 @@ def test_an_output_hashed_before_mirror_images_hashed_alike_is_converted_again()
   record = dataclasses.replace(values_record([]), options={**settings.as_dict(), 'runner': 'DirectRunner'},
                                near_duplicates=near)
   assert near.hash_name == run_record.EARLIER_HASH != perceptual_hash.NAME
-  assert 'another way' in incremental_update.decide(record, settings).full_conversion
+  assert 'another way' in incremental_update.decide(record, settings, HASH).full_conversion
   named = dataclasses.replace(record, near_duplicates=dataclasses.replace(near, hash=perceptual_hash.NAME))
-  assert incremental_update.decide(named, settings).updates
+  assert incremental_update.decide(named, settings, HASH).updates
   off = values.settings(incremental=True, near_copies='off')
   unnamed_off = dataclasses.replace(record, options={**off.as_dict(), 'runner': 'DirectRunner'})
-  assert incremental_update.decide(unnamed_off, off).updates
+  assert incremental_update.decide(unnamed_off, off, HASH).updates
