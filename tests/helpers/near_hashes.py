@@ -36,12 +36,14 @@ def cluster(count: int, spread: int, flipped: float, rng: random.Random) -> List
 
 def brute_anchors(hashes: np.ndarray, distance: int, colours: Optional[np.ndarray] = None) -> np.ndarray:
   """Each hash's anchor (the hashes in rank order): the first one within ``distance`` of it whose
-  colours (parse_colours' rows) are not apart from its own."""
+  colours (parse_colours' rows) are not apart from its own (two featureless hashes' by colour
+  alone)."""
   anchor = np.empty(len(hashes), np.int64)
   for start in range(0, len(hashes), 1000):
     close = near_copies.popcount(hashes[start:start + 1000, None] ^ hashes[None, :]) <= distance
     if colours is not None:
-      close &= ~near_copies.colours_apart(colours[start:start + 1000, None], colours[None, :])
+      flat = near_copies.featureless(hashes[start:start + 1000, None]) & near_copies.featureless(hashes[None, :])
+      close &= ~near_copies.colours_apart(colours[start:start + 1000, None], colours[None, :], flat)
     anchor[start:start + 1000] = np.argmax(close, axis=1)
   return anchor
 

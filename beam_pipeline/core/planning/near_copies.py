@@ -167,12 +167,20 @@ def parse_colours(values: Sequence[int]) -> np.ndarray:
   return np.array(values, dtype=np.int64).view(np.int8).reshape(len(values), 8).astype(np.int16)
 
 
-def colours_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def colours_apart(a: np.ndarray, b: np.ndarray, featureless: Union[bool, np.ndarray] = False) -> np.ndarray:
   """Whether each pair of colour signatures (parse_colours' rows, broadcast) is of two different pictures:
   both in colour, and apart by more than COLOURS_APART in some quarter's opponent colour. A gray
-  picture is apart from none: a copy may have been turned gray."""
-  coloured = (np.abs(a).max(axis=-1) > GRAY) & (np.abs(b).max(axis=-1) > GRAY)
+  picture is apart from none: a copy may have been turned gray. But two ``featureless`` images
+  (one colour each: flat hashes, whose colour is all there is to them) are apart by their
+  colours alone, a gray one too."""
+  coloured = (np.abs(a).max(axis=-1) > GRAY) & (np.abs(b).max(axis=-1) > GRAY) | featureless
   return coloured & (np.abs(a - b).max(axis=-1) > COLOURS_APART)
+
+
+def featureless(hashes: np.ndarray) -> np.ndarray:
+  """Whether each hash (uint64) is a featureless image's (perceptual_hash.flat): its DC bit set,
+  which a DCT hash never sets."""
+  return (hashes >> np.uint64(BITS - 1)) == 1
 
 
 class OnOneMachine(NamedTuple):
@@ -258,22 +266,24 @@ def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = No
   best = np.arange(len(hashes), dtype=np.int64)
   cut = np.zeros(len(hashes), bool)
   asking = np.ones(len(hashes), bool) if asking is None else asking
-  _anchored(hashes, best, cut, _Near(distance, colours), np.arange(len(hashes), dtype=np.int64), asking)
+  near = _Near(distance, colours, None if colours is None else featureless(hashes))
+  _anchored(hashes, best, cut, near, np.arange(len(hashes), dtype=np.int64), asking)
   return Anchors(best, int((cut & asking).sum()))
 
 
 class _Near(NamedTuple):
   """When two nodes are near: their hashes within ``distance`` bits, and their ``colours`` (by
   index into the hashes; None: not compared) not apart (apart, asked only where colours are
-  given)."""
+  given), ``featureless`` saying which are featureless images'."""
   distance: int
   colours: Optional[np.ndarray]
+  featureless: Optional[np.ndarray] = None
 
   def apart(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Whether the nodes at ``left`` and at ``right`` (indices into the hashes) are apart in
     colour; asked only of pairs whose hashes are near, the few, so that a comparison of hashes
     costs what it did without colours."""
-    return colours_apart(self.colours[left], self.colours[right])
+    return colours_apart(self.colours[left], self.colours[right], self.featureless[left] & self.featureless[right])
 
 
 def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, near: _Near, members: np.ndarray,
@@ -479,7 +489,7 @@ def key_anchors(members: Iterable[Tuple[int, int, int]], distance: int, free: in
     anchoring = set()
     for member in held:
       anchor = next(other for other in held if distance_between(member[0], other[0]) <= distance
-                    and not colours_apart(*parse_colours([member[2], other[2]])))
+                    and not colours_apart(*parse_colours([member[2], other[2]]), member[0] < 0 and other[0] < 0))
       if anchor is not member:
         anchoring.add((anchor[0], anchor[2]))
         yield (member[0], member[2]), (anchor[1], anchor[0], anchor[2])
