@@ -14,10 +14,15 @@ DALI_PACKAGE := nvidia-dali-cuda120==2.4.0
 MODELS_VENV := .venv-models
 MODELS_STAMP := $(MODELS_VENV)/.installed
 MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
+# The near-copy finders this project is measured against (make bench-near-copies): their pins are
+# not TensorFlow's, and imagededup imports torch.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS_PACKAGES := torch==2.13.0 torchvision==0.28.0 imagededup==0.3.3.post2 cleanvision==0.3.7
 SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 
-.PHONY: install airflow dali models run test test-fast options bench bench-planning bench-near-planning bench-large \
+.PHONY: install airflow dali models peers run test test-fast options bench bench-planning bench-near-planning bench-large \
 	bench-incremental bench-near-copies bench-look-alikes bench-paired clean
 
 install: $(STAMP)
@@ -42,6 +47,13 @@ $(DALI_STAMP):
 	test -x $(DALI_VENV)/bin/python || $(PYTHON) -m venv $(DALI_VENV)
 	$(DALI_VENV)/bin/python -m pip install --quiet $(DALI_PACKAGE)
 	touch $(DALI_STAMP)
+
+peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP):
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet $(PEERS_PACKAGES)
+	touch $(PEERS_STAMP)
 
 models: $(MODELS_STAMP)
 
@@ -102,11 +114,13 @@ bench-near-planning: install
 bench-incremental: install
 	$(BIN)/python -m benchmarks.incremental $(INCREMENTAL_ARGS)
 
-# Perceptual hashes of near copies (re-saved, downscaled, PNG, brightened, trimmed) against 2,000
-# distinct photos: the measurement behind perceptual_hash.NEAR_DISTANCE (about ten minutes).
+# Perceptual hashes of near copies (re-saved, downscaled, PNG, brightened, trimmed, mirrored)
+# against 2,000 distinct photos: the measurement behind perceptual_hash.NEAR_DISTANCE (about ten
+# minutes); then the copies this project and its peers (imagededup, cleanvision) find on one set.
 # NEAR_COPIES_ARGS='--photos 200 --copied 100' for a quick try.
-bench-near-copies: install
+bench-near-copies: install peers
 	$(BIN)/python -m benchmarks.near_copies $(NEAR_COPIES_ARGS)
+	$(BIN)/python -m benchmarks.near_copy_peers $(NEAR_PEERS_ARGS)
 
 # 20,000 frames of two fixed cameras (look-alikes, issue 59) converted split 80/20, with near copies
 # grouped and with --near_copies=off. LOOK_ALIKES_ARGS='--images 200000' for more.

@@ -10,7 +10,7 @@ import io
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
-from PIL import Image, ImageEnhance
+from PIL import Image, ImageDraw, ImageEnhance
 
 from beam_pipeline.synthetic import natural_photos
 from beam_pipeline.synthetic.image_files import encode
@@ -66,10 +66,33 @@ NOT_FOUND: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
 KINDS = {**COPIES, **NOT_FOUND}
 
 
+def _watermarked(image: Image.Image) -> Image.Image:
+  """``image`` with a stock photo's mark in its bottom right corner: a white box of a fifth of its
+  width and a tenth of its height, and a line of text on it."""
+  marked = image.copy()
+  draw = ImageDraw.Draw(marked)
+  width, height = marked.size
+  draw.rectangle([round(width * 0.78), round(height * 0.88), round(width * 0.98), round(height * 0.97)], fill='white')
+  draw.text((round(width * 0.8), round(height * 0.9)), '(c) stock', fill='black')
+  return marked
+
+
+# More kinds a user makes, which the peers' comparison (benchmarks/near_copy_peers.py) also counts.
+MORE: Dict[str, Callable[[Image.Image, np.random.Generator], bytes]] = {
+    'JPEG quality 20': lambda image, rng: _jpeg(image, 20),
+    'WebP': lambda image, rng: encode(image, 'WEBP', quality=80),
+    'downscaled to 30%': lambda image, rng: _jpeg(image.resize((max(1, image.width * 3 // 10),
+                                                                max(1, image.height * 3 // 10)), Image.LANCZOS)),
+    'corner watermark': lambda image, rng: _jpeg(_watermarked(image)),
+    'straightened 3 degrees': lambda image, rng: _jpeg(image.rotate(float(rng.choice([-3, 3])), Image.BICUBIC)),
+}
+
+
 def copy(data: bytes, kind: str, seed: int) -> bytes:
-  """A copy of the kind named (COPIES or NOT_FOUND) of the photo stored as ``data``."""
+  """A copy of the kind named (COPIES, NOT_FOUND or MORE) of the photo stored as ``data``."""
+  every = {**KINDS, **MORE}
   with Image.open(io.BytesIO(data)) as image:
-    return KINDS[kind](image.convert('RGB'), np.random.default_rng([0xC0, seed, list(KINDS).index(kind)]))
+    return every[kind](image.convert('RGB'), np.random.default_rng([0xC0, seed, list(every).index(kind)]))
 
 
 def gray_copy(data: bytes) -> bytes:
