@@ -25,6 +25,7 @@ import numpy as np
 
 from beam_pipeline.synthetic import near_copy_kinds
 from beam_pipeline.core.images import perceptual_hash, preparation
+from beam_pipeline.core.images.image_info import PreparedImage
 from beam_pipeline.core.rejections import Rejected
 
 RESULTS = Path(__file__).resolve().parents[1] / 'work' / 'bench-results'
@@ -37,14 +38,20 @@ _MAX_PIXELS = 10**8
 _CHUNK = 64  # images per prepare_images call, about as validation's chunks hold
 
 
-def hashes(datas: List[bytes]) -> np.ndarray:
-  """The perceptual hash of each file, through the conversion's own path, as unsigned 64-bit integers."""
+def prepared(datas: List[bytes]) -> List[PreparedImage]:
+  """Each file as the conversion's own path prepares it (its hashes, statistics and stored bytes),
+  a validation chunk at a time; every file must be an image."""
   found = []
   for start in range(0, len(datas), _CHUNK):
     for result in preparation.prepare_images(datas[start:start + _CHUNK], _MAX_PIXELS):
       assert not isinstance(result, Rejected), result
-      found.append(int(result.info.phash, 16))
-  return np.array(found, np.uint64)
+      found.append(result)
+  return found
+
+
+def hashes(datas: List[bytes]) -> np.ndarray:
+  """The perceptual hash of each file, through the conversion's own path, as unsigned 64-bit integers."""
+  return np.array([int(result.info.phash, 16) for result in prepared(datas)], np.uint64)
 
 
 def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -28,10 +28,10 @@ from typing import Dict, List, Set, Tuple
 import numpy as np
 from PIL import Image
 
-from beam_pipeline.core.images import preparation
 from beam_pipeline.core.planning import near_copies
 from beam_pipeline.synthetic import near_copy_kinds
 from beam_pipeline.synthetic.image_files import encode
+from benchmarks import near_copies as near_copies_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / 'work' / 'bench-results'
@@ -39,8 +39,6 @@ PEERS_PYTHON = ROOT / '.venv-peers' / 'bin' / 'python'
 GRAY = 'turned gray'
 FLAT = 'one colour, downscaled'
 _GRADIENTS, _FLATS = 60, 30
-_MAX_PIXELS = 10**8
-_CHUNK = 64
 
 
 def make_set(folder: Path, photos: int, copied: int) -> Tuple[Dict[str, str], Dict[str, str]]:
@@ -83,14 +81,12 @@ def ours(folder: Path, names: List[str], threshold: int) -> Tuple[Set[Tuple[str,
   started = time.perf_counter()
   datas = [(folder / name).read_bytes() for name in names]
   files, of_sha = [], {}
-  for start in range(0, len(datas), _CHUNK):
-    for name, data, result in zip(names[start:start + _CHUNK], datas[start:start + _CHUNK],
-                                  preparation.prepare_images(datas[start:start + _CHUNK], _MAX_PIXELS)):
-      sha = hashlib.sha256(data).hexdigest()
-      of_sha.setdefault(sha, []).append(name)
-      info = result.info
-      files.append((sha, info.phash, near_copies.priority(bool(info.damage), max(info.height, info.width),
-                                                          len(data)), info.colour))
+  for name, data, result in zip(names, datas, near_copies_bench.prepared(datas)):
+    sha = hashlib.sha256(data).hexdigest()
+    of_sha.setdefault(sha, []).append(name)
+    info = result.info  # ranked as planning ranks a record (content_groups.perceptual_hashes): by its stored bytes
+    files.append((sha, info.phash, near_copies.priority(bool(info.damage), max(info.height, info.width),
+                                                        len(result.stored)), info.colour))
   found = near_copies.groups_on_one_machine(files, threshold, cap=len(names))
   seconds = time.perf_counter() - started
   groups: Dict[str, List[str]] = {}
