@@ -16,7 +16,7 @@ from PIL import Image
 
 from beam_pipeline.core import isolation, rejections
 from beam_pipeline.core.console import native_output
-from beam_pipeline.core.images import decoder_messages, exif_orientation, stored_images
+from beam_pipeline.core.images import decoder_messages, exif_orientation, png_encoding, stored_images
 from beam_pipeline.core.images.image_info import PendingImage
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages
@@ -31,10 +31,6 @@ warnings.simplefilter('ignore', Image.DecompressionBombWarning)
 # The decoders decide what becomes of each image; the warning only adds chatter.
 warnings.filterwarnings('ignore', category=UserWarning, module='PIL')
 
-# zlib's level for the PNGs stored in place of other formats (WebP, TIFF, ...): the fastest that
-# still compresses, a few times as fast as Pillow's default (6) for a seventh more bytes
-# (benchmarks/README.md, PNG encoding).
-PNG_LEVEL = 1
 # Modes PNG stores as they are.
 _PNG_MODES = {'1', 'L', 'I;16', 'LA', 'P', 'RGB', 'RGBA'}
 # Modes converted before PNG encoding; colour-space conversions are the only
@@ -189,11 +185,13 @@ def _encoded(image: Image.Image, target: str, jpeg_quality: int, icc_profile: Op
   if icc_profile and icc_profile[16:20] != _ICC_SPACES.get(image.mode):
     icc_profile = None
   image.info = {key: value for key, value in image.info.items() if key == 'transparency'}
+  if target == 'png' and png_encoding.encodes(image):
+    return png_encoding.encoded(image, icc_profile)
   buffer = io.BytesIO()
   if target == 'jpeg':
     image.save(buffer, 'JPEG', quality=jpeg_quality, icc_profile=icc_profile)
-  else:
-    image.save(buffer, 'PNG', icc_profile=icc_profile, compress_level=PNG_LEVEL)
+  else:  # a palette, 1-bit pixels or a transparent colour
+    image.save(buffer, 'PNG', icc_profile=icc_profile, compress_level=png_encoding.LEVEL)
   return buffer.getvalue()
 
 
