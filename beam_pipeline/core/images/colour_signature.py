@@ -34,10 +34,13 @@ def signatures(grids: np.ndarray, channels: np.ndarray, orientations: Sequence[i
   """
   if grids.shape[3] < 3:
     return [''] * len(grids)
-  red, green, blue = (np.asarray(grids[..., channel], np.float32) for channel in range(3))
-  opponents = np.stack([red - green, (red + green) / 2 - blue], axis=-1)
-  side = grids.shape[1] // _QUARTERS
-  means = opponents.reshape(len(grids), _QUARTERS, side, _QUARTERS, side, 2).mean(axis=(2, 4))
+  count, side = len(grids), grids.shape[1] // _QUARTERS
+  # The opponents are sums of channels, so the quarters' channel means give their means. Summed
+  # over each quarter's rows, then its columns: numpy reduces two axes at once far more slowly.
+  rows = grids[..., :3].reshape(count * _QUARTERS, side, -1).sum(axis=1, dtype=np.float64)
+  rgb = rows.reshape(count, _QUARTERS, _QUARTERS, side, 3).sum(axis=3) / (side * side)
+  red, green, blue = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+  means = np.stack([red - green, (red + green) / 2 - blue], axis=-1)
   packed = np.clip(np.rint(means / _STEP), -127, 127).astype(np.int8)
   found = []
   mirrored = [False] * len(grids) if mirrored is None else mirrored
