@@ -1,6 +1,6 @@
 """What storing a picture as PNG costs (issue 58): WebP, TIFF and other sources the stored-format
 rule re-encodes losslessly as PNG, at each of Pillow's compression levels, with TensorFlow's
-encoder and with the converter's own (core/images/png_encoding.py: rows Up-filtered, ISA-L), on
+encoder and with the converter's own (core/images/formats/png_encoding.py: rows Up-filtered, ISA-L), on
 photo-like pictures of 12 MP and 8K.
 
 Usage: python -m benchmarks.png_encoding [--repeat 3]
@@ -21,7 +21,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from beam_pipeline.core.images import png_encoding
+from beam_pipeline.core.images.formats import png_encoding
 from beam_pipeline.synthetic import natural_photos
 from benchmarks.run import RESULTS
 

@@ -16,7 +16,8 @@ from PIL import Image
 
 from beam_pipeline.core import isolation, rejections
 from beam_pipeline.core.console import native_output
-from beam_pipeline.core.images import decoder_messages, exif_orientation, png_encoding, stored_images
+from beam_pipeline.core.images import decoder_messages, exif_orientation, stored_images
+from beam_pipeline.core.images.formats import png_encoding
 from beam_pipeline.core.images.image_info import PendingImage
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import StoredImages

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline.core.images import png_encoding
+from beam_pipeline.core.images.formats import png_encoding
 from beam_pipeline.synthetic import natural_photos
 
 _RNG = np.random.default_rng(58)
