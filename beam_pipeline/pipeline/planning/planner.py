@@ -6,6 +6,8 @@ run on lists inside one step of the graph (PlanInMemory), which holds every elem
 process anyway and where each of the planner's sixteen or so stages would cost the launcher a
 fixed amount of CPU.
 """
+import contextlib
+import gc
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
@@ -168,8 +170,25 @@ class PlanInMemory(beam.PTransform):
 def _planned(_, *arguments: Any) -> Iterator[Any]:
   """in_memory(*arguments)'s outputs as the step's: the ShardPlans, and the others tagged. The
   step's one element only starts it; the records come as a side input."""
-  outputs = in_memory(*arguments)
+  with _uncollected():
+    outputs = in_memory(*arguments)
   yield from outputs.pop(None)
   for tag, values in outputs.items():
     for value in values:
       yield beam.pvalue.TaggedOutput(tag, value)
+
+
+@contextlib.contextmanager
+def _uncollected() -> Iterator[None]:
+  """Planning in memory without the garbage collector: it makes a few objects a record, in lists
+  and tuples that hold no reference cycles, and each full collection they set off would rescan
+  every record the in-process runner holds, about as long as the planning itself
+  (benchmarks/README.md, Where the time goes)."""
+  enabled = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if enabled:
+      gc.enable()
+
