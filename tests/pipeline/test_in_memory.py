@@ -1,6 +1,7 @@
 """Planning's steps run in memory (InMemorySteps, the DirectRunner's) plan what they plan as Beam
 transforms (BeamSteps), bucket by bucket: the two executors cannot drift apart."""
 import collections
+import gc
 import functools
 import random
 from typing import Any, Dict, List, Optional
@@ -148,3 +149,17 @@ def test_an_empty_input_plans_nothing_and_sums_up_nothing():
   assert planned[None] == [] and planned[LABELS] == [[]] and not planned.get(REJECTED)
   assert planned[DUPLICATES] == [{'num_groups': 0, 'num_extra_copies': 0, 'num_label_conflicts': 0, 'groups': []}]
   assert planned[NEAR_COPIES][0]['num_groups'] == 0
+
+
+@pytest.mark.parametrize('enabled', [True, False])
+def test_planning_pauses_the_collector_and_leaves_it_as_it_found_it(enabled, monkeypatch):
+  during = []
+  monkeypatch.setattr(planner, 'in_memory', lambda *arguments: during.append(gc.isenabled()) or {None: []})
+  was = gc.isenabled()
+  (gc.enable if enabled else gc.disable)()
+  try:
+    assert list(planner._planned(None)) == []  # pylint: disable=protected-access
+    assert during == [False]
+    assert gc.isenabled() == enabled
+  finally:
+    (gc.enable if was else gc.disable)()
