@@ -5,14 +5,16 @@ Usage: python -m benchmarks.quality_flags [--photos 100]
 
 Every image goes through preparation.prepare_images, as in a conversion. Printed per set:
 each statistic's minimum, median and maximum, and the share of images raising each flag;
-then the sharpness of a few photos stored at several sizes, as JPEG and as PNG, against
-their 1024-pixel PNG's: how far it holds across sizes and decodes.
+then each flag's recall and precision over the sets (LABELS: the flags a set is made to
+raise, and those it must not; a flag a set is labelled with neither way is not counted
+there); then the sharpness of a few photos stored at several sizes, as JPEG and as PNG,
+against their 1024-pixel PNG's: how far it holds across sizes and decodes.
 The images made to raise each flag are synthetic.quality_cases', which the tests check the
 flags on too.
 """
 import argparse
 import random
-from typing import Callable, Dict, List
+from typing import Callable, Dict, FrozenSet, List, Sequence, Tuple
 
 import numpy as np
 from PIL import Image, ImageEnhance
@@ -42,7 +44,55 @@ def sets(photos: int) -> Dict[str, List[bytes]]:
       'blank': [encode(cases.blank(seed)) for seed in range(photos // 4)],
       'two-tone': [encode(cases.two_tone(seed)) for seed in range(photos // 4)],
       'text page': [encode(cases.text_page(seed)) for seed in range(photos // 4)],
+      'single channel': [encode(image.convert('L')) for image in plain[:photos // 4]],
+      'low-contrast textures': [encode(cases.texture(seed)) for seed in range(photos // 4)],
   }
+
+
+_DARK, _LIGHT, _BLURRY, _LOW, _GRAY = (image_quality.DARK, image_quality.LIGHT, image_quality.BLURRY,
+                                       image_quality.LOW_INFORMATION, image_quality.GRAYSCALE_AS_RGB)
+_ALL = frozenset({_DARK, _LIGHT, _BLURRY, _LOW, _GRAY})
+# Per set: the flags its images are made to raise, and those they must not. A blank image of a
+# dark colour is dark, a squeezed light photo nearly gray: such flags are counted neither way.
+LABELS: Dict[str, Tuple[FrozenSet[str], FrozenSet[str]]] = {
+    'photos (natural_photos)': (frozenset(), _ALL),
+    'PetImages-like (pet_photos)': (frozenset(), _ALL),
+    'sample_set': (frozenset(), _ALL),
+    'dark': (frozenset({_DARK}), frozenset({_LIGHT, _BLURRY, _LOW, _GRAY})),
+    'light': (frozenset({_LIGHT}), frozenset({_DARK, _BLURRY})),
+    'blurred 2%': (frozenset({_BLURRY}), frozenset({_DARK, _LIGHT, _LOW, _GRAY})),
+    'blurred 4%': (frozenset({_BLURRY}), frozenset({_DARK, _LIGHT, _LOW, _GRAY})),
+    'blurred 8%': (frozenset({_BLURRY}), frozenset({_LIGHT, _LOW, _GRAY})),
+    'gray as RGB': (frozenset({_GRAY}), frozenset({_DARK, _LIGHT, _BLURRY, _LOW})),
+    'a tenth of its colour': (frozenset(), _ALL),
+    'sepia': (frozenset(), _ALL),
+    'gray as RGB, PNG': (frozenset({_GRAY}), frozenset({_DARK, _LIGHT, _BLURRY, _LOW})),
+    'blank': (frozenset({_LOW}), frozenset({_BLURRY})),
+    'two-tone': (frozenset({_LOW}), frozenset({_BLURRY})),
+    'text page': (frozenset({_GRAY}), frozenset({_DARK, _BLURRY, _LOW})),
+    'single channel': (frozenset(), _ALL),
+    'low-contrast textures': (frozenset(), frozenset({_LIGHT, _BLURRY, _LOW, _GRAY})),
+}
+
+
+def precision_and_recall(raised: Dict[str, Sequence[Tuple[str, ...]]]) -> List[str]:
+  """Lines of a table: each flag's images labelled to raise it that do (recall) and its raised
+  flags that are labelled so (precision), from each set's images' flags."""
+  lines = ['| flag | labelled to raise it | recall | labelled not to | raised there | precision |',
+           '| --- | --- | --- | --- | --- | --- |']
+  for flag in sorted(_ALL):
+    found = missed = wrong = negatives = 0
+    for name, flags in raised.items():
+      made, must_not = LABELS[name]
+      hits = sum(flag in image for image in flags)
+      if flag in made:
+        found, missed = found + hits, missed + len(flags) - hits
+      elif flag in must_not:
+        wrong, negatives = wrong + hits, negatives + len(flags)
+    precision = f'{found / (found + wrong):.1%}' if found + wrong else '-'
+    lines.append(f'| {flag} | {found + missed} | {found / max(1, found + missed):.1%} | {negatives} | {wrong} | '
+                 f'{precision} |')
+  return lines
 
 
 def sharpness_by_size(photos: int = 3, sizes=(2048, 1024, 512, 384, 256)) -> List[str]:
@@ -68,15 +118,19 @@ def main() -> None:
            image_quality.GRAYSCALE_AS_RGB)
   print('| set | n | ' + ' | '.join(f'{name} (min / median / max)' for name in names) + ' | flagged |')
   print('| --- ' * (len(names) + 3) + '|')
+  by_set = {}
   for name, datas in sets(args.photos).items():
     infos = [result.info for result in preparation.prepare_images(datas, 10**8)]
     values = np.array([info.statistics for info in infos])
-    raised = [image_quality.flags(info.statistics, info.height, info.width, info.channels) for info in infos]
+    raised = by_set[name] = [image_quality.flags(info.statistics, info.height, info.width, info.channels)
+                             for info in infos]
     shares = ', '.join(f'{flag} {sum(flag in r for r in raised) / len(raised):.0%}' for flag in flags
                        if any(flag in r for r in raised))
     print(f'| {name} | {len(infos)} | ' + ' | '.join(
         f'{column.min():.3g} / {np.median(column):.3g} / {column.max():.3g}' for column in values.T) +
           f' | {shares or "none"} |')
+  print()
+  print('\n'.join(precision_and_recall(by_set)))
   print()
   print('\n'.join(sharpness_by_size()))
 

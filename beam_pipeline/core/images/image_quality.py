@@ -34,7 +34,9 @@ Quality flags):
 - LOW_INFORMATION_BITS: nearly blank if the entropy of its 256-level gray histogram is
   below this many bits. cleanvision's is 3 bits of Pillow's entropy over every pixel; a
   cell mean holds less noise than a pixel, so the same image measures fewer bits here. Set
-  between blank or two-tone images and a page of text.
+  between blank or two-tone images and a page of text. A sharp texture finer than a grid cell
+  (wood grain, thin tile outlines) reads as nearly blank too: its cells' means are as even as a
+  blank page's (benchmarks/README.md, Quality flags: precision 67% on its labelled sets).
 - EXTREME_ASPECT: if its shorter side is under this share of its longer one, about 1:2.9
   (cleanvision's odd aspect ratio).
 - GRAYSCALE_SPREAD: gray stored as colour if its cells' channels differ by less than this
