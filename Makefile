@@ -15,10 +15,11 @@ MODELS_VENV := .venv-models
 MODELS_STAMP := $(MODELS_VENV)/.installed
 MODELS_PACKAGES := tf-models-official==2.20.0 tensorflow==2.20.0
 # The near-copy finders this project is measured against (make bench-near-copies): their pins are
-# not TensorFlow's, and imagededup imports torch.
+# not TensorFlow's, and imagededup imports torch and torchvision: 2.14.1 and 0.29.1 lie on this machine's
+# disk (a CUDA build, about 5.5 GB), and torchvision 0.28 did not load beside torch 2.13.0.
 PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
-PEERS_PACKAGES := torch==2.13.0 torchvision==0.28.0 imagededup==0.3.3.post2 cleanvision==0.3.7
+PEERS_PACKAGES := torch==2.14.1 torchvision==0.29.1 imagededup==0.3.3.post2 cleanvision==0.3.7
 SAMPLE := work/sample-images
 SAMPLE_OUT := work/sample-tfrecords
 

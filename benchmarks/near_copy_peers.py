@@ -21,6 +21,7 @@ import hashlib
 import itertools
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
@@ -122,7 +123,12 @@ def main() -> None:
   pairs, seconds = ours(folder, names, args.threshold)
   methods = {'this project': {'pairs': pairs, 'seconds': seconds}}
   run = subprocess.run([str(PEERS_PYTHON), str(ROOT / 'benchmarks' / 'peer_near_copies.py'), str(folder),
-                        str(args.threshold)], check=True, stdout=subprocess.PIPE, text=True)
+                        str(args.threshold)], check=False, capture_output=True, text=True)
+  if run.returncode:
+    sys.exit(f'{run.stderr}the peers\' run failed (exit {run.returncode})')
+  for line in run.stderr.splitlines():  # the peers' own progress and logs stay off the console
+    if ': not run (' in line:
+      print(line, file=sys.stderr)
   peers = json.loads(run.stdout)
   methods.update({name: {'pairs': {tuple(pair) for pair in found['pairs']}, 'seconds': found['seconds']}
                   for name, found in peers.items()})

@@ -7,8 +7,8 @@ Usage: .venv-peers/bin/python benchmarks/peer_near_copies.py FOLDER THRESHOLD
 Prints one JSON object: for each method, the pairs of file names it joins (imagededup's hashes:
 every pair within THRESHOLD bits; cleanvision: every pair of one of its near-duplicate sets) and
 the seconds it took, hashing included. A method that cannot run here (imagededup imports
-torchvision, whose compiled operators must match the torch installed) is named on stderr and
-left out.
+torchvision, whose compiled operators must match the torch installed: the Makefile's
+PEERS_PACKAGES pins a pair that does) is named on stderr and left out.
 """
 import contextlib
 import json
