@@ -191,4 +191,3 @@ def _uncollected() -> Iterator[None]:
   finally:
     if enabled:
       gc.enable()
-
