@@ -61,7 +61,7 @@ def encoded(image: Image.Image, icc_profile: Optional[bytes] = None) -> bytes:
     chunks.append(_chunk(b'IDAT', compressor.compress(filtered.data)))  # a chunk a strip: no copy of the whole
   chunks.append(_chunk(b'IDAT', compressor.flush()))
   chunks.append(_chunk(b'IEND', b''))
-  return b''.join(chunk for chunk in chunks if chunk)
+  return b''.join(chunks)
 
 
 def _after_zeros(strip: np.ndarray) -> np.ndarray:
