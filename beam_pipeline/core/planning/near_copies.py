@@ -183,6 +183,11 @@ def featureless(hashes: np.ndarray) -> np.ndarray:
   return (hashes >> np.uint64(BITS - 1)) == 1
 
 
+def _featureless(phash: int) -> bool:
+  """featureless of one hash as a signed 64-bit int (parse), whose DC bit is its sign."""
+  return phash < 0
+
+
 class OnOneMachine(NamedTuple):
   """groups_on_one_machine's result: (sha256, representative) for every file of a group, and
   the counts NearCopySummary keeps."""
@@ -489,7 +494,8 @@ def key_anchors(members: Iterable[Tuple[int, int, int]], distance: int, free: in
     anchoring = set()
     for member in held:
       anchor = next(other for other in held if distance_between(member[0], other[0]) <= distance
-                    and not colours_apart(*parse_colours([member[2], other[2]]), member[0] < 0 and other[0] < 0))
+                    and not colours_apart(*parse_colours([member[2], other[2]]),
+                                          _featureless(member[0]) and _featureless(other[0])))
       if anchor is not member:
         anchoring.add((anchor[0], anchor[2]))
         yield (member[0], member[2]), (anchor[1], anchor[0], anchor[2])
