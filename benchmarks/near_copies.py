@@ -1,5 +1,7 @@
 """How far the perceptual hashes of near copies lie from their originals', against those of
-distinct photos: the measurement behind perceptual_hash.NEAR_DISTANCE.
+distinct photos: the measurement behind perceptual_hash.NEAR_DISTANCE. A pair's distance here is
+the smallest at which it is near (perceptual_hash.near): its blocks halves' Hamming distance, or
+its DCT halves' less near_copies.DCT_MARGIN where that is larger.
 
 Usage: python -m benchmarks.near_copies [--photos 2000] [--copied 1000] [--seed 0]
 
@@ -25,6 +27,7 @@ import numpy as np
 
 from beam_pipeline.synthetic import near_copy_kinds
 from beam_pipeline.core.images import perceptual_hash, preparation
+from beam_pipeline.core.planning import near_copies
 from beam_pipeline.core.images.image_info import PreparedImage
 from beam_pipeline.core.rejections import Rejected
 
@@ -50,12 +53,18 @@ def prepared(datas: List[bytes]) -> List[PreparedImage]:
 
 
 def hashes(datas: List[bytes]) -> np.ndarray:
-  """The perceptual hash of each file, through the conversion's own path, as unsigned 64-bit integers."""
-  return np.array([int(result.info.phash, 16) for result in prepared(datas)], np.uint64)
+  """The perceptual hash of each file, through the conversion's own path, as (n, 2) unsigned 64-bit
+  integers: its DCT half, then its blocks half."""
+  return np.array([(int(result.info.phash[:16], 16), int(result.info.phash[16:], 16)) for result in prepared(datas)],
+                  np.uint64)
 
 
 def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-  return np.bitwise_count(a ^ b).astype(np.int64)
+  """The smallest distance at which each pair of hashes is near (perceptual_hash.near): their blocks
+  halves' distance, or their DCT halves' less near_copies.DCT_MARGIN where that is larger."""
+  dct = np.bitwise_count(a[..., 0] ^ b[..., 0]).astype(np.int64)
+  blocks = np.bitwise_count(a[..., 1] ^ b[..., 1]).astype(np.int64)
+  return np.maximum(blocks, dct - near_copies.DCT_MARGIN)
 
 
 def measure(photos: int, copied: int, seed: int) -> dict:

@@ -214,7 +214,7 @@ def test_pictures_that_differ_only_in_hue_are_not_grouped_and_a_gray_copy_is(tmp
   (root / 'photo' / 'photo.jpg').write_bytes(original)
   (root / 'photo' / 'photo-gray.jpg').write_bytes(near_copy_kinds.gray_copy(original))
   hashes = [result.info.phash for result in preparation.prepare_images(gradients, 10**8)]
-  assert sum(perceptual_hash.distance(a, b) <= perceptual_hash.NEAR_DISTANCE
+  assert sum(perceptual_hash.near(a, b)
              for a, b in itertools.combinations(hashes, 2)) >= 5
   assert convert(f'--input={root}', f'--output={tmp_path}/out') == 0
   near = RunRecord.read(str(tmp_path / 'out')).near_duplicates

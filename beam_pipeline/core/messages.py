@@ -47,7 +47,7 @@ class CheckedImage(NamedTuple):
   labels: Tuple[str, ...] = ()  # with --multi_label: every label (InputItem.labels); ``label`` is the first
   row: int = 0  # InputItem.row: a manifest that names one image twice has its later rows rejected
   fingerprint: str = ''  # InputItem.fingerprint: what the file (and its manifest row) was when it was listed
-  phash: str = ''  # 16 hex digits: perceptual_hash.phash of the stored image, upright; near copies are near in it
+  phash: str = ''  # 32 hex digits: perceptual_hash.phash of the stored image, upright; near copies are near in it
   quality: Tuple[str, ...] = ()  # image_quality.flags: sorted names, such as 'blurry' or 'dark'
   colour: str = ''  # colour_signature: which colours lie where, which the perceptual hash does not see
 

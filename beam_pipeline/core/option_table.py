@@ -222,17 +222,17 @@ OPTIONS: Tuple[Option, ...] = (
            'most are all rejected as label_conflict); without it copies are kept, always in one split',
            template='Drop duplicates', recorded_as=lambda settings: settings.dedupe),
     Option('near_copies', 'labels and splits', Choice(values=('group', 'drop', 'off')), 'Near copies (the same '
-           'photo re-saved, downscaled, converted, brightened or cropped by a few percent; their perceptual hashes '
-           'within --near_distance bits of one picture\'s, their colours not apart): group keeps each group in one '
-           'split, as identical files are, unless it holds more than a hundredth of the smallest split (a set of '
-           'look-alikes, split image by image); drop keeps the best image of each group (undamaged, then the most '
-           'pixels, then the most bytes; the others are listed in the errors file as near_duplicate, no error); off '
-           'leaves them to the splits by content hash', default='group',
+           'photo re-saved, downscaled, converted, brightened, mirrored, cropped by a few percent, watermarked in a '
+           'corner or straightened; their perceptual hashes near one picture\'s, their colours not apart): group '
+           'keeps each group in one split, as identical files are, unless it holds more than a hundredth of the '
+           'smallest split (a set of look-alikes, split image by image); drop keeps the best image of each group '
+           '(undamaged, then the most pixels, then the most bytes; the others are listed in the errors file as '
+           'near_duplicate, no error); off leaves them to the splits by content hash', default='group',
            template='Near copies',
            recorded_as=lambda settings: settings.near_copies),
     Option('near_distance', 'labels and splits', Whole(regex='^([1-9]|1[0-9]|20)$', maximum=20),
-           'How many of the 64 bits of two perceptual hashes may differ for near copies '
-           '(beam_pipeline/docs/splits.md shows what each distance finds)',
+           'How many of the 64 bits of two perceptual hashes\' blocks halves may differ for near copies, their DCT '
+           'halves differing in at most 2 more (beam_pipeline/docs/splits.md shows what each distance finds)',
            shown_default='10, made smaller for large inputs so that chance groups at most one '
            'image in a thousand: 8 past 100,000 images, 6 past 3 million', example='8',
            template='Near-copy distance', recorded_as=lambda settings: settings.near_distance,

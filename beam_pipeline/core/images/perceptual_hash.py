@@ -1,14 +1,24 @@
-"""A 64-bit perceptual hash of an image (a DCT hash), so that near copies can be found:
-the same photo re-saved, downscaled, brightened or trimmed a little hashes within
-NEAR_DISTANCE bits of it, and other photos rarely do.
+"""A perceptual hash of an image in two 64-bit halves, so that near copies can be found:
+the same photo re-saved, downscaled, brightened, trimmed or straightened a little hashes near
+it (near: its blocks half within the distance, its DCT half within 2 bits more), and
+other photos rarely do.
 
-The hash is of the image's coarse layout: its SIDE x SIDE grayscale thumbnail (thumbnails:
-the gray of tensorflow_decoding's grid of cell means, the image squashed to a square) goes
-through a 2-D DCT-II, and of its 8x8 lowest frequencies each but the constant term (DC)
-gives a bit: 1 if above their median. DC is left out of the median and its bit is
-always 0: it is the mean brightness, which a brightened copy changes and which every
-photo has far above the median, so its bit would say nothing. Each bit is then as often
-0 as 1, which is what makes the distance between unrelated photos large.
+Both halves are of the image's coarse layout: its SIDE x SIDE grayscale thumbnail
+(thumbnails: the gray of tensorflow_decoding's grid of cell means, the image squashed to a
+square).
+
+* The DCT half: the thumbnail through a 2-D DCT-II, of its 8x8 lowest frequencies each but the
+  constant term (DC) gives a bit: 1 if above their median. DC is left out of the median and
+  its bit is always 0: it is the mean brightness, which a brightened copy changes and which
+  every photo has far above the median, so its bit would say nothing. Each bit is then as
+  often 0 as 1, which is what makes the distance between unrelated photos large.
+* The blocks half: the thumbnail's mean over each of 8x8 blocks, 1 if above their median.
+  Where a crop of 5-10%, a corner watermark or a turn of a few degrees moves the DCT's
+  frequencies past the distance, the blocks, each an eighth of the
+  picture, change in a few bits; but alone they would join photos of one layout (a sky over a
+  field) that the frequencies tell apart. So the grouping searches the blocks within the
+  distance and confirms with the DCT within a few bits more (near_copies.DCT_MARGIN;
+  benchmarks/README.md, Near copies).
 
 A thumbnail whose pixels were not turned upright by their Exif orientation is turned
 here first, so that a photo stored as the camera wrote it and a copy turned upright
@@ -16,21 +26,23 @@ hash alike. It is then mirrored where its right side outweighs its left (facing:
 first horizontal frequency of the DCT, which mirroring negates, made positive), so that
 a mirrored copy hashes as its original: their layouts face one way. The price is a copy
 whose two sides weigh nearly alike, which a re-save can tip the other way: about 1% of
-copies (benchmarks/README.md, Near copies). A copy cropped by more than a few percent is
-still not found: its layout has moved.
+copies (benchmarks/README.md, Near copies). A copy cropped by more than 10% is still
+rarely found: its layout has moved.
 
 A featureless image (image_quality.featureless: one colour, or nearly) has no layout: its
-DCT coefficients are noise, so an all-black and an all-white frame would hash alike or
-apart by chance. It is hashed by its brightness instead (flat): one of FLAT_LEVELS + 1 code
-words, one per level of brightness, each 6 bits from its neighbours', at least 12 from any
-other and at least 22 from any DCT hash. A downscaled or re-saved copy of a flat image hashes
-as it does or as the next level; flat images two levels apart or more are not near (at
+coefficients and blocks are noise, so an all-black and an all-white frame would hash alike or
+apart by chance. Both its halves are its brightness instead (flat): one of FLAT_LEVELS + 1
+code words, one per level of brightness, each 6 bits from its neighbours', at least 12 from
+any other and at least 22 from any DCT half. A downscaled or re-saved copy of a flat image
+hashes as it does or as the next level; flat images two levels apart or more are not near (at
 distances up to 10), nor is any picture with a layout; colours then tell apart those of one
 brightness (colour_signature).
 """
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from beam_pipeline.core.planning import near_copies
 
 SIDE = 32  # the thumbnail's, and the side of the grid validation's decode is summarized on
 _KEPT = 8  # lowest frequencies kept on each axis: 64 bits
@@ -39,8 +51,8 @@ _KEPT = 8  # lowest frequencies kept on each axis: 64 bits
 NEAR_DISTANCE = 10
 # What the hash is, as a run record names it (run_record.NearDuplicates.hash): an update compares
 # its new images' hashes with the catalog's only if the catalog's were made alike. 'dct64' (a run
-# record without a name) was the hash before facing and flat.
-NAME = 'dct64-facing-flat'
+# record without a name) was the hash before facing and flat, 'dct64-facing-flat' before blocks.
+NAME = 'dct64-blocks64-facing-flat'
 # A flat image's hash by its brightness (flat), levels 0 (black) to FLAT_LEVELS (white): each has
 # its DC bit and 52 of the 63 others set, where a DCT hash has 31 and DC's clear, so at least 22
 # bits lie between one and any DCT hash. From one level to the next three of its 11 clear bits are
@@ -58,6 +70,7 @@ _FLAT = ('bbdf7efebfbcdfff', 'fbcf7ebfbfbc7fff', 'fbcd7fbfffbe6fef', 'ffe57fbffb
 # compare coefficients of one image with each other).
 _COSINES = np.cos(np.pi * np.outer(np.arange(_KEPT), 2 * np.arange(SIDE) + 1) / (2 * SIDE))
 _AC = np.arange(_KEPT * _KEPT) != 0  # every coefficient but DC, in row-major order
+_BLOCK = SIDE // _KEPT  # a block's side in the thumbnail: 8x8 blocks, 64 bits
 
 # The luma of ITU-R BT.601 (what Pillow's convert('L') uses), by channel count: gray (and
 # gray+alpha) is the first channel; RGB and RGBA are weighed, alpha ignored.
@@ -96,16 +109,18 @@ def facing(gray: np.ndarray, orientations: Sequence[int]) -> np.ndarray:
 
 
 def phashes(gray: np.ndarray, orientations: Sequence[int], mirrored: Optional[np.ndarray] = None) -> List[str]:
-  """16 lowercase hex digits each: the hashes of (n, SIDE, SIDE) grayscale thumbnails, each
-  turned upright first by its ``orientations`` (the Exif orientation still to apply to its
-  pixels; 1: none), then mirrored where ``mirrored`` says (facing's, which it is unless given).
-  At once, as per image numpy's calls would cost more than their work."""
+  """32 lowercase hex digits each, the DCT half then the blocks half: the hashes of (n, SIDE, SIDE)
+  grayscale thumbnails, each turned upright first by its ``orientations`` (the Exif orientation
+  still to apply to its pixels; 1: none), then mirrored where ``mirrored`` says (facing's, which it
+  is unless given). At once, as per image numpy's calls would cost more than their work."""
   mirrored = facing(gray, orientations) if mirrored is None else np.asarray(mirrored, bool)
   turned = _turned(gray, orientations)
   turned[mirrored] = turned[mirrored, :, ::-1]
   coefficients = (_COSINES @ turned @ _COSINES.T).reshape(len(turned), _KEPT * _KEPT)
-  bits = (coefficients > np.median(coefficients[:, _AC], axis=1, keepdims=True)) & _AC
-  return [row.tobytes().hex() for row in np.packbits(bits, axis=1)]
+  dct = (coefficients > np.median(coefficients[:, _AC], axis=1, keepdims=True)) & _AC
+  blocks = turned.reshape(len(turned), _KEPT, _BLOCK, _KEPT, _BLOCK).sum(axis=(2, 4)).reshape(len(turned), -1)
+  above = blocks > np.median(blocks, axis=1, keepdims=True)
+  return [row.tobytes().hex() for row in np.packbits(np.concatenate([dct, above], axis=1), axis=1)]
 
 
 def _turned(gray: np.ndarray, orientations: Sequence[int]) -> np.ndarray:
@@ -130,10 +145,27 @@ def phash(thumbnail: np.ndarray, orientation: int = 1) -> str:
 def flat(brightness: float) -> str:
   """The hash of a featureless image of ``brightness`` (its mean gray level as a share of white):
   the code word of the nearest of FLAT_LEVELS + 1 levels, black, white and mid-gray at their
-  centres."""
-  return _FLAT[round(min(max(brightness, 0.0), 1.0) * FLAT_LEVELS)]
+  centres, as both halves."""
+  word = _FLAT[round(min(max(brightness, 0.0), 1.0) * FLAT_LEVELS)]
+  return word + word
 
 
-def distance(a: str, b: str) -> int:
-  """How many of their 64 bits two hashes differ in (Hamming distance)."""
+def distances(a: str, b: str) -> Tuple[int, int]:
+  """How many bits two hashes' blocks halves differ in, and how many their DCT halves do
+  (Hamming distances); a hash of 16 digits (a catalog's from before blocks) is its own blocks half."""
+  return _bits(blocks_half(a), blocks_half(b)), _bits(a[:16], b[:16])
+
+
+def near(a: str, b: str, distance: int = NEAR_DISTANCE) -> bool:
+  """Whether two hashes are near at ``distance``: their blocks halves within it, their DCT halves
+  within near_copies.DCT_MARGIN more (near_copies compares them so, and colours besides)."""
+  blocks, dct = distances(a, b)
+  return blocks <= distance and dct <= distance + near_copies.DCT_MARGIN
+
+
+def blocks_half(phash: str) -> str:
+  return phash[16:] or phash
+
+
+def _bits(a: str, b: str) -> int:
   return (int(a, 16) ^ int(b, 16)).bit_count()

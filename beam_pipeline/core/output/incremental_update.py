@@ -141,8 +141,9 @@ def decide(earlier: Optional[RunRecord], settings: Settings, hash_name: str) -> 
                     'run used')
   if (settings.near_copies != 'off' and earlier.near_duplicates is not None
       and earlier.near_duplicates.hash_name != hash_name):
-    return Decision(full_conversion='the earlier run made its perceptual hashes another way (before mirror images '
-                    'hashed alike and blank ones by brightness), so near copies of its images could not be found')
+    return Decision(full_conversion=f'the earlier run made its perceptual hashes another way '
+                    f'({earlier.near_duplicates.hash_name}, where this version makes {hash_name}), so near '
+                    'copies of its images could not be found')
   return Decision.update(earlier, tuple(merges(earlier, settings.target_shard_bytes)))
 
 

@@ -1,12 +1,13 @@
-"""Near copies: images whose 64-bit perceptual hashes lie within a Hamming distance d of one
-picture's, gathered into groups without comparing every pair and without any key, list or
-element that grows with the input.
+"""Near copies: images whose perceptual hashes lie near one picture's (perceptual_hash.near:
+the blocks halves within a Hamming distance d, the DCT halves within d + DCT_MARGIN), gathered
+into groups without comparing every pair and without any key, list or element that grows with
+the input.
 
-A node is a distinct hash and colour signature (which colours lie where, which the hash, of gray
-levels, does not see). A group is an anchor and the nodes that take it as theirs: a node's
-anchor is the first node in rank order (the best image first: priority) whose hash is within d
-of its own and whose colours are not apart from its own (colours_apart: pictures that differ
-only in hue hash alike), itself if none comes before it. Every member of a group is
+A node is a distinct DCT half and colour signature (which colours lie where, which the hash, of
+gray levels, does not see), with its best file's blocks half. A group is an anchor and the nodes
+that take it as theirs: a node's anchor is the first node in rank order (the best image first:
+priority) whose hash is near its own and whose colours are not apart from its own
+(colours_apart: pictures that differ only in hue hash alike), itself if none comes before it. Every member of a group is
 then within d of one picture, so a group is copies of that picture, never a chain (a near b
 near c ...) that could join a whole collection of look-alikes; and the anchors are a function
 of the set of nodes alone, whatever order, runner or worker count found them. The price: two
@@ -15,9 +16,10 @@ images than the splits can take whole without losing their fractions (group_cap)
 look-alikes (frames of one fixed camera, products on one background): counted, and split
 image by image.
 
-Pigeonhole: a hash split into d+1 parts differs from one within d bits in at most d of them, so
-the two agree exactly on at least one part. Sorted by a part's value and then by rank, a hash
-compares the hashes of its run (its part's value) that rank before it (anchors). In a cluster of
+Pigeonhole: a blocks half split into d+1 parts differs from one within d bits in at most d of
+them, so the two agree exactly on at least one part; the DCT halves of those that agree confirm.
+Sorted by a part's value and then by rank, a hash compares the hashes of its run (its part's
+value) that rank before it (anchors). In a cluster of
 look-alikes the run's first is within d of most, so each compares it first, a step at a time
 from the run's start, and stops: about one comparison a hash, however dense the cluster. A
 sparse run compares every hash with every one before it, an offset at a time; one too long for
@@ -41,6 +43,12 @@ import numpy as np
 
 BITS = 64
 ALL_BITS = (1 << BITS) - 1
+# How many bits past the distance two near hashes' DCT halves may lie apart, their blocks halves
+# lying within it: crops of 5-10%, corner watermarks and turns of a few degrees move the DCT's
+# frequencies past the distance, their blocks a few bits. 2 finds more such copies than the DCT
+# half alone and joins fewer distinct photos; 4 found more still but joined twice as many
+# (benchmarks/README.md, Near copies).
+DCT_MARGIN = 2
 # A hash shared by more distinct files than this is near-uniform (an all-black frame): not grouped.
 SAME_HASH_CAP = 1_000
 # colour_signature's 8 bytes (opponent colours by quarter, a unit two levels): a signature whose
@@ -119,13 +127,15 @@ def group_cap(num_images: int, smallest_fraction: float) -> int:
 
 
 class Node(NamedTuple):
-  """One distinct perceptual hash (as a signed 64-bit int, parse) and colour signature: its best
-  file (the smallest (priority, sha256)) and how many distinct files share them."""
+  """One distinct DCT half (as a signed 64-bit int, parse) and colour signature: its best file
+  (the smallest (priority, sha256)), how many distinct files share them, and the best file's
+  blocks half (parse_blocks), which the grouping searches."""
   phash: int
   priority: int
   sha256: str
   count: int
   colour: int = 0  # colour_value
+  blocks: int = 0
 
 
 def rank_key(phash: int, priority_of: int, colour: int = 0) -> Tuple[int, int, int]:
@@ -135,12 +145,12 @@ def rank_key(phash: int, priority_of: int, colour: int = 0) -> Tuple[int, int, i
 
 
 def node_key(phash: str, colour: str) -> Tuple[str, int]:
-  """What a node's files share: the hash's 16 hex digits and the colour signature's value
-  (colour_value: a missing signature is a gray picture's)."""
-  return phash, colour_value(colour)
+  """What a node's files share: the hash's DCT half (16 hex digits) and the colour signature's
+  value (colour_value: a missing signature is a gray picture's)."""
+  return phash[:16], colour_value(colour)
 
 
-def node_or_uniform(key: Tuple[str, int], count: int, files: Optional[Sequence[Tuple[int, str]]],
+def node_or_uniform(key: Tuple[str, int], count: int, files: Optional[Sequence[Tuple[int, str, int]]],
                     cap: int = SAME_HASH_CAP) -> Optional[Node]:
   """The node of a hash and colour signature shared by ``count`` distinct files, or None for a
   near-uniform one.
@@ -148,12 +158,12 @@ def node_or_uniform(key: Tuple[str, int], count: int, files: Optional[Sequence[T
   Args:
     key: the hash and colour signature (node_key).
     count: how many distinct files share them.
-    files: their (priority, sha256), the smallest first, while count <= cap; None past it.
+    files: their (priority, sha256, blocks half), the smallest first, while count <= cap; None past it.
     cap: the most files may share them and still be grouped.
   """
   if count > cap or not files:
     return None
-  return Node(parse(key[0]), files[0][0], files[0][1], count, key[1])
+  return Node(parse(key[0]), files[0][0], files[0][1], count, key[1], files[0][2])
 
 
 def colour_value(colour: str) -> int:
@@ -207,16 +217,16 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: 
   Args:
     files: every file's (sha256, perceptual hash, priority, colour signature); a file given twice keeps its smallest
       (hash, priority, colour).
-    distance: the most bits a hash may differ in from its group's anchor.
+    distance: the most bits a hash's blocks half may differ in from its group's anchor's (perceptual_hash.near).
     cap: the most images a group may hold; a group of more is a set of look-alikes.
     same_hash_cap: the most files a hash may be shared by; a hash shared by more is near-uniform.
   """
   of_file: Dict[str, Tuple[str, int, str]] = {}
   for sha, phash, rank, colour in files:
     of_file[sha] = min(of_file.get(sha, (phash, rank, colour)), (phash, rank, colour))
-  of_node: Dict[Tuple[str, int], List[Tuple[int, str]]] = {}
+  of_node: Dict[Tuple[str, int], List[Tuple[int, str, int]]] = {}
   for sha, (phash, rank, colour) in of_file.items():
-    of_node.setdefault(node_key(phash, colour), []).append((rank, sha))
+    of_node.setdefault(node_key(phash, colour), []).append((rank, sha, parse_blocks(phash)))
   counts: Dict[str, int] = {}
   nodes = []
   for (phash, colour), shared in of_node.items():
@@ -224,11 +234,11 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: 
       _add(counts, uniform_hashes=1, uniform_images=len(shared))
     else:
       shared.sort()
-      nodes.append((rank_key(parse(phash), shared[0][0], colour), [sha for _, sha in shared]))
+      nodes.append((rank_key(parse(phash), shared[0][0], colour), [sha for _, sha, _ in shared], shared[0][2]))
   nodes.sort()
-  found = anchors(np.array([key[1] for key, _ in nodes], dtype=np.uint64), distance,
-                  colours=parse_colours([key[2] for key, _ in nodes]))
-  sizes = np.bincount(found.anchor, weights=[len(shas) for _, shas in nodes], minlength=len(nodes)).astype(np.int64)
+  found = anchors(np.array([key[1] for key, _, _ in nodes], dtype=np.uint64), distance,
+                  colours=parse_colours([key[2] for key, _, _ in nodes]), blocks=as_uint64([b for _, _, b in nodes]))
+  sizes = np.bincount(found.anchor, weights=[len(shas) for _, shas, _ in nodes], minlength=len(nodes)).astype(np.int64)
   if found.cut_short:
     _add(counts, cut_short_hashes=found.cut_short)
   members: Dict[int, List[int]] = {}
@@ -258,37 +268,52 @@ class Anchors(NamedTuple):
 
 
 def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = None,
-            colours: Optional[np.ndarray] = None) -> Anchors:
+            colours: Optional[np.ndarray] = None, blocks: Optional[np.ndarray] = None) -> Anchors:
   """Each of ``hashes``'s anchor, the hashes given in rank order (uint64): the smallest index of
-  a hash within ``distance`` bits of it whose colours are not apart from its own, its own if none.
+  a hash near it (its ``blocks`` within ``distance`` bits, the hashes within DCT_MARGIN more)
+  whose colours are not apart from its own, its own if none.
 
   Args:
-    hashes: the nodes' hashes, in rank order (uint64).
-    distance: the most bits a node's hash may differ in from its anchor's.
+    hashes: the nodes' hashes (DCT halves), in rank order (uint64).
+    distance: the most bits a node's blocks half may differ in from its anchor's.
     asking: whether each node's anchor is wanted; the others' may be worse than their best. None: every one's.
     colours: the nodes' colour signatures (parse_colours); None: colours are not compared.
+    blocks: the nodes' blocks halves (uint64), which are searched; None: the hashes are, within ``distance``.
   """
   best = np.arange(len(hashes), dtype=np.int64)
   cut = np.zeros(len(hashes), bool)
   asking = np.ones(len(hashes), bool) if asking is None else asking
-  near = _Near(distance, colours, None if colours is None else featureless(hashes))
-  _anchored(hashes, best, cut, near, np.arange(len(hashes), dtype=np.int64), asking)
+  checked = colours is not None or blocks is not None
+  near = _Near(distance, colours, featureless(hashes) if checked else None, None if blocks is None else hashes)
+  _anchored(hashes if blocks is None else blocks, best, cut, near, np.arange(len(hashes), dtype=np.int64), asking)
   return Anchors(best, int((cut & asking).sum()))
 
 
 class _Near(NamedTuple):
-  """When two nodes are near: their hashes within ``distance`` bits, and their ``colours`` (by
-  index into the hashes; None: not compared) not apart (apart, asked only where colours are
-  given), ``featureless`` saying which are featureless images'."""
+  """When two nodes are near: their searched hashes within ``distance`` bits, their
+  ``confirming`` hashes (the DCT halves, by index; None: not compared) within DCT_MARGIN more,
+  and their ``colours`` (by index; None: not compared) not apart; ``featureless`` says which are
+  featureless images'."""
   distance: int
   colours: Optional[np.ndarray]
   featureless: Optional[np.ndarray] = None
+  confirming: Optional[np.ndarray] = None
+
+  @property
+  def checked(self) -> bool:
+    """Whether a pair whose searched hashes are near is asked whether it is apart."""
+    return self.colours is not None or self.confirming is not None
 
   def apart(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Whether the nodes at ``left`` and at ``right`` (indices into the hashes) are apart in
-    colour; asked only of pairs whose hashes are near, the few, so that a comparison of hashes
-    costs what it did without colours."""
-    return colours_apart(self.colours[left], self.colours[right], self.featureless[left] & self.featureless[right])
+    """Whether the nodes at ``left`` and at ``right`` (indices into the hashes) are apart after
+    all; asked only of pairs whose searched hashes are near, the few, so that a comparison of
+    hashes costs what it did without these checks."""
+    apart = np.zeros(len(left), bool)
+    if self.confirming is not None:
+      apart |= popcount(self.confirming[left] ^ self.confirming[right]) > self.distance + DCT_MARGIN
+    if self.colours is not None:
+      apart |= colours_apart(self.colours[left], self.colours[right], self.featureless[left] & self.featureless[right])
+    return apart
 
 
 def _anchored(hashes: np.ndarray, best: np.ndarray, cut: np.ndarray, near: _Near, members: np.ndarray,
@@ -401,7 +426,7 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, near: _Near, ordered: np.ndar
     hit = np.flatnonzero(popcount(values[offset:] ^ values[:-offset]) <= near.distance)
     if hit.size:
       later, earlier = members[hit + offset], members[hit]
-      if near.colours is not None:
+      if near.checked:
         kept = ~near.apart(later, earlier)
         later, earlier = later[kept], earlier[kept]
       best[later] = np.minimum(best[later], earlier)
@@ -445,7 +470,7 @@ def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidat
     rank, slot = ranks[places], slots[active]
     better = rank < best[slot, None]
     close = valid & better & (popcount(queries[active, None] ^ candidates[places]) <= near.distance)
-    if near.colours is not None and close.any():
+    if near.checked and close.any():
       where = np.nonzero(close)
       close[where] = ~near.apart(slot[where[0]], rank[where])
     hit = close.any(axis=1)
@@ -469,52 +494,52 @@ def _runs(start: np.ndarray, end: np.ndarray) -> np.ndarray:
   return np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
 
 
-def key_anchors(members: Iterable[Tuple[int, int, int]], distance: int, free: int = ALL_BITS,
+def key_anchors(members: Iterable[Tuple[int, int, int, int]], distance: int, free: int = ALL_BITS,
                 key_cap: int = KEY_CAP) -> Iterator[object]:
   """One key's anchors, from its ``members``: ((phash, colour), (priority, anchor's phash,
   anchor's colour)) for each member whose anchor in the key is another node, and ((anchor's phash,
   anchor's colour), None) once for each such anchor; then, where any, ('over_cap_hashes', count)
   of members not held that found no held anchor and ('cut_short_hashes', count) of members whose
-  comparison was cut short. A member's anchor is the first held member near it: its hash within
-  ``distance``, its colours not apart (colours_apart).
+  comparison was cut short. A member's anchor is the first held member near it: its blocks half
+  within ``distance``, its DCT half within DCT_MARGIN more, its colours not apart
+  (colours_apart).
 
   The ``key_cap`` best-ranked members are held and compared among themselves; every other
   member, a block at a time, only with them: if it finds one, that is its best in the key
   anyway, and in a cluster of look-alikes it does. Memory stays within the cap and a block.
 
   Args:
-    members: the key's nodes as (phash, priority, colour), the hash and colour as signed 64-bit ints (parse,
-      colour_value); may be iterated twice.
-    distance: the most bits a member may differ in from its anchor.
+    members: the key's nodes as (phash, priority, colour, blocks), the hash, colour and blocks half as signed
+      64-bit ints (parse, colour_value, parse_blocks); may be iterated twice.
+    distance: the most bits a member's blocks half may differ in from its anchor's.
     free: the bits on which the key's hashes may still differ (free_bits).
     key_cap: how many of the best-ranked members are held.
   """
-  held = heapq.nsmallest(key_cap, members, key=lambda member: rank_key(*member))
+  held = heapq.nsmallest(key_cap, members, key=_ranked)
   if len(held) < key_cap and len(held) <= _FEW:
     anchoring = set()
     for member in held:
-      anchor = next(other for other in held if distance_between(member[0], other[0]) <= distance
-                    and not colours_apart(*parse_colours([member[2], other[2]]),
-                                          _featureless(member[0]) and _featureless(other[0])))
+      anchor = next(other for other in held if _near_pair(member, other, distance))
       if anchor is not member:
         anchoring.add((anchor[0], anchor[2]))
         yield (member[0], member[2]), (anchor[1], anchor[0], anchor[2])
     yield from ((anchor, None) for anchor in sorted(anchoring))
     return
-  hashes = as_uint64([member[0] for member in held])
+  hashes, blocks = as_uint64([member[0] for member in held]), as_uint64([member[3] for member in held])
   colours = parse_colours([member[2] for member in held])
-  found = anchors(hashes, distance, colours=colours)
+  found = anchors(hashes, distance, colours=colours, blocks=blocks)
   anchoring = np.zeros(len(held), bool)
   yield from _told(held, held, found.anchor, np.arange(len(held)), anchoring)
   over_cap, cut_short = 0, found.cut_short
   if len(held) == key_cap:
-    last = rank_key(*held[-1])
-    later = (member for member in members if rank_key(*member) > last)
+    last = _ranked(held[-1])
+    later = (member for member in members if _ranked(member) > last)
     while block := list(itertools.islice(later, _KEY_BLOCK)):
-      block.sort(key=lambda member: rank_key(*member))
+      block.sort(key=_ranked)
       found = anchors(np.concatenate([hashes, as_uint64([member[0] for member in block])]), distance,
                       np.arange(len(held) + len(block)) >= len(held),
-                      np.concatenate([colours, parse_colours([member[2] for member in block])]))
+                      np.concatenate([colours, parse_colours([member[2] for member in block])]),
+                      np.concatenate([blocks, as_uint64([member[3] for member in block])]))
       anchor = found.anchor[len(held):]
       over_cap += int((anchor >= len(held)).sum())
       cut_short += found.cut_short
@@ -530,13 +555,26 @@ _KEY_BLOCK = 4096  # the members past a key's cap compared with the held ones at
 _FEW = 16  # a key of at most this many compares in plain Python: numpy's calls would cost more
 
 
-def _told(members: Sequence[Tuple[int, int, int]], held: Sequence[Tuple[int, int, int]], anchor: np.ndarray,
+def _ranked(member: Tuple[int, int, int, int]) -> Tuple[int, int, int]:
+  """A key member's (phash, priority, colour, blocks) place in rank order (rank_key)."""
+  return rank_key(member[0], member[1], member[2])
+
+
+def _near_pair(member: Tuple[int, int, int, int], other: Tuple[int, int, int, int], distance: int) -> bool:
+  """Whether two key members are near, as anchors' _Near tells, in plain Python for a key of at most _FEW."""
+  return (distance_between(member[3], other[3]) <= distance
+          and distance_between(member[0], other[0]) <= distance + DCT_MARGIN
+          and not colours_apart(*parse_colours([member[2], other[2]]),
+                                _featureless(member[0]) and _featureless(other[0])))
+
+
+def _told(members: Sequence[Tuple[int, ...]], held: Sequence[Tuple[int, ...]], anchor: np.ndarray,
           own: np.ndarray, anchoring: np.ndarray) -> Iterator[Tuple[Tuple[int, int], Tuple[int, int, int]]]:
   """((phash, colour), (priority, anchor's phash, anchor's colour)) of each member whose anchor
   is another node; marks each such anchor in ``anchoring``.
 
   Args:
-    members: the (phash, priority, colour) of the members told of.
+    members: the (phash, priority, colour, blocks) of the members told of.
     held: the key's held members, which ``anchor`` and ``own`` index.
     anchor: each member's anchor, an index into ``held``; -1: none.
     own: each member's own index into ``held``; -1 for one not held.
@@ -545,15 +583,21 @@ def _told(members: Sequence[Tuple[int, int, int]], held: Sequence[Tuple[int, int
   told = np.flatnonzero((anchor >= 0) & (anchor != own))
   anchoring[anchor[told]] = True
   for index in told.tolist():
-    phash, anchor_priority, colour = held[int(anchor[index])]
+    phash, anchor_priority, colour, _ = held[int(anchor[index])]
     yield (members[index][0], members[index][2]), (anchor_priority, phash, colour)
 
 
 def parse(phash: str) -> int:
-  """A 16-hex-digit perceptual hash as a signed 64-bit int (two's complement), which Beam's
-  integer coder takes as a key."""
-  value = int(phash, 16)
+  """A perceptual hash's DCT half (its first 16 hex digits) as a signed 64-bit int (two's
+  complement), which Beam's integer coder takes as a key."""
+  value = int(phash[:16], 16)
   return value - (1 << BITS) if value >> (BITS - 1) else value
+
+
+def parse_blocks(phash: str) -> int:
+  """A perceptual hash's blocks half as parse gives its DCT half; a hash of 16 digits (a catalog's
+  from before blocks, a test's) is its own blocks half, so that it is searched as it was."""
+  return parse(phash[16:] or phash)
 
 
 def as_uint64(phashes: Sequence[int]) -> np.ndarray:

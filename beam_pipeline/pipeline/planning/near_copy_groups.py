@@ -141,7 +141,7 @@ class NearCopies(beam.PTransform):
              | 'OneHashPerFile' >> beam.MapTuple(lambda sha, phash, rank, colour: (sha, (phash, rank, colour)))
              | 'SmallestPerFile' >> beam.CombinePerKey(min)
              | 'ByHash' >> beam.MapTuple(lambda sha, hashed: (near_copies.node_key(hashed[0], hashed[2]),
-                                                             (hashed[1], sha)))
+                                                             (hashed[1], sha, near_copies.parse_blocks(hashed[0]))))
              | 'SameHash' >> beam.CombinePerKey(Bounded(self._same_hash_cap))
              | 'Nodes' >> beam.FlatMap(_node, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='nodes'))
     first = (nodes.nodes
@@ -260,13 +260,14 @@ def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     return
   yield tuple(node)
   if count > 1:
-    yield beam.pvalue.TaggedOutput(_SEVERAL, ((node.phash, node.colour), tuple(sha for _, sha in files)))
+    yield beam.pvalue.TaggedOutput(_SEVERAL, ((node.phash, node.colour), tuple(sha for _, sha, _ in files)))
 
 
 def _band_keys(batch: List[tuple], distance: int) -> List[Any]:
-  """A batch of nodes as (first-level key, its nodes' (hash, priority, colour) of the batch) pairs."""
-  return _by_key((key, (node[0], node[1], node[4])) for node in batch
-                 for key in near_copies.band_keys(node[0], distance))
+  """A batch of nodes as (first-level key of their blocks halves, its nodes' (hash, priority, colour,
+  blocks) of the batch) pairs."""
+  return _by_key((key, (node[0], node[1], node[4], node[5])) for node in batch
+                 for key in near_copies.band_keys(node[5], distance))
 
 
 def _by_key(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[Any, List[Any]]]:
@@ -288,17 +289,17 @@ def _split_dense(item: Tuple[Any, Any], distance: int, dense: Mapping[Any, Itera
   key, batch = item
   if not any(True for _ in dense[key]):
     return [(key, batch)]
-  return _by_key((sub, member) for member in batch for sub in near_copies.sub_band_keys(member[0], distance, key))
+  return _by_key((sub, member) for member in batch for sub in near_copies.sub_band_keys(member[3], distance, key))
 
 
 class _Members:
   """A key's members from its batches, as often as they are iterated; how many, once they were."""
 
-  def __init__(self, batches: Iterable[List[Tuple[int, int]]]):
+  def __init__(self, batches: Iterable[List[Tuple[int, int, int, int]]]):
     self._batches = batches
     self.count = 0
 
-  def __iter__(self) -> Iterator[Tuple[int, int]]:
+  def __iter__(self) -> Iterator[Tuple[int, int, int, int]]:
     count = 0
     for batch in self._batches:
       count += len(batch)
@@ -320,7 +321,7 @@ def _anchors(item: Tuple[Any, Any], distance: int, key_cap: int) -> Iterator[Any
 
 class BestAnchor(beam.CombineFn):
   """A node, the best anchor its keys found and whether it anchors another: from the node (a
-  5-tuple), each key's (priority, anchor's hash, anchor's colour) (3-tuples) and None from each
+  6-tuple), each key's (priority, anchor's hash, anchor's colour) (3-tuples) and None from each
   key where it anchors another, the node, the best anchor in rank order (or None), and True if
   any None came."""
 
@@ -331,7 +332,7 @@ class BestAnchor(beam.CombineFn):
     node, best, anchoring = accumulator
     if value is None:
       return node, best, True
-    if len(value) == 5:
+    if len(value) == len(near_copies.Node._fields):
       return tuple(value), best, anchoring
     found = (*near_copies.rank_key(value[1], value[0], value[2]), value[1])
     return node, found if best is None or found < best else best, anchoring

@@ -45,7 +45,7 @@ def test_a_gray_copy_of_a_colour_photo_is_apart_from_nothing():
   original = near_copy_kinds.original(2)
   first, gray = _infos([original, near_copy_kinds.gray_copy(original)])
   assert not _apart(first.colour, gray.colour)
-  assert perceptual_hash.distance(first.phash, gray.phash) <= perceptual_hash.NEAR_DISTANCE
+  assert perceptual_hash.near(first.phash, gray.phash)
 
 
 def test_gradients_that_differ_only_in_hue_hash_alike_and_are_apart_in_colour():
@@ -54,7 +54,7 @@ def test_gradients_that_differ_only_in_hue_hash_alike_and_are_apart_in_colour():
   apart."""
   infos = _infos(near_copy_kinds.hue_gradients(40))
   close = [(a, b) for a, b in itertools.combinations(infos, 2)
-           if perceptual_hash.distance(a.phash, b.phash) <= perceptual_hash.NEAR_DISTANCE]
+           if perceptual_hash.near(a.phash, b.phash)]
   assert len(close) >= 20
   assert all(_apart(a.colour, b.colour) for a, b in close)
 

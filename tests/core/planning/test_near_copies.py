@@ -21,7 +21,7 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
     of_file[content] = min(of_file.get(content, (phash, priority, colour)), (phash, priority, colour))
   of_node = collections.defaultdict(list)
   for content, (phash, priority, colour) in of_file.items():
-    of_node[near_copies.node_key(phash, colour)].append((priority, content))
+    of_node[near_copies.node_key(phash, colour)].append((priority, content, near_copies.parse_blocks(phash)))
   nodes, shas = [], {}
   for key, shared in of_node.items():
     node = near_copies.node_or_uniform(key, len(shared), sorted(shared), same_hash_cap)
@@ -29,16 +29,16 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
       counts['uniform_hashes'] += 1
     else:
       nodes.append(node)
-      shas[node.phash, node.colour] = [content for _, content in sorted(shared)]
+      shas[node.phash, node.colour] = [content for _, content, _ in sorted(shared)]
   first = collections.defaultdict(list)
   for node in nodes:
-    for key in near_copies.band_keys(node.phash, distance):
-      first[key].append((node.phash, node.priority, node.colour))
+    for key in near_copies.band_keys(node.blocks, distance):
+      first[key].append((node.phash, node.priority, node.colour, node.blocks))
   keys = collections.defaultdict(list)
   for key, members in first.items():
     counts['dense_keys'] += len(members) > key_cap
     for member in members:
-      for sub in (near_copies.sub_band_keys(member[0], distance, key) if len(members) > key_cap else [key]):
+      for sub in (near_copies.sub_band_keys(member[3], distance, key) if len(members) > key_cap else [key]):
         keys[sub].append(member)
   best = {}
   for key, members in keys.items():
@@ -311,13 +311,13 @@ def test_look_alikes_over_the_key_cap_find_their_anchors_among_the_held():
 
 
 def test_hashes_a_full_key_does_not_hold_and_no_held_hash_is_near_are_counted():
-  members = [(value, 0, 0) for value in range(0, 64 * 1024, 1024)]  # 64 hashes 1 to 6 bits apart
-  far = [(near_copies.parse('f0f0f0f0f0f0f0f0'), 1, 0), (near_copies.parse('0f0f0f0f0f0f0f0f'), 1, 0)]
+  members = [(value, 0, 0, value) for value in range(0, 64 * 1024, 1024)]  # 64 hashes 1 to 6 bits apart
+  far = [(value, 1, 0, value) for value in map(near_copies.parse, ['f0f0f0f0f0f0f0f0', '0f0f0f0f0f0f0f0f'])]
   out = list(near_copies.key_anchors(members + far, 2, key_cap=32))
   assert ('over_cap_hashes', 2) in out
   anchored = dict(value for value in out if not isinstance(value[0], str) and value[1] is not None)
   assert {value for value, told in out if told is None} == {(anchor, colour) for _, anchor, colour in anchored.values()}
-  assert set(anchored) <= {(value, 0) for value, _, _ in members} and len(anchored) >= 32
+  assert set(anchored) <= {(value, 0) for value, _, _, _ in members} and len(anchored) >= 32
 
 
 @pytest.mark.parametrize('images, distance', [(20_000, 10), (100_000, 10), (1_000_000, 8), (3_000_000, 8),
