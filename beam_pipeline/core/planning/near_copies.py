@@ -422,19 +422,33 @@ def _offsets(hashes: np.ndarray, best: np.ndarray, near: _Near, ordered: np.ndar
   members, lengths = ordered[positions], length[positions]
   values = hashes[members]
   offset, longest = 1, int(lengths.max(initial=0))
+  hits: List[Tuple[np.ndarray, np.ndarray]] = []
+  pending = 0
   while offset < longest:
     hit = np.flatnonzero(popcount(values[offset:] ^ values[:-offset]) <= near.distance)
     if hit.size:
-      later, earlier = members[hit + offset], members[hit]
-      if near.checked:
-        kept = ~near.apart(later, earlier)
-        later, earlier = later[kept], earlier[kept]
-      best[later] = np.minimum(best[later], earlier)
-      best[earlier] = np.minimum(best[earlier], later)
+      hits.append((members[hit + offset], members[hit]))
+      pending += hit.size
     offset += 1
     if offset & (offset - 1) == 0:  # a power of two: keep only the runs longer than the offset
       keep = lengths > offset
       members, lengths, values = members[keep], lengths[keep], values[keep]
+    if pending >= _BLOCK or offset >= longest:
+      _lowered(best, near, hits)
+      hits, pending = [], 0
+
+
+def _lowered(best: np.ndarray, near: _Near, hits: List[Tuple[np.ndarray, np.ndarray]]) -> None:
+  """_offsets' close pairs (later, earlier index arrays), asked at once whether they are apart
+  (one numpy call per block of pairs, not per offset), lowering both ends' best (changed)."""
+  if not hits:
+    return
+  later, earlier = np.concatenate([pair[0] for pair in hits]), np.concatenate([pair[1] for pair in hits])
+  if near.checked:
+    kept = ~near.apart(later, earlier)
+    later, earlier = later[kept], earlier[kept]
+  np.minimum.at(best, later, earlier)
+  np.minimum.at(best, earlier, later)
 
 
 def _compared(queries: np.ndarray, slots: np.ndarray, best: np.ndarray, candidates: np.ndarray, ranks: np.ndarray,
