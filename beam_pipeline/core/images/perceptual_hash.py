@@ -14,11 +14,11 @@ square).
   often 0 as 1, which is what makes the distance between unrelated photos large.
 * The blocks half: the thumbnail's mean over each of 8x8 blocks, 1 if above their median.
   Where a crop of 5-10%, a corner watermark or a turn of a few degrees moves the DCT's
-  frequencies past the distance, the blocks, each an eighth of the
-  picture, change in a few bits; but alone they would join photos of one layout (a sky over a
-  field) that the frequencies tell apart. So the grouping searches the blocks within the
-  distance and confirms with the DCT within a few bits more (near_copies.DCT_MARGIN;
-  benchmarks/README.md, Near copies).
+  frequencies past the distance, the blocks, each an eighth of the picture, change in a few
+  bits; but alone they would join photos of one layout (a sky over a field) that the
+  frequencies tell apart. So the grouping searches the blocks within the distance and
+  confirms with the DCT within a few bits more (near_copies.DCT_MARGIN; benchmarks/README.md,
+  Near copies).
 
 A thumbnail whose pixels were not turned upright by their Exif orientation is turned
 here first, so that a photo stored as the camera wrote it and a copy turned upright
@@ -154,8 +154,8 @@ def flat(brightness: float) -> str:
 
 def distances(a: str, b: str) -> Tuple[int, int]:
   """How many bits two hashes' blocks halves differ in, and how many their DCT halves do
-  (Hamming distances); a hash of 16 digits (a catalog's from before blocks) is its own blocks half."""
-  return _bits(blocks_half(a), blocks_half(b)), _bits(a[:16], b[:16])
+  (Hamming distances; near_copies.blocks_half)."""
+  return _bits(near_copies.blocks_half(a), near_copies.blocks_half(b)), _bits(a[:16], b[:16])
 
 
 def near(a: str, b: str, distance: int = NEAR_DISTANCE) -> bool:
@@ -163,10 +163,6 @@ def near(a: str, b: str, distance: int = NEAR_DISTANCE) -> bool:
   within near_copies.DCT_MARGIN more (near_copies compares them so, and colours besides)."""
   blocks, dct = distances(a, b)
   return blocks <= distance and dct <= distance + near_copies.DCT_MARGIN
-
-
-def blocks_half(phash: str) -> str:
-  return phash[16:] or phash
 
 
 def _bits(a: str, b: str) -> int:

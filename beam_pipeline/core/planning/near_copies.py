@@ -7,9 +7,9 @@ A node is a distinct DCT half and colour signature (which colours lie where, whi
 gray levels, does not see), with its best file's blocks half. A group is an anchor and the nodes
 that take it as theirs: a node's anchor is the first node in rank order (the best image first:
 priority) whose hash is near its own and whose colours are not apart from its own
-(colours_apart: pictures that differ only in hue hash alike), itself if none comes before it. Every member of a group is
-then within d of one picture, so a group is copies of that picture, never a chain (a near b
-near c ...) that could join a whole collection of look-alikes; and the anchors are a function
+(colours_apart: pictures that differ only in hue hash alike), itself if none comes before it.
+Every member of a group is then near one picture, so a group is copies of that picture, never a
+chain (a near b near c ...) that could join a whole collection of look-alikes; and the anchors are a function
 of the set of nodes alone, whatever order, runner or worker count found them. The price: two
 copies within d of each other but not of one anchor may land in two groups. A group of more
 images than the splits can take whole without losing their fractions (group_cap) is a set of
@@ -19,11 +19,11 @@ image by image.
 Pigeonhole: a blocks half split into d+1 parts differs from one within d bits in at most d of
 them, so the two agree exactly on at least one part; the DCT halves of those that agree confirm.
 Sorted by a part's value and then by rank, a hash compares the hashes of its run (its part's
-value) that rank before it (anchors). In a cluster of
-look-alikes the run's first is within d of most, so each compares it first, a step at a time
-from the run's start, and stops: about one comparison a hash, however dense the cluster. A
-sparse run compares every hash with every one before it, an offset at a time; one too long for
-that is split again by the pigeonhole over the bits outside the part. What no split thins and no
+value) that rank before it (anchors). In a cluster of look-alikes the run's first is within d
+of most, so each compares it first, a step at a time from the run's start, and stops: about
+one comparison a hash, however dense the cluster. A sparse run compares every hash with every
+one before it, an offset at a time; one too long for that is split again by the pigeonhole
+over the bits outside the part. What no split thins and no
 bounded number of steps settles (two clusters that agree on most bits, a loose cloud of hashes
 all about d apart) is counted as cut short: cost and memory stay bounded by the hashes.
 
@@ -609,9 +609,14 @@ def parse(phash: str) -> int:
 
 
 def parse_blocks(phash: str) -> int:
-  """A perceptual hash's blocks half as parse gives its DCT half; a hash of 16 digits (a catalog's
-  from before blocks, a test's) is its own blocks half, so that it is searched as it was."""
-  return parse(phash[16:] or phash)
+  """A perceptual hash's blocks half (blocks_half) as parse gives its DCT half."""
+  return parse(blocks_half(phash))
+
+
+def blocks_half(phash: str) -> str:
+  """A perceptual hash's last 16 hex digits; a hash of 16 digits (a catalog's from before blocks,
+  a test's) is its own blocks half, so that it is searched as it was."""
+  return phash[16:] or phash
 
 
 def as_uint64(phashes: Sequence[int]) -> np.ndarray:
