@@ -15,16 +15,18 @@ inside the pipeline, a thousand at a time, so no list of N travels in the job gr
   near-uniform frame (0 to 2 bits of one value flipped: a dense cluster, a set of look-alikes
   over the group cap, whose files of one exact hash, a few dozen each past 1M images, are
   grouped by that hash);
-* PLANTED near copies: an original and its copy with 0..d bits of its hash flipped, one of
-  them a group of three (a second copy of the same original), 5% of the images; an original
-  ranks before its copies, as a source is larger than its downscaled or re-compressed copies;
+* PLANTED near copies: an original and its copy with 0..d bits of its hash's blocks half and
+  0..d + DCT_MARGIN of its DCT half flipped (near_copies: near at d), one of them a group of
+  three (a second copy of the same original), 5% of the images; an original ranks before its
+  copies, as a source is larger than its downscaled or re-compressed copies;
 * one exact copy (the sha256 and hash of the image before it);
-* the rest random 64-bit hashes.
+* the rest random hashes, each half drawn on its own.
 
-Look-alikes (issue 59): every image a frame of one of ``--scenes`` fixed cameras, its hash the
-scene's with each of 40 of its bits flipped with probability 0.08 (a few pixels' noise): most
-pairs of one scene lie within d, so a list of close pairs would hold N^2/2 of them; and the
-same planted copies, their originals random hashes.
+The black and near-uniform frames have both halves alike, as a flat image's hash has.
+Look-alikes (issue 59): every image a frame of one of ``--scenes`` fixed cameras, each half of
+its hash the scene's with each of 40 of its bits flipped with probability 0.08 (a few pixels'
+noise): most pairs of one scene lie near, so a list of close pairs would hold N^2/2 of them;
+and the same planted copies, their originals random hashes.
 
 A sha256 here ends with the image's index in hex, so the checks know every image's family
 without holding a list: recall is the share of planted pairs whose images ended in one group;
@@ -46,6 +48,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
+from beam_pipeline.core.planning import near_copies
 from benchmarks.planning import CHUNK, RESULTS, measured_child
 
 BLOCK = 200
@@ -57,6 +60,7 @@ NEAR_UNIFORM_BASE = 0x5A5A_0F0F_3C3C_A5A5
 STAGES = ('NearBandTotals', 'NearBands', 'NearSubBands', 'NearNodes', 'NearGroups')
 SCENE_BITS, SCENE_FLIPPED = 40, 0.08  # a look-alike frame's hash: these many bits of its scene's, each flipped so often
 SPLITS = 0.2  # the smallest split's fraction, for the group cap: 80/20
+BLOCKS = b'blocks'  # _random_hash's label of a blocks half
 
 
 def family(index: int) -> int:
@@ -71,8 +75,9 @@ def _sha(index: int) -> str:
   return hashlib.sha256(index.to_bytes(8, 'little')).hexdigest()[:48] + f'{index:016x}'
 
 
-def _random_hash(index: int) -> int:
-  return int.from_bytes(hashlib.sha256(b'phash' + index.to_bytes(8, 'little')).digest()[:8], 'little')
+def _random_hash(index: int, half: bytes = b'phash') -> int:
+  """An image's random DCT half, or with ``half`` another label its blocks half, drawn on its own."""
+  return int.from_bytes(hashlib.sha256(half + index.to_bytes(8, 'little')).digest()[:8], 'little')
 
 
 def _flipped(value: int, rng: np.random.Generator, most: int) -> int:
@@ -99,12 +104,12 @@ def _colour(index: int) -> str:
   return (values // 2).astype(np.int8).tobytes().hex()
 
 
-def _frame(index: int, scenes: int, rng: np.random.Generator) -> int:
-  """A look-alike frame's hash: its scene's, with each of the scene's SCENE_BITS bits flipped
-  with probability SCENE_FLIPPED."""
+def _frame(index: int, scenes: int, rng: np.random.Generator, half: bytes = b'phash') -> int:
+  """A look-alike frame's hash half (_random_hash's ``half``): its scene's, with each of the scene's
+  SCENE_BITS bits flipped with probability SCENE_FLIPPED."""
   scene = index % scenes
-  bits = np.random.default_rng(10**9 + scene).choice(64, SCENE_BITS, replace=False)
-  value = _random_hash(2**40 + scene)
+  bits = np.random.default_rng([10**9 + scene, len(half)]).choice(64, SCENE_BITS, replace=False)
+  value = _random_hash(2**40 + scene, half)
   for bit in bits[rng.random(SCENE_BITS) < SCENE_FLIPPED]:
     value ^= 1 << int(bit)
   return value
@@ -118,23 +123,25 @@ def synthetic_chunk(start: int, count: int, distance: int, scenes: int = 0) -> L
   for index in range(start, start + count):
     slot = index % BLOCK
     if slot in COPIES:
-      value = _flipped(_random_hash(index - slot + COPIES[slot]), rng, distance)
+      original = index - slot + COPIES[slot]
+      value = _flipped(_random_hash(original), rng, distance + near_copies.DCT_MARGIN)
+      blocks = _flipped(_random_hash(original, BLOCKS), rng, distance)
     elif any(slot == original for original, _ in PLANTED):
-      value = _random_hash(index)
+      value, blocks = _random_hash(index), _random_hash(index, BLOCKS)
     elif scenes:
-      value = _frame(index, scenes, rng)
+      value, blocks = _frame(index, scenes, rng), _frame(index, scenes, rng, BLOCKS)
     elif slot == BLACK:
-      value = 0
+      value = blocks = 0
     elif slot == NEAR_UNIFORM:
-      value = _flipped(NEAR_UNIFORM_BASE, np.random.default_rng(index), 2)
+      value = blocks = _flipped(NEAR_UNIFORM_BASE, np.random.default_rng(index), 2)
     else:
-      value = _random_hash(index)
+      value, blocks = _random_hash(index), _random_hash(index, BLOCKS)
     if slot == EXACT and not scenes:
       triples.append(triples[-1])
     else:
       plain = slot in (BLACK, NEAR_UNIFORM) and not scenes
       colour = '0' * 16 if plain else _colour(-1 - index % scenes if scenes and family(index) < 0 else index)
-      triples.append((_sha(index), f'{value:016x}', _priority(index), colour))
+      triples.append((_sha(index), f'{value:016x}{blocks:016x}', _priority(index), colour))
   return triples
 
 
@@ -174,7 +181,6 @@ def run_grouping(count: int, distance: int, scenes: int = 0) -> Dict[str, Any]:
 
   from beam_pipeline.pipeline import local_runner, tags  # pylint: disable=import-outside-toplevel
   from beam_pipeline.pipeline.planning.near_copy_groups import NearCopies  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core.planning import near_copies  # pylint: disable=import-outside-toplevel
 
   options = PipelineOptions([])
   p = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
@@ -226,7 +232,6 @@ def run_grouping(count: int, distance: int, scenes: int = 0) -> Dict[str, Any]:
 
 def run_on_one_machine(count: int, distance: int, scenes: int = 0) -> Dict[str, Any]:
   """Groups ``count`` synthetic images as a DirectRunner run does, in memory in this process."""
-  from beam_pipeline.core.planning import near_copies  # pylint: disable=import-outside-toplevel
 
   files = [triple for start in range(0, count, CHUNK)
            for triple in synthetic_chunk(start, min(CHUNK, count - start), distance, scenes)]
