@@ -160,9 +160,8 @@ def distances(a: str, b: str) -> Tuple[int, int]:
 
 def near(a: str, b: str, distance: int = NEAR_DISTANCE) -> bool:
   """Whether two hashes are near at ``distance``: their blocks halves within it, their DCT halves
-  within near_copies.DCT_MARGIN more (near_copies compares them so, and colours besides)."""
-  blocks, dct = distances(a, b)
-  return blocks <= distance and dct <= distance + near_copies.DCT_MARGIN
+  within near_copies.DCT_MARGIN more (near_copies.within; the grouping compares colours besides)."""
+  return near_copies.within(*distances(a, b), distance)
 
 
 def _bits(a: str, b: str) -> int:

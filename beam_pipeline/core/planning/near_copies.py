@@ -283,8 +283,7 @@ def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = No
   best = np.arange(len(hashes), dtype=np.int64)
   cut = np.zeros(len(hashes), bool)
   asking = np.ones(len(hashes), bool) if asking is None else asking
-  checked = colours is not None or blocks is not None
-  near = _Near(distance, colours, featureless(hashes) if checked else None, None if blocks is None else hashes)
+  near = _Near(distance, colours, None if colours is None else featureless(hashes), None if blocks is None else hashes)
   _anchored(hashes if blocks is None else blocks, best, cut, near, np.arange(len(hashes), dtype=np.int64), asking)
   return Anchors(best, int((cut & asking).sum()))
 
@@ -576,10 +575,16 @@ def _ranked(member: Tuple[int, int, int, int]) -> Tuple[int, int, int]:
 
 def _near_pair(member: Tuple[int, int, int, int], other: Tuple[int, int, int, int], distance: int) -> bool:
   """Whether two key members are near, as anchors' _Near tells, in plain Python for a key of at most _FEW."""
-  return (distance_between(member[3], other[3]) <= distance
-          and distance_between(member[0], other[0]) <= distance + DCT_MARGIN
+  return (within(distance_between(member[3], other[3]), distance_between(member[0], other[0]), distance)
           and not colours_apart(*parse_colours([member[2], other[2]]),
                                 _featureless(member[0]) and _featureless(other[0])))
+
+
+def within(blocks_bits: int, dct_bits: int, distance: int) -> bool:
+  """Whether two hashes whose blocks halves differ in ``blocks_bits`` and DCT halves in ``dct_bits``
+  are near at ``distance``: the blocks within it, the DCT within DCT_MARGIN more (anchors asks the
+  same of arrays, the blocks by the search and the DCT in _Near.apart)."""
+  return blocks_bits <= distance and dct_bits <= distance + DCT_MARGIN
 
 
 def _told(members: Sequence[Tuple[int, ...]], held: Sequence[Tuple[int, ...]], anchor: np.ndarray,
