@@ -34,7 +34,6 @@ look-alikes, whose keys stay dense, is where they are. Each hash takes the best 
 keys found.
 """
 import functools
-import heapq
 import itertools
 import math
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -507,7 +506,7 @@ def _runs(start: np.ndarray, end: np.ndarray) -> np.ndarray:
   return np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
 
 
-def key_anchors(members: Iterable[Tuple[int, int, int, int]], distance: int, free: int = ALL_BITS,
+def key_anchors(members: Iterable[np.ndarray], distance: int, free: int = ALL_BITS,
                 key_cap: int = KEY_CAP) -> Iterator[object]:
   """One key's anchors, from its ``members``: ((phash, colour), (priority, anchor's phash,
   anchor's colour)) for each member whose anchor in the key is another node, and ((anchor's phash,
@@ -519,45 +518,41 @@ def key_anchors(members: Iterable[Tuple[int, int, int, int]], distance: int, fre
 
   The ``key_cap`` best-ranked members are held and compared among themselves; every other
   member, a block at a time, only with them: if it finds one, that is its best in the key
-  anyway, and in a cluster of look-alikes it does. Memory stays within the cap and a block.
+  anyway, and in a cluster of look-alikes it does. Memory stays within twice the cap and a block.
 
   Args:
-    members: the key's nodes as (phash, priority, colour, blocks), the hash, colour and blocks half as signed
-      64-bit ints (parse, colour_value, parse_blocks); may be iterated twice.
+    members: the key's nodes as arrays of member rows (member_rows), a batch's each; may be iterated twice.
     distance: the most bits a member's blocks half may differ in from its anchor's.
     free: the bits on which the key's hashes may still differ (free_bits).
     key_cap: how many of the best-ranked members are held.
   """
-  held = heapq.nsmallest(key_cap, members, key=_ranked)
+  held = _best_ranked(members, key_cap)
   if len(held) < key_cap and len(held) <= _FEW:
+    few = [tuple(row) for row in held.tolist()]
     anchoring = set()
-    for member in held:
-      anchor = next(other for other in held if _near_pair(member, other, distance))
+    for member in few:
+      anchor = next(other for other in few if _near_pair(member, other, distance))
       if anchor is not member:
         anchoring.add((anchor[0], anchor[2]))
         yield (member[0], member[2]), (anchor[1], anchor[0], anchor[2])
     yield from ((anchor, None) for anchor in sorted(anchoring))
     return
-  hashes, blocks = as_uint64([member[0] for member in held]), as_uint64([member[3] for member in held])
-  colours = parse_colours([member[2] for member in held])
+  hashes, colours, blocks = _searched(held)
   found = anchors(hashes, distance, colours=colours, blocks=blocks)
   anchoring = np.zeros(len(held), bool)
   yield from _told(held, held, found.anchor, np.arange(len(held)), anchoring)
   over_cap, cut_short = 0, found.cut_short
   if len(held) == key_cap:
-    last = _ranked(held[-1])
-    later = (member for member in members if _ranked(member) > last)
-    while block := list(itertools.islice(later, _KEY_BLOCK)):
-      block.sort(key=_ranked)
-      found = anchors(np.concatenate([hashes, as_uint64([member[0] for member in block])]), distance,
+    for block in _later_blocks(members, held[-1]):
+      more_hashes, more_colours, more_blocks = _searched(block)
+      found = anchors(np.concatenate([hashes, more_hashes]), distance,
                       np.arange(len(held) + len(block)) >= len(held),
-                      np.concatenate([colours, parse_colours([member[2] for member in block])]),
-                      np.concatenate([blocks, as_uint64([member[3] for member in block])]))
+                      np.concatenate([colours, more_colours]), np.concatenate([blocks, more_blocks]))
       anchor = found.anchor[len(held):]
       over_cap += int((anchor >= len(held)).sum())
       cut_short += found.cut_short
       yield from _told(block, held, np.where(anchor < len(held), anchor, -1), np.full(len(block), -1), anchoring)
-  yield from (((held[index][0], held[index][2]), None) for index in np.flatnonzero(anchoring).tolist())
+  yield from (((int(held[index, 0]), int(held[index, 2])), None) for index in np.flatnonzero(anchoring).tolist())
   if over_cap:
     yield 'over_cap_hashes', over_cap
   if cut_short:
@@ -566,11 +561,72 @@ def key_anchors(members: Iterable[Tuple[int, int, int, int]], distance: int, fre
 
 _KEY_BLOCK = 4096  # the members past a key's cap compared with the held ones at once
 _FEW = 16  # a key of at most this many compares in plain Python: numpy's calls would cost more
+# A key member's row (member_rows): its DCT half, priority, colour signature and blocks half.
+_PHASH, _PRIORITY, _COLOUR, _BLOCKS_HALF = range(4)
 
 
-def _ranked(member: Tuple[int, int, int, int]) -> Tuple[int, int, int]:
-  """A key member's (phash, priority, colour, blocks) place in rank order (rank_key)."""
-  return rank_key(member[0], member[1], member[2])
+def member_rows(members: Iterable[Tuple[int, int, int, int]]) -> np.ndarray:
+  """Key members, each (phash, priority, colour, blocks) as signed 64-bit ints (parse,
+  colour_value, parse_blocks), as the rows of one (n, 4) int64 array: how a key's members
+  cross a shuffle (as its bytes, a batch's at a time) and key_anchors takes them, since a tuple
+  per member costs Beam's coder and Python more than the comparison."""
+  return np.array(list(members), dtype=np.int64).reshape(-1, 4)
+
+
+def keyed_rows(rows: np.ndarray, masks: Sequence[int], prefix: Tuple[int, ...] = ()
+               ) -> Iterator[Tuple[Tuple[int, ...], np.ndarray]]:
+  """Member rows under each key their blocks halves give, ((*prefix, mask's index, value), rows):
+  band_keys' keys with the bands as ``masks``, sub_band_keys' with a dense key's sub-bands and the
+  key as ``prefix``."""
+  blocks = np.ascontiguousarray(rows[:, _BLOCKS_HALF]).view(np.uint64)
+  for index, mask in enumerate(masks):
+    values = (blocks & np.uint64(mask)) >> np.uint64((mask & -mask).bit_length() - 1)
+    order = np.argsort(values, kind='stable')
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
+      yield (*prefix, index, int(ordered[start])), rows[order[start:end]]
+
+
+def _rank_order(rows: np.ndarray) -> np.ndarray:
+  """The rows' indices in rank order (rank_key: priority, the DCT half as unsigned, colour)."""
+  return np.lexsort((rows[:, _COLOUR], rows[:, _PHASH].view(np.uint64), rows[:, _PRIORITY]))
+
+
+def _best_ranked(members: Iterable[np.ndarray], count: int) -> np.ndarray:
+  """The ``count`` best-ranked of the member rows, in rank order, holding at most twice that and a batch."""
+  best, pending, size = np.empty((0, 4), np.int64), [], 0
+  for rows in members:
+    pending.append(rows)
+    size += len(rows)
+    if size > 2 * count:
+      best = np.concatenate([best, *pending])
+      best, pending, size = best[_rank_order(best)[:count]], [], count
+  best = np.concatenate([best, *pending])
+  return best[_rank_order(best)[:count]]
+
+
+def _later_blocks(members: Iterable[np.ndarray], last: np.ndarray) -> Iterator[np.ndarray]:
+  """The member rows that rank after ``last``, in blocks of about _KEY_BLOCK, each in rank order."""
+  priority, phash, colour = int(last[_PRIORITY]), np.uint64(int(last[_PHASH]) & ALL_BITS), int(last[_COLOUR])
+  pending, size = [], 0
+  for rows in itertools.chain(members, [None]):
+    if rows is not None:
+      hashes = rows[:, _PHASH].view(np.uint64)
+      later = ((rows[:, _PRIORITY] > priority) | (rows[:, _PRIORITY] == priority) & (
+          (hashes > phash) | (hashes == phash) & (rows[:, _COLOUR] > colour)))
+      pending.append(rows[later])
+      size += int(later.sum())
+    if size >= _KEY_BLOCK or rows is None and size:
+      block = np.concatenate(pending)
+      yield block[_rank_order(block)]
+      pending, size = [], 0
+
+
+def _searched(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """What anchors compares of member rows: their DCT halves (uint64), colours (parse_colours) and blocks halves."""
+  return (np.ascontiguousarray(rows[:, _PHASH]).view(np.uint64), parse_colours(rows[:, _COLOUR]),
+          np.ascontiguousarray(rows[:, _BLOCKS_HALF]).view(np.uint64))
 
 
 def _near_pair(member: Tuple[int, int, int, int], other: Tuple[int, int, int, int], distance: int) -> bool:
@@ -587,23 +643,22 @@ def within(blocks_bits: int, dct_bits: int, distance: int) -> bool:
   return blocks_bits <= distance and dct_bits <= distance + DCT_MARGIN
 
 
-def _told(members: Sequence[Tuple[int, ...]], held: Sequence[Tuple[int, ...]], anchor: np.ndarray,
-          own: np.ndarray, anchoring: np.ndarray) -> Iterator[Tuple[Tuple[int, int], Tuple[int, int, int]]]:
+def _told(members: np.ndarray, held: np.ndarray, anchor: np.ndarray, own: np.ndarray, anchoring: np.ndarray
+          ) -> Iterator[Tuple[Tuple[int, int], Tuple[int, int, int]]]:
   """((phash, colour), (priority, anchor's phash, anchor's colour)) of each member whose anchor
   is another node; marks each such anchor in ``anchoring``.
 
   Args:
-    members: the (phash, priority, colour, blocks) of the members told of.
-    held: the key's held members, which ``anchor`` and ``own`` index.
+    members: the rows (member_rows) of the members told of.
+    held: the key's held members' rows, which ``anchor`` and ``own`` index.
     anchor: each member's anchor, an index into ``held``; -1: none.
     own: each member's own index into ``held``; -1 for one not held.
     anchoring: for each held member, whether it anchors another (changed).
   """
   told = np.flatnonzero((anchor >= 0) & (anchor != own))
   anchoring[anchor[told]] = True
-  for index in told.tolist():
-    phash, anchor_priority, colour, _ = held[int(anchor[index])]
-    yield (members[index][0], members[index][2]), (anchor_priority, phash, colour)
+  for member, (phash, anchor_priority, colour, _) in zip(members[told].tolist(), held[anchor[told]].tolist()):
+    yield (member[_PHASH], member[_COLOUR]), (anchor_priority, phash, colour)
 
 
 def parse(phash: str) -> int:

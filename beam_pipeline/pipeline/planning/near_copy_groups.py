@@ -6,9 +6,10 @@ meets its data by a shuffle in which no key, list or element grows with the inpu
 * one hash per file, then one node per distinct hash, by combiners (lifted before the shuffle,
   so an all-black hash of a million files costs no worker more than a few numbers and at most
   SAME_HASH_CAP files);
-* band keys, holding (hash, priority) pairs a batch at a time, counted by a combiner; only the
-  keys over the cap (bands x 2^bits of them at most, not N) reach the split as a side input,
-  looked up key by key;
+* band keys, holding their members a batch at a time as the bytes of an int64 array
+  (near_copies.member_rows: a tuple per member costs Beam's coder and Python more than the
+  comparison), counted by a combiner; only the keys over the cap (bands x 2^bits of them at
+  most, not N) reach the split as a side input, looked up key by key;
 * each key finds its members' anchors holding at most the cap (near_copies.key_anchors), and
   each node takes the best anchor its keys found, by a combiner;
 * a group's members meet by anchor in a combiner that stops listing them past GROUP_CAP images;
@@ -22,6 +23,7 @@ import itertools
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
+import numpy as np
 
 from beam_pipeline.pipeline import tags
 from beam_pipeline.pipeline.planning import content_groups
@@ -148,7 +150,7 @@ class NearCopies(beam.PTransform):
              | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE)
              | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance))
     dense = (first
-             | 'KeySizes' >> beam.MapTuple(lambda key, batch: (key, len(batch)))
+             | 'KeySizes' >> beam.MapTuple(lambda key, batch: (key, len(_rows(batch))))
              | 'SumPerKey' >> beam.CombinePerKey(sum)
              | 'Dense' >> beam.FlatMap(_dense, self._key_cap))
     anchored = (first
@@ -263,18 +265,15 @@ def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     yield beam.pvalue.TaggedOutput(_SEVERAL, ((node.phash, node.colour), tuple(sha for _, sha, _ in files)))
 
 
-def _band_keys(batch: List[tuple], distance: int) -> List[Any]:
-  """A batch of nodes as (first-level key of their blocks halves, its nodes' (hash, priority, colour,
-  blocks) of the batch) pairs."""
-  return _by_key((key, (node[0], node[1], node[4], node[5])) for node in batch
-                 for key in near_copies.band_keys(node[5], distance))
+def _band_keys(batch: List[tuple], distance: int) -> List[Tuple[Tuple[int, int], bytes]]:
+  """A batch of nodes as (first-level key of their blocks halves, the bytes of its nodes' member rows of the batch)."""
+  rows = near_copies.member_rows((node[0], node[1], node[4], node[5]) for node in batch)
+  return [(key, rows.tobytes()) for key, rows in near_copies.keyed_rows(rows, near_copies.bands(distance))]
 
 
-def _by_key(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[Any, List[Any]]]:
-  by_key: Dict[Any, List[Any]] = {}
-  for key, value in pairs:
-    by_key.setdefault(key, []).append(value)
-  return list(by_key.items())
+def _rows(batch: bytes) -> np.ndarray:
+  """A key's members of one batch, as _band_keys sent them."""
+  return np.frombuffer(batch, dtype=np.int64).reshape(-1, 4)
 
 
 def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
@@ -284,26 +283,28 @@ def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     yield key, count
 
 
-def _split_dense(item: Tuple[Any, Any], distance: int, dense: Mapping[Any, Iterable[int]]) -> List[Tuple[Any, list]]:
+def _split_dense(item: Tuple[Any, bytes], distance: int, dense: Mapping[Any, Iterable[int]]) -> List[Tuple[Any, bytes]]:
   """A batch's members under their first-level key, or under the key's sub-band keys where it is dense."""
   key, batch = item
   if not any(True for _ in dense[key]):
-    return [(key, batch)]
-  return _by_key((sub, member) for member in batch for sub in near_copies.sub_band_keys(member[3], distance, key))
+    return [item]
+  return [(sub, rows.tobytes())
+          for sub, rows in near_copies.keyed_rows(_rows(batch), near_copies.sub_bands(distance, key[0]), key)]
 
 
 class _Members:
-  """A key's members from its batches, as often as they are iterated; how many, once they were."""
+  """A key's member rows from its batches, as often as they are iterated; how many, once they were."""
 
-  def __init__(self, batches: Iterable[List[Tuple[int, int, int, int]]]):
+  def __init__(self, batches: Iterable[bytes]):
     self._batches = batches
     self.count = 0
 
-  def __iter__(self) -> Iterator[Tuple[int, int, int, int]]:
+  def __iter__(self) -> Iterator[np.ndarray]:
     count = 0
     for batch in self._batches:
-      count += len(batch)
-      yield from batch
+      rows = _rows(batch)
+      count += len(rows)
+      yield rows
     self.count = count
 
 

@@ -42,7 +42,8 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
         keys[sub].append(member)
   best = {}
   for key, members in keys.items():
-    for out in near_copies.key_anchors(members, distance, near_copies.free_bits(key, distance), key_cap):
+    for out in near_copies.key_anchors([near_copies.member_rows(members)], distance,
+                                          near_copies.free_bits(key, distance), key_cap):
       if isinstance(out[0], str):
         counts[out[0]] += out[1]
       elif out[1] is not None:
@@ -313,7 +314,7 @@ def test_look_alikes_over_the_key_cap_find_their_anchors_among_the_held():
 def test_hashes_a_full_key_does_not_hold_and_no_held_hash_is_near_are_counted():
   members = [(value, 0, 0, value) for value in range(0, 64 * 1024, 1024)]  # 64 hashes 1 to 6 bits apart
   far = [(value, 1, 0, value) for value in map(near_copies.parse, ['f0f0f0f0f0f0f0f0', '0f0f0f0f0f0f0f0f'])]
-  out = list(near_copies.key_anchors(members + far, 2, key_cap=32))
+  out = list(near_copies.key_anchors([near_copies.member_rows(members + far)], 2, key_cap=32))
   assert ('over_cap_hashes', 2) in out
   anchored = dict(value for value in out if not isinstance(value[0], str) and value[1] is not None)
   assert {value for value, told in out if told is None} == {(anchor, colour) for _, anchor, colour in anchored.values()}
@@ -383,3 +384,38 @@ def test_colours_apart_only_when_both_are_in_colour():
   apart = near_copies.colours_apart(colours[:, None], colours[None, :])
   assert apart.tolist() == [[False, False, True, False, False], [False, False, True, False, False],
                             [True, True, False, False, False], [False] * 5, [False] * 5]
+
+
+@pytest.mark.parametrize('batch', [1, 7, 250])
+def test_a_key_finds_the_same_anchors_whatever_batches_its_members_came_in(batch):
+  """A key's members cross a shuffle a batch at a time: held past twice the cap, sorted into
+  blocks past it. 600 look-alikes within 2 bits of one value and 40 random hashes, a cap of 100,
+  in batches of one, seven or 250 rows, find what they find as one array."""
+  rng = random.Random(5)
+  base = rng.getrandbits(64)
+  values = sorted({flip(base, rng.sample(range(64), 2)) for _ in range(2000)})[:600]
+  values += [rng.getrandbits(64) for _ in range(40)]
+  rows = near_copies.member_rows((near_copies.parse(as_hex(value)), rng.randrange(1000), 0,
+                                  near_copies.parse(as_hex(value))) for value in values)
+  whole = sorted(map(repr, near_copies.key_anchors([rows], D, key_cap=100)))
+  batches = [rows[start:start + batch] for start in range(0, len(rows), batch)]
+  assert sorted(map(repr, near_copies.key_anchors(batches, D, key_cap=100))) == whole
+  assert sum(1 for out in whole if 'None' not in out) > 500
+
+
+def test_member_rows_are_keyed_as_band_keys_and_sub_band_keys_key_each_hash():
+  rng = random.Random(6)
+  members = [(rng.getrandbits(64) - 2**63, rng.randrange(1000), rng.getrandbits(64) - 2**63,
+              rng.getrandbits(64) - 2**63) for _ in range(300)]
+  rows = near_copies.member_rows(members)
+  for distance in (4, 8, 10):
+    keyed = collections.defaultdict(set)
+    for key, part in near_copies.keyed_rows(rows, near_copies.bands(distance)):
+      keyed[key].update(map(tuple, part.tolist()))
+    assert keyed == {key: {member for member in members if key in near_copies.band_keys(member[3], distance)}
+                     for member in members for key in near_copies.band_keys(member[3], distance)}
+    band = (2, 5)
+    sub = {key: set(map(tuple, part.tolist()))
+           for key, part in near_copies.keyed_rows(rows, near_copies.sub_bands(distance, band[0]), band)}
+    assert sub == {key: {member for member in members if key in near_copies.sub_band_keys(member[3], distance, band)}
+                   for member in members for key in near_copies.sub_band_keys(member[3], distance, band)}
