@@ -274,13 +274,13 @@ class NearEarlierCopies(beam.PTransform):
     catalog, count = self._catalog, self._catalog.count
     steps = BeamSteps(records.pipeline)
     distance = near_copy_groups.near_distance(steps, self._num_listed, self._settings.near_distance)
-    earlier = (catalog.by_slot
-               | 'HashesBySlot' >> beam.CoGroupByKey()
-               | 'EarlierHashes' >> beam.FlatMap(_earlier_hashes, catalog.output))
-    hashes = ((records | 'NewHashes' >> beam.Map(content_groups.perceptual_hashes), earlier)
-              | 'AllHashes' >> beam.Flatten())
+    new = records | 'NewHashes' >> beam.FlatMap(lambda batch: [
+        (hashed[0], hashed) for hashed in content_groups.perceptual_hashes(batch)])
+    hashes = ({**catalog.by_slot, 'hashes': _keyed(new, 'NewHash', count)}
+              | 'HashesBySlot' >> beam.CoGroupByKey()
+              | 'SlotHashes' >> beam.FlatMap(_slot_hashes, catalog.output))
     cap = near_copy_groups.largest_group(steps, self._num_listed, self._settings)
-    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine)
+    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True)
     files = records | 'NewFiles' >> beam.FlatMap(
         lambda batch: [(record.source_sha256, (record.uri, record.label, record.labels)) for record in batch])
     earlier_members = ({'pairs': _keyed(found['pairs'], 'Pairs', count), **catalog.by_slot}
@@ -297,24 +297,26 @@ class NearEarlierCopies(beam.PTransform):
     return {'near': members | 'NearSplits' >> beam.FlatMap(_near_earlier), 'members': members, 'found': summary}
 
 
-def _earlier_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
-                    ) -> Iterator[List[Tuple[str, str, int, str]]]:
-  """The (source_sha256, phash, priority, colour) of every record of one slot that the updated dataset
-  keeps (_earlier_hash), in lists of up to _BATCH_SIZE, as content_groups.perceptual_hashes lists
-  a batch's. A dropped record's hash is left out, as a fresh conversion of today's files would
-  not have it: it could anchor a group, or count in a set of look-alikes."""
+def _slot_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
+                 ) -> Iterator[List[Tuple[str, str, int, str]]]:
+  """The (source_sha256, phash, priority, colour) of each file of one slot that the updated
+  dataset holds, once: a kept catalogued record's (_earlier_hash) or a new record's
+  (content_groups.perceptual_hashes), the smallest where a file is both or several (copies of
+  one picture share their slot), in lists of up to _BATCH_SIZE. So the grouping needs no
+  shuffle of every file to keep one hash of each. A dropped record's hash is left out, as a
+  fresh conversion of today's files would not have it: it could anchor a group, or count in a
+  set of look-alikes."""
   _, sides = joined
   dropped = slot_dropped(sides)
-  hashes = []
+  found = {sha: min(values) for sha, values in _of_slot(sides, 'hashes').items()}
   for line in slot_lines(sides, output):
     if dropped and BY_CONTENT.identity(line) in dropped:
       continue
-    hashes.extend(_earlier_hash(BY_CONTENT.parse(line)[1]))
-    if len(hashes) >= _BATCH_SIZE:
-      yield hashes
-      hashes = []
-  if hashes:
-    yield hashes
+    for hashed in _earlier_hash(BY_CONTENT.parse(line)[1]):
+      found[hashed[0]] = min(found.get(hashed[0], hashed), hashed)
+  hashes = list(found.values())
+  for start in range(0, len(hashes), _BATCH_SIZE):
+    yield hashes[start:start + _BATCH_SIZE]
 
 
 def _earlier_hash(entry: Entry) -> List[Tuple[str, str, int, str]]:

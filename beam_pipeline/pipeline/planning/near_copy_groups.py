@@ -87,8 +87,8 @@ def largest_group(steps: Any, num_listed: Any, settings: Settings) -> Any:
   return steps.map('LargestGroup', num_listed, near_copies.group_cap, min(settings.splits.fractions))
 
 
-def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection, one_machine: bool
-            ) -> Dict[str, beam.PCollection]:
+def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection, one_machine: bool,
+            one_per_file: bool = False) -> Dict[str, beam.PCollection]:
   """Lists of (source_sha256, phash, priority, colour) to NearCopies's output: in memory on
   ``one_machine``, by NearCopies's bounded shuffles elsewhere.
 
@@ -97,11 +97,12 @@ def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCol
     distance: one element: the distance within which hashes are near (near_distance).
     cap: one element: the most images a group may hold (largest_group).
     one_machine: the runner holds every element in one process (the DirectRunner), where a shuffle spreads nothing.
+    one_per_file: each file's hash comes once (NearCopies's ``one_per_file``).
   """
   distance, cap = beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap)
   if one_machine:
     return hashes | 'Group' >> NearCopiesOnOneMachine(distance, cap)
-  return hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(distance, cap)
+  return hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(distance, cap, one_per_file=one_per_file)
 
 
 def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, Any]:
@@ -121,7 +122,7 @@ class NearCopies(beam.PTransform):
   Returns {'pairs': ..., tags.NEAR_COPIES: ...}."""
 
   def __init__(self, distance: Any, cap: Any = near_copies.GROUP_CAP, key_cap: int = near_copies.KEY_CAP,
-               same_hash_cap: int = near_copies.SAME_HASH_CAP):
+               same_hash_cap: int = near_copies.SAME_HASH_CAP, one_per_file: bool = False):
     """A step of bounded shuffles.
 
     Args:
@@ -131,17 +132,22 @@ class NearCopies(beam.PTransform):
         a key's members past it are compared only with those held (near_copies.key_anchors).
       same_hash_cap: the most distinct files a hash may be shared by; one shared by more is near-uniform (an
         all-black frame), its images counted, not grouped.
+      one_per_file: each file's hash comes once (an update's, made one per file where its catalog meets its new
+        records), so the shuffle that keeps a file's smallest is left out; otherwise a file may come more than once
+        (copies of one picture, each validated).
     """
     super().__init__()
     self._distance = distance
     self._cap = cap
     self._key_cap = key_cap
     self._same_hash_cap = same_hash_cap
+    self._one_per_file = one_per_file
 
   def expand(self, pairs):
-    nodes = (pairs
-             | 'OneHashPerFile' >> beam.MapTuple(lambda sha, phash, rank, colour: (sha, (phash, rank, colour)))
-             | 'SmallestPerFile' >> beam.CombinePerKey(min)
+    files = pairs | 'OneHashPerFile' >> beam.MapTuple(lambda sha, phash, rank, colour: (sha, (phash, rank, colour)))
+    if not self._one_per_file:
+      files = files | 'SmallestPerFile' >> beam.CombinePerKey(min)
+    nodes = (files
              | 'ByHash' >> beam.MapTuple(lambda sha, hashed: (near_copies.node_key(hashed[0], hashed[2]),
                                                              (hashed[1], sha, near_copies.parse_blocks(hashed[0]))))
              | 'SameHash' >> beam.CombinePerKey(Bounded(self._same_hash_cap))

@@ -1,0 +1,27 @@
+"""What an --incremental update's near-copy grouping takes of one slot of the lookup by content."""
+from beam_pipeline.core.output import catalog_entries, catalog_lookup
+from beam_pipeline.core.planning import near_copies
+from beam_pipeline.pipeline import earlier_copies
+
+SHA_A, SHA_B, SHA_C, SHA_D = ('a' * 64, 'b' * 64, 'c' * 64, 'd' * 64)
+
+
+def _line(uri: str, sha: str, phash: str) -> str:
+  entry = catalog_entries.Entry(uri, 'file:1:2', sha, 'train', 'cat', (), (), 48, 1500, False, False, False, False,
+                                phash=phash, colour='01' * 8)
+  return catalog_lookup.BY_CONTENT.line('0123456789abcdef', entry)
+
+
+def test_a_slot_gives_each_file_the_updated_dataset_holds_once():
+  """Two kept catalogued copies of one picture, a picture both catalogued and new, a dropped
+  record's and a new file's: a hash a file, the dropped record's left out, so that the grouping
+  needs no shuffle of every file to keep one of each."""
+  rank = near_copies.priority(False, 48, 1500)
+  lines = [_line('/in/a1.jpg', SHA_A, '1' * 32), _line('/in/a2.jpg', SHA_A, '1' * 32),
+           _line('/in/b.jpg', SHA_B, '2' * 32), _line('/in/c.jpg', SHA_C, '3' * 32)]
+  new = [(SHA_B, (SHA_B, '2' * 32, rank, '01' * 8)), (SHA_D, (SHA_D, '4' * 32, 7, '')),
+         (SHA_D, (SHA_D, '4' * 32, 5, ''))]  # a new file named twice keeps its smallest
+  sides = {'lines': [lines], 'dropped': [[(SHA_C, '/in/c.jpg')]], 'hashes': [new]}
+  batches = list(earlier_copies._slot_hashes((0, sides), '/out'))
+  assert sorted(hashed for batch in batches for hashed in batch) == [
+      (SHA_A, '1' * 32, rank, '01' * 8), (SHA_B, '2' * 32, rank, '01' * 8), (SHA_D, '4' * 32, 5, '')]
