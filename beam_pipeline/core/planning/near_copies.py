@@ -57,7 +57,7 @@ SAME_HASH_CAP = 1_000
 # differ by at most 5, two-colour gradients whose hues lie 18 degrees apart by 11 or more).
 GRAY = 4
 COLOURS_APART = 8
-# The most hashes one key holds for comparison: 800 KB as (hash, priority) pairs of uint64.
+# The most hashes one key holds for comparison: 1.6 MB as member rows (member_rows), twice that while chosen.
 KEY_CAP = 50_000
 # The most images a group holds whatever the input: what one combiner lists of a group's members.
 GROUP_CAP = 1_000
