@@ -142,6 +142,29 @@ def test_a_command_that_ends_ends_the_forkserver_its_pool_used():
     launcher.wait()
 
 
+def test_the_workers_start_with_fixed_malloc_thresholds_and_the_launcher_keeps_its_environment():
+  """glibc reads its malloc tunables as a process starts: the forkserver's environment holds them
+  (a value the user set is kept), so every worker keeps a batch's freed memory for the next instead
+  of taking fresh pages; the launcher's own environment is left as it was."""
+  if not workers.available() or not os.path.exists('/proc/self/environ'):
+    pytest.skip('no forkserver or /proc on this platform')
+  script = ('import os\n'
+            'from beam_pipeline.compat import multiprocessing_internals\n'
+            'from beam_pipeline.local import workers\n'
+            'workers.start_forkserver()\n'
+            'workers.start(1).submit(os.getpid).result()\n'
+            'pid = multiprocessing_internals.forkserver_pid()\n'
+            'environ = open(f"/proc/{pid}/environ", "rb").read().decode().split("\\0")\n'
+            'print(sorted(e for e in environ if e.startswith("MALLOC_")), "MALLOC_MMAP_THRESHOLD_" in os.environ)\n'
+            'workers.shutdown()\n'
+            'workers.stop_forkserver(served_too=True)\n')
+  env = {**os.environ, 'MALLOC_TRIM_THRESHOLD_': '12345'}
+  env.pop('MALLOC_MMAP_THRESHOLD_', None)
+  out = subprocess.run([sys.executable, '-c', script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert out.stdout.split('\n')[0] == (f"['MALLOC_MMAP_THRESHOLD_={workers.MALLOC_TUNABLES['MALLOC_MMAP_THRESHOLD_']}', "
+                                        "'MALLOC_TRIM_THRESHOLD_=12345'] False"), out.stderr[-2000:]
+
+
 def test_a_refused_run_keeps_the_forkserver_an_earlier_run_of_this_process_used(sample_set, tmp_path):
   """The API called again: a run refused for a bad option stops no forkserver that is done
   importing, or the next run would import TensorFlow again (a command's own forkserver, not yet
