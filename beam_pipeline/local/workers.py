@@ -48,11 +48,11 @@ PRELOAD = ['beam_pipeline.local.preload']
 LAUNCHER = 'BEAM_PIPELINE_LAUNCHER_PID'
 # glibc's malloc tunables, in the forkserver's environment and so every worker's (other C libraries
 # ignore them; one the user set is kept). By default malloc gives the top of its heap back to the
-# system as soon as it is free, with a threshold it moves as it goes: a batch's arrays of a few
-# MB then came back as fresh pages, about 12 page faults an image, a fifth of a worker's time
-# beside TensorFlow's decode (benchmarks/README.md, What the whole conversion costs). Fixed
-# thresholds keep freed memory for the next batch, up to the trim threshold; an image's pixels
-# past the mmap threshold (a 12 MP decode) are still mapped apart and given back when freed.
+# system as soon as it is free, by a threshold it moves as it goes: a batch's arrays of a few MB
+# were given back and taken again by the next batch as fresh pages, page faults the kernel's time
+# paid image by image (benchmarks/README.md, What the whole conversion costs). Fixed thresholds
+# keep freed memory for the next batch, up to the trim threshold; an image's pixels past the mmap
+# threshold (a 12 MP decode) are still mapped apart and given back when freed.
 MALLOC_TUNABLES = {'MALLOC_MMAP_THRESHOLD_': str(32 * 2**20), 'MALLOC_TRIM_THRESHOLD_': str(64 * 2**20)}
 
 # How long a pool a run released waits, idle, for the next run of this process.
