@@ -161,8 +161,9 @@ def test_the_workers_start_with_fixed_malloc_thresholds_and_the_launcher_keeps_i
   env = {**os.environ, 'MALLOC_TRIM_THRESHOLD_': '12345'}
   env.pop('MALLOC_MMAP_THRESHOLD_', None)
   out = subprocess.run([sys.executable, '-c', script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-  assert out.stdout.split('\n')[0] == (f"['MALLOC_MMAP_THRESHOLD_={workers.MALLOC_TUNABLES['MALLOC_MMAP_THRESHOLD_']}', "
-                                        "'MALLOC_TRIM_THRESHOLD_=12345'] False"), out.stderr[-2000:]
+  ours = workers.MALLOC_TUNABLES['MALLOC_MMAP_THRESHOLD_']
+  assert out.stdout.split('\n')[0] == f"['MALLOC_MMAP_THRESHOLD_={ours}', 'MALLOC_TRIM_THRESHOLD_=12345'] False", (
+      out.stderr[-2000:])
 
 
 def test_a_refused_run_keeps_the_forkserver_an_earlier_run_of_this_process_used(sample_set, tmp_path):
