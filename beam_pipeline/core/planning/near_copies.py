@@ -576,11 +576,12 @@ def member_rows(members: Iterable[Tuple[int, int, int, int]]) -> np.ndarray:
 def keyed_rows(rows: np.ndarray, masks: Sequence[int], prefix: Tuple[int, ...] = ()
                ) -> Iterator[Tuple[Tuple[int, ...], np.ndarray]]:
   """Member rows under each key their blocks halves give, ((*prefix, mask's index, value), rows):
-  band_keys' keys with the bands as ``masks``, sub_band_keys' with a dense key's sub-bands and the
-  key as ``prefix``."""
+  the first-level keys with the bands as ``masks`` (band_keys), the second-level ones with a dense
+  key's sub-bands and the key as ``prefix`` (sub_band_keys)."""
   blocks = np.ascontiguousarray(rows[:, _BLOCKS_HALF]).view(np.uint64)
   for index, mask in enumerate(masks):
-    values = (blocks & np.uint64(mask)) >> np.uint64((mask & -mask).bit_length() - 1)
+    # The mask's bits shifted down: a small int (a mask spans a band and at most the band it skips).
+    values = (blocks & np.uint64(mask)) >> np.uint64(max((mask & -mask).bit_length() - 1, 0))
     order = np.argsort(values, kind='stable')
     ordered = values[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
@@ -719,21 +720,21 @@ def sub_bands(distance: int, band: int) -> Tuple[int, ...]:
   return parts(ALL_BITS & ~bands(distance)[band], distance + 1)
 
 
-def _value(phash: int, mask: int) -> int:
-  """The bits of ``mask`` in a hash, shifted down: a small int (a mask spans a band and at most
-  the band it skips), as a key's part."""
-  return (phash & mask) >> ((mask & -mask).bit_length() - 1) if mask else 0
-
-
 def band_keys(phash: int, distance: int) -> List[Tuple[int, int]]:
-  """A hash's first-level keys: (band index, band value)."""
-  return [(index, _value(phash, mask)) for index, mask in enumerate(bands(distance))]
+  """A hash's first-level keys, (band index, band value): keyed_rows' for its blocks half alone."""
+  return [key for key, _ in keyed_rows(_blocks_row(phash), bands(distance))]
 
 
 def sub_band_keys(phash: int, distance: int, key: Tuple[int, int]) -> List[Tuple[int, int, int, int]]:
-  """A hash's second-level keys under a dense first-level ``key``."""
-  band, value = key
-  return [(band, value, index, _value(phash, mask)) for index, mask in enumerate(sub_bands(distance, band))]
+  """A hash's second-level keys under a dense first-level ``key``: keyed_rows' for its blocks half alone."""
+  return [sub for sub, _ in keyed_rows(_blocks_row(phash), sub_bands(distance, key[0]), key)]
+
+
+def _blocks_row(phash: int) -> np.ndarray:
+  """One member row holding only a blocks half, given signed (parse) or not."""
+  row = np.zeros((1, 4), np.int64)
+  row[0, _BLOCKS_HALF] = np.array([phash & ALL_BITS], np.uint64).view(np.int64)[0]
+  return row
 
 
 def free_bits(key: Tuple[int, ...], distance: int) -> int:

@@ -30,20 +30,15 @@ def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.
     else:
       nodes.append(node)
       shas[node.phash, node.colour] = [content for _, content, _ in sorted(shared)]
-  first = collections.defaultdict(list)
-  for node in nodes:
-    for key in near_copies.band_keys(node.blocks, distance):
-      first[key].append((node.phash, node.priority, node.colour, node.blocks))
-  keys = collections.defaultdict(list)
-  for key, members in first.items():
+  rows = near_copies.member_rows((node.phash, node.priority, node.colour, node.blocks) for node in nodes)
+  keys = {}
+  for key, members in near_copies.keyed_rows(rows, near_copies.bands(distance)):
     counts['dense_keys'] += len(members) > key_cap
-    for member in members:
-      for sub in (near_copies.sub_band_keys(member[3], distance, key) if len(members) > key_cap else [key]):
-        keys[sub].append(member)
+    keys.update(near_copies.keyed_rows(members, near_copies.sub_bands(distance, key[0]), key)
+                if len(members) > key_cap else [(key, members)])
   best = {}
   for key, members in keys.items():
-    for out in near_copies.key_anchors([near_copies.member_rows(members)], distance,
-                                          near_copies.free_bits(key, distance), key_cap):
+    for out in near_copies.key_anchors([members], distance, near_copies.free_bits(key, distance), key_cap):
       if isinstance(out[0], str):
         counts[out[0]] += out[1]
       elif out[1] is not None:
@@ -403,19 +398,28 @@ def test_a_key_finds_the_same_anchors_whatever_batches_its_members_came_in(batch
   assert sum(1 for out in whole if 'None' not in out) > 500
 
 
-def test_member_rows_are_keyed_as_band_keys_and_sub_band_keys_key_each_hash():
+def test_member_rows_are_keyed_by_their_blocks_halves_bits_under_each_mask():
+  """keyed_rows against plain Python: a key's value is the blocks half's bits under its mask,
+  shifted down; band_keys and sub_band_keys give one hash's keys alike."""
   rng = random.Random(6)
   members = [(rng.getrandbits(64) - 2**63, rng.randrange(1000), rng.getrandbits(64) - 2**63,
               rng.getrandbits(64) - 2**63) for _ in range(300)]
   rows = near_copies.member_rows(members)
+  band = (2, 5)
+
+  def keys(blocks, masks, prefix):
+    return [(*prefix, index, (blocks & near_copies.ALL_BITS & mask) >> ((mask & -mask).bit_length() - 1))
+            for index, mask in enumerate(masks)]
+
   for distance in (4, 8, 10):
-    keyed = collections.defaultdict(set)
-    for key, part in near_copies.keyed_rows(rows, near_copies.bands(distance)):
-      keyed[key].update(map(tuple, part.tolist()))
-    assert keyed == {key: {member for member in members if key in near_copies.band_keys(member[3], distance)}
-                     for member in members for key in near_copies.band_keys(member[3], distance)}
-    band = (2, 5)
-    sub = {key: set(map(tuple, part.tolist()))
-           for key, part in near_copies.keyed_rows(rows, near_copies.sub_bands(distance, band[0]), band)}
-    assert sub == {key: {member for member in members if key in near_copies.sub_band_keys(member[3], distance, band)}
-                   for member in members for key in near_copies.sub_band_keys(member[3], distance, band)}
+    first, second = near_copies.bands(distance), near_copies.sub_bands(distance, band[0])
+    for masks, prefix in ((first, ()), (second, band)):
+      expected = collections.defaultdict(set)
+      for member in members:
+        for key in keys(member[3], masks, prefix):
+          expected[key].add(member)
+      assert {key: set(map(tuple, part.tolist())) for key, part in near_copies.keyed_rows(rows, masks, prefix)} == (
+          expected)
+    for member in members[:20]:
+      assert near_copies.band_keys(member[3], distance) == keys(member[3], first, ())
+      assert near_copies.sub_band_keys(member[3], distance, band) == keys(member[3], second, band)
