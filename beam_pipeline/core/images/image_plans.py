@@ -109,7 +109,7 @@ def _plan_opened(image: Image.Image, data: bytes, max_pixels: int, stored: Store
       return PendingImage(data, 'png', height, width, source_format, orientation=orientation)
   # Re-encoded at once: only what is stored must pass TensorFlow. A JPEG source must
   # pass too, as it is (above): its damage, which Pillow would silently fill in, rejects it.
-  return reencoding.reencode(image, source_format, stored)
+  return reencoding.reencode(image, source_format, stored, data)
 
 
 # Kinds of file told by their first bytes, for the errors file: which kind, never the bytes.

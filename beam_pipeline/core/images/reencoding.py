@@ -56,7 +56,7 @@ def reencode_again(data: bytes, stored: StoredImages) -> PendingImage:
   """
   with Image.open(io.BytesIO(data)) as image:
     source_format = image.format or 'unknown'
-    return reencode(loaded(image, data) if source_format == 'PNG' else image, source_format, stored)
+    return reencode(loaded(image, data) if source_format == 'PNG' else image, source_format, stored, data)
 
 
 def check_stored(data: bytes, stored_format: str, height: int, width: int) -> None:
@@ -105,17 +105,22 @@ def loaded(png: Image.Image, data: bytes) -> Image.Image:
     return _decoded_by_tensorflow(data, 'PNG')
 
 
-def reencode(image: Image.Image, source_format: str, stored: StoredImages) -> PendingImage:
+def reencode(image: Image.Image, source_format: str, stored: StoredImages, data: Optional[bytes] = None
+             ) -> PendingImage:
   """The first frame of ``image`` (the frame TensorFlow would return), downscaled to
   ``stored.max_side`` if it is longer, and encoded as the format ``stored`` asks for:
-  the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``."""
+  the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``.
+  ``data``, the file's bytes, lets a simple WebP stored as PNG be decoded by TensorFlow (_simple_webp)."""
   isolation.fault_point(isolation.REENCODE)
   target = stored_images.stored_format(source_format, stored.format)
   source_size = image.size
   size = stored_images.downscaled_size(image.size, stored.max_side)
   if size != image.size and image.format in ('JPEG', 'MPO'):
     image.draft(None, (2 * size[0], 2 * size[1]))  # DCT scaling: a fast, clean first reduction
-  _decode(image)
+  samples = _simple_webp(image, data) if target == 'png' and size == image.size else None
+  if samples is None:
+    _decode(image)
+  opened = image
   # Read once decoded: Pillow would load a PNG just to look for its Exif chunk.
   orientation = exif_orientation.pillow_orientation(image)
   orientation = orientation if exif_orientation.turns(orientation, stored) else 1
@@ -131,8 +136,9 @@ def reencode(image: Image.Image, source_format: str, stored: StoredImages) -> Pe
     image = image.convert(_RESIZE_MODES.get(mode, mode)).resize(size, Image.LANCZOS)
     image = image if image.mode == mode else _png_mode(image, source_format)
   width, height = image.size
-  return PendingImage(_encoded(image, target, stored.jpeg_quality, icc_profile), target, height, width, source_format,
-                      reencoded=True, original_height=original_height, original_width=original_width,
+  samples = samples if image is opened else None  # a turn or conversion made new samples
+  return PendingImage(_encoded(image, target, stored.jpeg_quality, icc_profile, samples), target, height, width,
+                      source_format, reencoded=True, original_height=original_height, original_width=original_width,
                       orientation=orientation)
 
 
@@ -145,6 +151,23 @@ def _decode(image: Image.Image) -> None:
     raise
   except Exception as e:  # pylint: disable=broad-except  # see NotDecoded
     raise NotDecoded(e) from None
+
+
+def _simple_webp(image: Image.Image, data: Optional[bytes]) -> Optional[np.ndarray]:
+  """The samples of ``image``, as TensorFlow's libwebp decodes them, if it is a simple WebP: one
+  still image, lossy or lossless, with no alpha and no metadata (its first chunk VP8 or VP8L,
+  what cwebp and most servers write). None for any other, and for one TensorFlow fails, which
+  Pillow then decodes or explains. Pillow decodes every WebP through libwebp's animation
+  decoder and copies its frame twice, in two to four times TensorFlow's time for the same
+  samples (tests/core/images/test_reencoding.py compares them); TensorFlow is not given an
+  extended WebP (VP8X), whose animation its decoder mishandles (image_cases' damaged-frame.webp)."""
+  if data is None or image.format != 'WEBP' or image.mode != 'RGB' or data[12:16] not in (b'VP8 ', b'VP8L'):
+    return None
+  try:
+    samples = tf.io.decode_image(data, channels=3, expand_animations=False).numpy()
+  except tf.errors.OpError:
+    return None
+  return samples if samples.shape[:2] == (image.height, image.width) else None
 
 
 def _decoded_by_tensorflow(data: bytes, source_format: str) -> Image.Image:
@@ -168,7 +191,8 @@ _ICC_SPACES = {'RGB': b'RGB ', 'RGBA': b'RGB ', 'P': b'RGB ', 'L': b'GRAY', 'LA'
                'I;16': b'GRAY'}
 
 
-def _encoded(image: Image.Image, target: str, jpeg_quality: int, icc_profile: Optional[bytes]) -> bytes:
+def _encoded(image: Image.Image, target: str, jpeg_quality: int, icc_profile: Optional[bytes],
+             samples: Optional[np.ndarray] = None) -> bytes:
   """``image`` encoded as ``target``, the same bytes in any process at any time.
 
   Nothing but the pixels, their transparency and the source's own ICC profile
@@ -182,12 +206,13 @@ def _encoded(image: Image.Image, target: str, jpeg_quality: int, icc_profile: Op
     target: the stored format: jpeg or png.
     jpeg_quality: the JPEG encoder's quality (--jpeg_quality); a PNG is lossless and ignores it.
     icc_profile: the source's own ICC profile, if it has one; left out unless it describes ``image``'s colour space.
+    samples: ``image``'s samples decoded already (_simple_webp), if they were; None: ``image`` holds them.
   """
   if icc_profile and icc_profile[16:20] != _ICC_SPACES.get(image.mode):
     icc_profile = None
   image.info = {key: value for key, value in image.info.items() if key == 'transparency'}
   if target == 'png' and png_encoding.encodes(image):
-    return png_encoding.encoded(image, icc_profile)
+    return png_encoding.encoded(image, icc_profile, samples)
   buffer = io.BytesIO()
   if target == 'jpeg':
     image.save(buffer, 'JPEG', quality=jpeg_quality, icc_profile=icc_profile)

@@ -1,7 +1,8 @@
 """Every pixel mode Pillow opens, under every --image_format, with and without --max_side:
 written or rejected, the same bytes at any time, and decodable by every reader.
 
-Also a PNG that Pillow refuses, stored as libpng decodes it.
+Also a PNG that Pillow refuses, stored as libpng decodes it, and a simple WebP decoded by
+TensorFlow into the bytes Pillow's decode gives.
 """
 import io
 import time
@@ -13,6 +14,7 @@ from PIL import Image
 from beam_pipeline.core.images import preparation, reencoding, stored_images
 from beam_pipeline.core.rejections import Rejected
 from beam_pipeline.core.settings import IMAGE_FORMATS, StoredImages
+from beam_pipeline.synthetic import natural_photos
 
 from helpers import pillow_modes
 from helpers.decoders import assert_decodes_everywhere
@@ -79,3 +81,49 @@ def test_a_png_that_pillow_refuses_is_stored_as_libpng_decodes_it(name, error):
   assert_decodes_everywhere(prepared)
   assert (tf.io.decode_png(prepared.stored).numpy() == tf.io.decode_png(data).numpy()).all()
   assert reencoding.reencode_again(data, StoredImages())[0] == prepared.stored
+
+
+def _webp(image: Image.Image, **options) -> bytes:
+  buffer = io.BytesIO()
+  image.save(buffer, 'WEBP', **options)
+  return buffer.getvalue()
+
+
+def _reencoded(data: bytes, with_data: bool) -> bytes:
+  with Image.open(io.BytesIO(data)) as image:
+    return reencoding.reencode(image, 'WEBP', StoredImages(), data if with_data else None).stored
+
+
+@pytest.mark.parametrize('options', [{'quality': 85}, {'quality': 30}, {'lossless': True}],
+                         ids=['q85', 'q30', 'lossless'])
+@pytest.mark.parametrize('size', [(1, 1), (333, 211), (1001, 777)])
+def test_a_simple_webp_decoded_by_tensorflow_stores_the_bytes_pillow_would(options, size):
+  """A simple WebP (VP8 or VP8L, no alpha) is decoded by TensorFlow, not Pillow. Expected: the
+  same PNG bytes as Pillow's decode gives, and as the shard writer makes again."""
+  data = _webp(natural_photos.photo(11, *size), **options)
+  assert data[12:16] in (b'VP8 ', b'VP8L')
+  with Image.open(io.BytesIO(data)) as image:
+    assert reencoding._simple_webp(image, data) is not None  # pylint: disable=protected-access
+  stored = _reencoded(data, with_data=True)
+  assert stored == _reencoded(data, with_data=False)
+  assert reencoding.reencode_again(data, StoredImages()).stored == stored
+
+
+def test_only_a_simple_webp_goes_to_tensorflow():
+  """Expected: an extended WebP (a profile, alpha, an animation: VP8X, whose animations
+  TensorFlow's decoder mishandles) and a lossless one with alpha are left to Pillow; so is a
+  simple one that TensorFlow fails (a byte of its bitstream damaged), which Pillow then
+  rejects as before."""
+  photo = natural_photos.photo(12, 64, 48)
+  transparent = photo.convert('RGBA').rotate(30)
+  others = [_webp(photo, icc_profile=b'\0' * 200), _webp(transparent), _webp(transparent, lossless=True),
+            _webp(photo, save_all=True, append_images=[photo.rotate(5)], duration=50)]
+  for data in others:
+    with Image.open(io.BytesIO(data)) as image:
+      assert reencoding._simple_webp(image, data) is None, data[12:16]  # pylint: disable=protected-access
+  data = _webp(photo, quality=80)
+  damaged = data[:30] + bytes([data[30] ^ 0xFF]) + data[31:]
+  with Image.open(io.BytesIO(damaged)) as image:
+    assert reencoding._simple_webp(image, damaged) is None  # pylint: disable=protected-access
+  rejected = preparation.prepare_images([damaged], 10**8)[0]
+  assert rejected.reason == 'corrupt' and 'WEBP data does not decode' in rejected.detail

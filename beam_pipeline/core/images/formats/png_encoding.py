@@ -39,11 +39,11 @@ def encodes(image: Image.Image) -> bool:
   return image.mode in _LAYOUTS and 'transparency' not in image.info
 
 
-def encoded(image: Image.Image, icc_profile: Optional[bytes] = None) -> bytes:
-  """``image`` (encodes) as PNG bytes: its samples, every row Up-filtered, deflated at LEVEL, and
-  ``icc_profile`` (an iCCP chunk) if given."""
+def encoded(image: Image.Image, icc_profile: Optional[bytes] = None, samples: Optional[np.ndarray] = None) -> bytes:
+  """``image`` (encodes) as PNG bytes: its samples (``samples``, if decoded already), every row
+  Up-filtered, deflated at LEVEL, and ``icc_profile`` (an iCCP chunk) if given."""
   colour_type, depth = _LAYOUTS[image.mode]
-  samples = np.asarray(image)
+  samples = np.asarray(image) if samples is None else samples
   if depth == 16:
     samples = samples.astype('>u2')  # PNG's samples are big-endian
   rows = np.ascontiguousarray(samples).reshape(image.height, -1).view(np.uint8)
