@@ -1,14 +1,17 @@
 """Large images (issue 58): the converter with default options against the seeds' one-process
 TensorFlow loop, format by format, measured in turn in the same run.
 
-Usage: python -m benchmarks.large_images [--rounds 2] [--only jpeg-12mp,png-8k,webp-8k]
+Usage: python -m benchmarks.large_images [--rounds 2] [--only jpeg-12mp,png-8k,webp-8k,wallpapers,panorama]
 
 The sets are natural_photos' scenes (pink-noise colour fields, objects, sensor grain), generated
 once under work/bench-data/large-images/ (about two minutes):
 
-  jpeg-12mp  8 JPEGs of 4000x3000 at quality 92, what a camera gives
-  png-8k     3 PNGs of 7680x4320 at Pillow's default compression
-  webp-8k    6 WebPs of 7680x4320 at quality 85, which the converter stores as PNG
+  jpeg-12mp   8 JPEGs of 4000x3000 at quality 92, what a camera gives
+  png-8k      3 PNGs of 7680x4320 at Pillow's default compression
+  webp-8k     6 WebPs of 7680x4320 at quality 85, which the converter stores as PNG
+  wallpapers  the folder issue 58 timed, remade: 21 PNGs, 21 JPEGs and 16 WebPs from 1920x1080
+              to 7680x4320 (about 500 megapixels; the issue's folder held 442)
+  panorama    1 JPEG of 12000x8333 at quality 92, just under the default --max_pixels (10^8)
 
 Each round runs the loop and the converter on each set, alternating (benchmarks.run.measure:
 whole child processes, start-up and imports included, CPU and memory of every process). Reported:
@@ -22,34 +25,45 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from benchmarks import run
 from beam_pipeline.synthetic import natural_photos
 
 DATA = Path(__file__).resolve().parents[1] / 'work' / 'bench-data' / 'large-images'
-# name: (count, (width, height), format, encoder options)
+# A desktop wallpaper's sizes, in turn: HD, QHD, 4K, 5K and 8K.
+_WALLPAPER_SIZES = ((1920, 1080), (2560, 1440), (3840, 2160), (1920, 1080), (2560, 1440), (3840, 2160), (5120, 2880),
+                    (7680, 4320))
+_FORMATS = {'JPEG': {'quality': 92}, 'PNG': {}, 'WEBP': {'quality': 85}}
+
+
+def _wallpapers(count: int, fmt: str) -> List[Tuple[Tuple[int, int], str, Dict[str, Any]]]:
+  return [(_WALLPAPER_SIZES[index % len(_WALLPAPER_SIZES)], fmt, _FORMATS[fmt]) for index in range(count)]
+
+
+# name: each image's ((width, height), format, encoder options)
 SETS = {
-    'jpeg-12mp': (8, (4000, 3000), 'JPEG', {'quality': 92}),
-    'png-8k': (3, (7680, 4320), 'PNG', {}),
-    'webp-8k': (6, (7680, 4320), 'WEBP', {'quality': 85}),
+    'jpeg-12mp': [((4000, 3000), 'JPEG', _FORMATS['JPEG'])] * 8,
+    'png-8k': [((7680, 4320), 'PNG', _FORMATS['PNG'])] * 3,
+    'webp-8k': [((7680, 4320), 'WEBP', _FORMATS['WEBP'])] * 6,
+    'wallpapers': _wallpapers(21, 'PNG') + _wallpapers(21, 'JPEG') + _wallpapers(16, 'WEBP'),
+    'panorama': [((12000, 8333), 'JPEG', _FORMATS['JPEG'])],
 }
 
 
 def ensure(name: str) -> Path:
   """The folder of set ``name`` (its images in one class folder), generated unless cached; the
   marker that says it is complete lies beside it, so that both sides list only images."""
-  count, (width, height), fmt, options = SETS[name]
   root, marker = DATA / name, DATA / f'{name}.complete.json'
   if marker.exists():
     return root
   shutil.rmtree(root, ignore_errors=True)
   (root / 'scenes').mkdir(parents=True)
-  for index in range(count):
+  for index, ((width, height), fmt, options) in enumerate(SETS[name]):
     buffer = io.BytesIO()
     natural_photos.photo(1000 + index, width, height).save(buffer, fmt, **options)
     (root / 'scenes' / f'{index:02d}.{fmt.lower()}').write_bytes(buffer.getvalue())
-  marker.write_text(json.dumps({'count': count, 'size': [width, height], 'format': fmt}))
+  marker.write_text(json.dumps({'images': [[size, fmt] for size, fmt, _ in SETS[name]]}))
   return root
 
 
@@ -57,7 +71,7 @@ def bench(names: List[str], rounds: int) -> Dict[str, Any]:
   rows = {}
   for name in names:
     images = ensure(name)
-    count = SETS[name][0]
+    count = len(SETS[name])
     scratch = run.SCRATCH / 'large-images' / name
     scratch.mkdir(parents=True, exist_ok=True)
     runs: Dict[str, List[Dict[str, Any]]] = {'b': [], 'c': []}
@@ -66,7 +80,7 @@ def bench(names: List[str], rounds: int) -> Dict[str, Any]:
         runs[which].append(run.measured_round(which, images, count, scratch, False, f'{name} {round_ + 1}/{rounds}',
                                               show_cpu=True))
     best = {which: min(results, key=lambda r: (not r['ok'], r['wall_s'])) for which, results in runs.items()}
-    rows[name] = {'images': count, 'megapixels': count * SETS[name][1][0] * SETS[name][1][1] / 1e6,
+    rows[name] = {'images': count, 'megapixels': sum(width * height for (width, height), _, _ in SETS[name]) / 1e6,
                   'input_mb': round(sum(p.stat().st_size for p in (images / 'scenes').iterdir()) / 2**20, 1),
                   'best': best, 'runs': runs}
     if best['b']['ok'] and best['c']['ok']:
