@@ -308,9 +308,12 @@ class _Near(NamedTuple):
     hashes costs what it did without these checks."""
     apart = np.zeros(len(left), bool)
     if self.confirming is not None:
-      apart |= popcount(self.confirming[left] ^ self.confirming[right]) > self.distance + DCT_MARGIN
+      apart = popcount(self.confirming[left] ^ self.confirming[right]) > self.distance + DCT_MARGIN
     if self.colours is not None:
-      apart |= colours_apart(self.colours[left], self.colours[right], self.featureless[left] & self.featureless[right])
+      close = np.flatnonzero(~apart)  # colours asked only of the pairs the DCT halves left near
+      left, right = left[close], right[close]
+      apart[close] = colours_apart(self.colours[left], self.colours[right],
+                                   self.featureless[left] & self.featureless[right])
     return apart
 
 
