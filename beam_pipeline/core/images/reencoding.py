@@ -110,7 +110,14 @@ def reencode(image: Image.Image, source_format: str, stored: StoredImages, data:
   """The first frame of ``image`` (the frame TensorFlow would return), downscaled to
   ``stored.max_side`` if it is longer, and encoded as the format ``stored`` asks for:
   the source's own if it keeps JPEG or PNG sources, else PNG, or JPEG for ``jpeg``.
-  ``data``, the file's bytes, lets a simple WebP stored as PNG be decoded by TensorFlow (_simple_webp)."""
+
+  Args:
+    image: the file as Pillow opened it.
+    source_format: its format as Pillow names it (WEBP, TIFF, ...).
+    stored: how the bytes a record stores are chosen.
+    data: the file's bytes, which let a simple WebP stored as PNG be decoded by TensorFlow (_simple_webp); None: Pillow
+      decodes every image.
+  """
   isolation.fault_point(isolation.REENCODE)
   target = stored_images.stored_format(source_format, stored.format)
   source_size = image.size
