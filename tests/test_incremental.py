@@ -23,6 +23,7 @@ from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_la
 from beam_pipeline.core.output.run_record import RunRecord
 from beam_pipeline.core.writing import record_index
 from beam_pipeline.inspection import verify
+from beam_pipeline.pipeline.listing import parts
 from helpers import fault_proxy, gcs_emulator, photos
 from helpers.commands import ROOT
 from helpers.dataset_reader import bucket_files, read_output
@@ -231,6 +232,21 @@ def test_an_update_whose_pipeline_finds_nothing_changed_commits_nothing_and_merg
   assert capsys.readouterr().out.splitlines()[-1].startswith('--incremental: nothing changed since the run of ')
   assert output_state(out) == before
   assert not (out / output_layout.TEMP_DIR).exists()
+
+
+def test_an_update_lists_its_input_once(work, monkeypatch):
+  """The launcher lists the input to learn whether anything changed; a change found, the
+  pipeline (in this process, the DirectRunner's) takes that listing instead of listing the input
+  again, and nothing of it is kept once the run ends."""
+  photos.write_files(work / 'imgs', {'cat/new.jpg': photos.jpeg(500)})
+  listed = []
+  list_part = parts.list_part
+  monkeypatch.setattr(parts, 'list_part', lambda part, *args, **kwargs: listed.append(part) or list_part(
+      part, *args, **kwargs))
+  assert convert('--incremental') == 0
+  assert len(listed) == 1
+  assert update_of(work / 'out')['added'] == 1
+  assert not parts._KEPT  # pylint: disable=protected-access
 
 
 def catalogued(out: Path) -> Dict[str, list]:

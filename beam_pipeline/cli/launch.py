@@ -123,7 +123,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     if settings.embedding:
       settings = _check_model(settings, in_process, held)
     decision = _incremental(earlier, settings)
-    unchanged = _nothing_changed(earlier, settings, options, decision)
+    unchanged = _nothing_changed(earlier, settings, options, decision, in_process)
   except UsageError as e:
     workers.shutdown()
     workers.stop_forkserver()  # a bad option: no run, no workers
@@ -132,6 +132,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     workers.stop_forkserver()
     raise
   if unchanged:
+    parts.forget_listing(settings.run_id)
     workers.stop_forkserver()
     return Outcome(None, unchanged, conversion.json, False)
   if in_process:
@@ -165,6 +166,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
     raise failures.explain(e, settings.output, settings.run_id, log) from None
   finally:
     gc.unfreeze()
+    parts.forget_listing(settings.run_id)
     if state == PipelineState.DONE:
       workers.release()  # for the next run of this process, if any
     else:
@@ -214,7 +216,7 @@ def _incremental(earlier: Optional[RunRecord], settings: Settings) -> incrementa
 
 
 def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: PipelineOptions,
-                     decision: incremental_update.Decision) -> Optional[str]:
+                     decision: incremental_update.Decision, in_process: bool) -> Optional[str]:
   """What the command says where an --incremental update finds its input listed as the run that
   wrote ``earlier`` listed it (the same digest, parts.digest_of_listing): nothing to do, and no
   pipeline is built; else None. Only a local run lists here (a Dataflow job lists on its
@@ -226,10 +228,12 @@ def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: 
     settings: the run's settings: the input to list, the output, and whether --annotations is given.
     options: the run's pipeline options, which tell a local run from a Dataflow job.
     decision: what --incremental decided; only an update, not a full conversion, can find nothing changed.
+    in_process: the pipeline's steps run in this process, whose listing then takes what was listed here
+      (parts.digest_of_listing's ``kept_for``).
   """
   if not decision.updates or earlier.listing is None or settings.annotations or not local_runner.is_direct(options):
     return None
-  digest = parts.digest_of_listing(settings.input, settings.output)
+  digest = parts.digest_of_listing(settings.input, settings.output, settings.run_id if in_process else None)
   if (digest.count, digest.text) != (earlier.listing.num_listed, earlier.listing.digest):
     return None
   try:  # the output as its record says, or the pipeline says what is damaged (incremental.FindChanges)

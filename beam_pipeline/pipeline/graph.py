@@ -46,8 +46,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   # low and fans out well after the shuffle (spread).
   parts = pipeline | 'Input' >> beam.Create([settings.input]) | 'Parts' >> beam.FlatMap(parts_counted)
   listed = (spread(parts, 'SpreadParts', pooled)
-            | 'List' >> beam.FlatMap(batches_counted, settings.output, settings.incremental).with_output_types(
-                List[InputItem]).with_outputs(REJECTED, main='batches'))
+            | 'List' >> beam.FlatMap(batches_counted, settings.output, settings.incremental, settings.run_id)
+            .with_output_types(List[InputItem]).with_outputs(REJECTED, main='batches'))
   batches = spread(listed.batches, 'Distribute', pooled)
   annotation_rejections = []
   if settings.annotations:  # each image meets its annotation by uri

@@ -8,7 +8,7 @@ import csv
 import itertools
 import os
 import re
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
@@ -58,7 +58,8 @@ def input_parts(spec: InputSpec, part_bytes: int = manifest_parts.PART_BYTES) ->
 
 
 def list_input_batches(part: InputPart, output: Optional[str] = None, size: int = LIST_BATCH_SIZE, *,
-                       fingerprints: bool = False) -> Iterator[Union[List[InputItem], Rejection]]:
+                       fingerprints: bool = False, listed: Optional[List[Union[InputItem, Rejection]]] = None
+                       ) -> Iterator[Union[List[InputItem], Rejection]]:
   """list_part with its items in lists; a manifest row that names no usable input comes out alone.
 
   Args:
@@ -66,9 +67,10 @@ def list_input_batches(part: InputPart, output: Optional[str] = None, size: int 
     output: the run's output, whose files are not listed if it lies inside the input.
     size: how many items a list holds: the unit of work validation workers take.
     fingerprints: each item has its fingerprint (--incremental; list_part).
+    listed: what list_part gave for the part already, if it was listed (digest_of_listing's ``kept_for``).
   """
   batch = []
-  for item in list_part(part, output, fingerprints=fingerprints):
+  for item in list_part(part, output, fingerprints=fingerprints) if listed is None else listed:
     if isinstance(item, Rejection):
       yield item
       continue
@@ -266,11 +268,20 @@ def parts_counted(spec: InputSpec) -> Iterator[InputPart]:
   progress_counts.counts().parts_planned(count)
 
 
-def batches_counted(part: InputPart, output: str, fingerprints: bool = False) -> Iterator[Any]:
+def batches_counted(part: InputPart, output: str, fingerprints: bool = False, run_id: Optional[str] = None
+                    ) -> Iterator[Any]:
   """list_input_batches for the pipeline: counted for the progress line, a manifest row that
-  names no usable input rejected (tagged); ``fingerprints``: Settings.incremental."""
+  names no usable input rejected (tagged).
+
+  Args:
+    part: the part to list.
+    output: the run's output, whose files are not listed if it lies inside the input.
+    fingerprints: each item has its fingerprint (Settings.incremental).
+    run_id: the run's id: a part it listed in this process already (digest_of_listing's ``kept_for``) is not listed
+      again.
+  """
   counts = progress_counts.counts()
-  for batch in list_input_batches(part, output, fingerprints=fingerprints):
+  for batch in list_input_batches(part, output, fingerprints=fingerprints, listed=_KEPT.pop((run_id, part), None)):
     if isinstance(batch, Rejection):
       if batch.reason != rejections.SKIPPED:  # a skipped file is no image: progress counts images
         counts.listed(1)
@@ -282,13 +293,29 @@ def batches_counted(part: InputPart, output: str, fingerprints: bool = False) ->
   counts.part_listed()
 
 
-def digest_of_listing(spec: InputSpec, output: str) -> listing_digest.Digest:
+# What digest_of_listing listed for a run, by (run id, part), until the run's pipeline lists that
+# part in this process (batches_counted) or the run ends (forget_listing): an update whose input
+# changed lists it once, not once to find out and again to convert.
+_KEPT: Dict[Tuple[str, InputPart], List[Union[InputItem, Rejection]]] = {}
+
+
+def digest_of_listing(spec: InputSpec, output: str, kept_for: Optional[str] = None) -> listing_digest.Digest:
   """The digest of the whole input as an --incremental run's pipeline lists it (graph.build's
   DigestListing), listed here in one process, a part at a time: each item with its record's
-  fingerprint, and what the listing turns away."""
+  fingerprint, and what the listing turns away. ``kept_for``: a run id whose pipeline lists in
+  this process, which then takes what was listed here instead of listing it again."""
   digest = listing_digest.Digest()
   for part in input_parts(spec):
+    listed = list(list_part(part, output, fingerprints=True))
+    if kept_for is not None:
+      _KEPT[(kept_for, part)] = listed
     digest = digest.merge(listing_digest.of(
         value if isinstance(value, Rejection) else value._replace(fingerprint=input_fingerprints.of_record(value))
-        for value in list_part(part, output, fingerprints=True)))
+        for value in listed))
   return digest
+
+
+def forget_listing(run_id: str) -> None:
+  """Drops what digest_of_listing kept for the run ``run_id`` and its pipeline did not take."""
+  for key in [key for key in _KEPT if key[0] == run_id]:
+    del _KEPT[key]
