@@ -187,7 +187,7 @@ def run_grouping(count: int, distance: int, scenes: int = 0) -> Dict[str, Any]:
   chunks = [(start, min(CHUNK, count - start)) for start in range(0, count, CHUNK)]
   grouped = (p
              | 'Chunks' >> beam.Create(chunks)
-             | 'Triples' >> beam.FlatMap(lambda chunk: synthetic_chunk(*chunk, distance, scenes))
+             | 'Triples' >> beam.Map(lambda chunk: synthetic_chunk(*chunk, distance, scenes))
              | NearCopies(distance, near_copies.group_cap(count, SPLITS)))
 
   def report(name: str) -> Any:

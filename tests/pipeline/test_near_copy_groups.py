@@ -14,10 +14,10 @@ from helpers.near_hashes import brute_force, cluster, files_of, flip, sha
 
 
 def run(files, checks, **options):
-  """Runs NearCopies over ``files``; ``checks(result)`` adds the assertions. Returns the largest
-  key of each stage."""
+  """Runs NearCopies over ``files``, in lists of seven as validation's batches come;
+  ``checks(result)`` adds the assertions. Returns the largest key of each stage."""
   p = beam.Pipeline(runner=local_runner.runner_for(PipelineOptions([])))
-  result = p | beam.Create(files) | NearCopies(**options)
+  result = p | beam.Create([files[start:start + 7] for start in range(0, len(files), 7)]) | NearCopies(**options)
   checks(result)
   outcome = p.run()
   outcome.wait_until_finish()

@@ -3,15 +3,16 @@ and for every file in a group of near copies (source_sha256, the group's represe
 that a group never straddles two splits. The steps are core/planning/near_copies.py's; here each
 meets its data by a shuffle in which no key, list or element grows with the input:
 
-* one hash per file, then one node per distinct hash, by combiners (lifted before the shuffle,
-  so an all-black hash of a million files costs no worker more than a few numbers and at most
-  SAME_HASH_CAP files);
-* band keys, holding their members a batch at a time as the bytes of an int64 array
-  (near_copies.member_rows: a tuple per member costs Beam's coder and Python more than the
-  comparison), counted by a combiner; only the keys over the cap (bands x 2^bits of them at
-  most, not N) reach the split as a side input, looked up key by key;
+* files cross the shuffles a table at a time (core/planning/near_copy_nodes.py: a file or a node
+  per element costs Beam's coder and Python several times its own work): one hash per file
+  where a file's copies meet, by the slot of its sha256; then the nodes of a node slot, a share
+  of the (hash, colour) space (near_copy_nodes.slots_for: never more than about 200,000 nodes);
+* band keys, holding their members a slot at a time as the bytes of an int64 array
+  (near_copies.member_rows), counted by a combiner; only the keys over the cap (bands x 2^bits
+  of them at most, not N) reach the split as a side input, looked up key by key;
 * each key finds its members' anchors holding at most the cap (near_copies.key_anchors), and
-  each node takes the best anchor its keys found, by a combiner;
+  what it found meets the nodes in their slot, where each node takes the best anchor its keys
+  found (near_copy_nodes.best_anchors);
 * a group's members meet by anchor in a combiner that stops listing them past GROUP_CAP images;
   a node of one file that neither has an anchor nor is one (most images) does not go there;
 * the summary is a CombineGlobally that lists the first groups only.
@@ -20,7 +21,7 @@ A key's members are iterated twice when it is over the cap: a GroupByKey's value
 every runner.
 """
 import itertools
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -29,7 +30,7 @@ from beam_pipeline.pipeline import tags
 from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.output import run_totals
-from beam_pipeline.core.planning import near_copies
+from beam_pipeline.core.planning import near_copies, near_copy_nodes
 from beam_pipeline.core.settings import Settings
 
 # The planning stages whose largest key tags.records_per_key reports.
@@ -41,9 +42,10 @@ BAND_TOTALS = 'NearBandTotals'  # every first-level key before the dense ones ar
 LEFT_OUT = ('uniform_images', 'over_cap_hashes', 'cut_short_hashes', 'look_alike_sets', 'look_alike_images')
 COUNTERS = ('uniform_hashes', 'dense_keys') + LEFT_OUT
 _COUNTS, _SEVERAL, _LABELLED, _MEMBER = 'counts', 'several', 'labelled', 'member'
-# Hashes are keyed a batch at a time, so each key's hashes of one batch cross the shuffle as one
-# element (Beam's per-element cost dwarfs a hash's own).
-_BATCH_SIZE = 4096
+# Lists of hashes (a validation batch's, or a slot's of the catalog) are joined this many at a time
+# before they are keyed, so that each slot's files of a list cross the shuffle as one element
+# (Beam's per-element cost dwarfs a hash's own).
+_LISTS = 16
 
 
 def find_near_copies(steps: Any, records: Any, settings: Settings, num_listed: Any, records_per_bucket: int
@@ -102,7 +104,7 @@ def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCol
   distance, cap = beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap)
   if one_machine:
     return hashes | 'Group' >> NearCopiesOnOneMachine(distance, cap)
-  return hashes | 'EachHash' >> beam.FlatMap(list) | 'Group' >> NearCopies(distance, cap, one_per_file=one_per_file)
+  return hashes | 'Group' >> NearCopies(distance, cap, one_per_file=one_per_file)
 
 
 def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, Any]:
@@ -113,8 +115,8 @@ def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, A
 
 
 class NearCopies(beam.PTransform):
-  """(source_sha256, phash, priority, colour) per validated record to (source_sha256, representative)
-  for every distinct file of a group of near copies holding two files or more (an anchor and
+  """Lists of (source_sha256, phash, priority, colour), of validated records, to (source_sha256,
+  representative) for every distinct file of a group of near copies holding two files or more (an anchor and
   the hashes within ``distance`` bits that take it as theirs, near_copies), at most ``cap``
   images; tagged tags.NEAR_COPIES, one summary dict (NearCopySummary). ``distance`` and ``cap``
   may be side inputs of one int.
@@ -143,18 +145,25 @@ class NearCopies(beam.PTransform):
     self._same_hash_cap = same_hash_cap
     self._one_per_file = one_per_file
 
-  def expand(self, pairs):
-    files = pairs | 'OneHashPerFile' >> beam.MapTuple(lambda sha, phash, rank, colour: (sha, (phash, rank, colour)))
-    if not self._one_per_file:
-      files = files | 'SmallestPerFile' >> beam.CombinePerKey(min)
+  def expand(self, batches):
+    slots = beam.pvalue.AsSingleton(batches
+                                    | 'Sizes' >> beam.Map(len)
+                                    | 'CountFiles' >> beam.CombineGlobally(sum)
+                                    | 'NodeSlots' >> beam.Map(near_copy_nodes.slots_for))
+    files = (batches
+             | 'Rebatch' >> beam.BatchElements(min_batch_size=_LISTS, max_batch_size=_LISTS)
+             | 'Tables' >> beam.Map(lambda lists: near_copy_nodes.file_table(itertools.chain.from_iterable(lists))))
+    if not self._one_per_file:  # a file validated twice: its smallest hash, where all its copies meet
+      files = (files
+               | 'ByFile' >> beam.FlatMap(_by_file_slot, slots)
+               | 'GroupByFile' >> beam.GroupByKey()
+               | 'SmallestPerFile' >> beam.MapTuple(
+                   lambda _, tables: near_copy_nodes.smallest_per_file(np.concatenate([_table(t) for t in tables]))))
     nodes = (files
-             | 'ByHash' >> beam.MapTuple(lambda sha, hashed: (near_copies.node_key(hashed[0], hashed[2]),
-                                                             (hashed[1], sha, near_copies.parse_blocks(hashed[0]))))
-             | 'SameHash' >> beam.CombinePerKey(Bounded(self._same_hash_cap))
-             | 'Nodes' >> beam.FlatMap(_node, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='nodes'))
-    first = (nodes.nodes
-             | 'Batch' >> beam.BatchElements(min_batch_size=_BATCH_SIZE, max_batch_size=_BATCH_SIZE)
-             | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance))
+             | 'ByNodeSlot' >> beam.FlatMap(_by_node_slot, slots)
+             | 'GroupByNodeSlot' >> beam.GroupByKey()
+             | 'Nodes' >> beam.FlatMap(_nodes, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='slots'))
+    first = nodes.slots | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance)
     dense = (first
              | 'KeySizes' >> beam.MapTuple(lambda key, batch: (key, len(_rows(batch))))
              | 'SumPerKey' >> beam.CombinePerKey(sum)
@@ -162,11 +171,11 @@ class NearCopies(beam.PTransform):
     anchored = (first
                 | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsMultiMap(dense))
                 | 'GroupByBand' >> beam.GroupByKey()
-                | 'Anchors' >> beam.FlatMap(_anchors, self._distance, self._key_cap).with_outputs(_COUNTS, main='told'))
-    groups = ((nodes.nodes | 'ByNode' >> beam.Map(lambda node: ((node[0], node[4]), node)), anchored.told)
-              | 'NodesAndAnchors' >> beam.Flatten()
-              | 'BestAnchor' >> beam.CombinePerKey(BestAnchor())
-              | 'ByAnchor' >> beam.FlatMapTuple(_by_anchor)
+                | 'Anchors' >> beam.FlatMap(_anchors, self._distance, self._key_cap, slots).with_outputs(
+                    _COUNTS, main='told'))
+    groups = ({'nodes': nodes.slots, 'told': anchored.told}
+              | 'NodesAndAnchors' >> beam.CoGroupByKey()
+              | 'BestAnchors' >> beam.FlatMapTuple(_best_anchors)
               | 'GroupMembers' >> beam.CombinePerKey(Bounded(near_copies.GROUP_CAP, weight=_files))
               | 'Groups' >> beam.FlatMap(_group, self._cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
     several = ({'shas': nodes[_SEVERAL], 'label': groups[_LABELLED]}
@@ -215,21 +224,16 @@ def _group_in_memory(_, lists: Iterable[List[Tuple[str, str, int, str]]], distan
   yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, found.counts)
 
 
-def _one(_: Any) -> int:
-  return 1
-
-
 def _files(member: Tuple[int, str, int, int]) -> int:
   """A group member's weight: its hash's distinct files."""
   return member[3]
 
 
 class Bounded(beam.CombineFn):
-  """How many inputs (or the sum of their ``weight``), and the inputs themselves (sorted) while
-  that is at most ``cap``: one hash's distinct files (an all-black hash may have millions), one
-  anchor's members (a set of look-alikes may have millions of images)."""
+  """The sum of the inputs' ``weight``, and the inputs themselves (sorted) while that is at most
+  ``cap``: one anchor's members (a set of look-alikes may have millions of images)."""
 
-  def __init__(self, cap: int, weight=_one):
+  def __init__(self, cap: int, weight: Callable[[Any], int]):
     self._cap = cap
     self._weight = weight
 
@@ -258,22 +262,48 @@ class Bounded(beam.CombineFn):
     return count, sorted(items) if items is not None else None
 
 
-def _node(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
-  """A hash and colour signature's node, its files if it has several, or the counts of a near-uniform one."""
-  key, (count, files) = item
-  node = near_copies.node_or_uniform(key, count, files, cap)
-  if node is None:
-    yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_hashes', 1))
-    yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_images', count))
-    return
-  yield tuple(node)
-  if count > 1:
-    yield beam.pvalue.TaggedOutput(_SEVERAL, ((node.phash, node.colour), tuple(sha for _, sha, _ in files)))
+def _table(data: bytes) -> np.ndarray:
+  """A table of files (near_copy_nodes.FILES) as it crossed a shuffle."""
+  return np.frombuffer(data, dtype=near_copy_nodes.FILES)
 
 
-def _band_keys(batch: List[tuple], distance: int) -> List[Tuple[Tuple[int, int], bytes]]:
-  """A batch of nodes as (first-level key of their blocks halves, the bytes of its nodes' member rows of the batch)."""
-  rows = near_copies.member_rows((node[0], node[1], node[4], node[5]) for node in batch)
+def _by_file_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, bytes]]:
+  """A table's files under the slot of their sha256's first bytes, where every copy of a file meets."""
+  heads = np.ascontiguousarray(table['sha']).view(np.uint8).reshape(-1, 32)[:, :4].astype(np.int64)
+  found = ((heads[:, 0] << 24 | heads[:, 1] << 16 | heads[:, 2] << 8 | heads[:, 3]) * slots) >> 32
+  for slot in np.unique(found).tolist():
+    yield slot, table[found == slot].tobytes()
+
+
+def _by_node_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, bytes]]:
+  """A table's files under their node slots (near_copy_nodes.node_slot)."""
+  for slot, rows in near_copy_nodes.by_slot(table, slots):
+    yield slot, rows.tobytes()
+
+
+def _nodes(item: Tuple[int, Iterable[bytes]], same_hash_cap: int) -> Iterator[Any]:
+  """A node slot's nodes, as (slot, the bytes of its near_copy_nodes.NODES rows); each node of
+  several files, tagged, with its files; the near-uniform hashes' counts, tagged."""
+  slot, tables = item
+  found = near_copy_nodes.nodes_of(np.concatenate([_table(table) for table in tables]), same_hash_cap)
+  tags.records_per_key(NODES).update(len(found.nodes))
+  if found.uniform_hashes:
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_hashes', found.uniform_hashes))
+    yield beam.pvalue.TaggedOutput(_COUNTS, ('uniform_images', found.uniform_images))
+  for several in found.several:
+    yield beam.pvalue.TaggedOutput(_SEVERAL, several)
+  if len(found.nodes):
+    yield slot, found.nodes.tobytes()
+
+
+def _node_table(data: bytes) -> np.ndarray:
+  return np.frombuffer(data, dtype=near_copy_nodes.NODES)
+
+
+def _band_keys(item: Tuple[int, bytes], distance: int) -> List[Tuple[Tuple[int, int], bytes]]:
+  """A slot's nodes as (first-level key of their blocks halves, the bytes of its nodes' member rows of the slot)."""
+  _, nodes = item
+  rows = near_copy_nodes.member_rows(_node_table(nodes))
   return [(key, rows.tobytes()) for key, rows in near_copies.keyed_rows(rows, near_copies.bands(distance))]
 
 
@@ -314,59 +344,26 @@ class _Members:
     self.count = count
 
 
-def _anchors(item: Tuple[Any, Any], distance: int, key_cap: int) -> Iterator[Any]:
-  """One key's (phash, (priority, anchor)) for each member anchored to another; its counts, tagged."""
+def _anchors(item: Tuple[Any, Any], distance: int, key_cap: int, slots: int) -> Iterator[Any]:
+  """What one key told of its members (near_copy_nodes.Told), a list per node slot of ``slots``; its counts,
+  tagged."""
   key, batches = item
   members = _Members(batches)
+  told: Dict[int, List[near_copy_nodes.Told]] = {}
   for out in near_copies.key_anchors(members, distance, near_copies.free_bits(key, distance), key_cap):
     if isinstance(out[0], str):
       yield beam.pvalue.TaggedOutput(_COUNTS, out)
     else:
-      yield out
+      told.setdefault(near_copy_nodes.node_slot(*out[0], slots), []).append(out)
+  yield from told.items()
   tags.records_per_key(SUB_BANDS if len(key) == 4 else BANDS).update(members.count)
 
 
-class BestAnchor(beam.CombineFn):
-  """A node, the best anchor its keys found and whether it anchors another: from the node (a
-  6-tuple), each key's (priority, anchor's hash, anchor's colour) (3-tuples) and None from each
-  key where it anchors another, the node, the best anchor in rank order (or None), and True if
-  any None came."""
-
-  def create_accumulator(self) -> Tuple[Optional[tuple], Optional[Tuple[int, int, int]], bool]:
-    return None, None, False
-
-  def add_input(self, accumulator, value: Optional[tuple]):
-    node, best, anchoring = accumulator
-    if value is None:
-      return node, best, True
-    if len(value) == len(near_copies.Node._fields):
-      return tuple(value), best, anchoring
-    found = (*near_copies.rank_key(value[1], value[0], value[2]), value[1])
-    return node, found if best is None or found < best else best, anchoring
-
-  def merge_accumulators(self, accumulators):
-    node, best, anchoring = None, None, False
-    for more, found, anchors in accumulators:
-      node = node or more
-      anchoring = anchoring or anchors
-      if found is not None and (best is None or found < best):
-        best = found
-    return node, best, anchoring
-
-  def extract_output(self, accumulator):
-    return accumulator
-
-
-def _by_anchor(key: Tuple[int, int], found: Tuple[tuple, Optional[Tuple[int, int, int, int]], bool]
-               ) -> Iterator[Tuple[Tuple[int, int], Tuple[int, str, int, int, int]]]:
-  """A node under its anchor's (hash, colour) (its own if no key found it one), as a group member:
-  (priority, sha256, phash, files, colour), which sorts the group's best file first; none for a
-  node of one file that neither has an anchor nor is one, a group of one (most images)."""
-  node, best, anchoring = found
-  tags.records_per_key(NODES).update(1)
-  if best is None and not anchoring and node[3] == 1:
-    return
-  yield (best[3], best[2]) if best is not None else key, (node[1], node[2], node[0], node[3], node[4])
+def _best_anchors(_: int, joined: Mapping[str, Iterable[Any]]) -> Iterator[near_copy_nodes.Member]:
+  """A node slot's group members (near_copy_nodes.best_anchors), from its nodes and what the keys told of them."""
+  nodes = [_node_table(table) for table in joined['nodes']]
+  if nodes:
+    yield from near_copy_nodes.best_anchors(np.concatenate(nodes), itertools.chain.from_iterable(joined['told']))
 
 
 def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
