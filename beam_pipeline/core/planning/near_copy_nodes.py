@@ -23,8 +23,10 @@ FILES = np.dtype([('phash', '<i8'), ('priority', '<i8'), ('colour', '<i8'), ('bl
 NODES = np.dtype([('phash', '<i8'), ('priority', '<i8'), ('colour', '<i8'), ('blocks', '<i8'), ('sha', 'S32'),
                   ('count', '<i8')])
 # At least this many node slots, and as many more (a power of two) as keep a slot within
-# NODES_PER_SLOT nodes of the input's images: 80 bytes each, a few MB a slot.
-SLOTS = 256
+# NODES_PER_SLOT nodes of the input's images: 72 bytes each, about 14 MB a slot at most. Fewer
+# slots make fewer elements: each (band key, slot) pair is one (benchmarks/README.md, Near copies
+# at scale).
+SLOTS = 16
 NODES_PER_SLOT = 200_000
 _MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing's multiplier: spreads a hash's correlated bits over the slot's
 

@@ -29,8 +29,8 @@ def test_a_node_slot_is_the_same_from_an_int_and_from_an_array():
 
 
 def test_slots_keep_a_slot_within_its_share_of_the_images():
-  assert near_copy_nodes.slots_for(0) == near_copy_nodes.slots_for(51_200_000) == 256
-  assert near_copy_nodes.slots_for(51_200_001) == 512 and near_copy_nodes.slots_for(10**9) == 8192
+  assert near_copy_nodes.slots_for(0) == near_copy_nodes.slots_for(3_200_000) == 16
+  assert near_copy_nodes.slots_for(3_200_001) == 32 and near_copy_nodes.slots_for(10**9) == 8192
 
 
 def test_the_nodes_are_those_node_or_uniform_makes_of_each_hash():
