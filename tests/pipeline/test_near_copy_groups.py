@@ -9,6 +9,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.pipeline import local_runner, tags
+from beam_pipeline.pipeline.planning import near_copy_groups
 from beam_pipeline.pipeline.planning.near_copy_groups import NearCopies
 from helpers.near_hashes import brute_force, cluster, files_of, flip, sha
 
@@ -104,3 +105,11 @@ def test_colours_apart_split_what_the_hashes_join_as_the_definition_does():
     assert_that(result['pairs'], equal_to(list(expected.items())), label='pairs')
 
   run(files, checks, distance=10)
+
+
+def test_keys_are_packed_within_the_cap_band_by_band_and_a_dense_key_alone():
+  """Expected: a band's keys in value order, as many to a pack as hold at most the cap together,
+  each pack under its first key; a key over the cap in none (it is split into sub-bands)."""
+  sizes = [((0, 1), 30), ((0, 2), 40), ((0, 3), 25), ((0, 5), 120), ((0, 7), 10), ((1, 0), 60), ((1, 4), 45)]
+  assert near_copy_groups._packs(sizes, 100) == {  # pylint: disable=protected-access
+      (0, 1): (0, 1), (0, 2): (0, 1), (0, 3): (0, 1), (0, 7): (0, 7), (1, 0): (1, 0), (1, 4): (1, 4)}

@@ -267,7 +267,7 @@ class Anchors(NamedTuple):
 
 
 def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = None,
-            colours: Optional[np.ndarray] = None, blocks: Optional[np.ndarray] = None) -> Anchors:
+            colours: Optional[np.ndarray] = None, blocks: Optional[np.ndarray] = None, fixed: int = 0) -> Anchors:
   """Each of ``hashes``'s anchor, the hashes given in rank order (uint64): the smallest index of
   a hash near it (its ``blocks`` within ``distance`` bits, the hashes within DCT_MARGIN more)
   whose colours are not apart from its own, its own if none.
@@ -278,12 +278,15 @@ def anchors(hashes: np.ndarray, distance: int, asking: Optional[np.ndarray] = No
     asking: whether each node's anchor is wanted; the others' may be worse than their best. None: every one's.
     colours: the nodes' colour signatures (parse_colours); None: colours are not compared.
     blocks: the nodes' blocks halves (uint64), which are searched; None: the hashes are, within ``distance``.
+    fixed: bits on which only hashes that agree are compared (a band key's, whose members may come from several
+      of its values: the pigeonhole splits the other bits).
   """
   best = np.arange(len(hashes), dtype=np.int64)
   cut = np.zeros(len(hashes), bool)
   asking = np.ones(len(hashes), bool) if asking is None else asking
   near = _Near(distance, colours, None if colours is None else featureless(hashes), None if blocks is None else hashes)
-  _anchored(hashes if blocks is None else blocks, best, cut, near, np.arange(len(hashes), dtype=np.int64), asking)
+  _anchored(hashes if blocks is None else blocks, best, cut, near, np.arange(len(hashes), dtype=np.int64), asking,
+            fixed, ALL_BITS & ~fixed)
   return Anchors(best, int((cut & asking).sum()))
 
 
@@ -541,7 +544,8 @@ def key_anchors(members: Iterable[np.ndarray], distance: int, free: int = ALL_BI
     yield from ((anchor, None) for anchor in sorted(anchoring))
     return
   hashes, colours, blocks = _searched(held)
-  found = anchors(hashes, distance, colours=colours, blocks=blocks)
+  fixed = ALL_BITS & ~free
+  found = anchors(hashes, distance, colours=colours, blocks=blocks, fixed=fixed)
   anchoring = np.zeros(len(held), bool)
   yield from _told(held, held, found.anchor, np.arange(len(held)), anchoring)
   over_cap, cut_short = 0, found.cut_short
@@ -550,7 +554,7 @@ def key_anchors(members: Iterable[np.ndarray], distance: int, free: int = ALL_BI
       more_hashes, more_colours, more_blocks = _searched(block)
       found = anchors(np.concatenate([hashes, more_hashes]), distance,
                       np.arange(len(held) + len(block)) >= len(held),
-                      np.concatenate([colours, more_colours]), np.concatenate([blocks, more_blocks]))
+                      np.concatenate([colours, more_colours]), np.concatenate([blocks, more_blocks]), fixed)
       anchor = found.anchor[len(held):]
       over_cap += int((anchor >= len(held)).sum())
       cut_short += found.cut_short

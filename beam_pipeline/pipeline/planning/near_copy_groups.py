@@ -164,12 +164,13 @@ class NearCopies(beam.PTransform):
              | 'GroupByNodeSlot' >> beam.GroupByKey()
              | 'Nodes' >> beam.FlatMap(_nodes, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='slots'))
     first = nodes.slots | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance)
-    dense = (first
+    sizes = (first
              | 'KeySizes' >> beam.MapTuple(lambda key, batch: (key, len(_rows(batch))))
-             | 'SumPerKey' >> beam.CombinePerKey(sum)
-             | 'Dense' >> beam.FlatMap(_dense, self._key_cap))
+             | 'SumPerKey' >> beam.CombinePerKey(sum))
+    dense = sizes | 'Dense' >> beam.FlatMap(_dense, self._key_cap)
+    packs = sizes | 'AllKeySizes' >> beam.combiners.ToList() | 'Packs' >> beam.Map(_packs, self._key_cap)
     anchored = (first
-                | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsMultiMap(dense))
+                | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsSingleton(packs))
                 | 'GroupByBand' >> beam.GroupByKey()
                 | 'Anchors' >> beam.FlatMap(_anchors, self._distance, self._key_cap, slots).with_outputs(
                     _COUNTS, main='told'))
@@ -319,11 +320,32 @@ def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     yield key, count
 
 
-def _split_dense(item: Tuple[Any, bytes], distance: int, dense: Mapping[Any, Iterable[int]]) -> List[Tuple[Any, bytes]]:
-  """A batch's members under their first-level key, or under the key's sub-band keys where it is dense."""
+def _packs(sizes: List[Tuple[Tuple[int, int], int]], cap: int) -> Dict[Tuple[int, int], Tuple[int, int]]:
+  """Each first-level key of at most ``cap`` members to the pack of keys it is compared in: its
+  band's keys in value order, as many as hold at most ``cap`` members together, under the first
+  one's key. A key's comparisons cost near_copies.anchors a few numpy calls per step of its
+  longest run whatever its size, so a pack of small keys costs about what one key does
+  (benchmarks/README.md, Near copies at scale); a dense key (over ``cap``) is split instead.
+  One entry per first-level key: bands x 2^bits at most, whatever the input."""
+  packs: Dict[Tuple[int, int], Tuple[int, int]] = {}
+  pack, size = None, 0
+  for key, count in sorted(sizes):
+    if count > cap:
+      continue
+    if pack is None or pack[0] != key[0] or size + count > cap:
+      pack, size = key, 0
+    packs[key] = pack
+    size += count
+  return packs
+
+
+def _split_dense(item: Tuple[Any, bytes], distance: int, packs: Mapping[Tuple[int, int], Tuple[int, int]]
+                 ) -> List[Tuple[Any, bytes]]:
+  """A batch's members under their first-level key's pack (_packs), or under the key's sub-band
+  keys where it is dense."""
   key, batch = item
-  if not any(True for _ in dense[key]):
-    return [item]
+  if key in packs:
+    return [(packs[key], batch)]
   return [(sub, rows.tobytes())
           for sub, rows in near_copies.keyed_rows(_rows(batch), near_copies.sub_bands(distance, key[0]), key)]
 
