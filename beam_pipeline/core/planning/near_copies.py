@@ -27,8 +27,9 @@ over the bits outside the part. What no split thins and no
 bounded number of steps settles (two clusters that agree on most bits, a loose cloud of hashes
 all about d apart) is counted as cut short: cost and memory stay bounded by the hashes.
 
-On Dataflow (pipeline/planning/near_copy_groups.py) hashes meet by band (a first-level part) value: a key denser
-than KEY_CAP is split again into sub-bands, and a key still over it holds its KEY_CAP best-ranked
+On Dataflow (pipeline/planning/near_copy_groups.py) hashes meet by band (a first-level part) value, a band's
+small keys in packs of at most KEY_CAP (compared with the band's bits fixed, so each key's runs stay its own):
+a key denser than KEY_CAP is split again into sub-bands, and a key still over it holds its KEY_CAP best-ranked
 hashes and looks for the others' anchors among them only (key_anchors), which in a cluster of
 look-alikes, whose keys stay dense, is where they are. Each hash takes the best anchor any of its
 keys found.
