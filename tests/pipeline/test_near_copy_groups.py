@@ -109,7 +109,11 @@ def test_colours_apart_split_what_the_hashes_join_as_the_definition_does():
 
 def test_keys_are_packed_within_the_cap_band_by_band_and_a_dense_key_alone():
   """Expected: a band's keys in value order, as many to a pack as hold at most the cap together,
-  each pack under its first key; a key over the cap in none (it is split into sub-bands)."""
+  each pack under its first key; a key over the cap in none (it is split into sub-bands); a dense
+  key's sub-band keys likewise, a sub-band at a time."""
   sizes = [((0, 1), 30), ((0, 2), 40), ((0, 3), 25), ((0, 5), 120), ((0, 7), 10), ((1, 0), 60), ((1, 4), 45)]
   assert near_copy_groups._packs(sizes, 100) == {  # pylint: disable=protected-access
       (0, 1): (0, 1), (0, 2): (0, 1), (0, 3): (0, 1), (0, 7): (0, 7), (1, 0): (1, 0), (1, 4): (1, 4)}
+  subs = [((0, 5, 2, 0), 50), ((0, 5, 2, 3), 40), ((0, 5, 3, 1), 5), ((0, 5, 3, 2), 101)]
+  assert near_copy_groups._packs(subs, 100) == {  # pylint: disable=protected-access
+      (0, 5, 2, 0): (0, 5, 2, 0), (0, 5, 2, 3): (0, 5, 2, 0), (0, 5, 3, 1): (0, 5, 3, 1)}

@@ -169,8 +169,16 @@ class NearCopies(beam.PTransform):
              | 'SumPerKey' >> beam.CombinePerKey(sum))
     dense = sizes | 'Dense' >> beam.FlatMap(_dense, self._key_cap)
     packs = sizes | 'AllKeySizes' >> beam.combiners.ToList() | 'Packs' >> beam.Map(_packs, self._key_cap)
-    anchored = (first
-                | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsSingleton(packs))
+    split = first | 'SplitDense' >> beam.FlatMap(_split_dense, self._distance, beam.pvalue.AsSingleton(packs))
+    sub_packs = (split
+                 | 'SubKeySizes' >> beam.FlatMapTuple(
+                     lambda key, batch: [(key, len(_rows(batch)))] if len(key) == 4 else [])
+                 | 'SumPerSubKey' >> beam.CombinePerKey(sum)
+                 | 'ByDenseKey' >> beam.MapTuple(lambda key, count: (key[:3], (key, count)))
+                 | 'SubKeysOfDenseKey' >> beam.GroupByKey()
+                 | 'SubPacks' >> beam.FlatMapTuple(lambda _, sizes: _packs(sizes, self._key_cap).items()))
+    anchored = (split
+                | 'PackSubBands' >> beam.Map(_sub_packed, beam.pvalue.AsMultiMap(sub_packs))
                 | 'GroupByBand' >> beam.GroupByKey()
                 | 'Anchors' >> beam.FlatMap(_anchors, self._distance, self._key_cap, slots).with_outputs(
                     _COUNTS, main='told'))
@@ -320,26 +328,28 @@ def _dense(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:
     yield key, count
 
 
-def _packs(sizes: List[Tuple[Tuple[int, int], int]], cap: int) -> Dict[Tuple[int, int], Tuple[int, int]]:
-  """Each first-level key of at most ``cap`` members to the pack of keys it is compared in: its
-  band's keys in value order, as many as hold at most ``cap`` members together, under the first
+def _packs(sizes: Iterable[Tuple[Tuple[int, ...], int]], cap: int) -> Dict[Tuple[int, ...], Tuple[int, ...]]:
+  """Each key of at most ``cap`` members to the pack of keys it is compared in: the keys that
+  differ in their last value only (a band's first-level keys, a dense key's sub-band keys of one
+  sub-band), in value order, as many as hold at most ``cap`` members together, under the first
   one's key. A key's comparisons cost near_copies.anchors a few numpy calls per step of its
   longest run whatever its size, so a pack of small keys costs about what one key does
-  (benchmarks/README.md, Near copies at scale); a dense key (over ``cap``) is split instead.
-  One entry per first-level key: bands x 2^bits at most, whatever the input."""
-  packs: Dict[Tuple[int, int], Tuple[int, int]] = {}
+  (benchmarks/README.md, Near copies at scale); a key over ``cap`` is in none (a dense
+  first-level key is split into sub-band keys; a sub-band key over it keeps its best-ranked).
+  One entry per key: at most 2^bits of a band or sub-band at once."""
+  packs: Dict[Tuple[int, ...], Tuple[int, ...]] = {}
   pack, size = None, 0
   for key, count in sorted(sizes):
     if count > cap:
       continue
-    if pack is None or pack[0] != key[0] or size + count > cap:
+    if pack is None or pack[:-1] != key[:-1] or size + count > cap:
       pack, size = key, 0
     packs[key] = pack
     size += count
   return packs
 
 
-def _split_dense(item: Tuple[Any, bytes], distance: int, packs: Mapping[Tuple[int, int], Tuple[int, int]]
+def _split_dense(item: Tuple[Any, bytes], distance: int, packs: Mapping[Tuple[int, ...], Tuple[int, ...]]
                  ) -> List[Tuple[Any, bytes]]:
   """A batch's members under their first-level key's pack (_packs), or under the key's sub-band
   keys where it is dense."""
@@ -348,6 +358,17 @@ def _split_dense(item: Tuple[Any, bytes], distance: int, packs: Mapping[Tuple[in
     return [(packs[key], batch)]
   return [(sub, rows.tobytes())
           for sub, rows in near_copies.keyed_rows(_rows(batch), near_copies.sub_bands(distance, key[0]), key)]
+
+
+def _sub_packed(item: Tuple[Any, bytes], packs: Mapping[Tuple[int, ...], Iterable[Tuple[int, ...]]]
+                ) -> Tuple[Any, bytes]:
+  """A sub-band key's members under its pack (_packs, looked up key by key), if it is in one;
+  a first-level pack's, or a sub-band key's over the cap, as they are."""
+  key, batch = item
+  if len(key) == 4:
+    for pack in packs[key]:
+      return pack, batch
+  return item
 
 
 class _Members:
