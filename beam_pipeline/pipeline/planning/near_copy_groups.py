@@ -8,8 +8,10 @@ meets its data by a shuffle in which no key, list or element grows with the inpu
   where a file's copies meet, by the slot of its sha256; then the nodes of a node slot, a share
   of the (hash, colour) space (near_copy_nodes.slots_for: never more than about 200,000 nodes);
 * band keys, holding their members a slot at a time as the bytes of an int64 array
-  (near_copies.member_rows), counted by a combiner; only the keys over the cap (bands x 2^bits
-  of them at most, not N) reach the split as a side input, looked up key by key;
+  (near_copies.member_rows), counted by a combiner; the keys' sizes (bands x 2^bits of them at
+  most, not N) reach the split as one side input: a key over the cap is split into sub-band keys,
+  the others go in packs of at most the cap, and so do small sub-band keys, their sizes looked up
+  key by key (_packs);
 * each key finds its members' anchors holding at most the cap (near_copies.key_anchors), and
   what it found meets the nodes in their slot, where each node takes the best anchor its keys
   found (near_copy_nodes.best_anchors);
