@@ -306,9 +306,9 @@ def digest_of_listing(spec: InputSpec, output: str, kept_for: Optional[str] = No
   this process, which then takes what was listed here instead of listing it again."""
   digest = listing_digest.Digest()
   for part in input_parts(spec):
-    listed = list(list_part(part, output, fingerprints=True))
-    if kept_for is not None:
-      _KEPT[(kept_for, part)] = listed
+    listed = list_part(part, output, fingerprints=True)
+    if kept_for is not None:  # else streamed, never held
+      listed = _KEPT[(kept_for, part)] = list(listed)
     digest = digest.merge(listing_digest.of(
         value if isinstance(value, Rejection) else value._replace(fingerprint=input_fingerprints.of_record(value))
         for value in listed))
