@@ -390,8 +390,15 @@ class _Members:
 
 
 def _anchors(item: Tuple[Any, Any], distance: int, key_cap: int, slots: int) -> Iterator[Any]:
-  """What one key told of its members (near_copy_nodes.Told), a list per node slot of ``slots``; its counts,
-  tagged."""
+  """What one key (or pack of keys) told of its members (near_copy_nodes.Told), a list per node slot;
+  its counts, tagged.
+
+  Args:
+    item: (key, its members' batches of member rows).
+    distance: the distance within which hashes are near.
+    key_cap: the most members the key holds for comparison (near_copies.key_anchors).
+    slots: how many node slots there are (near_copy_nodes.slots_for).
+  """
   key, batches = item
   members = _Members(batches)
   told: Dict[int, List[near_copy_nodes.Told]] = {}
