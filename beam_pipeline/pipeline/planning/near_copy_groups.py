@@ -279,11 +279,9 @@ def _table(data: bytes) -> np.ndarray:
 
 
 def _by_file_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, bytes]]:
-  """A table's files under the slot of their sha256's first bytes, where every copy of a file meets."""
-  heads = np.ascontiguousarray(table['sha']).view(np.uint8).reshape(-1, 32)[:, :4].astype(np.int64)
-  found = ((heads[:, 0] << 24 | heads[:, 1] << 16 | heads[:, 2] << 8 | heads[:, 3]) * slots) >> 32
-  for slot in np.unique(found).tolist():
-    yield slot, table[found == slot].tobytes()
+  """A table's files under their file slots (near_copy_nodes.by_file_slot), where every copy of a file meets."""
+  for slot, rows in near_copy_nodes.by_file_slot(table, slots):
+    yield slot, rows.tobytes()
 
 
 def _by_node_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, bytes]]:

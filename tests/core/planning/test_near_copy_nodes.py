@@ -73,7 +73,12 @@ def test_a_file_given_twice_keeps_its_smallest_hash_as_the_texts_compare():
   expected = {}
   for sha, phash, priority, colour in files + twice:
     expected[sha] = min(expected.get(sha, (phash, priority, colour)), (phash, priority, colour))
-  kept = near_copy_nodes.smallest_per_file(near_copy_nodes.file_table(files + twice))
+  table = near_copy_nodes.file_table(files + twice)
+  slots = list(near_copy_nodes.by_file_slot(table, 16))
+  assert len(slots) > 8 and sum(len(rows) for _, rows in slots) == len(table)
+  shas_by_slot = [set(rows['sha'].tolist()) for _, rows in slots]
+  assert len(set().union(*shas_by_slot)) == sum(map(len, shas_by_slot))  # each file's copies in one slot
+  kept = np.concatenate([near_copy_nodes.smallest_per_file(rows) for _, rows in slots])
   assert len(kept) == len(expected)
   assert sorted(kept.tolist()) == sorted(near_copy_nodes.file_table(
       [(sha, phash, priority, colour) for sha, (phash, priority, colour) in expected.items()]).tolist())
