@@ -126,18 +126,6 @@ def group_cap(num_images: int, smallest_fraction: float) -> int:
   return max(SMALLEST_GROUP_CAP, min(GROUP_CAP, int(GROUP_SHARE * num_images * smallest_fraction)))
 
 
-class Node(NamedTuple):
-  """One distinct DCT half (as a signed 64-bit int, parse) and colour signature: its best file
-  (the smallest (priority, sha256)), how many distinct files share them, and the best file's
-  blocks half (parse_blocks), which the grouping searches."""
-  phash: int
-  priority: int
-  sha256: str
-  count: int
-  colour: int = 0  # colour_value
-  blocks: int = 0
-
-
 def rank_key(phash: int, priority_of: int, colour: int = 0) -> Tuple[int, int, int]:
   """A node's place in rank order: by priority, then by the hash, then by the colour signature, so
   that no two tie."""
@@ -148,22 +136,6 @@ def node_key(phash: str, colour: str) -> Tuple[str, int]:
   """What a node's files share: the hash's DCT half (16 hex digits) and the colour signature's
   value (colour_value: a missing signature is a gray picture's)."""
   return phash[:16], colour_value(colour)
-
-
-def node_or_uniform(key: Tuple[str, int], count: int, files: Optional[Sequence[Tuple[int, str, int]]],
-                    cap: int = SAME_HASH_CAP) -> Optional[Node]:
-  """The node of a hash and colour signature shared by ``count`` distinct files, or None for a
-  near-uniform one.
-
-  Args:
-    key: the hash and colour signature (node_key).
-    count: how many distinct files share them.
-    files: their (priority, sha256, blocks half), the smallest first, while count <= cap; None past it.
-    cap: the most files may share them and still be grouped.
-  """
-  if count > cap or not files:
-    return None
-  return Node(parse(key[0]), files[0][0], files[0][1], count, key[1], files[0][2])
 
 
 def colour_value(colour: str) -> int:

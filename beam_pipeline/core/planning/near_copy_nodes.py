@@ -3,8 +3,8 @@
 cost per element is several times a node's own work.
 
 A node slot is a share of the (DCT half, colour signature) space (node_slot): the files of one
-node all land in one slot, where nodes_of makes the nodes near_copies.node_or_uniform makes one
-by one, and where best_anchors meets each node with what the band keys told of it. A slot holds
+node all land in one slot, where nodes_of makes its nodes, and where best_anchors meets each
+node with what the band keys told of it. A slot holds
 about 1/slots of the nodes; slots_for chooses as many as keep that bounded.
 
 A file is (source_sha256, perceptual hash, priority, colour signature), as
@@ -103,8 +103,9 @@ class Nodes(NamedTuple):
 
 
 def nodes_of(table: np.ndarray, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Nodes:
-  """The nodes of a table of FILES, each sha256 once: those near_copies.node_or_uniform makes of each
-  (DCT half, colour) the files share, none for one shared by more than ``same_hash_cap`` files."""
+  """The nodes of a table of FILES, each sha256 once: one for each (DCT half, colour) the files
+  share (near_copies.node_key), its best file's fields and how many files share it; none for one
+  shared by more than ``same_hash_cap`` files, a near-uniform hash (an all-black frame)."""
   order = np.lexsort((table['blocks'], table['sha'], table['priority'], table['colour'], table['phash']))
   ordered = table[order]
   if not len(ordered):

@@ -6,31 +6,27 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from beam_pipeline.core.planning import near_copies
+from beam_pipeline.core.planning import near_copies, near_copy_nodes
 from helpers.near_hashes import brute_anchors, brute_force, cluster, files_of, flip, sha
 
 D = 4
+
+
+_Node = collections.namedtuple('_Node', 'phash priority sha256 count colour')
 
 
 def near_groups(files, distance=D, key_cap=near_copies.KEY_CAP, cap=near_copies.GROUP_CAP,
                 same_hash_cap=near_copies.SAME_HASH_CAP):
   """The Beam transform's steps as plain calls: {sha256: representative} and its counters."""
   counts = collections.Counter()
-  of_file = {}
-  for content, phash, priority, colour in files:
-    of_file[content] = min(of_file.get(content, (phash, priority, colour)), (phash, priority, colour))
-  of_node = collections.defaultdict(list)
-  for content, (phash, priority, colour) in of_file.items():
-    of_node[near_copies.node_key(phash, colour)].append((priority, content, near_copies.parse_blocks(phash)))
-  nodes, shas = [], {}
-  for key, shared in of_node.items():
-    node = near_copies.node_or_uniform(key, len(shared), sorted(shared), same_hash_cap)
-    if node is None:
-      counts['uniform_hashes'] += 1
-    else:
-      nodes.append(node)
-      shas[node.phash, node.colour] = [content for _, content, _ in sorted(shared)]
-  rows = near_copies.member_rows((node.phash, node.priority, node.colour, node.blocks) for node in nodes)
+  found = near_copy_nodes.nodes_of(near_copy_nodes.smallest_per_file(near_copy_nodes.file_table(files)),
+                                   same_hash_cap)
+  counts['uniform_hashes'] += found.uniform_hashes
+  several = dict(found.several)
+  nodes = [_Node(phash, priority, sha.ljust(32, b'\0').hex(), count, colour)
+           for phash, priority, colour, _, sha, count in found.nodes.tolist()]
+  shas = {(node.phash, node.colour): list(several.get((node.phash, node.colour), [node.sha256])) for node in nodes}
+  rows = near_copy_nodes.member_rows(found.nodes)
   keys = {}
   for key, members in near_copies.keyed_rows(rows, near_copies.bands(distance)):
     counts['dense_keys'] += len(members) > key_cap
@@ -248,7 +244,9 @@ def test_files_sharing_a_hash_group_and_a_near_uniform_hash_does_not():
   representative, counts = near_groups(files)
   assert representative == {sha(1): sha(2), sha(2): sha(2)}
   assert counts['uniform_hashes'] == 1
-  assert near_copies.node_or_uniform(('00000000000000ff', 0), 3, [(0, sha(1)), (0, sha(2)), (0, sha(3))], cap=2) is None
+  over = near_copy_nodes.nodes_of(near_copy_nodes.file_table([(sha(i), '00000000000000ff', 0, '') for i in (1, 2, 3)]),
+                                  same_hash_cap=2)
+  assert (len(over.nodes), over.uniform_hashes, over.uniform_images) == (0, 1, 3)
 
 
 @pytest.mark.parametrize('images, fraction, cap', [(13, 1.0, 10), (20_000, 0.2, 40), (20_000, 1.0, 200),

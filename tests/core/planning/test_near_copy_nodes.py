@@ -33,7 +33,7 @@ def test_slots_keep_a_slot_within_its_share_of_the_images():
   assert near_copy_nodes.slots_for(3_200_001) == 32 and near_copy_nodes.slots_for(10**9) == 8192
 
 
-def test_the_nodes_are_those_node_or_uniform_makes_of_each_hash():
+def test_each_hash_and_colour_its_files_share_is_one_node_or_near_uniform():
   """Expected: one node per (DCT half, colour) its files share, its best file the smallest (priority,
   sha256, blocks half), the files of a node of several listed best first, and a hash of more
   files than the cap counted as near-uniform; whichever slot and order the files come in."""
@@ -44,13 +44,12 @@ def test_the_nodes_are_those_node_or_uniform_makes_of_each_hash():
     of_node.setdefault(near_copies.node_key(phash, colour), []).append(
         (priority, sha, near_copies.parse_blocks(phash)))
   expected, several = set(), set()
-  for key, shared in of_node.items():
+  for (phash, colour), shared in of_node.items():
     shared.sort()
-    node = near_copies.node_or_uniform(key, len(shared), shared, cap=8)
-    if node is not None:
-      expected.add(tuple(node))
+    if len(shared) <= 8:
+      expected.add((near_copies.parse(phash), shared[0][0], shared[0][1], len(shared), colour, shared[0][2]))
       if len(shared) > 1:
-        several.add(((node.phash, node.colour), tuple(sha for _, sha, _ in shared)))
+        several.add(((near_copies.parse(phash), colour), tuple(sha for _, sha, _ in shared)))
   table = near_copy_nodes.file_table(random.Random(3).sample(files, len(files)))
   found, listed, uniform_hashes, uniform_images = set(), set(), 0, 0
   for _, rows in near_copy_nodes.by_slot(table, 256):
