@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOp
                                                   TestOptions)
 
 from beam_pipeline.cli import arguments
+from beam_pipeline.compat import beam_internals
 from beam_pipeline.pipeline.listing import annotation_inputs, inputs
 from beam_pipeline.core import option_table, uris
 from beam_pipeline.core.inputs import annotations as annotations_format, input_root, labels
@@ -59,7 +60,7 @@ def parse(argv: List[str], beam_options: Optional[Mapping[str, Any]] = None) -> 
   progress_interval = option_table.BY_NAME['progress_interval'].parse(namespace.progress_interval)
   ours = {name: value for name, value in vars(namespace).items()
           if name != 'command' and name not in arguments.CONSOLE_OPTIONS}
-  options = PipelineOptions(beam_flags, **(beam_options or {}), **ours)
+  options = beam_internals.OptionsViewedOnce(beam_flags, **(beam_options or {}), **ours)
   _check_flags(options)
   _check_setup_file(options.view_as(SetupOptions).setup_file)
   _check_credentials(options)

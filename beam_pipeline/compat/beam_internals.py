@@ -1,6 +1,7 @@
 """Apache Beam internals: the in-process runner the DirectRunner falls back to, the period
 of its step-time samplers, the size of its state cache, the base of a fast coder, the storage
-client of its gcsio, and the step of its stager that builds --setup_file's package.
+client of its gcsio, the step of its stager that builds --setup_file's package, and the views
+of its pipeline options.
 
 Checked with apache-beam 2.77.0 (requirements.txt pins it).
 """
@@ -13,6 +14,29 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineRunner
 
 CHECKED_WITH = 'apache-beam 2.77.0'
+
+
+class OptionsViewedOnce(PipelineOptions):
+  """PipelineOptions whose view of each options class (view_as) is made once and kept.
+
+  While a graph is built, Beam's type checks read TypeOptions from the pipeline's options at
+  every check (typehints.is_consistent_with), and each view_as builds an argparse parser of
+  all its class's options and parses the flags again: some 1,400 times for an update's graph,
+  more than the rest of its building. A view holds no values of its own (they live in the
+  options' ``_all_options``, which every view shares), so one view per class reads and writes
+  what one per call would.
+  """
+
+  def view_as(self, cls):
+    views = self.__dict__.setdefault('_views', {})  # not by attribute: __setattr__ takes option names only
+    if cls not in views:
+      views[cls] = super().view_as(cls)
+    return views[cls]
+
+  def __getstate__(self):
+    state = dict(super().__getstate__())
+    state.pop('_views', None)  # made again where unpickled
+    return state
 
 
 def fn_api_runner(options: PipelineOptions) -> Optional[PipelineRunner]:

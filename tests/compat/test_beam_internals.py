@@ -119,3 +119,42 @@ def test_the_stagers_package_build_goes_through_the_given_function_while_the_blo
     Stager._build_setup_package(str(tmp_path / 'setup.py'), str(tmp_path / 'dist'))  # pylint: disable=protected-access
   assert calls == ['before', 'tiny-1.0.tar.gz']
   assert Stager._build_setup_package is original  # pylint: disable=protected-access
+
+
+def test_options_viewed_once_keep_one_view_per_class_and_read_as_beams():
+  """The views are kept, share the values with every other view, and leave the options' pickle
+  and every value as Beam's own options would have them."""
+  from apache_beam.options.pipeline_options import StandardOptions, TypeOptions  # pylint: disable=import-outside-toplevel
+  flags = ['--runner=DirectRunner', '--direct_num_workers=2']
+  options = beam_internals.OptionsViewedOnce(flags, job_name='kept')
+  plain = PipelineOptions(flags, job_name='kept')
+  assert options.view_as(TypeOptions) is options.view_as(TypeOptions)
+  assert options.get_all_options() == plain.get_all_options()
+  options.view_as(StandardOptions).runner = 'FnApiRunner'
+  assert options.view_as(StandardOptions).runner == 'FnApiRunner'
+  assert options.get_all_options()['runner'] == 'FnApiRunner'
+  again = pickle.loads(pickle.dumps(options))
+  assert '_views' not in again.__dict__
+  assert again.get_all_options() == options.get_all_options()
+
+
+def test_a_graph_is_built_with_one_view_of_the_type_options():
+  """Beam's type checks ask the pipeline's options for TypeOptions at each check; with
+  OptionsViewedOnce they are made once, however many transforms the graph has."""
+  from apache_beam.options.pipeline_options import TypeOptions  # pylint: disable=import-outside-toplevel
+  options = beam_internals.OptionsViewedOnce([])
+  made = []
+  original = TypeOptions.__init__
+
+  def counted(self, *args, **kwargs):
+    made.append(1)
+    original(self, *args, **kwargs)
+  TypeOptions.__init__ = counted
+  try:
+    pipeline = beam.Pipeline(options=options)
+    numbers = pipeline | beam.Create([1, 2, 3])
+    for step in range(20):
+      numbers = numbers | f'Add{step}' >> beam.Map(lambda n: n + 1).with_output_types(int)
+  finally:
+    TypeOptions.__init__ = original
+  assert len(made) <= 1
