@@ -146,6 +146,7 @@ def _convert(argv: List[str], started: float, held: contextlib.ExitStack, ctrl_c
   log = None if conversion.verbose else failures.RunLog()
   state = None
   try:
+    held.enter_context(beam_internals.dofn_specs_kept())  # as the graph is built, translated and run
     with _long_lived_objects():
       pipeline = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
       graph.build(pipeline, settings, runner, pooled=in_process, decision=decision)

@@ -158,3 +158,39 @@ def test_a_graph_is_built_with_one_view_of_the_type_options():
   finally:
     TypeOptions.__init__ = original
   assert len(made) <= 1
+
+
+def test_each_dofn_is_looked_at_once_while_specs_are_kept():
+  """Beam asks for a DoFn's state and timer specs as each ParDo is made and translated; inside
+  dofn_specs_kept each DoFn's methods are looked at once, with the same answer, and Beam's own
+  look is back afterwards."""
+  from apache_beam.transforms import userstate  # pylint: disable=import-outside-toplevel
+  original = userstate.get_dofn_specs
+  looked = []
+
+  def counted(dofn):
+    looked.append(dofn)
+    return original(dofn)
+
+  def build_and_translate() -> None:
+    pipeline = beam.Pipeline()
+    numbers = pipeline | beam.Create([1, 2, 3])
+    for step in range(10):
+      numbers = numbers | f'Add{step}' >> beam.Map(lambda n: n + 1)
+    pipeline.to_runner_api()
+
+  userstate.get_dofn_specs = counted
+  try:
+    build_and_translate()
+    asked = len(looked)
+    looked.clear()
+    with beam_internals.dofn_specs_kept():
+      build_and_translate()
+      assert userstate.get_dofn_specs is not counted
+    assert userstate.get_dofn_specs is counted
+  finally:
+    userstate.get_dofn_specs = original
+  assert asked > len(looked) == len({id(dofn) for dofn in looked})
+  dofn = beam.Map(lambda n: n).fn
+  with beam_internals.dofn_specs_kept():
+    assert userstate.get_dofn_specs(dofn) == original(dofn) == userstate.get_dofn_specs(dofn)
