@@ -24,7 +24,6 @@ from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.messages import CheckedImage, Rejection
 from beam_pipeline.core.output import catalog_lookup
-from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.planning import near_copies, splitting
 from beam_pipeline.core.settings import Settings
 
@@ -308,24 +307,30 @@ def _slot_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
   set of look-alikes."""
   _, sides = joined
   dropped = slot_dropped(sides)
+  dropped_hashes = {sha for sha, _ in dropped}
   found = {sha: min(values) for sha, values in _of_slot(sides, 'hashes').items()}
   for line in slot_lines(sides, output):
-    if dropped and BY_CONTENT.identity(line) in dropped:
+    if line[2:66] in dropped_hashes and BY_CONTENT.identity(line) in dropped:
       continue
-    for hashed in _earlier_hash(BY_CONTENT.parse(line)[1]):
+    for hashed in _earlier_hash(line):
       found[hashed[0]] = min(found.get(hashed[0], hashed), hashed)
   hashes = list(found.values())
   for start in range(0, len(hashes), _BATCH_SIZE):
     yield hashes[start:start + _BATCH_SIZE]
 
 
-def _earlier_hash(entry: Entry) -> List[Tuple[str, str, int, str]]:
-  """A catalogued record's (source_sha256, phash, priority, colour), as content_groups.perceptual_hashes
-  lists a new one's: none from a catalog written before hashes were."""
-  if not entry.phash:
+def _earlier_hash(line: str) -> List[Tuple[str, str, int, str]]:
+  """The (source_sha256, phash, priority, colour) of a catalogued record, from its line of the
+  lookup by content, as content_groups.perceptual_hashes lists a new one's: none from a catalog
+  written before hashes were."""
+  fields = BY_CONTENT.near_fields(line)
+  if fields is None:  # a catalog's from before colour signatures
+    entry = BY_CONTENT.parse(line)[1]
+    fields = (entry.source_sha256, entry.phash, entry.colour, entry.damaged, entry.longer_side, entry.stored_bytes)
+  sha, phash, colour, damaged, longer_side, stored_bytes = fields
+  if not phash:
     return []
-  return [(entry.source_sha256, entry.phash,
-           near_copies.priority(entry.damaged, entry.longer_side, entry.stored_bytes), entry.colour)]
+  return [(sha, phash, near_copies.priority(damaged, longer_side, stored_bytes), colour)]
 
 
 # A new file as a group of near copies lists it: (uri, label, labels).

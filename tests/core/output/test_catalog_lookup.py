@@ -116,3 +116,25 @@ def test_a_lookup_file_that_is_not_what_the_record_says_is_named():
   with pytest.raises(DamagedOutput, match='^catalog/by_uri/00003-of-00016.jsonl: '):
     catalog_lookup.checked(LookupFile(slot=3, file=found.file, num_entries=1, sha256=catalog_lookup.checksum(broken)),
                            broken)
+
+
+@pytest.mark.parametrize('uri', ODD_URIS + ['imgs/[brackets], "and" quotes].jpg'])
+@pytest.mark.parametrize('quality', [(), ('dark',), ('blurry', 'dark', 'grayscale_as_rgb', 'light', 'low_information')])
+def test_a_content_line_gives_what_near_copies_need_from_its_end_as_its_parse_does(uri, quality):
+  """near_fields reads a line's content hash, perceptual hash, colour and rank fields from its
+  end, equal to what parsing it gives, whatever its uri, labels and flags hold; a line of an
+  older catalog (without colour, hash or flags) gives None, to be parsed."""
+  value = entry(uri)._replace(labels=('a[b]', '"c"'), objects=('[', ']'), quality=quality, damaged=True,
+                              longer_side=4032, stored_bytes=12_345_678, phash='0123456789abcdef' * 2,
+                              colour='00ff00ff00ff00ff')
+  text = BY_CONTENT.line('shard-id', value)
+  _, parsed = BY_CONTENT.parse(text)
+  assert BY_CONTENT.near_fields(text) == (parsed.source_sha256, parsed.phash, parsed.colour, parsed.damaged,
+                                          parsed.longer_side, parsed.stored_bytes)
+  assert BY_CONTENT.near_fields(BY_CONTENT.line('s', value._replace(phash='', colour=''))) == (
+      value.source_sha256, '', '', True, 4032, 12_345_678)
+  for fields in (13, 14, 15):  # up to damaged, to the quality flags, to the perceptual hash
+    older = '["' + value.source_sha256 + '",' + catalog_lookup._dumps(  # pylint: disable=protected-access
+        [value.uri, value.fingerprint, 'shard-id', *value[2:fields]])[1:]
+    assert BY_CONTENT.near_fields(older) is None
+    assert BY_CONTENT.parse(older)[1][:fields] == value[:fields]
