@@ -109,10 +109,11 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   if not (added or dropped or rebuilt):
     return
   earlier = list(sides.get('earlier', ()))
-  text = ''.join(rebuilt)
-  if earlier:
-    text = output_dir.read_listed(output, earlier[0].file).decode('utf-8', 'surrogateescape')
-  text = lookup.updated(text, dropped, added)
+  if earlier:  # written sorted
+    text = lookup.updated_sorted(output_dir.read_listed(output, earlier[0].file).decode('utf-8', 'surrogateescape'),
+                                 dropped, added)
+  else:
+    text = lookup.updated(''.join(rebuilt), dropped, added)
   name = lookup.file_name(slot, count)
   output_dir.stage_text(output, run_id, name, text)
   yield LookupFile(slot=slot, file=name, num_entries=text.count('\n'),

@@ -1,6 +1,7 @@
 """The catalog's lookups by uri and by content: which file an entry is in, how many files a
 dataset gets, their lines, and a file written again and checked."""
 import dataclasses
+import random
 import zlib
 
 import pytest
@@ -138,3 +139,21 @@ def test_a_content_line_gives_what_near_copies_need_from_its_end_as_its_parse_do
         [value.uri, value.fingerprint, 'shard-id', *value[2:fields]])[1:]
     assert BY_CONTENT.near_fields(older) is None
     assert BY_CONTENT.parse(older)[1][:fields] == value[:fields]
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_a_sorted_file_written_again_by_its_changes_alone_is_what_updated_writes(seed):
+  """updated_sorted, which reads the identities of the lines a change reaches and copies the
+  rest, gives what updated gives, whatever is dropped, added, replaced or absent, by uri and
+  by content (where one picture's copies share a content hash)."""
+  rng = random.Random(seed)
+  uris = ODD_URIS + [f'imgs/{rng.randrange(10**6):06d}.jpg' for _ in range(rng.randrange(0, 60))]
+  for lookup in (BY_URI, BY_CONTENT):
+    earlier = lookup.updated('', set(), [lookup.line('s1', entry(uri, sha=rng.choice(['ab', 'cd']) * 32))
+                                         for uri in rng.sample(uris, rng.randrange(len(uris) + 1))])
+    identities = [lookup.identity(line) for line in earlier.splitlines(keepends=True)]
+    dropped = set(rng.sample(identities, rng.randrange(len(identities) + 1)))
+    dropped |= {('ef' * 32, 'gone.jpg') if lookup.by_content else 'gone.jpg'}
+    added = [lookup.line('s2', entry(uri, 'file:9:9:9:9', sha=rng.choice(['ab', 'cd', 'ef']) * 32))
+             for uri in rng.sample(uris + ['imgs/new.jpg'], rng.randrange(8))]
+    assert lookup.updated_sorted(earlier, dropped, added) == lookup.updated(earlier, dropped, added)
