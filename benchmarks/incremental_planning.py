@@ -242,7 +242,7 @@ def _measured_slot(self, joined, *args):
   from beam_pipeline.pipeline import incremental, tags  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
   _, items = joined
-  items = items['listed'] if isinstance(items, dict) else [item for item in items if item.uri]  # not the slot's mark
+  items = [item for gathered in (items['listed'] if isinstance(items, dict) else items) for item in gathered.items]
   tags.records_per_key('BySlot').update(len(items))
   return incremental._ORIGINAL['slot'](self, joined, *args)  # pylint: disable=protected-access
 

@@ -87,6 +87,13 @@ class Validated(NamedTuple):
   annotation_problems: Optional[List[Rejection]] = None
 
 
+class InputItems(NamedTuple):
+  """Input items that cross a shuffle as one element (an --incremental update's items on their
+  way to their slot of the catalog's lookup): an element per item costs the shuffle more than
+  the item's comparison."""
+  items: Tuple[InputItem, ...]
+
+
 class ContentGroup(NamedTuple):
   """Records of identical files; the first (by uri) is the one kept under --dedupe."""
   records: Tuple[CheckedImage, ...]

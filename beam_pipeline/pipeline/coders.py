@@ -15,8 +15,8 @@ from typing import Any, Iterable, Tuple
 import apache_beam as beam
 
 from beam_pipeline.compat import beam_internals
-from beam_pipeline.core.messages import (ContentGroup, CheckedImage, InputItem, OutputUnit, ShardPlan, ShardRewrite,
-                                         TransformGraph)
+from beam_pipeline.core.messages import (ContentGroup, CheckedImage, InputItem, InputItems, OutputUnit, ShardPlan,
+                                         ShardRewrite, TransformGraph)
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _SHARD, _GRAPH, _REWRITE = 0, 1, 2  # OutputUnitCoder's tags
@@ -77,6 +77,22 @@ class InputItemCoder(_FieldsCoder):
 
   def to_type_hint(self):
     return InputItem
+
+
+class InputItemsCoder(_FieldsCoder):
+  """Input items as one pickle of their fields' tuples."""
+
+  def to_fields(self, value: InputItems) -> tuple:
+    return tuple(map(tuple, value.items))
+
+  def from_fields(self, fields: tuple) -> InputItems:
+    return InputItems(tuple(map(InputItem._make, fields)))
+
+  def estimated_bytes(self, value: InputItems) -> int:
+    return sum(16 + len(item.uri) + len(item.fingerprint) for item in value.items)
+
+  def to_type_hint(self):
+    return InputItems
 
 
 class CheckedImageCoder(_FieldsCoder):
@@ -151,7 +167,7 @@ class OutputUnitCoder(_FieldsCoder):
 
 def register() -> None:
   """Makes Beam encode these types with the coders above wherever it knows an element's type."""
-  for value_type, coder in ((InputItem, InputItemCoder), (CheckedImage, CheckedImageCoder),
-                            (ContentGroup, ContentGroupCoder), (ShardPlan, ShardPlanCoder),
-                            (OutputUnit, OutputUnitCoder)):
+  for value_type, coder in ((InputItem, InputItemCoder), (InputItems, InputItemsCoder),
+                            (CheckedImage, CheckedImageCoder), (ContentGroup, ContentGroupCoder),
+                            (ShardPlan, ShardPlanCoder), (OutputUnit, OutputUnitCoder)):
     beam.coders.registry.register_coder(value_type, coder)

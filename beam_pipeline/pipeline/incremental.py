@@ -17,6 +17,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Opt
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_pipeline.pipeline import tags
 from beam_pipeline.pipeline.output import lookup_files, output_dir
@@ -24,7 +26,7 @@ from beam_pipeline.pipeline.pooled_steps import open_image
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_info
 from beam_pipeline.core.inputs import fingerprints, listing_digest, reading
-from beam_pipeline.core.messages import InputItem, Rejection, ShardRewrite
+from beam_pipeline.core.messages import InputItem, InputItems, Rejection, ShardRewrite
 from beam_pipeline.core.output import catalog_lookup, catalog_entries, incremental_update
 from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord, Shard
@@ -78,8 +80,7 @@ class FindChanges(beam.PTransform):
 
   def expand(self, batches):
     pipeline, count, by_uri = batches.pipeline, self._count, catalog_lookup.BY_URI
-    listed = batches | 'ItemsBySlot' >> beam.FlatMap(
-        lambda batch: [(by_uri.slot(item.uri, count), item) for item in batch]).with_output_types(Tuple[int, InputItem])
+    listed = batches | 'ItemsBySlot' >> beam.ParDo(_ItemsBySlot(count)).with_output_types(Tuple[int, InputItems])
     rejected = (self._earlier
                 | 'ErrorsFiles' >> beam.FlatMap(lambda record: record.errors_files)
                 | 'ReadErrors' >> beam.FlatMap(_rejected, self._output)
@@ -105,7 +106,7 @@ class FindChanges(beam.PTransform):
       # against the record first, its entries unparsed; an earlier rejection is looked up by slot.
       marks = self._earlier | 'Slots' >> beam.FlatMap(
           lambda record: [(found.slot, _MARK) for found in record.catalog_lookup.files]
-      ).with_output_types(Tuple[int, InputItem])
+      ).with_output_types(Tuple[int, InputItems])
       checked = shards | 'SpreadShards' >> beam.Reshuffle() | 'CheckShards' >> beam.FlatMap(_check_kept, self._output)
       joined = ((listed, marks)
                 | 'ItemsAndSlots' >> beam.Flatten()
@@ -162,8 +163,41 @@ def _catalogued(shard: Shard, output: str, count: int) -> Iterator[Any]:
       yield beam.pvalue.TaggedOutput(_REBUILT_CONTENT, line) if lookup.by_content else line
 
 
-# The item that marks a slot of the lookup by uri for the join (FindChanges): no file's.
-_MARK = InputItem('')
+# What marks a slot of the lookup by uri for the join (FindChanges): no item.
+_MARK = InputItems(())
+# The most items _ItemsBySlot holds before it sends them on: a few MB.
+_ITEMS_HELD = 20_000
+
+
+class _ItemsBySlot(beam.DoFn):
+  """Lists of items to (slot of the lookup by uri, InputItems): a bundle's items of one slot
+  gathered, up to _ITEMS_HELD at a time, so that they cross the shuffle to their slot as a few
+  elements, not one each."""
+
+  def __init__(self, count: int):
+    super().__init__()
+    self._count = count
+    self._held: Dict[int, List[InputItem]] = {}
+    self._size = 0
+
+  def start_bundle(self) -> None:
+    self._held, self._size = {}, 0
+
+  def process(self, batch: List[InputItem]) -> Iterator[Tuple[int, InputItems]]:
+    for item in batch:
+      self._held.setdefault(catalog_lookup.BY_URI.slot(item.uri, self._count), []).append(item)
+    self._size += len(batch)
+    if self._size >= _ITEMS_HELD:
+      yield from self._sent()
+
+  def finish_bundle(self) -> Iterator[WindowedValue]:
+    for value in self._sent():
+      yield GlobalWindows.windowed_value(value)
+
+  def _sent(self) -> Iterator[Tuple[int, InputItems]]:
+    held, self._held, self._size = self._held, {}, 0
+    for slot in sorted(held):
+      yield slot, InputItems(tuple(held[slot]))
 
 
 class _CompareSlot(beam.DoFn):
@@ -187,8 +221,8 @@ class _CompareSlot(beam.DoFn):
     """Compares one slot.
 
     Args:
-      element: (slot, today's items) with the lookup's file named by the record; or, where the lookups are built
-        again, (slot, {'listed', 'rejected', 'lines'}) from a CoGroupByKey.
+      element: (slot, today's items as _ItemsBySlot gathered them) with the lookup's file named by the record; or,
+        where the lookups are built again, (slot, {'listed', 'rejected', 'lines'}) from a CoGroupByKey.
       record: the dataset's run record.
       rejected: the earlier rejections by slot, with today's items alone.
       _checked: nothing: the shards' checks, waited for.
@@ -199,17 +233,16 @@ class _CompareSlot(beam.DoFn):
       self._files = {shard.key: shard.file for split in record.splits.values() for shard in split.shards}
       self._lookup = {found.slot: found for found in record.catalog_lookup.files} if record.catalog_lookup else {}
     if rejected is None:
-      items, earlier_rejections, lines = value['listed'], value['rejected'], value['lines']
+      items, earlier_rejections, lines = _items(value['listed']), value['rejected'], value['lines']
     else:
       found = self._lookup.get(slot)
-      items, earlier_rejections = value, rejected[slot]
+      items, earlier_rejections = _items(value), rejected[slot]
       lines = lookup_files.read_checked(self._output, found).splitlines(keepends=True) if found else ()
     by_uri = catalog_lookup.BY_URI
     catalogued = {by_uri.identity(line): line for line in lines}
     listed, rejections_of = collections.defaultdict(list), collections.defaultdict(list)
     for item in items:
-      if item.uri:
-        listed[item.uri].append(item)
+      listed[item.uri].append(item)
     for rejection in earlier_rejections:
       rejections_of[rejection.uri].append(rejection)
     summed = {_CHANGES: collections.Counter(), _KEPT: collections.Counter()}  # one element each per key, not per uri
@@ -239,6 +272,12 @@ class _CompareSlot(beam.DoFn):
       progress_counts.counts().checked(unchanged, rejected=0)
     for tag, counter in summed.items():
       yield from (beam.pvalue.TaggedOutput(tag, counted) for counted in counter.items())
+
+
+def _items(gathered: Iterable[InputItems]) -> Iterator[InputItem]:
+  """The items of a slot, from what _ItemsBySlot gathered of them (and the slot's mark)."""
+  for items in gathered:
+    yield from items.items
 
 
 def checked_catalog(shard: Shard, output: str) -> List[Entry]:

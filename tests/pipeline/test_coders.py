@@ -5,7 +5,8 @@ import apache_beam as beam
 from apache_beam.typehints import native_type_compatibility
 
 from beam_pipeline.pipeline import coders
-from beam_pipeline.core.messages import ContentGroup, CheckedImage, InputItem, OutputUnit, ShardPlan, TransformGraph
+from beam_pipeline.core.messages import (ContentGroup, CheckedImage, InputItem, InputItems, OutputUnit, ShardPlan,
+                                         TransformGraph)
 
 coders.register()
 
@@ -32,6 +33,7 @@ def test_declared_element_types_get_these_coders_not_pickle():
   assert coder_for(Tuple[str, List[ContentGroup]]).coders()[1] == beam.coders.ListCoder(coders.ContentGroupCoder())
   assert coder_for(ShardPlan) == coders.ShardPlanCoder()
   assert coder_for(OutputUnit) == coders.OutputUnitCoder()
+  assert coder_for(Tuple[int, InputItems]).coders()[1] == coders.InputItemsCoder()
 
 
 def test_every_metadata_type_survives_its_coder_exactly():
@@ -44,16 +46,22 @@ def test_every_metadata_type_survives_its_coder_exactly():
            ([RECORD, RECORD._replace(fingerprint='gcs:17:AAAAAA==:9'), hashed], List[CheckedImage]),
            (('ab', [RECORD]), Tuple[str, List[CheckedImage]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
            (plan, ShardPlan), (plan, OutputUnit), (TransformGraph(224, 'simple'), OutputUnit),
-           (TransformGraph(32, 'default', (7, 7, 1280), False), OutputUnit)]
+           (TransformGraph(32, 'default', (7, 7, 1280), False), OutputUnit),
+           ((7, InputItems((item, fingerprinted))), Tuple[int, InputItems]),
+           ((0, InputItems(())), Tuple[int, InputItems])]
   for value, type_hint in cases:
     decoded = round_trip(value, type_hint)
     assert decoded == value
     assert type(decoded) is type(value)
   assert type(round_trip([RECORD], List[CheckedImage])[0]) is CheckedImage
   assert type(round_trip(plan, ShardPlan).records[0]) is CheckedImage
+  assert type(round_trip((7, InputItems((item,))), Tuple[int, InputItems])[1].items[0]) is InputItem
 
 
 def test_sizes_are_estimated_without_encoding_yet_close_to_the_encoded_size():
+  items = InputItems(tuple(InputItem(f'/data/cat/{i}.jpg', fingerprint='file:123456:1700000000123456789')
+                           for i in range(100)))
+  assert 0.5 < coders.InputItemsCoder().estimated_bytes(items) / len(coders.InputItemsCoder().encode(items)) < 2
   coder = coder_for(List[CheckedImage])
   for fingerprint in ('', 'file:123456:1700000000123456789|row:0123456789abcdef'):
     records = [RECORD._replace(uri=f'/data/cat/{i}.jpg', extras=(), fingerprint=fingerprint, phash='0f1e2d3c4b5a6978')

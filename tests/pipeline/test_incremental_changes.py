@@ -9,7 +9,7 @@ import pytest
 
 from beam_pipeline.core.inputs import fingerprints
 from beam_pipeline.core.messages import InputItem, Rejection
-from beam_pipeline.core.output import catalog_entries
+from beam_pipeline.core.output import catalog_entries, catalog_lookup
 from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.pipeline import incremental, tags
 
@@ -106,3 +106,19 @@ def test_the_content_hash_is_the_sha256_of_the_bytes_as_validation_takes_it(phot
   assert incremental.content_hash(str(tmp_path / 'pipe.jpg'), MAX_FILE_BYTES) is None
   assert incremental.content_hash(str(tmp_path / 'gone.jpg'), MAX_FILE_BYTES) is None
 
+
+
+def test_items_cross_to_their_slot_gathered_a_bounded_number_at_a_time(monkeypatch):
+  """_ItemsBySlot sends a bundle's items of a slot on as one element, never holding more than
+  _ITEMS_HELD items, and every item exactly once, to the slot its uri names."""
+  monkeypatch.setattr(incremental, '_ITEMS_HELD', 100)
+  gather = incremental._ItemsBySlot(8)  # pylint: disable=protected-access
+  gather.start_bundle()
+  batches = [[InputItem(f'imgs/{batch}-{i}.jpg') for i in range(30)] for batch in range(7)]
+  sent = [value for batch in batches for value in gather.process(batch)]
+  assert len(sent) <= 2 * 8  # two sends of at most one element a slot: after 120 items, after 210
+  sent += [windowed.value for windowed in gather.finish_bundle()]
+  items = [(slot, item) for slot, gathered in sent for item in gathered.items]
+  assert sorted(item.uri for _, item in items) == sorted(item.uri for batch in batches for item in batch)
+  assert all(slot == catalog_lookup.BY_URI.slot(item.uri, 8) for slot, item in items)
+  assert len(sent) <= 3 * 8
