@@ -204,8 +204,9 @@ class _CompareSlot(beam.DoFn):
   """The entries of one slot of the lookup by uri (its file, or the lines of a lookup built
   again) met with today's items and earlier rejections of its uris, uri by uri as _compare
   meets them; every uri of the slot, listed or not, is compared. A record that did not change
-  is told from its line's head (catalog_lookup.Lookup.head), unparsed. Changes and kept records
-  come out counted per slot, not per record."""
+  is told from its line's head (catalog_lookup.Lookup.head), unparsed, in one pass over the
+  lines; only the other uris are put in order and compared one by one. Changes and kept
+  records come out counted per slot, not per record."""
 
   def __init__(self, output: str, max_file_bytes: int, count: int):
     super().__init__()
@@ -239,7 +240,6 @@ class _CompareSlot(beam.DoFn):
       items, earlier_rejections = _items(value), rejected[slot]
       lines = lookup_files.read_checked(self._output, found).splitlines(keepends=True) if found else ()
     by_uri = catalog_lookup.BY_URI
-    catalogued = {by_uri.identity(line): line for line in lines}
     listed, rejections_of = collections.defaultdict(list), collections.defaultdict(list)
     for item in items:
       listed[item.uri].append(item)
@@ -247,13 +247,20 @@ class _CompareSlot(beam.DoFn):
       rejections_of[rejection.uri].append(rejection)
     summed = {_CHANGES: collections.Counter(), _KEPT: collections.Counter()}  # one element each per key, not per uri
     unchanged = 0
-    for uri in sorted(listed.keys() | catalogued.keys() | rejections_of.keys()):
-      line, today = catalogued.get(uri), listed.get(uri, ())
-      head = by_uri.head(line) if line and len(today) == 1 and uri not in rejections_of else None
-      if head and head[1] and head[1] == today[0].fingerprint and head[2] in self._files:
+    catalogued = {}  # the lines of the uris compared one by one below: all but those of unchanged records
+    for line in lines:
+      head = by_uri.head(line)
+      uri = head[0] if head else by_uri.identity(line)
+      today = listed.get(uri, ())
+      if (head and head[1] and len(today) == 1 and head[1] == today[0].fingerprint and head[2] in self._files
+              and uri not in rejections_of):
+        del listed[uri]
         summed[_KEPT][head[4], head[3]] += 1
         unchanged += 1
-        continue
+      else:
+        catalogued[uri] = line
+    for uri in sorted(listed.keys() | catalogued.keys() | rejections_of.keys()):
+      line, today = catalogued.get(uri), listed.get(uri, ())
       earlier = []
       if line:
         key, entry = by_uri.parse(line)
