@@ -272,11 +272,19 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', n
   """Plans an update of ``count`` catalogued records in this process's pipeline, through the
   catalog's lookup or (``join`` 'by_uri') as before it, building it; with ``near``, its new
   records' perceptual hashes grouped with the catalog's (earlier_copies.NearEarlierCopies, as
-  --near_copies=group does); what the child reports."""
+  --near_copies=group does); what the child reports. Beam looks at each DoFn once, as it does
+  in the launcher (beam_internals.dofn_specs_kept)."""
+  from beam_pipeline.compat import beam_internals  # pylint: disable=import-outside-toplevel
+  with beam_internals.dofn_specs_kept():
+    return _run_update(count, mode, change_pct, join, near)
+
+
+def _run_update(count: int, mode: str, change_pct: float, join: str, near: bool) -> Dict[str, Any]:
+  """run_update's work, its arguments as run_update takes them."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
-  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
 
+  from beam_pipeline.compat import beam_internals  # pylint: disable=import-outside-toplevel
   from beam_pipeline.pipeline import coders, earlier_copies, graph, incremental, local_runner  # pylint: disable=import-outside-toplevel
   from beam_pipeline.pipeline.output import lookup_files  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output import catalog_lookup, catalog_entries  # pylint: disable=import-outside-toplevel
@@ -293,7 +301,7 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', n
   added = num_added(count, change_pct)
   total = count + added
   flags = ['--direct_running_mode=multi_processing', '--direct_num_workers=2'] if mode == 'multi_processing' else []
-  options = PipelineOptions(flags)
+  options = beam_internals.OptionsViewedOnce(flags)  # as the launcher makes them
   settings = Settings(InputSpec('glob', 'gs://photo-collection/**'), str(folder), LabelSource('manifest'),
                       'default', TARGET_SHARD_BYTES, 'none', 10**8, 100 * 2**20, splitting.parse_splits(SPLITS), False,
                       224, True, 32, 0.05, incremental=True, near_copies='group' if near else 'off')
