@@ -35,6 +35,7 @@ grow with N, only with the change and the lookup's files; the size of what the g
 """
 import argparse
 import dataclasses
+import gc
 import hashlib
 import itertools
 import json
@@ -351,10 +352,15 @@ def _run_update(count: int, mode: str, change_pct: float, join: str, near: bool)
        | 'KeptCountsAgain' >> incremental.KeptCounts()  # plan's own is inside it: its number of keys
        | 'KeptKeys' >> beam.combiners.Count.Globally()
        | 'KeepKeptKeys' >> beam.Map(lambda n: Path(folder / 'kept_keys.json').write_text(json.dumps(n))))
+  # What lives as long as the run (the earlier catalog's record and the graph) is frozen first, as
+  # the launcher freezes what it built (launch._long_lived_objects), so that full collections
+  # during the run do not rescan it.
+  gc.freeze()
   started = time.monotonic()
   result = p.run()
   result.wait_until_finish()
   seconds = time.monotonic() - started
+  gc.unfreeze()
   distributions = result.metrics().query(MetricsFilter().with_namespace('beam_pipeline'))['distributions']
   largest = {d.key.metric.name.replace('records_per_key_', ''): d.committed.max for d in distributions}
   keys = {d.key.metric.name.replace('records_per_key_', ''): d.committed.count for d in distributions}
