@@ -148,23 +148,28 @@ class Lookup:
     return ''.join(lines[identity] for identity in sorted(lines))
 
 
-  def updated_sorted(self, text: str, dropped: Set[Any], added: Iterable[str]) -> str:
-    """What updated() gives of a lookup file's ``text`` as updated() wrote it (sorted by
-    identity), reading only the identities of the lines a dropped or added identity reaches, by
-    binary search, where updated() reads every line's: an update that changes 1% of a file's
-    records copies the rest as text."""
-    lines = text.splitlines(keepends=True)
+  def updated_sorted(self, data: bytes, dropped: Set[Any], added: Iterable[str]) -> bytes:
+    """What updated() gives of a lookup file, as the file's bytes: from ``data``, the bytes of one
+    that updated() wrote (sorted by identity; encoded, as every file of the output is, with a
+    name's lone surrogates as JSON escapes). It reads only the identities of the lines a dropped
+    or added identity reaches, by binary search, where updated() reads every line's, and copies
+    the other lines as bytes, never decoded: an update that changes 1% of a file's records
+    copies the rest."""
+    lines = data.splitlines(keepends=True)
     changes: Dict[Any, Optional[str]] = dict.fromkeys(dropped)
     changes.update((self.identity(value), value) for value in added)
     pieces, start = [], 0
     for identity in sorted(changes):
-      at = bisect.bisect_left(lines, identity, start, key=self.identity)
+      at = bisect.bisect_left(lines, identity, start, key=self._identity_of_bytes)
       pieces.extend(lines[start:at])
-      start = at + 1 if at < len(lines) and self.identity(lines[at]) == identity else at
+      start = at + 1 if at < len(lines) and self._identity_of_bytes(lines[at]) == identity else at
       if changes[identity] is not None:
-        pieces.append(changes[identity])
+        pieces.append(output_layout.encoded(changes[identity]))
     pieces.extend(lines[start:])
-    return ''.join(pieces)
+    return b''.join(pieces)
+
+  def _identity_of_bytes(self, line: bytes) -> Union[str, Tuple[str, str]]:
+    return self.identity(line.decode('utf-8', 'surrogateescape'))
 
 
 BY_URI = Lookup(output_layout.LOOKUP_DIR, by_content=False)

@@ -1,4 +1,5 @@
-"""The output's layout: the name of every file the tool writes, and the patterns that recognise them.
+"""The output's layout: the name of every file the tool writes, the patterns that recognise them,
+and how its text files are encoded.
 
 One module names them all, so the writer, the commit, the ownership check, verify,
 inspect, the readers and TensorFlow Datasets' metadata never disagree:
@@ -142,3 +143,10 @@ def errors_pattern(count: int) -> str:
 def staged(run: str, name: str) -> str:
   """``name`` in the staging folder of ``run``, relative to the output."""
   return f'{TEMP_DIR}/{run}/{name}'
+
+
+def encoded(text: str) -> bytes:
+  """Text as the output's files hold it: UTF-8, a name's lone surrogates (a local file name that
+  is not UTF-8 reaches our JSON as them) as JSON's \\uXXXX escapes, which read back as the same
+  name."""
+  return text.encode('utf-8', 'backslashreplace')

@@ -13,7 +13,7 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
 from beam_pipeline.pipeline.output import output_dir
-from beam_pipeline.core.output import catalog_lookup, incremental_update
+from beam_pipeline.core.output import catalog_lookup, incremental_update, output_layout
 from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.output.catalog_lookup import Lookup
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord
@@ -110,14 +110,12 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
     return
   earlier = list(sides.get('earlier', ()))
   if earlier:  # written sorted
-    text = lookup.updated_sorted(output_dir.read_listed(output, earlier[0].file).decode('utf-8', 'surrogateescape'),
-                                 dropped, added)
+    data = lookup.updated_sorted(output_dir.read_listed(output, earlier[0].file), dropped, added)
   else:
-    text = lookup.updated(''.join(rebuilt), dropped, added)
+    data = output_layout.encoded(lookup.updated(''.join(rebuilt), dropped, added))
   name = lookup.file_name(slot, count)
-  output_dir.stage_text(output, run_id, name, text)
-  yield LookupFile(slot=slot, file=name, num_entries=text.count('\n'),
-                   sha256=catalog_lookup.checksum(text.encode('utf-8', 'backslashreplace')))
+  output_dir.stage_bytes(output, run_id, name, data)
+  yield LookupFile(slot=slot, file=name, num_entries=data.count(b'\n'), sha256=catalog_lookup.checksum(data))
 
 
 class WriteLookups(beam.PTransform):

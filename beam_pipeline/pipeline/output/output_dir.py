@@ -286,13 +286,24 @@ def stage_text(output: str, run: str, name: str, text: str) -> None:
     output: the run's output.
     run: the run's id, whose staging folder the file goes to.
     name: the file's name in the output.
-    text: all the file holds, written as UTF-8.
+    text: all the file holds, written as UTF-8 (output_layout.encoded).
+  """
+  stage_bytes(output, run, name, output_layout.encoded(text))
+
+
+def stage_bytes(output: str, run: str, name: str, data: bytes) -> None:
+  """Writes a small file whole under the run's staging folder, for the commit to move: stage_text's
+  for bytes already encoded.
+
+  Args:
+    output: the run's output.
+    run: the run's id, whose staging folder the file goes to.
+    name: the file's name in the output.
+    data: all the file holds.
   """
   try:
     with FileSystems.create(temp_path(output, run, name), compression_type=CompressionTypes.UNCOMPRESSED) as f:
-      # A file name that is not UTF-8 reaches our JSON files as lone surrogates;
-      # backslashreplace turns them into valid JSON \\uXXXX escapes.
-      f.write(text.encode('utf-8', 'backslashreplace'))
+      f.write(data)
   except Exception as e:  # pylint: disable=broad-except
     raise OutputError(f'cannot write {temp_path(output, run, name)}: {rejections.cause(e)}') from e
 

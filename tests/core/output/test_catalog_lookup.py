@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from beam_pipeline.core.output import catalog_lookup, catalog_entries
+from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_layout
 from beam_pipeline.core.output.run_record import LookupFile
 from beam_pipeline.core.rejections import DamagedOutput
 
@@ -144,8 +144,9 @@ def test_a_content_line_gives_what_near_copies_need_from_its_end_as_its_parse_do
 @pytest.mark.parametrize('seed', range(20))
 def test_a_sorted_file_written_again_by_its_changes_alone_is_what_updated_writes(seed):
   """updated_sorted, which reads the identities of the lines a change reaches and copies the
-  rest, gives what updated gives, whatever is dropped, added, replaced or absent, by uri and
-  by content (where one picture's copies share a content hash)."""
+  rest as bytes, gives the bytes of what updated gives, whatever is dropped, added, replaced or
+  absent (names that are not UTF-8 too), by uri and by content (where one picture's copies
+  share a content hash)."""
   rng = random.Random(seed)
   uris = ODD_URIS + [f'imgs/{rng.randrange(10**6):06d}.jpg' for _ in range(rng.randrange(0, 60))]
   for lookup in (BY_URI, BY_CONTENT):
@@ -156,4 +157,5 @@ def test_a_sorted_file_written_again_by_its_changes_alone_is_what_updated_writes
     dropped |= {('ef' * 32, 'gone.jpg') if lookup.by_content else 'gone.jpg'}
     added = [lookup.line('s2', entry(uri, 'file:9:9:9:9', sha=rng.choice(['ab', 'cd', 'ef']) * 32))
              for uri in rng.sample(uris + ['imgs/new.jpg'], rng.randrange(8))]
-    assert lookup.updated_sorted(earlier, dropped, added) == lookup.updated(earlier, dropped, added)
+    assert lookup.updated_sorted(output_layout.encoded(earlier), dropped, added) == output_layout.encoded(
+        lookup.updated(earlier, dropped, added))
