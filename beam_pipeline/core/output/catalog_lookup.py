@@ -147,7 +147,6 @@ class Lookup:
       lines[self.identity(value)] = value
     return ''.join(lines[identity] for identity in sorted(lines))
 
-
   def updated_sorted(self, data: bytes, dropped: Set[Any], added: Iterable[str]) -> bytes:
     """What updated() gives of a lookup file, as the file's bytes: from ``data``, the bytes of one
     that updated() wrote (sorted by identity; encoded, as every file of the output is, with a
