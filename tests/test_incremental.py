@@ -310,6 +310,27 @@ def test_a_renamed_file_is_one_removed_and_one_added(work):
   assert (update_of(out)['added'], update_of(out)['removed']) == (1, 1)
 
 
+def test_names_with_quotes_brackets_and_accents_stay_found_update_after_update(work):
+  """Files whose names hold JSON's quotes, backslashes and brackets, or accents, are added, kept
+  unchanged by the next update (their lookup lines copied as bytes and found again by binary
+  search), then removed: the lookups agree with the catalogs at each step."""
+  out = work / 'out'
+  names = ['cat/café.jpg', 'cat/a "quoted", [bracketed] name.jpg', 'cat/back\\slash[1].jpg']
+  photos.write_files(work / 'imgs', dict(zip(names, photos.labelled(['cat'], len(names), seed=11).values())))
+  assert convert('--incremental') == 0
+  assert update_of(out)['added'] == len(names)
+  assert_verified(out)
+  (work / 'imgs' / sorted((work / 'imgs' / 'dog').iterdir())[0]).unlink()  # a change elsewhere
+  assert convert('--incremental') == 0
+  assert (update_of(out)['removed'], update_of(out)['changed'], update_of(out)['added']) == (1, 0, 0)
+  assert_verified(out)
+  for name in names:
+    (work / 'imgs' / name).unlink()
+  assert convert('--incremental') == 0
+  assert update_of(out)['removed'] == len(names)
+  assert_verified(out)
+
+
 def test_a_shard_written_again_copies_the_records_it_keeps_byte_for_byte(work):
   """A deleted photo's shard is written again as the bytes of its other records, framing and
   CRCs as they were: nothing parsed or framed again."""
