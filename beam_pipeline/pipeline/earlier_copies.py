@@ -66,12 +66,12 @@ def slot_lines(sides: Mapping[str, Iterable[Any]], output: str) -> List[str]:
   record), or those of the lookup built again."""
   for found in sides.get('lookup', ()):
     return lookup_files.read_checked(output, found).splitlines(keepends=True)
-  return sorted(line for lines in sides.get('lines', ()) for line in lines)
+  return sorted(line.decode('utf-8') for lines in sides.get('lines', ()) for line in lines)
 
 
 def slot_dropped(sides: Mapping[str, Iterable[Any]]) -> Set[Tuple[str, str]]:
   """The (content hash, uri) of the slot's catalogued records that the update dropped."""
-  return {identity for identities in sides.get('dropped', ()) for identity in identities}
+  return {value.identity for values in sides.get('dropped', ()) for value in values}
 
 
 def by_hash(lines: List[str]) -> Iterator[Tuple[str, List[str]]]:
@@ -281,7 +281,7 @@ class NearEarlierCopies(beam.PTransform):
     cap = near_copy_groups.largest_group(steps, self._num_listed, self._settings)
     found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True)
     files = records | 'NewFiles' >> beam.FlatMap(
-        lambda batch: [(record.source_sha256, (record.uri, record.label, record.labels)) for record in batch])
+        lambda batch: [(record.source_sha256, NewFile(record.uri, record.label, record.labels)) for record in batch])
     earlier_members = ({'pairs': _keyed(found['pairs'], 'Pairs', count), **catalog.by_slot}
                        | 'MembersBySlot' >> beam.CoGroupByKey()
                        | 'EarlierMembers' >> beam.FlatMap(_earlier_members_of_slot, catalog.output))
@@ -333,8 +333,13 @@ def _earlier_hash(line: str) -> List[Tuple[str, str, int, str]]:
   return [(sha, phash, near_copies.priority(damaged, longer_side, stored_bytes), colour)]
 
 
-# A new file as a group of near copies lists it: (uri, label, labels).
-NewFile = Tuple[str, Optional[str], Tuple[str, ...]]
+class NewFile(NamedTuple):
+  """A new file as a group of near copies lists it. A NamedTuple, not a plain tuple, so that it
+  crosses a shuffle pickled: a name that is not UTF-8 holds lone surrogates, which Beam's string
+  coders refuse."""
+  uri: str
+  label: Optional[str]
+  labels: Tuple[str, ...]
 
 
 def _earlier_members_of_slot(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
@@ -357,7 +362,7 @@ def _new_members_of_group(joined: Tuple[str, Mapping[str, Iterable[Any]]]
   representative: (representative, (_NEW, sha, NewFile list))."""
   sha, sides = joined
   representative = next(iter(sides['pairs']), None)
-  new = {uri: (uri, label, labels) for uri, label, labels in sides['new']}  # a manifest may name a file twice
+  new = {file.uri: file for file in sides['new']}  # a manifest may name a file twice
   if representative is not None and new:
     yield representative, (_NEW, sha, [new[uri] for uri in sorted(new)])
 
@@ -370,6 +375,12 @@ def _near_earlier(grouped: Tuple[str, Iterable[Tuple[str, str, Any]]]) -> Iterat
     return
   for sha in sorted({sha for kind, sha, _ in members if kind == _NEW}):
     yield sha, earlier
+
+
+class WrittenFile(NamedTuple):
+  """A new file written, and its split: a NamedTuple, pickled across a shuffle (NewFile says why)."""
+  uri: str
+  split: str
 
 
 class NearMember(NamedTuple):
@@ -409,7 +420,7 @@ class NearGroupsOfDataset(beam.PTransform):
   def expand(self, pipeline):
     listed = self._members | 'Members' >> beam.FlatMap(_earlier_members).with_outputs(_NEW, main='earlier')
     written = self._plans | 'WrittenFiles' >> beam.FlatMap(
-        lambda plan: [(record.source_sha256, (record.uri, plan.split)) for record in plan.records])
+        lambda plan: [(record.source_sha256, WrittenFile(record.uri, plan.split)) for record in plan.records])
     joined = ({'group': listed[_NEW], 'written': written}
               | 'NewByContent' >> beam.CoGroupByKey()
               | 'NewMembers' >> beam.FlatMap(_new_members, self._drop, self._dedupe))

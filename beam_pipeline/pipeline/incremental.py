@@ -27,7 +27,7 @@ from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.images import image_info
 from beam_pipeline.core.inputs import fingerprints, listing_digest, reading
 from beam_pipeline.core.messages import InputItem, InputItems, Rejection, ShardRewrite
-from beam_pipeline.core.output import catalog_lookup, catalog_entries, incremental_update
+from beam_pipeline.core.output import catalog_lookup, catalog_entries, incremental_update, output_layout
 from beam_pipeline.core.output.catalog_entries import Entry
 from beam_pipeline.core.output.run_record import LookupFile, RunRecord, Shard
 from beam_pipeline.core.rejections import DamagedOutput, Rejected
@@ -44,9 +44,9 @@ class Changes(NamedTuple):
   rewrites: beam.PCollection  # ShardRewrite of each shard that holds a record of a deleted, changed or touched file
   counts: beam.PCollection  # one element, none if nothing changed: {added, changed, removed, unchanged, touched: count}
   carried: beam.PCollection  # Rejection of each unchanged file the earlier run rejected, for the errors files
-  # For each catalogued record dropped (its file removed or changed), its (slot, identity) in each lookup.
-  dropped: beam.PCollection  # (slot, uri) by uri
-  dropped_content: beam.PCollection  # (slot, (content hash, uri)) by content
+  # For each catalogued record dropped (its file removed or changed), its (slot, Dropped) in each lookup.
+  dropped: beam.PCollection  # identity: the uri
+  dropped_content: beam.PCollection  # identity: (content hash, uri)
   # Where the lookups are built again: (slot, line) of every catalogued record in each; else None.
   rebuilt: Optional[beam.PCollection]
   rebuilt_content: Optional[beam.PCollection]
@@ -156,10 +156,11 @@ class ListingDigest(beam.CombineFn):
 
 def _catalogued(shard: Shard, output: str, count: int) -> Iterator[Any]:
   """(slot, line) of each record of one shard in the lookup by uri, and tagged _REBUILT_CONTENT
-  in the lookup by content: a lookup built again."""
+  in the lookup by content: a lookup built again; each line as the file holds it
+  (output_layout.encoded), since Beam's string coders refuse a name that is not UTF-8."""
   for entry in checked_catalog(shard, output):
     for lookup in (catalog_lookup.BY_URI, catalog_lookup.BY_CONTENT):
-      line = (lookup.slot_of(entry, count), lookup.line(shard.key, entry))
+      line = (lookup.slot_of(entry, count), output_layout.encoded(lookup.line(shard.key, entry)))
       yield beam.pvalue.TaggedOutput(_REBUILT_CONTENT, line) if lookup.by_content else line
 
 
@@ -234,7 +235,8 @@ class _CompareSlot(beam.DoFn):
       self._files = {shard.key: shard.file for split in record.splits.values() for shard in split.shards}
       self._lookup = {found.slot: found for found in record.catalog_lookup.files} if record.catalog_lookup else {}
     if rejected is None:
-      items, earlier_rejections, lines = _items(value['listed']), value['rejected'], value['lines']
+      items, earlier_rejections = _items(value['listed']), value['rejected']
+      lines = [line.decode('utf-8') for line in value['lines']]
     else:
       found = self._lookup.get(slot)
       items, earlier_rejections = _items(value), rejected[slot]
@@ -325,7 +327,7 @@ def _compared(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: i
         entry, kept = value.value
         if not kept:
           for lookup, tag in ((catalog_lookup.BY_URI, _DROPPED), (catalog_lookup.BY_CONTENT, _DROPPED_CONTENT)):
-            yield beam.pvalue.TaggedOutput(tag, (lookup.slot_of(entry, count), lookup.identity_of(entry)))
+            yield beam.pvalue.TaggedOutput(tag, (lookup.slot_of(entry, count), Dropped(lookup.identity_of(entry))))
         continue
     yield value
 
@@ -353,11 +355,11 @@ def _compare(joined: Tuple[str, Mapping[str, Iterable[Any]]], max_file_bytes: in
     progress_counts.counts().checked(len(items), rejected=0)
     if change == catalog_entries.TOUCHED:  # its shard written again, its catalog line with the new fingerprint
       file, key = shard
-      yield beam.pvalue.TaggedOutput(_DIRTY, (file, (entry.split, entry.uri, items[0].fingerprint, key)))
+      yield beam.pvalue.TaggedOutput(_DIRTY, (file, DirtyRecord(entry.split, entry.uri, items[0].fingerprint, key)))
     return
   yield from items
   for (file, key), entry in catalogued:
-    yield beam.pvalue.TaggedOutput(_DIRTY, (file, (entry.split, entry.uri, None, key)))
+    yield beam.pvalue.TaggedOutput(_DIRTY, (file, DirtyRecord(entry.split, entry.uri, None, key)))
 
 
 def _same_bytes(item: InputItem, entry: Entry, max_file_bytes: int) -> bool:
@@ -377,8 +379,22 @@ def content_hash(uri: str, max_file_bytes: int) -> Optional[str]:
     return None
 
 
-# A record the rewrite of its shard drops (touched: None), or keeps with its file's new fingerprint.
-Dirty = Tuple[str, Tuple[str, str, Optional[str], str]]  # (shard, (split, uri, touched, shard id))
+# The elements below hold uris, and cross shuffles as NamedTuples, pickled: a name that is not
+# UTF-8 holds lone surrogates, which Beam's string coders (those of plain tuples too) refuse.
+class Dropped(NamedTuple):
+  """A catalogued record dropped, by its identity in a lookup (Lookup.identity_of)."""
+  identity: Any
+
+
+class DirtyRecord(NamedTuple):
+  """A record the rewrite of its shard drops (touched: None), or keeps with its file's new fingerprint."""
+  split: str
+  uri: str
+  touched: Optional[str]
+  shard_id: str
+
+
+Dirty = Tuple[str, DirtyRecord]  # under its shard
 
 
 def _into(dirty: Dirty, merged_into: Mapping[str, str]) -> Dirty:

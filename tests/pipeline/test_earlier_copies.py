@@ -1,7 +1,7 @@
 """What an --incremental update's near-copy grouping takes of one slot of the lookup by content."""
-from beam_pipeline.core.output import catalog_entries, catalog_lookup
+from beam_pipeline.core.output import catalog_entries, catalog_lookup, output_layout
 from beam_pipeline.core.planning import near_copies
-from beam_pipeline.pipeline import earlier_copies
+from beam_pipeline.pipeline import earlier_copies, incremental
 
 SHA_A, SHA_B, SHA_C, SHA_D = ('a' * 64, 'b' * 64, 'c' * 64, 'd' * 64)
 
@@ -21,7 +21,8 @@ def test_a_slot_gives_each_file_the_updated_dataset_holds_once():
            _line('/in/b.jpg', SHA_B, '2' * 32), _line('/in/c.jpg', SHA_C, '3' * 32)]
   new = [(SHA_B, (SHA_B, '2' * 32, rank, '01' * 8)), (SHA_D, (SHA_D, '4' * 32, 7, '')),
          (SHA_D, (SHA_D, '4' * 32, 5, ''))]  # a new file named twice keeps its smallest
-  sides = {'lines': [lines], 'dropped': [[(SHA_C, '/in/c.jpg')]], 'hashes': [new]}
+  sides = {'lines': [[output_layout.encoded(line) for line in lines]],  # as the lookup built again gives them
+           'dropped': [[incremental.Dropped((SHA_C, '/in/c.jpg'))]], 'hashes': [new]}
   batches = list(earlier_copies._slot_hashes((0, sides), '/out'))
   assert sorted(hashed for batch in batches for hashed in batch) == [
       (SHA_A, '1' * 32, rank, '01' * 8), (SHA_B, '2' * 32, rank, '01' * 8), (SHA_D, '4' * 32, 5, '')]

@@ -53,8 +53,9 @@ class WriteLookup(beam.PTransform):
       run_id: the run, whose staging folder the files go to.
       count: one element: how many files the lookup has (catalog_lookup.count_for).
       earlier: one element: the run record of the dataset an update keeps the lookups of; None otherwise.
-      dropped: (slot, identity) of each record an update dropped (a file removed or changed).
-      rebuilt: (slot, line) of every entry of the earlier catalog, where the lookups are built again.
+      dropped: (slot, incremental.Dropped) of each record an update dropped (a file removed or changed).
+      rebuilt: (slot, line) of every entry of the earlier catalog, where the lookups are built again, each line as the
+        file holds it (output_layout.encoded).
     """
     super().__init__()
     self._lookup = lookup
@@ -81,13 +82,16 @@ class WriteLookup(beam.PTransform):
                                                  AsSingleton(self._count)))
 
 
-def _lines(catalogued: Tuple[str, List[Entry]], lookup: Lookup, count: int) -> Iterator[Tuple[int, List[str]]]:
-  """The lines of one shard's entries in ``lookup``, a list per file they go to."""
+def _lines(catalogued: Tuple[str, List[Entry]], lookup: Lookup, count: int) -> Iterator[Tuple[int, bytes]]:
+  """The lines of one shard's entries in ``lookup``, encoded together per file they go to
+  (output_layout.encoded: lines cross a shuffle as the files hold them, since a name that is not
+  UTF-8 holds lone surrogates, which Beam's string coders refuse)."""
   shard, shard_entries = catalogued
   by_slot: Dict[int, List[str]] = collections.defaultdict(list)
   for entry in shard_entries:
     by_slot[lookup.slot_of(entry, count)].append(lookup.line(shard, entry))
-  yield from by_slot.items()
+  for slot, lines in by_slot.items():
+    yield slot, output_layout.encoded(''.join(lines))
 
 
 def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, output: str, run_id: str,
@@ -96,16 +100,17 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   lines of a lookup built again), without the identities dropped, with the lines added.
 
   Args:
-    joined: (slot, {'added': lists of lines, 'dropped': identities, 'earlier': its LookupFile, 'rebuilt': lines}).
+    joined: (slot, {'added': lines (_lines), 'dropped': identities, 'earlier': its LookupFile, 'rebuilt': lines}),
+      lines as the files hold them.
     lookup: the lookup the file is of.
     output: the output folder, whose earlier lookup file is read.
     run_id: the run, whose staging folder the file goes to.
     count: how many files the lookup has.
   """
   slot, sides = joined
-  added = [line for lines in sides['added'] for line in lines]
-  dropped = set(sides.get('dropped', ()))
-  rebuilt = list(sides.get('rebuilt', ()))
+  added = [line for data in sides['added'] for line in data.decode('utf-8').splitlines(keepends=True)]
+  dropped = {value.identity for value in sides.get('dropped', ())}
+  rebuilt = [data.decode('utf-8') for data in sides.get('rebuilt', ())]
   if not (added or dropped or rebuilt):
     return
   earlier = list(sides.get('earlier', ()))
