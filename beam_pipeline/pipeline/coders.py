@@ -165,6 +165,13 @@ class OutputUnitCoder(_FieldsCoder):
     return OutputUnit
 
 
+class PickledDict(dict):
+  """A dict that crosses a shuffle pickled, as a whole: a summary that lists uris. Beam's coder
+  of untyped values encodes a plain dict entry by entry, and each string as UTF-8, which a local
+  file name that is not UTF-8 (lone surrogates) is not; a subclass of dict it pickles. Its
+  producers declare no type (Any), which every consumer's Mapping takes."""
+
+
 def register() -> None:
   """Makes Beam encode these types with the coders above wherever it knows an element's type."""
   for value_type, coder in ((InputItem, InputItemCoder), (InputItems, InputItemsCoder),

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Opt
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline import coders, tags
 from beam_pipeline.pipeline.incremental import Changes
 from beam_pipeline.pipeline.output import lookup_files
 from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
@@ -193,7 +193,7 @@ def _placed(joined: Tuple[str, Mapping[str, Iterable[Any]]], dedupe: bool, drop_
   earlier = sorted(sides['earlier'])  # by uri, as copies are grouped
   duplicates = _duplicate_group(earlier, new, dedupe)
   if duplicates:
-    yield beam.pvalue.TaggedOutput(tags.DUPLICATES, duplicates)
+    yield beam.pvalue.TaggedOutput(tags.DUPLICATES, coders.PickledDict(duplicates))
   if not new:
     return
   if earlier:
@@ -430,8 +430,8 @@ class NearGroupsOfDataset(beam.PTransform):
                | 'Entries' >> beam.FlatMap(_near_entry, self._drop, self._dedupe))
     groups = entries | 'SumUp' >> beam.CombineGlobally(content_groups.NearGroups()).without_defaults()
     return self._found | 'WithGroups' >> beam.Map(
-        lambda summary, groups: {**groups, **summary},
-        beam.pvalue.AsSingleton(groups, default_value=content_groups.NearGroups().apply([])))
+        lambda summary, groups: coders.PickledDict({**groups, **summary}),  # the groups list uris
+        beam.pvalue.AsSingleton(groups, default_value=content_groups.NearGroups().apply([]))).with_output_types(Any)
 
 
 def _earlier_members(grouped: Tuple[str, Iterable[Tuple[str, str, Any]]]) -> Iterator[Any]:
@@ -474,8 +474,10 @@ def _near_entry(grouped: Tuple[str, Iterable[NearMember]], drop: bool, dedupe: b
   if len({member.source_sha256 for member in members}) < 2:
     return
   if drop:
-    yield splitting.near_group_entry(members, kept=next((m for m in members if m.split), members[0]))
+    kept = next((member for member in members if member.split), members[0])
+    yield coders.PickledDict(splitting.near_group_entry(members, kept=kept))
   else:
-    yield splitting.near_group_entry(members, split=', '.join(sorted({member.split for member in members})))
+    yield coders.PickledDict(
+        splitting.near_group_entry(members, split=', '.join(sorted({member.split for member in members}))))
 
 

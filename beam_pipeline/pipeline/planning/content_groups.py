@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline import coders, tags
 from beam_pipeline.pipeline.tags import REJECTED
 from beam_pipeline.core import isolation
 from beam_pipeline.core.console import progress_counts
@@ -77,8 +77,8 @@ class GroupCopies(beam.DoFn):
       group, dropped = grouped
       if len(copies) > 1:
         Metrics.counter(tags.NAMESPACE, 'duplicate_groups').inc()
-        yield beam.pvalue.TaggedOutput(tags.DUPLICATES, splitting.duplicate_group_entry(
-            copies, group.records[0] if self._dedupe and group.records else None, self._dedupe))
+        yield beam.pvalue.TaggedOutput(tags.DUPLICATES, coders.PickledDict(splitting.duplicate_group_entry(
+            copies, group.records[0] if self._dedupe and group.records else None, self._dedupe)))
       progress_counts.counts().rejected(len(dropped))
       for rejection in dropped:
         yield tags.rejected(rejection)
@@ -124,7 +124,8 @@ def merge_near_copies(bucket: Tuple[str, Iterable[Tuple[str, ContentGroup]]], dr
     if drop:
       progress_counts.counts().rejected(len(dropped))
       yield from map(tags.rejected, dropped)
-      yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, splitting.near_group_entry(records, kept=group.records[0]))
+      yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, coders.PickledDict(
+          splitting.near_group_entry(records, kept=group.records[0])))
     merged.append(group)
   yield bucket[0], merged
 
@@ -307,8 +308,8 @@ def assign_splits(bucket: Tuple[str, List[ContentGroup]], spec: SplitSpec,
   if list_near and splitting.is_near_bucket(bucket[0]):
     splits = {record.uri: record.split for record in records}
     for group in bucket[1]:
-      yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, splitting.near_group_entry(
-          group.records, split=', '.join(sorted({splits[record.uri] for record in group.records}))))
+      yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, coders.PickledDict(splitting.near_group_entry(
+          group.records, split=', '.join(sorted({splits[record.uri] for record in group.records})))))
   digits = hash_order.prefix_digits(listed, sharding.ORDER_BUCKET_DIGITS, records_per_bucket)
   yield from sharding.order_buckets(records, digits).items()
   texts = {record.label for record in records if record.label is not None}
@@ -434,10 +435,16 @@ class _GroupEntries(beam.CombineFn):
       listed = _first_entries(listed + more, self._LISTED)
     return num_groups, counted, num_conflicts, listed
 
-  def extract_output(self, accumulator) -> Dict[str, Any]:
+  def extract_output(self, accumulator) -> Any:
+    """The summary, a coders.PickledDict: its entries list uris."""
     num_groups, counted, num_conflicts, listed = accumulator
-    return {'num_groups': num_groups, self._COUNTED: counted, 'num_label_conflicts': num_conflicts,
-            'groups': _first_entries(listed, self._LISTED)}
+    return coders.PickledDict({'num_groups': num_groups, self._COUNTED: counted,
+                               'num_label_conflicts': num_conflicts, 'groups': _first_entries(listed, self._LISTED)})
+
+  def get_accumulator_coder(self) -> beam.coders.Coder:
+    """Pickled, as the summary is: the entries list uris, which Beam's coder of untyped values
+    refuses where a name is not UTF-8."""
+    return beam.coders.PickleCoder()
 
 
 def _first_entries(entries: List[Dict[str, Any]], count: int) -> List[Dict[str, Any]]:

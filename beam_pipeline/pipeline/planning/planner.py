@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Op
 
 import apache_beam as beam
 
-from beam_pipeline.pipeline import tags
+from beam_pipeline.pipeline import coders, tags
 from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
 from beam_pipeline.pipeline.planning.steps import InMemorySteps
 from beam_pipeline.core.inputs import labels, repeated_rows
@@ -104,8 +104,9 @@ def plan(steps: Any, records: Any, num_listed: Any, settings: Settings, records_
   return planned
 
 
-def _with_groups(summary: Dict[str, Any], groups: Dict[str, Any]) -> Dict[str, Any]:
-  return {**groups, **summary}
+def _with_groups(summary: Dict[str, Any], groups: Dict[str, Any]) -> Any:
+  """The near-copy summary with its groups, a coders.PickledDict: the groups list uris."""
+  return coders.PickledDict({**groups, **summary})
 
 
 def in_memory(batches: Iterable[List[CheckedImage]], listed: int, settings: Settings,
