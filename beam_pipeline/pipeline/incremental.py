@@ -47,7 +47,7 @@ class Changes(NamedTuple):
   # For each catalogued record dropped (its file removed or changed), its (slot, Dropped) in each lookup.
   dropped: beam.PCollection  # identity: the uri
   dropped_content: beam.PCollection  # identity: (content hash, uri)
-  # Where the lookups are built again: (slot, line) of every catalogued record in each; else None.
+  # Where the lookups are built again: (slot, line as the file holds it) of every catalogued record in each; else None.
   rebuilt: Optional[beam.PCollection]
   rebuilt_content: Optional[beam.PCollection]
 

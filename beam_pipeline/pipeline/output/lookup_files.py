@@ -100,8 +100,8 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   lines of a lookup built again), without the identities dropped, with the lines added.
 
   Args:
-    joined: (slot, {'added': lines (_lines), 'dropped': identities, 'earlier': its LookupFile, 'rebuilt': lines}),
-      lines as the files hold them.
+    joined: (slot, {'added': lines (_lines), 'dropped': incremental.Dropped, 'earlier': its LookupFile, 'rebuilt':
+      lines}), lines as the files hold them.
     lookup: the lookup the file is of.
     output: the output folder, whose earlier lookup file is read.
     run_id: the run, whose staging folder the file goes to.
