@@ -18,6 +18,7 @@ from typing import Iterable, List, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.messages import CheckedImage, Rejection
+from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.output.run_record import Shard
 from beam_pipeline.core.rejections import DamagedOutput
 
@@ -93,7 +94,7 @@ def text(entries: Iterable[Entry]) -> str:
 def checksum(text_of_file: str) -> str:
   """The SHA-256 of a catalog file of this text, as shard_writer.write_text writes it: the run
   record keeps it, and an update checks each catalog it reads against it."""
-  return hashlib.sha256(text_of_file.encode('utf-8', 'backslashreplace')).hexdigest()
+  return hashlib.sha256(output_layout.encoded(text_of_file)).hexdigest()
 
 
 def checked(shard: Shard, catalog_bytes: bytes, shard_bytes: Optional[int]) -> List[Entry]:
