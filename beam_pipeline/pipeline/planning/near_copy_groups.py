@@ -157,12 +157,12 @@ class NearCopies(beam.PTransform):
              | 'Tables' >> beam.Map(lambda lists: near_copy_nodes.file_table(itertools.chain.from_iterable(lists))))
     if not self._one_per_file:  # a file validated twice: its smallest hash, where all its copies meet
       files = (files
-               | 'ByFile' >> beam.FlatMap(_by_file_slot, slots)
+               | 'ByFile' >> beam.FlatMap(_by_slot, near_copy_nodes.by_file_slot, slots)
                | 'GroupByFile' >> beam.GroupByKey()
                | 'SmallestPerFile' >> beam.MapTuple(
                    lambda _, tables: near_copy_nodes.smallest_per_file(np.concatenate([_table(t) for t in tables]))))
     nodes = (files
-             | 'ByNodeSlot' >> beam.FlatMap(_by_node_slot, slots)
+             | 'ByNodeSlot' >> beam.FlatMap(_by_slot, near_copy_nodes.by_slot, slots)
              | 'GroupByNodeSlot' >> beam.GroupByKey()
              | 'Nodes' >> beam.FlatMap(_nodes, self._same_hash_cap).with_outputs(_COUNTS, _SEVERAL, main='slots'))
     first = nodes.slots | 'BandKeys' >> beam.FlatMap(_band_keys, self._distance)
@@ -278,15 +278,11 @@ def _table(data: bytes) -> np.ndarray:
   return np.frombuffer(data, dtype=near_copy_nodes.FILES)
 
 
-def _by_file_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, bytes]]:
-  """A table's files under their file slots (near_copy_nodes.by_file_slot), where every copy of a file meets."""
-  for slot, rows in near_copy_nodes.by_file_slot(table, slots):
-    yield slot, rows.tobytes()
-
-
-def _by_node_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, bytes]]:
-  """A table's files under their node slots (near_copy_nodes.node_slot)."""
-  for slot, rows in near_copy_nodes.by_slot(table, slots):
+def _by_slot(table: np.ndarray, split: Callable[[np.ndarray, int], Iterator[Tuple[int, np.ndarray]]], slots: int
+             ) -> Iterator[Tuple[int, bytes]]:
+  """A table's files under their slots as ``split`` finds them (near_copy_nodes.by_file_slot,
+  where every copy of a file meets, or by_slot, a node's), each slot's rows as bytes."""
+  for slot, rows in split(table, slots):
     yield slot, rows.tobytes()
 
 
