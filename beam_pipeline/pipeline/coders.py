@@ -51,6 +51,10 @@ class _FieldsCoder(beam_internals.StreamCoder):
     return hash(type(self))
 
 
+def _item_bytes(item: InputItem) -> int:
+  return 16 + len(item.uri) + len(item.fingerprint)
+
+
 def _record_bytes(record: CheckedImage) -> int:
   return _RECORD_BYTES + len(record.uri) + len(record.fingerprint) + _OBJECT_BYTES * len(record.objects)
 
@@ -73,7 +77,7 @@ class InputItemCoder(_FieldsCoder):
     return InputItem._make(fields)
 
   def estimated_bytes(self, value: InputItem) -> int:
-    return 16 + len(value.uri) + len(value.fingerprint)
+    return _item_bytes(value)
 
   def to_type_hint(self):
     return InputItem
@@ -89,7 +93,7 @@ class InputItemsCoder(_FieldsCoder):
     return InputItems(tuple(map(InputItem._make, fields)))
 
   def estimated_bytes(self, value: InputItems) -> int:
-    return sum(16 + len(item.uri) + len(item.fingerprint) for item in value.items)
+    return sum(map(_item_bytes, value.items))
 
   def to_type_hint(self):
     return InputItems
