@@ -1,0 +1,526 @@
+"""The near-copy index an --incremental output keeps (issue 57), so that an update meets its new
+perceptual hashes with the dataset's by querying them, where grouping every catalogued hash
+again cost most of an update at scale.
+
+It keeps what the last run's grouping found (near_copies: a node's anchor is the first node in
+rank order near it), in two kinds of files, both binary numpy rows read without parsing:
+
+* node files (NodeSlot), one per node slot (a share of the nodes by a hash of their key): every
+  distinct file of every node, sorted by node and then best first, and each node's anchor;
+* band files, (d+1) x count of them: every node that is grouped (not near-uniform) once per band
+  of its blocks half (near_copies.bands), under that band's value, with its blocks half and
+  anchor (BAND_ROWS), sorted by (band value, rank). A band value's rows are spread over several
+  files (band_file's sub-files) where the values are fewer than the files.
+
+Why it is exact: two near nodes agree on a band's value (the pigeonhole), so every node near a
+changed node is among the rows of one of its band values. A kept node's anchor changes only
+where its anchor left the dataset (the node is an orphan and is queried again in each band) or
+where a new node near it ranks before its anchor (found where that new node is queried); every
+other kept node keeps the anchor it had. So an update compares only its changed nodes with the
+rows of their band values, and writes again only the files its changes reach.
+
+Ranks and node keys are bytes whose order is rank order (ranks: priority, DCT half, colour,
+each big-endian with signed fields' sign bits flipped), so numpy sorts and searches them as
+strings; a node's key is its rank's last 16 bytes.
+"""
+from typing import Iterable, Iterator, List, NamedTuple, Sequence, Tuple
+
+import numpy as np
+
+from beam_pipeline.core.planning import near_copies
+
+RANK, NODE, FILE_KEY = np.dtype('S24'), np.dtype('S16'), np.dtype('S64')
+RANK_BYTES, NODE_BYTES, FILE_BYTES = 24, 16, 64
+# A node of a band file: its key (band value, 8 bytes big-endian, then its rank), its blocks
+# half and its anchor's rank (its own where it has none).
+BAND_ROWS = np.dtype([('key', 'S32'), ('blocks', '<u8'), ('anchor', 'S24')])
+# A node changed in the bands: its rank and blocks half.
+CHANGED = np.dtype([('rank', 'S24'), ('blocks', '<u8')])
+# What a query found: a node (its rank and blocks half) and an anchor that may be its.
+FOUND = np.dtype([('rank', 'S24'), ('blocks', '<u8'), ('anchor', 'S24')])
+# A node whose anchor is among the nodes that take others as anchors (NodeSlot.anchoring), by key.
+_SIGN = np.uint64(1 << 63)
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, as near_copy_nodes'
+_MIX_COLOUR = np.uint64(0xC2B2AE3D27D4EB4F)
+_LOW = np.uint64(0xFFFFFFFF)
+_HEADER = 16  # a node file's counts: its files and its nodes, 8 bytes each
+# How many pairs a query compares at once (queried): 4M of uint64, 32 MB.
+_PAIRS = 1 << 22
+
+
+def _columns(data: np.ndarray, width: int) -> np.ndarray:
+  """Fixed-width byte strings as an (n, width) uint8 array (a copy)."""
+  return np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8).reshape(-1, width)
+
+
+def _words(data: np.ndarray, width: int, first: int, count: int) -> np.ndarray:
+  """``count`` big-endian 8-byte words of fixed-width byte strings, from byte ``first``, as uint64 (n, count)."""
+  return np.ascontiguousarray(_columns(data, width)[:, first:first + 8 * count]).view('>u8').astype(np.uint64)
+
+
+def _strings(words: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
+  """Columns of uint64 words as one big-endian byte string each."""
+  out = np.empty((len(words[0]), len(words)), '>u8')
+  for index, column in enumerate(words):
+    out[:, index] = column
+  return out.view(np.uint8).reshape(len(out), -1).copy().view(dtype).ravel() if len(out) else np.empty(0, dtype)
+
+
+def _concat(parts: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
+  """Byte strings joined: a row of one fixed-width string per row of each part."""
+  if not len(parts[0]):
+    return np.empty(0, dtype)
+  return np.concatenate([_columns(part, part.dtype.itemsize) for part in parts], axis=1).copy().view(dtype).ravel()
+
+
+def ranks(priority: np.ndarray, dct: np.ndarray, colour: np.ndarray) -> np.ndarray:
+  """Nodes' ranks (near_copies.rank_key: priority, DCT half unsigned, colour) as RANK strings,
+  from int64 arrays (the DCT half signed, as near_copies.parse gives it)."""
+  return _strings([priority.astype(np.int64).view(np.uint64) ^ _SIGN, dct.astype(np.int64).view(np.uint64),
+                   colour.astype(np.int64).view(np.uint64) ^ _SIGN], RANK)
+
+
+def rank_fields(found: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """RANK strings' (priority, DCT half, colour), int64 arrays, the DCT half signed."""
+  words = _words(found, RANK_BYTES, 0, 3)
+  return ((words[:, 0] ^ _SIGN).view(np.int64), words[:, 1].view(np.int64), (words[:, 2] ^ _SIGN).view(np.int64))
+
+
+def nodes_of(found: np.ndarray) -> np.ndarray:
+  """The node keys (NODE) of RANK strings: their last 16 bytes."""
+  return np.ascontiguousarray(_columns(found, RANK_BYTES)[:, 8:]).view(NODE).ravel()
+
+
+def file_keys(dct: np.ndarray, colour: np.ndarray, priority: np.ndarray, sha: np.ndarray, blocks: np.ndarray
+              ) -> np.ndarray:
+  """Files as FILE_KEY strings (node key, priority, sha256, blocks half), whose order puts a
+  node's files together, best first (near_copy_nodes.nodes_of's order)."""
+  node = _strings([dct.astype(np.int64).view(np.uint64), colour.astype(np.int64).view(np.uint64) ^ _SIGN], NODE)
+  rank = _strings([priority.astype(np.int64).view(np.uint64) ^ _SIGN], np.dtype('S8'))
+  return _concat([node, rank, sha.astype('S32'), _strings([blocks.astype(np.int64).view(np.uint64)],
+                                                          np.dtype('S8'))], FILE_KEY)
+
+
+def file_keys_of(table: np.ndarray) -> np.ndarray:
+  """A table of near_copy_nodes.FILES as FILE_KEY strings."""
+  return file_keys(table['phash'], table['colour'], table['priority'], table['sha'], table['blocks'])
+
+
+def file_nodes(files: np.ndarray) -> np.ndarray:
+  """The node keys of FILE_KEY strings: their first 16 bytes."""
+  return np.ascontiguousarray(_columns(files, FILE_BYTES)[:, :16]).view(NODE).ravel()
+
+
+def node_hashes(nodes: np.ndarray) -> np.ndarray:
+  """A 64-bit hash of each node key, which places it in a node slot and a band's sub-file."""
+  words = _words(nodes, NODE_BYTES, 0, 2)
+  return (words[:, 0] ^ words[:, 1] * _MIX_COLOUR) * _MIX
+
+
+def node_slots(nodes: np.ndarray, count: int) -> np.ndarray:
+  """The node slot (of ``count``) of each node key."""
+  return ((node_hashes(nodes) >> np.uint64(32)) * np.uint64(count) >> np.uint64(32)).astype(np.int64)
+
+
+class Nodes(NamedTuple):
+  """A node file's nodes, derived from its files: key, rank, blocks half and sha256 of the best
+  file, and how many files share the node."""
+  node: np.ndarray
+  rank: np.ndarray
+  blocks: np.ndarray
+  sha: np.ndarray
+  count: np.ndarray
+
+
+def nodes(files: np.ndarray) -> Nodes:
+  """The nodes of sorted FILE_KEY strings: each node's best file is its first."""
+  columns = _columns(files, FILE_BYTES)
+  if not len(columns):
+    return Nodes(np.empty(0, NODE), np.empty(0, RANK), np.empty(0, np.uint64), np.empty(0, 'S32'),
+                 np.empty(0, np.int64))
+  node = np.ascontiguousarray(columns[:, :16])
+  starts = np.flatnonzero(np.concatenate(([True], (node[1:] != node[:-1]).any(axis=1))))
+  best = columns[starts]
+  counts = np.diff(np.append(starts, len(columns)))
+  rank = np.ascontiguousarray(np.concatenate([best[:, 16:24], best[:, :16]], axis=1)).view(RANK).ravel()
+  return Nodes(np.ascontiguousarray(best[:, :16]).view(NODE).ravel(), rank,
+               np.ascontiguousarray(best[:, 56:64]).view('>u8').astype(np.uint64).ravel(),
+               np.ascontiguousarray(best[:, 24:56]).view('S32').ravel(), counts.astype(np.int64))
+
+
+class NodeSlot(NamedTuple):
+  """One node file: its files (FILE_KEY, sorted), and for each of its nodes (in that order) its
+  anchor's rank and whether it may anchor others (set when a node took it as its anchor, cleared
+  only when the index is built again: a node that anchors none lists a group of itself alone,
+  which holds too few images to count)."""
+  files: np.ndarray
+  anchors: np.ndarray
+  anchoring: np.ndarray
+
+  @classmethod
+  def empty(cls) -> 'NodeSlot':
+    return cls(np.empty(0, FILE_KEY), np.empty(0, RANK), np.empty(0, bool))
+
+  def encoded(self) -> bytes:
+    """The node file's bytes: how many files and nodes, then the files, anchors and flags."""
+    counts = np.array([len(self.files), len(self.anchors)], '<u8')
+    return b''.join([counts.tobytes(), self.files.tobytes(), self.anchors.tobytes(),
+                     self.anchoring.astype(np.uint8).tobytes()])
+
+  @classmethod
+  def decoded(cls, data: bytes) -> 'NodeSlot':
+    """A node file's bytes back (encoded); ValueError if they are not one."""
+    if len(data) < _HEADER:
+      raise ValueError('a node file of the near-copy index is cut short')
+    num_files, num_nodes = (int(value) for value in np.frombuffer(data[:_HEADER], '<u8'))
+    end = _HEADER + num_files * FILE_BYTES + num_nodes * (RANK_BYTES + 1)
+    if len(data) != end:
+      raise ValueError(f'a node file of the near-copy index holds {len(data):,} bytes, not {end:,}')
+    files = np.frombuffer(data, FILE_KEY, num_files, _HEADER)
+    anchors = np.frombuffer(data, RANK, num_nodes, _HEADER + num_files * FILE_BYTES)
+    anchoring = np.frombuffer(data, np.uint8, num_nodes, end - num_nodes).astype(bool)
+    return cls(files, anchors, anchoring)
+
+
+class SlotChange(NamedTuple):
+  """changed_slot's result: the slot with its files changed (the nodes that stayed keep their
+  anchors, the others their own), and the nodes that left the bands and those that joined them
+  (CHANGED rows): a node whose best file changed does both."""
+  slot: NodeSlot
+  removed: np.ndarray
+  added: np.ndarray
+
+
+def _in_bands(found: Nodes, same_hash_cap: int) -> np.ndarray:
+  """CHANGED rows of the nodes that are grouped: shared by at most ``same_hash_cap`` files."""
+  kept = found.count <= same_hash_cap
+  rows = np.empty(int(kept.sum()), CHANGED)
+  rows['rank'], rows['blocks'] = found.rank[kept], found.blocks[kept]
+  return rows
+
+
+def _changed_rows(rows: np.ndarray) -> np.ndarray:
+  """CHANGED rows as strings that compare whole (rank, then blocks half)."""
+  return _concat([rows['rank'], _strings([rows['blocks']], np.dtype('S8'))], np.dtype('S32'))
+
+
+def changed_slot(earlier: NodeSlot, dropped: np.ndarray, added: np.ndarray,
+                 same_hash_cap: int = near_copies.SAME_HASH_CAP) -> SlotChange:
+  """A node slot after its files ``dropped`` went and ``added`` came (FILE_KEY strings; a file
+  is in one of them at most), and which nodes left and joined the bands."""
+  files = earlier.files
+  if len(dropped):
+    files = files[~np.isin(files, dropped)]
+  if len(added):
+    added = np.unique(added)
+    added = added[~np.isin(added, files)]
+    files = np.insert(files, np.searchsorted(files, added), added)
+  before, after = nodes(earlier.files), nodes(files)
+  at = np.minimum(np.searchsorted(before.node, after.node), max(len(before.node) - 1, 0))
+  stayed = (before.node[at] == after.node) if len(before.node) else np.zeros(len(after.node), bool)
+  stayed &= after.count <= same_hash_cap  # a near-uniform node anchors itself: it is not grouped
+  anchors = np.where(stayed, earlier.anchors[at] if len(before.node) else after.rank, after.rank).astype(RANK)
+  anchoring = np.where(stayed, earlier.anchoring[at] if len(before.node) else False, False)
+  old, new = _in_bands(before, same_hash_cap), _in_bands(after, same_hash_cap)
+  old_keys, new_keys = _changed_rows(old), _changed_rows(new)
+  return SlotChange(NodeSlot(files, anchors, anchoring.astype(bool)), old[~np.isin(old_keys, new_keys)],
+                    new[~np.isin(new_keys, old_keys)])
+
+
+def band_values(blocks: np.ndarray, band: int, distance: int) -> np.ndarray:
+  """Each blocks half's value in band ``band`` (near_copies.keyed_rows' values)."""
+  mask = near_copies.bands(distance)[band]
+  return (blocks.astype(np.uint64) & np.uint64(mask)) >> np.uint64((mask & -mask).bit_length() - 1)
+
+
+def _layout(band: int, distance: int, count: int) -> Tuple[int, int]:
+  """How a band's ``count`` files are laid out: (values' buckets, sub-files per bucket). A band of
+  fewer values than files spreads each value's rows over sub-files by node."""
+  values = 1 << bin(near_copies.bands(distance)[band]).count('1')
+  buckets = min(values, count)
+  return buckets, count // buckets
+
+
+def band_files(values: np.ndarray, nodes_: np.ndarray, band: int, distance: int, count: int) -> np.ndarray:
+  """The file (of the band's ``count``) that holds each node's row under its band value."""
+  buckets, subs = _layout(band, distance, count)
+  sub = ((node_hashes(nodes_) & _LOW) * np.uint64(subs)) >> np.uint64(32)
+  return ((values & np.uint64(buckets - 1)) * np.uint64(subs) + sub).astype(np.int64)
+
+
+def query_files(values: np.ndarray, band: int, distance: int, count: int) -> np.ndarray:
+  """(n, sub-files) array: every file of the band that holds rows of each band value."""
+  buckets, subs = _layout(band, distance, count)
+  first = (values & np.uint64(buckets - 1)).astype(np.int64) * subs
+  return first[:, None] + np.arange(subs)[None, :]
+
+
+def band_rows(changed: np.ndarray, band: int, distance: int, anchors: np.ndarray = None) -> np.ndarray:
+  """BAND_ROWS of nodes (CHANGED rows) for band ``band``, sorted; their anchors ``anchors`` (RANK), or their own."""
+  rows = np.empty(len(changed), BAND_ROWS)
+  values = band_values(changed['blocks'], band, distance)
+  rows['key'] = _concat([_strings([values], np.dtype('S8')), changed['rank']], np.dtype('S32'))
+  rows['blocks'] = changed['blocks']
+  rows['anchor'] = changed['rank'] if anchors is None else anchors
+  return np.sort(rows, order='key')
+
+
+def row_values(rows: np.ndarray) -> np.ndarray:
+  """The band values of BAND_ROWS, as uint64."""
+  return _words(rows['key'], 32, 0, 1).ravel()
+
+
+def row_ranks(rows: np.ndarray) -> np.ndarray:
+  """The ranks of BAND_ROWS' nodes."""
+  return np.ascontiguousarray(_columns(rows['key'], 32)[:, 8:]).view(RANK).ravel()
+
+
+def rows_after(rows: np.ndarray, gone: np.ndarray, joined: np.ndarray) -> np.ndarray:
+  """A band file's rows (sorted) without those of ``gone`` and with ``joined`` (BAND_ROWS of its own, sorted)."""
+  if len(gone):
+    rows = rows[~np.isin(rows['key'], gone['key'])]
+  if len(joined):
+    rows = np.insert(rows, np.searchsorted(rows['key'], joined['key']), joined)
+  return rows
+
+
+class _Searched(NamedTuple):
+  """What queries compare of band rows or of queries: DCT halves, blocks halves, colours, whether featureless."""
+  dct: np.ndarray
+  blocks: np.ndarray
+  colours: np.ndarray
+  featureless: np.ndarray
+
+  @classmethod
+  def of(cls, found: np.ndarray, blocks: np.ndarray) -> '_Searched':
+    _, dct, colour = rank_fields(found)
+    dct = dct.view(np.uint64)
+    return cls(dct, blocks.astype(np.uint64), near_copies.parse_colours(colour), near_copies.featureless(dct))
+
+
+def _near(queries: _Searched, rows: _Searched, distance: int) -> np.ndarray:
+  """(queries x rows) whether each pair is near, as near_copies.anchors tells: blocks halves within
+  ``distance``, DCT halves within DCT_MARGIN more, colours not apart."""
+  close = near_copies.popcount(queries.blocks[:, None] ^ rows.blocks[None, :]) <= distance
+  close &= near_copies.popcount(queries.dct[:, None] ^ rows.dct[None, :]) <= distance + near_copies.DCT_MARGIN
+  left, right = np.nonzero(close)
+  if len(left):
+    close[left, right] = ~near_copies.colours_apart(queries.colours[left], rows.colours[right],
+                                                    queries.featureless[left] & rows.featureless[right])
+  return close
+
+
+class Queried(NamedTuple):
+  """queried's result: FOUND rows (a node and an anchor that may be its) and the orphans
+  (CHANGED rows: kept nodes whose anchor left the dataset, each to be queried in all its bands)."""
+  found: np.ndarray
+  orphans: np.ndarray
+
+
+def queried(rows: np.ndarray, queries: np.ndarray, gone: np.ndarray, band: int, distance: int,
+            forward: bool = True) -> Queried:
+  """What one band file's rows tell of the nodes ``queries`` (CHANGED rows of the band values it
+  holds, its own and its sub-files'): for each, the first row in rank order near it that ranks
+  before it; with ``forward``, for each kept row near a query that ranks before the row's anchor,
+  the first such query; and the kept rows whose anchor is among ``gone`` (RANK), the orphans.
+
+  Args:
+    rows: the file's BAND_ROWS as they are now (rows_after), sorted.
+    queries: the nodes compared with the rows of their band values, each once.
+    gone: the ranks of the nodes that left the bands; a row whose anchor is one is an orphan.
+    band: the file's band.
+    distance: the most bits a node's blocks half may differ in from its anchor's.
+    forward: whether the queries are new nodes, which may take kept nodes from their anchors (not orphans).
+  """
+  found: List[np.ndarray] = []
+  orphans = np.empty(0, CHANGED)
+  fresh = np.isin(row_ranks(rows), queries['rank'])  # the queries' own rows, which have no anchor yet
+  if len(gone):
+    lost = np.flatnonzero(np.isin(rows['anchor'], gone) & ~fresh)
+    orphans = np.empty(len(lost), CHANGED)
+    orphans['rank'], orphans['blocks'] = row_ranks(rows[lost]), rows['blocks'][lost]
+  if not len(queries) or not len(rows):
+    return Queried(np.empty(0, FOUND), orphans)
+  values, query_values = row_values(rows), band_values(queries['blocks'], band, distance)
+  order = np.argsort(query_values, kind='stable')
+  queries, query_values = queries[order], query_values[order]
+  row_rank = row_ranks(rows)
+  searched = _Searched.of(row_rank, rows['blocks'])
+  asked = _Searched.of(queries['rank'], queries['blocks'])
+  starts = np.flatnonzero(np.concatenate(([True], query_values[1:] != query_values[:-1])))
+  for first, last in zip(starts.tolist(), [*starts[1:].tolist(), len(queries)]):
+    low, high = np.searchsorted(values, query_values[first], 'left'), np.searchsorted(values, query_values[first],
+                                                                                      'right')
+    if low == high:
+      continue
+    step = max(1, _PAIRS // (high - low))
+    for start in range(first, last, step):
+      end = min(last, start + step)
+      found.extend(_compared(queries[start:end], _slice(asked, start, end), rows[low:high], row_rank[low:high],
+                             _slice(searched, low, high), fresh[low:high], distance, forward))
+  return Queried(np.concatenate(found) if found else np.empty(0, FOUND), orphans)
+
+
+def _slice(searched: _Searched, start: int, end: int) -> _Searched:
+  return _Searched(*(field[start:end] for field in searched))
+
+
+def _compared(queries: np.ndarray, asked: _Searched, rows: np.ndarray, row_rank: np.ndarray, searched: _Searched,
+              fresh: np.ndarray, distance: int, forward: bool) -> Iterator[np.ndarray]:
+  """queried's FOUND rows for queries of one band value against that value's rows."""
+  close = _near(asked, searched, distance)
+  before = row_rank[None, :] < queries['rank'][:, None]
+  first = close & before
+  hit = np.flatnonzero(first.any(axis=1))
+  if len(hit):
+    out = np.empty(len(hit), FOUND)
+    out['rank'], out['blocks'] = queries['rank'][hit], queries['blocks'][hit]
+    out['anchor'] = row_rank[np.argmax(first[hit], axis=1)]
+    yield out
+  if forward:
+    taken = close & ~fresh[None, :] & (queries['rank'][:, None] < rows['anchor'][None, :])
+    kept = np.flatnonzero(taken.any(axis=0))
+    if len(kept):
+      out = np.empty(len(kept), FOUND)
+      out['rank'], out['blocks'] = row_rank[kept], rows['blocks'][kept]
+      out['anchor'] = queries['rank'][np.argmax(taken[:, kept], axis=0)]  # queries in rank order within a value
+      yield out
+
+
+def own(changed: np.ndarray) -> np.ndarray:
+  """FOUND rows that give each node itself as its anchor: a node near none that ranks before it anchors itself."""
+  out = np.empty(len(changed), FOUND)
+  out['rank'], out['blocks'], out['anchor'] = changed['rank'], changed['blocks'], changed['rank']
+  return out
+
+
+def best(found: np.ndarray) -> np.ndarray:
+  """FOUND rows, one per node: its anchor of the first rank."""
+  if not len(found):
+    return found
+  ordered = found[np.lexsort((found['anchor'], found['rank']))]
+  first = np.concatenate(([True], ordered['rank'][1:] != ordered['rank'][:-1]))
+  return ordered[first]
+
+
+def with_anchors(rows: np.ndarray, finals: np.ndarray) -> np.ndarray:
+  """A band file's rows with the anchors ``finals`` (FOUND rows, one per node) of the nodes it holds."""
+  if not len(finals) or not len(rows):
+    return rows
+  rows = rows.copy()
+  ranks_ = row_ranks(rows)
+  order = np.argsort(finals['rank'])
+  at = np.minimum(np.searchsorted(finals['rank'][order], ranks_), len(finals) - 1)
+  hit = finals['rank'][order][at] == ranks_
+  rows['anchor'][hit] = finals['anchor'][order][at[hit]]
+  return rows
+
+
+def slot_with_anchors(slot: NodeSlot, finals: np.ndarray, anchoring: np.ndarray) -> NodeSlot:
+  """A node slot with the anchors ``finals`` (FOUND rows) of its nodes, and the nodes ``anchoring``
+  (NODE keys) marked as taken by others."""
+  found = nodes(slot.files)
+  anchors, flags = slot.anchors.copy(), slot.anchoring.copy()
+  if len(finals) and len(found.rank):
+    at = np.minimum(np.searchsorted(found.node, nodes_of(finals['rank'])), len(found.rank) - 1)
+    hit = found.rank[at] == finals['rank']
+    anchors[at[hit]] = finals['anchor'][hit]
+  if len(anchoring) and len(found.node):
+    at = np.minimum(np.searchsorted(found.node, anchoring), len(found.node) - 1)
+    flags[at[found.node[at] == anchoring]] = True
+  return NodeSlot(slot.files, anchors, flags)
+
+
+class Member(NamedTuple):
+  """A node in a group, as near_copy_nodes.Member lists it: under its anchor's (DCT half, colour),
+  (priority, sha256, DCT half, files, colour)."""
+  anchor: Tuple[int, int]
+  member: Tuple[int, str, int, int, int]
+
+
+def members(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Iterator[Member]:
+  """Each node of a slot that is in a group (near_copy_nodes.best_anchors'): under its anchor
+  if that is another node, under its own key if it has several files or may anchor others."""
+  found = nodes(slot.files)
+  own_anchor = slot.anchors == found.rank
+  wanted = (found.count <= same_hash_cap) & (~own_anchor | (found.count > 1) | slot.anchoring)
+  index = np.flatnonzero(wanted)
+  if not len(index):
+    return
+  priority, dct, colour = rank_fields(found.rank[index])
+  _, anchor_dct, anchor_colour = rank_fields(slot.anchors[index])
+  for values in zip(priority.tolist(), found.sha[index].tolist(), dct.tolist(), found.count[index].tolist(),
+                    colour.tolist(), anchor_dct.tolist(), anchor_colour.tolist()):
+    node_priority, sha, phash, files, node_colour, anchor_phash, anchor_node_colour = values
+    yield Member((anchor_phash, anchor_node_colour), (node_priority, sha.ljust(32, b'\0').hex(), phash, files,
+                                                      node_colour))
+
+
+def several(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP
+            ) -> Iterator[Tuple[Tuple[int, int], Tuple[str, ...]]]:
+  """((DCT half, colour), its files' sha256s, the best first) of each grouped node of several files."""
+  found = nodes(slot.files)
+  columns = _columns(slot.files, FILE_BYTES)
+  node = np.ascontiguousarray(columns[:, :16]).view(NODE).ravel() if len(columns) else np.empty(0, NODE)
+  starts = np.searchsorted(node, found.node)
+  _, dct, colour = rank_fields(found.rank)
+  for index in np.flatnonzero((found.count > 1) & (found.count <= same_hash_cap)).tolist():
+    start, count = int(starts[index]), int(found.count[index])
+    shas = tuple(bytes(row).hex() for row in columns[start:start + count, 24:56])
+    yield (int(dct[index]), int(colour[index])), shas
+
+
+def uniform(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Tuple[int, int]:
+  """How many near-uniform hashes (nodes of more than ``same_hash_cap`` files) a slot holds, and their files."""
+  counts = nodes(slot.files).count
+  over = counts > same_hash_cap
+  return int(over.sum()), int(counts[over].sum())
+
+
+class Built(NamedTuple):
+  """built's result: the node slots (by slot) and band files (by band, then file), each as rows."""
+  slots: List[NodeSlot]
+  bands: List[List[np.ndarray]]
+
+
+def built(files: np.ndarray, anchors: Iterable[Tuple[bytes, bytes]], anchoring: Iterable[bytes], distance: int,
+          count: int, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Built:
+  """The whole index of a dataset in memory, from its files (FILE_KEY strings, one per file), the
+  anchors its grouping found ((node rank, anchor rank), for nodes that have one other than
+  themselves) and the ranks of the nodes that anchor others: for tests and the planning simulation.
+
+  Args:
+    files: every file's FILE_KEY string.
+    anchors: (node's rank, its anchor's rank) for each node whose anchor is another.
+    anchoring: the ranks of the nodes that anchor others.
+    distance: the distance of the grouping.
+    count: how many node files, and files per band.
+    same_hash_cap: the most files a grouped node may have.
+  """
+  files = np.unique(files)
+  slots = node_slots(file_nodes(files), count)
+  of_rank = dict(anchors)
+  taking = set(anchoring)
+  out_slots = []
+  changed_all = []
+  for slot in range(count):
+    slot_files = files[slots == slot]
+    found = nodes(slot_files)
+    rank_list = [bytes(value).ljust(RANK_BYTES, b'\0') for value in found.rank.tolist()]
+    anchor_ranks = np.array([of_rank.get(rank, rank) for rank in rank_list], RANK)
+    flags = np.array([rank in taking for rank in rank_list], bool)
+    out_slots.append(NodeSlot(slot_files, anchor_ranks.reshape(-1), flags.reshape(-1)))
+    grouped = found.count <= same_hash_cap
+    rows = np.empty(int(grouped.sum()), FOUND)
+    rows['rank'], rows['blocks'], rows['anchor'] = found.rank[grouped], found.blocks[grouped], \
+        anchor_ranks.reshape(-1)[grouped]
+    changed_all.append(rows)
+  every = np.concatenate(changed_all) if changed_all else np.empty(0, FOUND)
+  bands_out = []
+  for band in range(distance + 1):
+    changed = np.empty(len(every), CHANGED)
+    changed['rank'], changed['blocks'] = every['rank'], every['blocks']
+    rows = band_rows(changed, band, distance, every['anchor'])
+    where = band_files(row_values(rows), nodes_of(row_ranks(rows)), band, distance, count)
+    bands_out.append([rows[where == file] for file in range(count)])
+  return Built(out_slots, bands_out)

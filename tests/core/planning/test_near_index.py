@@ -1,0 +1,229 @@
+"""The near-copy index: an update that queries only its changed nodes in the band files ends with
+the anchors that grouping every node again (near_copies.anchors) finds, change after change."""
+import random
+from typing import Dict, List, Tuple
+
+import numpy as np
+import pytest
+
+from beam_pipeline.core.planning import near_copies, near_copy_nodes, near_index
+
+
+
+def _picture(rng: random.Random) -> Tuple[int, int]:
+  """A picture's (DCT half, blocks half): random bits, or a featureless image's (DC bit set)."""
+  dct = rng.getrandbits(64)
+  if rng.random() < 0.05:
+    dct |= 1 << 63
+  else:
+    dct &= ~(1 << 63)
+  return dct, rng.getrandbits(64)
+
+
+def _copy(rng: random.Random, picture: Tuple[int, int], bits: int) -> Tuple[int, int]:
+  """A near copy of a picture: ``bits`` of each half flipped (the DC bit kept)."""
+  dct, blocks = picture
+  for bit in rng.sample(range(63), bits):
+    dct ^= 1 << bit
+  for bit in rng.sample(range(64), bits):
+    blocks ^= 1 << bit
+  return dct, blocks
+
+
+_COLOURS = ['', '0' * 16, '3c283c283c283c28', 'e0c0e0c0e0c0e0c0', '2020202020202020']
+
+
+class _Collection:
+  """Files as the grouping takes them: (sha256, phash, priority, colour), pictures with near
+  copies at several distances, copies sharing a node (same hashes and colour), clusters of
+  look-alikes."""
+
+  def __init__(self, seed: int):
+    self.rng = random.Random(seed)
+    self.pictures: List[Tuple[Tuple[int, int], str]] = []
+    self.files: Dict[str, Tuple[str, int, str]] = {}
+
+  def add(self, count: int) -> List[str]:
+    rng, added = self.rng, []
+    for _ in range(count):
+      roll = rng.random()
+      if self.pictures and roll < 0.5:
+        picture, colour = rng.choice(self.pictures)
+        if roll < 0.1:
+          hashes = picture  # another file of the same node
+        else:
+          hashes = _copy(rng, picture, rng.choice([1, 2, 3, 4, 5, 7, 9]))
+          colour = rng.choice([colour, colour, rng.choice(_COLOURS)])
+      else:
+        hashes, colour = _picture(rng), rng.choice(_COLOURS)
+        self.pictures.append((hashes, colour))
+      sha = f'{rng.getrandbits(256):064x}'
+      if rng.random() < 0.02:
+        sha = sha[:62] + '00'  # numpy's bytes drop a trailing zero byte
+      self.files[sha] = (f'{hashes[0]:016x}{hashes[1]:016x}', rng.choice([5, 10, 10, 20, 30]) * 1000 +
+                         rng.randrange(3), colour)
+      added.append(sha)
+    return added
+
+  def cluster(self, count: int) -> None:
+    """``count`` look-alikes of one new picture, each a bit or two from it (frames of a fixed camera)."""
+    picture = _picture(self.rng)
+    for _ in range(count):
+      hashes = _copy(self.rng, picture, self.rng.choice([1, 2]))
+      self.files[f'{self.rng.getrandbits(256):064x}'] = (f'{hashes[0]:016x}{hashes[1]:016x}',
+                                                          self.rng.randrange(10**6), '')
+
+  def drop(self, count: int) -> np.ndarray:
+    """The FILE_KEY strings of ``count`` files dropped."""
+    dropped = self.rng.sample(sorted(self.files), min(count, len(self.files)))
+    keys = self.keys(dropped)
+    for sha in dropped:
+      del self.files[sha]
+    return keys
+
+  def table(self, shas=None) -> np.ndarray:
+    shas = sorted(self.files) if shas is None else shas
+    return near_copy_nodes.file_table([(sha, *self.files[sha]) for sha in shas])
+
+  def keys(self, shas=None) -> np.ndarray:
+    return near_index.file_keys_of(self.table(shas))
+
+
+def _grouped(table: np.ndarray, same_hash_cap: int, distance: int) -> Tuple[Dict[bytes, bytes], set]:
+  """Every node's anchor as grouping them all finds it, by rank: (anchors of those that have
+  another, the ranks of those that anchor others)."""
+  found = near_copy_nodes.nodes_of(table, same_hash_cap).nodes
+  ranks = near_index.ranks(found['priority'], found['phash'], found['colour'])
+  order = np.argsort(ranks)
+  found, ranks = found[order], ranks[order]
+  result = near_copies.anchors(found['phash'].view(np.uint64), distance,
+                               colours=near_copies.parse_colours(found['colour']),
+                               blocks=found['blocks'].view(np.uint64))
+  assert result.cut_short == 0
+  rank_bytes = [bytes(rank).ljust(24, b'\0') for rank in ranks.tolist()]
+  anchors = {rank_bytes[i]: rank_bytes[a] for i, a in enumerate(result.anchor.tolist()) if a != i}
+  return anchors, set(anchors.values())
+
+
+def _index_anchors(index: near_index.Built) -> Dict[bytes, bytes]:
+  found = {}
+  for slot in index.slots:
+    nodes = near_index.nodes(slot.files)
+    for rank, anchor, count in zip(nodes.rank.tolist(), slot.anchors.tolist(), nodes.count.tolist()):
+      rank, anchor = rank.ljust(24, b'\0'), anchor.ljust(24, b'\0')
+      if rank != anchor:
+        found[rank] = anchor
+  return found
+
+
+def _band_anchors(index: near_index.Built) -> Dict[bytes, set]:
+  """Each node's anchors as its band rows hold them: one per node, the same in every band."""
+  found: Dict[bytes, set] = {}
+  for files in index.bands:
+    for rows in files:
+      for rank, anchor in zip(near_index.row_ranks(rows).tolist(), rows['anchor'].tolist()):
+        found.setdefault(rank.ljust(24, b'\0'), set()).add(anchor.ljust(24, b'\0'))
+  return found
+
+
+def _routed(changed: np.ndarray, band: int, distance: int, count: int, own: bool) -> Dict[int, np.ndarray]:
+  """CHANGED rows by the band files they go to: their own (``own``), or every file of their band value."""
+  values = near_index.band_values(changed['blocks'], band, distance)
+  if own:
+    files = near_index.band_files(values, near_index.nodes_of(changed['rank']), band, distance, count)[:, None]
+  else:
+    files = near_index.query_files(values, band, distance, count)
+  out: Dict[int, List[int]] = {}
+  for row, targets in enumerate(files.tolist()):
+    for target in targets:
+      out.setdefault(target, []).append(row)
+  return {target: changed[rows] for target, rows in out.items()}
+
+
+def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, distance: int, count: int,
+             same_hash_cap: int) -> near_index.Built:
+  """The index after files ``dropped`` went and ``added`` came, as an update's steps find it, each
+  step given only what crosses its shuffle."""
+  def by_slot(keys):
+    slots = near_index.node_slots(near_index.file_nodes(keys), count)
+    return {slot: keys[slots == slot] for slot in range(count)}
+
+  dropped_by, added_by = by_slot(dropped), by_slot(added)
+  changes = [near_index.changed_slot(index.slots[slot], dropped_by[slot], added_by[slot], same_hash_cap)
+             for slot in range(count)]
+  removed = np.concatenate([change.removed for change in changes])
+  joined = np.concatenate([change.added for change in changes])
+  found, orphans = [near_index.own(joined)], []
+  now: List[List[np.ndarray]] = []
+  for band in range(distance + 1):
+    own_gone, own_joined = _routed(removed, band, distance, count, True), _routed(joined, band, distance, count, True)
+    all_gone, queries = _routed(removed, band, distance, count, False), _routed(joined, band, distance, count, False)
+    now.append([])
+    for file in range(count):
+      rows = near_index.rows_after(index.bands[band][file],
+                                   near_index.band_rows(own_gone.get(file, removed[:0]), band, distance),
+                                   near_index.band_rows(own_joined.get(file, joined[:0]), band, distance))
+      now[band].append(rows)
+      result = near_index.queried(rows, queries.get(file, joined[:0]), all_gone.get(file, removed[:0])['rank'],
+                                  band, distance)
+      found.append(result.found)
+      orphans.append(result.orphans)
+  orphans = np.unique(np.concatenate(orphans))
+  found.append(near_index.own(orphans))
+  for band in range(distance + 1):
+    asked = _routed(orphans, band, distance, count, False)
+    for file in range(count):
+      if file in asked:
+        found.append(near_index.queried(now[band][file], asked[file], removed['rank'][:0], band, distance,
+                                        forward=False).found)
+  finals = near_index.best(np.concatenate(found))
+  taken = finals['anchor'][finals['anchor'] != finals['rank']]
+  taken_nodes = near_index.nodes_of(taken)
+  taken_slots = near_index.node_slots(taken_nodes, count)
+  final_slots = near_index.node_slots(near_index.nodes_of(finals['rank']), count)
+  slots = [near_index.slot_with_anchors(change.slot, finals[final_slots == slot], taken_nodes[taken_slots == slot])
+           for slot, change in enumerate(changes)]
+  bands = [[near_index.with_anchors(rows, finals) for rows in files] for files in now]
+  return near_index.Built(slots, bands)
+
+
+@pytest.mark.parametrize('seed,distance,count,look_alikes', [(1, 8, 1, 0), (2, 8, 4, 0), (3, 8, 16, 300),
+                                                              (4, 14, 64, 0)])
+def test_an_update_through_the_index_finds_the_anchors_of_grouping_everything_again(seed, distance, count,
+                                                                                   look_alikes):
+  """Expected: after each of several updates (files added: new pictures, near copies, more files
+  of a node; files dropped: anchors among them), every node's anchor in the node files and in
+  every band row is what near_copies.anchors finds over the whole collection; the flags of the
+  nodes that anchor others include every one that does. At distance 14 a band has 16 values, so
+  each value's rows are spread over four files of the 64. A cluster of look-alikes loses its best
+  images, whose members then take others."""
+  cap = 3
+  collection = _Collection(seed)
+  collection.add(600)
+  collection.cluster(look_alikes)
+  anchors, anchoring = _grouped(collection.table(), cap, distance)
+  index = near_index.built(collection.keys(), anchors.items(), anchoring, distance, count, cap)
+  assert _index_anchors(index) == anchors
+  for round_ in range(5):
+    dropped = collection.drop([5, 40, 0, 150, 20][round_])
+    added = collection.keys(collection.add([60, 30, 100, 0, 200][round_]))
+    index = _updated(index, dropped, added, distance, count, cap)
+    anchors, anchoring = _grouped(collection.table(), cap, distance)
+    assert _index_anchors(index) == anchors
+    for rank, found in _band_anchors(index).items():
+      assert found == {anchors.get(rank, rank)}
+    flagged = {bytes(rank).ljust(24, b'\0') for slot in index.slots
+               for rank, flag in zip(near_index.nodes(slot.files).rank.tolist(), slot.anchoring.tolist()) if flag}
+    assert anchoring <= flagged
+    assert len(anchors) > 20
+
+
+def test_a_node_file_round_trips_and_a_damaged_one_is_refused():
+  collection = _Collection(7)
+  collection.add(200)
+  index = near_index.built(collection.keys(), [], [], 8, 2)
+  for slot in index.slots:
+    back = near_index.NodeSlot.decoded(slot.encoded())
+    assert back.files.tolist() == slot.files.tolist() and back.anchors.tolist() == slot.anchors.tolist()
+    with pytest.raises(ValueError):
+      near_index.NodeSlot.decoded(slot.encoded()[:-1])
