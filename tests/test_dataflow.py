@@ -6,15 +6,20 @@ every input file (written or rejected, once), and be the DirectRunner's, byte fo
 The tests run the command, with the same stand-in, in this process (dataflow_offline.convert and
 in_process), which saves each a start-up of Beam and TensorFlow; test_airflow.py runs it as a
 process of its own, as Airflow does, and test_flex_template.py the Flex Template's entry file."""
+import io
 import json
 import os
+import shutil
 
 import pytest
+from PIL import Image
 import tensorflow as tf
 import tensorflow_transform as tft
 
 from beam_pipeline import cli
-from helpers import dataflow_offline, gcs_emulator
+from beam_pipeline.core.output import output_layout
+from beam_pipeline.core.planning import near_index
+from helpers import dataflow_offline, gcs_emulator, photos
 from helpers.commands import convert
 from helpers.dataflow import OPTIONS as DATAFLOW, assert_every_input_accounted_for, assert_submitted_as_airflow_expects
 from helpers.dataset_reader import assert_same_dataset, bucket_files, local_files
@@ -148,3 +153,54 @@ def test_what_dataflow_needs_is_checked_before_any_work(sample_set, tmp_path, ca
   errors = [line for line in stderr.splitlines() if line.startswith('error')]
   assert len(errors) == 1 and errors[0].startswith(message), stderr[-2000:]
   assert not (tmp_path / 'out').exists()
+
+
+def _resaved(data: bytes, quality: int = 60) -> bytes:
+  """A JPEG saved again at another quality: a near copy of its picture."""
+  buffer = io.BytesIO()
+  with Image.open(io.BytesIO(data)) as image:
+    image.save(buffer, 'JPEG', quality=quality)
+  return buffer.getvalue()
+
+
+def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_direct_runner_does(
+    gcs, tmp_path, monkeypatch):
+  """Three --incremental updates of one output as Dataflow jobs, each beside the same update on the
+  DirectRunner (which groups every near-copy hash in memory): the first job groups every hash and
+  builds the near-copy index; the next two query the index for the files that changed only (new
+  near copies of kept pictures, a new picture and its copy, a group's best picture removed, whose
+  copies find another). Each writes what the DirectRunner writes: the same records in the same
+  splits, and the same groups of near copies in beam_pipeline.json."""
+  queries = []
+  queried = near_index.queried
+  monkeypatch.setattr(near_index, 'queried', lambda *args, **kwargs: queries.append(1) or queried(*args, **kwargs))
+  monkeypatch.chdir(tmp_path)
+  files = photos.labelled(['cat', 'dog'], 12, seed=5, size=(64, 48))
+  photos.write_files(tmp_path / 'imgs', files)
+  options = ('--input=imgs', '--incremental', '--skip_transform', '--splits=train=0.5,validation=0.5')
+  assert convert(*options, '--output=direct') == 0
+  shutil.copytree(tmp_path / 'direct', tmp_path / 'job')
+  names = sorted(files)
+  changes = [
+      {'add': {f'{names[i].split("/")[0]}/near.{i}.jpg': _resaved(files[names[i]]) for i in (1, 4, 15)}, 'remove': []},
+      {'add': {'cat/new.jpg': photos.jpeg(90, 64, 48), 'dog/new.copy.jpg': _resaved(photos.jpeg(90, 64, 48)),
+               **{f'{names[i].split("/")[0]}/near.{i}.jpg': _resaved(files[names[i]], 40) for i in (7, 20)}},
+       'remove': [names[1]]},  # a group's best picture: its copy finds another anchor, or none
+      {'add': {'dog/late.jpg': _resaved(files[names[4]], 30)}, 'remove': [names[15], 'cat/new.jpg']},
+  ]
+  for round_, change in enumerate(changes):
+    photos.write_files(tmp_path / 'imgs', change['add'])
+    for name in change['remove']:
+      (tmp_path / 'imgs' / name).unlink()
+    queries.clear()
+    assert convert(*options, '--output=direct') == 0
+    assert dataflow_offline.convert(*options, '--output=job', *DATAFLOW) == 0
+    job, direct = local_files(tmp_path / 'job'), local_files(tmp_path / 'direct')
+    assert_same_dataset(job, direct)
+    record = json.loads(job['beam_pipeline.json'])
+    assert record['near_duplicates']['num_groups'] >= 2, record['near_duplicates']
+    index = record['catalog_lookup']['near_index']
+    assert {found['file'] for found in index['nodes'] + index['bands']} == {
+        name for name in job if name.startswith(output_layout.NEAR_INDEX_DIR + '/')}
+    assert 'near_index' not in json.loads(direct['beam_pipeline.json'])['catalog_lookup']
+    assert bool(queries) == (round_ > 0), round_  # built whole first, then queried

@@ -10,15 +10,17 @@ the slot's catalogued records are read from its file by the one worker that take
 shuffled. The near-copy grouping still takes the perceptual hash of every record the dataset
 keeps.
 """
+import bisect
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.pvalue import AsList, AsSingleton
 
 from beam_pipeline.pipeline import coders, tags
 from beam_pipeline.pipeline.incremental import Changes
 from beam_pipeline.pipeline.output import lookup_files
-from beam_pipeline.pipeline.planning import content_groups, near_copy_groups
+from beam_pipeline.pipeline.planning import content_groups, indexed_near_copies, near_copy_groups
 from beam_pipeline.pipeline.planning.steps import BeamSteps
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
@@ -41,6 +43,7 @@ class Catalog(NamedTuple):
   output: str
   count: int  # the lookup's files
   by_slot: Mapping[str, beam.PCollection]
+  record: beam.PCollection  # one element: the run record of the dataset updated
 
   @classmethod
   def of(cls, output: str, earlier: beam.PCollection, count: int, changes: Changes) -> 'Catalog':
@@ -58,7 +61,7 @@ class Catalog(NamedTuple):
     else:
       by_slot['lookup'] = earlier | 'CatalogFiles' >> beam.FlatMap(
           lambda record: [(found.slot, found) for found in lookup_files.files_of(record, BY_CONTENT)])
-    return cls(output, count, by_slot)
+    return cls(output, count, by_slot, earlier)
 
 
 def slot_lines(sides: Mapping[str, Iterable[Any]], output: str) -> List[str]:
@@ -245,14 +248,19 @@ class NearEarlierCopies(beam.PTransform):
   copy of a catalogued record (their perceptual hashes grouped as planning groups near copies,
   near_copy_groups.grouped), naming one such record, a kept one first: EarlierCopies's ``near``.
 
-  The catalog's hashes join the new ones, read slot by slot from the lookup by content, so the
-  grouping holds the whole dataset's; each group then meets its members by representative: its
-  catalogued ones found slot by slot, its new ones by content hash; no key holds more than a
-  group or a slot. Returns {'near': EarlierCopies's ``near``, 'members': (representative,
-  members) of every group, for NearGroupsOfDataset, 'found': the grouping's summary, as
-  near_copy_groups.find_near_copies's 'found'}."""
+  The groups are the whole dataset's. Where the dataset has a near-copy index of the grouping's
+  distance (indexed_near_copies.UpdateIndex) only the files each slot of the lookup by content
+  lost or gained go on, and the index is queried for them; otherwise the catalog's hashes join
+  the new ones, read slot by slot from the lookup by content, and every node is grouped again
+  (and, on workers, the index built from it). Each group then meets its members by
+  representative: its catalogued ones found slot by slot, its new ones by content hash; no key
+  holds more than a group or a slot. Returns {'near': EarlierCopies's ``near``, 'members':
+  (representative, members) of every group, for NearGroupsOfDataset, 'found': the grouping's
+  summary, as near_copy_groups.find_near_copies's 'found', and 'index': one
+  incremental_update.IndexWritten, or None on one machine, which keeps no index}."""
 
-  def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, one_machine: bool):
+  def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, one_machine: bool,
+               index_distance: int = 0):
     """A step that groups the new records' perceptual hashes with the catalog's.
 
     Args:
@@ -261,39 +269,66 @@ class NearEarlierCopies(beam.PTransform):
         (near_copy_groups.near_distance, largest_group).
       settings: the conversion's settings.
       one_machine: the runner holds every element in one process (the DirectRunner's): the hashes are grouped in
-        memory (near_copy_groups.grouped).
+        memory (near_copy_groups.grouped), and no index is kept.
+      index_distance: the distance of the dataset's near-copy index (incremental_update.Decision's); 0: none.
     """
     super().__init__()
     self._catalog = catalog
     self._num_listed = num_listed
     self._settings = settings
     self._one_machine = one_machine
+    self._index_distance = 0 if one_machine else index_distance
 
   def expand(self, records):
-    catalog, count = self._catalog, self._catalog.count
+    catalog, count, settings = self._catalog, self._catalog.count, self._settings
     steps = BeamSteps(records.pipeline)
-    distance = near_copy_groups.near_distance(steps, self._num_listed, self._settings.near_distance)
+    distance = near_copy_groups.near_distance(steps, self._num_listed, settings.near_distance)
     new = records | 'NewHashes' >> beam.FlatMap(lambda batch: [
         (hashed[0], hashed) for hashed in content_groups.perceptual_hashes(batch)])
-    hashes = ({**catalog.by_slot, 'hashes': _keyed(new, 'NewHash', count)}
-              | 'HashesBySlot' >> beam.CoGroupByKey()
-              | 'SlotHashes' >> beam.FlatMap(_slot_hashes, catalog.output))
-    cap = near_copy_groups.largest_group(steps, self._num_listed, self._settings)
-    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True)
+    joined = {**catalog.by_slot, 'hashes': _keyed(new, 'NewHash', count)} | 'HashesBySlot' >> beam.CoGroupByKey()
+    cap = near_copy_groups.largest_group(steps, self._num_listed, settings)
+    use = None
+    if self._index_distance:  # the slots' changed files for the index, or every hash where its distance is not today's
+      use = distance | 'UseIndex' >> beam.Map(lambda today, kept: today == kept, self._index_distance)
+      sides = joined | 'SlotHashes' >> beam.FlatMap(
+          _slot_changes, catalog.output, count, AsSingleton(use)).with_outputs(
+              indexed_near_copies.DROPPED, indexed_near_copies.ADDED, main='hashes')
+      hashes = sides.hashes
+    else:
+      hashes = joined | 'SlotHashes' >> beam.FlatMap(_slot_hashes, catalog.output)
+    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True,
+                                     indexed=not self._one_machine)
+    pairs, summary, index = found['pairs'], found[tags.NEAR_COPIES], None
+    if not self._one_machine:
+      place = indexed_near_copies.Place(settings.output, settings.run_id, count)
+      written = found | 'BuildIndex' >> indexed_near_copies.BuildIndex(place, AsSingleton(distance))
+      if use is not None:
+        deltas = {tag: sides[tag] for tag in (indexed_near_copies.DROPPED, indexed_near_copies.ADDED)}
+        updated = deltas | 'UpdateIndex' >> indexed_near_copies.UpdateIndex(
+            catalog.record, place, AsSingleton(distance), AsSingleton(cap), AsSingleton(use))
+        pairs = (pairs, updated['pairs']) | 'AllPairs' >> beam.Flatten()
+        summary = ((summary | 'IfGrouped' >> beam.Filter(lambda _, used: not used, AsSingleton(use)),
+                    updated[tags.NEAR_COPIES] | 'IfIndexed' >> beam.Filter(lambda _, used: used, AsSingleton(use)))
+                   | 'OneSummary' >> beam.Flatten())
+        written = (written, updated['files']) | 'IndexFiles' >> beam.Flatten()
+      index = records.pipeline | 'Index' >> beam.Create([None]) | 'IndexWritten' >> beam.Map(
+          indexed_near_copies.index_written, AsList(written), AsSingleton(distance),
+          AsSingleton(use) if use is not None else False)
     files = records | 'NewFiles' >> beam.FlatMap(
         lambda batch: [(record.source_sha256, NewFile(record.uri, record.label, record.labels)) for record in batch])
-    earlier_members = ({'pairs': _keyed(found['pairs'], 'Pairs', count), **catalog.by_slot}
+    earlier_members = ({'pairs': _keyed(pairs, 'Pairs', count), **catalog.by_slot}
                        | 'MembersBySlot' >> beam.CoGroupByKey()
                        | 'EarlierMembers' >> beam.FlatMap(_earlier_members_of_slot, catalog.output))
-    new_members = ({'pairs': found['pairs'], 'new': files}
+    new_members = ({'pairs': pairs, 'new': files}
                    | 'NewByContent' >> beam.CoGroupByKey()
                    | 'NewMembers' >> beam.FlatMap(_new_members_of_group))
     members = ((earlier_members, new_members)
                | 'ByGroup' >> beam.Flatten()
                | 'GroupMembers' >> beam.GroupByKey())
-    summary = found[tags.NEAR_COPIES] | 'WithDistance' >> beam.Map(
+    summary = summary | 'WithDistance' >> beam.Map(
         near_copy_groups.left_out, beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap))
-    return {'near': members | 'NearSplits' >> beam.FlatMap(_near_earlier), 'members': members, 'found': summary}
+    return {'near': members | 'NearSplits' >> beam.FlatMap(_near_earlier), 'members': members, 'found': summary,
+            'index': index}
 
 
 def _slot_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
@@ -317,6 +352,46 @@ def _slot_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
   hashes = list(found.values())
   for start in range(0, len(hashes), _BATCH_SIZE):
     yield hashes[start:start + _BATCH_SIZE]
+
+
+def _slot_changes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, count: int, use: bool
+                  ) -> Iterator[Any]:
+  """What the near-copy grouping takes of one slot of the lookup by content: where the index is
+  used, the files whose hash the slot lost and gained (near_index.FILE_KEY bytes, tagged
+  indexed_near_copies.DROPPED and ADDED, keyed by node slot), found from the lines of the
+  content hashes the update reached alone; otherwise every hash (_slot_hashes).
+
+  A file's hash is the smallest of its records' (_slot_hashes): before the update, of every line
+  of its content hash; after it, of the lines kept and the new records.
+
+  Args:
+    joined: (slot, the sides of Catalog.by_slot and 'hashes', the new records' hashes).
+    output: the output folder, whose lookup file is read.
+    count: the index's node files.
+    use: whether the index is used.
+  """
+  if not use:
+    yield from _slot_hashes(joined, output)
+    return
+  _, sides = joined
+  new = {sha: min(values) for sha, values in _of_slot(sides, 'hashes').items()}
+  dropped = slot_dropped(sides)
+  touched = set(new) | {sha for sha, _ in dropped}
+  if not touched:
+    return
+  lines = slot_lines(sides, output)
+  before, after = [], []
+  for sha in sorted(touched):
+    start = bisect.bisect_left(lines, sha, key=lambda line: line[2:66])
+    end = bisect.bisect_right(lines, sha, lo=start, key=lambda line: line[2:66])
+    earlier = [hashed for line in lines[start:end] for hashed in _earlier_hash(line)]
+    kept = [hashed for line in lines[start:end] if BY_CONTENT.identity(line) not in dropped
+            for hashed in _earlier_hash(line)]
+    was, now = min(earlier, default=None), min(kept + ([new[sha]] if sha in new else []), default=None)
+    if was != now:
+      before.extend([was] if was else [])
+      after.extend([now] if now else [])
+  yield from indexed_near_copies.file_changes(before, after, count)
 
 
 def _earlier_hash(line: str) -> List[Tuple[str, str, int, str]]:

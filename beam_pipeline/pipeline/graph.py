@@ -76,8 +76,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   one_machine = runner.lower() in local_runner.DIRECT_RUNNERS
   if changes:  # a new copy of a picture the dataset holds, or a near copy of one, goes to its split
     catalog = earlier_copies.Catalog.of(settings.output, earlier, decision.lookup_count, changes)
-    near = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(catalog, num_listed, settings,
-                                                                              one_machine)
+    near = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(
+        catalog, num_listed, settings, one_machine, decision.near_index_distance)
             if settings.near_copies != 'off' else None)
     placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, settings.dedupe,
                                                                        near and near['near'],
@@ -112,6 +112,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
                                                                              earlier, changes)
     lookups = dict(lookup_count=AsSingleton(found['count']), lookup_files=AsList(found['by_uri']),
                    content_lookup_files=AsList(found['by_content']))
+    if changes and near and near['index'] is not None:  # the near-copy index, kept or built on workers
+      lookups['near_index'] = AsSingleton(near['index'])
 
   # What beam_pipeline.json reports, each summed up as it comes: no step holds every shard's
   # report, every rejection or every group of copies at once.

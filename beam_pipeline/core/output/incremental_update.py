@@ -7,11 +7,11 @@ record holds and where it goes. Anything else is converted whole, in the increme
 layout, and the run says why in one line.
 """
 import dataclasses
-from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from beam_pipeline.core import option_table
 from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_layout, run_totals
-from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile, RunRecord, Shard, Update
+from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile, NearIndex, RunRecord, Shard, Update
 from beam_pipeline.core.settings import Settings
 
 # Options whose value the update does not depend on, though they change what a run writes:
@@ -79,10 +79,15 @@ class Decision(NamedTuple):
   # lookups), or the dataset grew or shrank past what its count suits (catalog_lookup.fits).
   lookup_count: int = 0
   lookup_rebuilt: bool = False
+  # The distance of the near-copy grouping whose index (core/planning/near_index.py) the update
+  # keeps, if it has one of today's hashes and keeps the lookups (their count is the index's); 0:
+  # none, the grouping groups every node and builds it again.
+  near_index_distance: int = 0
 
   @classmethod
-  def update(cls, earlier: RunRecord, merged: Tuple[Merge, ...] = ()) -> 'Decision':
-    """The update of the dataset whose record is ``earlier``, with the merges ``merged``."""
+  def update(cls, earlier: RunRecord, merged: Tuple[Merge, ...] = (), hash_name: str = '') -> 'Decision':
+    """The update of the dataset whose record is ``earlier``, with the merges ``merged``, today's
+    perceptual hashes being ``hash_name``'s."""
     free: Dict[str, List[int]] = {}
     for merge in merged:
       free.setdefault(merge.split, []).extend(output_layout.shard_index(file) for file in merge.sources[1:])
@@ -90,9 +95,11 @@ class Decision(NamedTuple):
                       for name, split in sorted(earlier.splits.items()))
     lookup = earlier.catalog_lookup
     kept = lookup is not None and catalog_lookup.fits(lookup.count, earlier.num_examples)
+    index = lookup.near_index if kept else None
     return cls(True, labels=tuple(earlier.labels), numbering=numbering, merges=merged,
                lookup_count=lookup.count if kept else catalog_lookup.count_for(earlier.num_examples),
-               lookup_rebuilt=not kept)
+               lookup_rebuilt=not kept,
+               near_index_distance=index.distance if index is not None and index.hash == hash_name else 0)
 
   @property
   def numbered(self) -> Dict[str, Numbering]:
@@ -144,7 +151,7 @@ def decide(earlier: Optional[RunRecord], settings: Settings, hash_name: str) -> 
     return Decision(full_conversion=f'the earlier run made its perceptual hashes another way '
                     f'({earlier.near_duplicates.hash_name}, where this version makes {hash_name}), so near '
                     'copies of its images could not be found')
-  return Decision.update(earlier, tuple(merges(earlier, settings.target_shard_bytes)))
+  return Decision.update(earlier, tuple(merges(earlier, settings.target_shard_bytes)), hash_name)
 
 
 def changed_options(recorded: Dict[str, object], settings: Settings) -> List[str]:
@@ -164,11 +171,23 @@ def name_shards(dataset: run_totals.WrittenTotals) -> None:
     split.shards = [shard if shard.id else dataclasses.replace(shard, id=shard.file) for shard in split.shards]
 
 
+class IndexWritten(NamedTuple):
+  """The near-copy index a run kept up to date or built (its files written: ``nodes`` and
+  ``bands``), and whether it built it whole (``rebuilt``) or updated the earlier one."""
+  distance: int
+  hash: str
+  rebuilt: bool
+  nodes: Tuple[LookupFile, ...] = ()
+  bands: Tuple[LookupFile, ...] = ()
+
+
 def lookup_after(decision: Decision, earlier: Optional[RunRecord], written: List[LookupFile],
-                 written_content: List[LookupFile], count: int) -> CatalogLookup:
+                 written_content: List[LookupFile], count: int, index: Optional[IndexWritten] = None
+                 ) -> CatalogLookup:
   """The catalog's lookups after an --incremental run that wrote the lookup files ``written`` (by
   uri) and ``written_content`` (by content): an update's earlier files with those it wrote in
-  their place, unless it built the lookups again.
+  their place, unless it built the lookups again; likewise the near-copy index, which a run that
+  neither kept nor built it (``index`` None) leaves out, as it no longer describes the dataset.
 
   Args:
     decision: whether the run updated a dataset, and whether it built the lookups again.
@@ -176,16 +195,25 @@ def lookup_after(decision: Decision, earlier: Optional[RunRecord], written: List
     written: the files of the lookup by uri that the run wrote.
     written_content: the files of the lookup by content that the run wrote.
     count: how many files each lookup has.
+    index: the near-copy index the run wrote.
   """
   kept = decision.updates and not decision.lookup_rebuilt
 
-  def after(files: List[LookupFile], more: List[LookupFile]) -> List[LookupFile]:
-    by_slot = {found.slot: found for found in files} if kept else {}
+  def after(files: List[LookupFile], more: Iterable[LookupFile], keep: bool) -> List[LookupFile]:
+    by_slot = {found.slot: found for found in files} if keep else {}
     by_slot.update((found.slot, found) for found in more)
     return [by_slot[slot] for slot in sorted(by_slot)]
 
-  return CatalogLookup(count=count, files=after(earlier.catalog_lookup.files if kept else [], written),
-                       content_files=after(earlier.catalog_lookup.content_files if kept else [], written_content))
+  near = None
+  if index is not None:
+    kept_index = earlier.catalog_lookup.near_index if kept and not index.rebuilt else None
+    near = NearIndex(distance=index.distance, hash=index.hash,
+                     nodes=after(kept_index.nodes if kept_index else [], index.nodes, True),
+                     bands=after(kept_index.bands if kept_index else [], index.bands, True))
+  return CatalogLookup(count=count, files=after(earlier.catalog_lookup.files if kept else [], written, kept),
+                       content_files=after(earlier.catalog_lookup.content_files if kept else [], written_content,
+                                           kept),
+                       near_index=near)
 
 
 def close_gaps(dataset: run_totals.WrittenTotals) -> List[Tuple[str, str]]:

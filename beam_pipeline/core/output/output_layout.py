@@ -12,6 +12,8 @@ inspect, the readers and TensorFlow Datasets' metadata never disagree:
                                            record was made from (catalog_entries.py)
     catalog/by_uri/00003-of-00016.jsonl  the same entries looked up by uri, and by content hash
     catalog/by_content/00003-of-00016.jsonl  (catalog_lookup.py)
+    catalog/near/nodes-00003-of-00016.bin     the near-copy index: node files, and band files
+    catalog/near/band02-00003-of-00016.bin      (core/planning/near_index.py)
     train-00003-of-00012.tfrecord.idx    their index files (--index_files)
     errors-00000-of-00001.jsonl          the rejections, in as many files as their number needs
     labels.txt, label_map.pbtxt          the classes (label_map with --annotations)
@@ -57,6 +59,8 @@ CATALOG_PATTERN = rf'{CATALOG_DIR}/[a-z][a-z0-9_]*-\d{{5}}\.jsonl'
 LOOKUP_DIR = f'{CATALOG_DIR}/by_uri'
 CONTENT_LOOKUP_DIR = f'{CATALOG_DIR}/by_content'
 LOOKUP_PATTERN = rf'{CATALOG_DIR}/by_(?:uri|content)/\d{{5}}-of-\d{{5}}\.jsonl'
+NEAR_INDEX_DIR = f'{CATALOG_DIR}/near'
+NEAR_INDEX_PATTERN = rf'{NEAR_INDEX_DIR}/(?:nodes|band\d{{2}})-\d{{5}}-of-\d{{5}}\.bin'
 ERRORS_PATTERN = r'errors-\d{5}-of-\d{5}\.jsonl'
 
 # The tf.Transform graph: its directories, and the exact files tf.Transform writes there (a
@@ -82,7 +86,8 @@ OLD_TFDS_LABEL_NAMES = 'image-class-label.labels.txt'
 
 
 # Files only a run's records can make ours: the same names may be a user's own shards.
-LISTED_NAME = re.compile(rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN}|{CATALOG_PATTERN}|{LOOKUP_PATTERN})$')
+LISTED_NAME = re.compile(
+    rf'^(?:{SHARD_PATTERN}|{ERRORS_PATTERN}|{CATALOG_PATTERN}|{LOOKUP_PATTERN}|{NEAR_INDEX_PATTERN})$')
 # Files ours by their names alone, in an output of ours (paths relative to it).
 _FIXED = (RUN_RECORD, OLD_RUN_RECORD, LABELS_TXT, LABEL_MAP, LOCK, TFDS_FEATURES, OLD_TFDS_LABEL_NAMES,
           *(tfds_label_names(schema) for schema in schemas.SCHEMAS))
@@ -95,6 +100,16 @@ def shard_file(plan: ShardPlan, compression: str) -> str:
   suffix = GZIP_SHARD_SUFFIX if compression == 'gzip' else SHARD_SUFFIX
   count = f'-of-{plan.count:05d}' if plan.count else ''
   return f'{plan.split}-{plan.index:05d}{count}{suffix}'
+
+
+def near_node_file(slot: int, count: int) -> str:
+  """The near-copy index's file of node slot ``slot`` of ``count``."""
+  return f'{NEAR_INDEX_DIR}/nodes-{slot:05d}-of-{count:05d}.bin'
+
+
+def near_band_file(band: int, file: int, count: int) -> str:
+  """The near-copy index's file ``file`` of band ``band``, of ``count`` a band."""
+  return f'{NEAR_INDEX_DIR}/band{band:02d}-{file:05d}-of-{count:05d}.bin'
 
 
 def catalog_file(shard: str) -> str:

@@ -103,17 +103,41 @@ class LookupFile(_Json):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class NearIndex(_Json):
+  """The near-copy index (core/planning/near_index.py) of the grouping at ``distance`` of hash
+  ``hash``: its node files (``nodes``, by slot) and band files (``bands``, slot band x count +
+  file), of which those holding rows are listed."""
+  distance: int
+  hash: str
+  nodes: List[LookupFile]
+  bands: List[LookupFile]
+
+  @classmethod
+  def from_dict(cls, data: Mapping[str, Any]) -> 'NearIndex':
+    return _typed(cls, data, nodes=[_typed(LookupFile, value) for value in data['nodes']],
+                  bands=[_typed(LookupFile, value) for value in data['bands']])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CatalogLookup(_Json):
   """With --incremental: the catalog's lookups by uri (``files``) and by content hash
-  (``content_files``), ``count`` files each, of which those holding entries are listed."""
+  (``content_files``), ``count`` files each, of which those holding entries are listed; and the
+  near-copy index, where the last run grouped near copies on workers (not in one process)."""
   count: int
   files: List[LookupFile]
   content_files: List[LookupFile]
+  near_index: Optional[NearIndex] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   @classmethod
   def from_dict(cls, data: Mapping[str, Any]) -> 'CatalogLookup':
+    near = data.get('near_index')
     return _typed(cls, data, files=[_typed(LookupFile, value) for value in data['files']],
-                  content_files=[_typed(LookupFile, value) for value in data['content_files']])
+                  content_files=[_typed(LookupFile, value) for value in data['content_files']],
+                  near_index=NearIndex.from_dict(near) if near else None)
+
+  def index_files(self) -> List[LookupFile]:
+    """Every file of the near-copy index."""
+    return self.near_index.nodes + self.near_index.bands if self.near_index else []
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ priority, colour (near_copies.colour_value), blocks half (near_copies.parse_bloc
 sha256's 32 bytes. A node is a row of NODES: the same fields of its best file (the smallest
 (priority, sha256, blocks half)) and how many distinct files share it.
 """
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 
@@ -138,10 +138,16 @@ Told = Tuple[Tuple[int, int], Optional[Tuple[int, int, int]]]
 Member = Tuple[Tuple[int, int], Tuple[int, str, int, int, int]]
 
 
-def best_anchors(nodes: np.ndarray, told: Iterable[Told]) -> Iterator[Member]:
-  """Each node of a slot that is in a group, under the best anchor (in rank order) its keys
-  found, or under its own (phash, colour) if it anchors another or has several files; none for
-  a node of one file that neither has an anchor nor is one (most images)."""
+class BestTold(NamedTuple):
+  """best_told's result: the best anchor the keys told of each node that has one, as (priority,
+  DCT half unsigned, colour, DCT half signed), under the node's (DCT half, colour); and the nodes
+  told as anchoring others."""
+  best: Dict[Tuple[int, int], Tuple[int, int, int, int]]
+  anchoring: Set[Tuple[int, int]]
+
+
+def best_told(told: Iterable[Told]) -> BestTold:
+  """The best anchor (in rank order) the keys found for each node, and the nodes that anchor others."""
   best: Dict[Tuple[int, int], Tuple[int, int, int, int]] = {}
   anchoring = set()
   for key, anchor in told:
@@ -151,6 +157,14 @@ def best_anchors(nodes: np.ndarray, told: Iterable[Told]) -> Iterator[Member]:
     found = (*near_copies.rank_key(anchor[1], anchor[0], anchor[2]), anchor[1])
     if key not in best or found < best[key]:
       best[key] = found
+  return BestTold(best, anchoring)
+
+
+def best_anchors(nodes: np.ndarray, told: Iterable[Told]) -> Iterator[Member]:
+  """Each node of a slot that is in a group, under the best anchor (in rank order) its keys
+  found, or under its own (phash, colour) if it anchors another or has several files; none for
+  a node of one file that neither has an anchor nor is one (most images)."""
+  best, anchoring = best_told(told)
   wanted = set(best) | anchoring
   for phash, priority, colour, sha, count in zip(nodes['phash'].tolist(), nodes['priority'].tolist(),
                                                  nodes['colour'].tolist(), nodes['sha'].tolist(),

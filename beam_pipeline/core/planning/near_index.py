@@ -23,11 +23,11 @@ Ranks and node keys are bytes whose order is rank order (ranks: priority, DCT ha
 each big-endian with signed fields' sign bits flipped), so numpy sorts and searches them as
 strings; a node's key is its rank's last 16 bytes.
 """
-from typing import Iterable, Iterator, List, NamedTuple, Sequence, Tuple
+from typing import Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from beam_pipeline.core.planning import near_copies
+from beam_pipeline.core.planning import near_copies, near_copy_nodes
 
 RANK, NODE, FILE_KEY = np.dtype('S24'), np.dtype('S16'), np.dtype('S64')
 RANK_BYTES, NODE_BYTES, FILE_BYTES = 24, 16, 64
@@ -54,7 +54,14 @@ def _columns(data: np.ndarray, width: int) -> np.ndarray:
 
 
 def _words(data: np.ndarray, width: int, first: int, count: int) -> np.ndarray:
-  """``count`` big-endian 8-byte words of fixed-width byte strings, from byte ``first``, as uint64 (n, count)."""
+  """Big-endian 8-byte words of fixed-width byte strings, as uint64 (n, count).
+
+  Args:
+    data: the strings.
+    width: their width in bytes.
+    first: the byte the first word starts at.
+    count: how many words.
+  """
   return np.ascontiguousarray(_columns(data, width)[:, first:first + 8 * count]).view('>u8').astype(np.uint64)
 
 
@@ -94,7 +101,15 @@ def nodes_of(found: np.ndarray) -> np.ndarray:
 def file_keys(dct: np.ndarray, colour: np.ndarray, priority: np.ndarray, sha: np.ndarray, blocks: np.ndarray
               ) -> np.ndarray:
   """Files as FILE_KEY strings (node key, priority, sha256, blocks half), whose order puts a
-  node's files together, best first (near_copy_nodes.nodes_of's order)."""
+  node's files together, best first (near_copy_nodes.nodes_of's order).
+
+  Args:
+    dct: the DCT halves of their hashes (signed int64, near_copies.parse).
+    colour: their colour signatures (near_copies.colour_value).
+    priority: their priorities (near_copies.priority).
+    sha: their sha256s' 32 bytes.
+    blocks: the blocks halves of their hashes.
+  """
   node = _strings([dct.astype(np.int64).view(np.uint64), colour.astype(np.int64).view(np.uint64) ^ _SIGN], NODE)
   rank = _strings([priority.astype(np.int64).view(np.uint64) ^ _SIGN], np.dtype('S8'))
   return _concat([node, rank, sha.astype('S32'), _strings([blocks.astype(np.int64).view(np.uint64)],
@@ -206,8 +221,14 @@ def _changed_rows(rows: np.ndarray) -> np.ndarray:
 
 def changed_slot(earlier: NodeSlot, dropped: np.ndarray, added: np.ndarray,
                  same_hash_cap: int = near_copies.SAME_HASH_CAP) -> SlotChange:
-  """A node slot after its files ``dropped`` went and ``added`` came (FILE_KEY strings; a file
-  is in one of them at most), and which nodes left and joined the bands."""
+  """A node slot after some of its files went and others came, and which nodes left and joined the bands.
+
+  Args:
+    earlier: the slot before.
+    dropped: the files that went (FILE_KEY strings).
+    added: the files that came (FILE_KEY strings); a file is in one of the two at most.
+    same_hash_cap: the most files a grouped node may have.
+  """
   files = earlier.files
   if len(dropped):
     files = files[~np.isin(files, dropped)]
@@ -227,42 +248,76 @@ def changed_slot(earlier: NodeSlot, dropped: np.ndarray, added: np.ndarray,
                     new[~np.isin(new_keys, old_keys)])
 
 
-def band_values(blocks: np.ndarray, band: int, distance: int) -> np.ndarray:
-  """Each blocks half's value in band ``band`` (near_copies.keyed_rows' values)."""
-  mask = near_copies.bands(distance)[band]
-  return (blocks.astype(np.uint64) & np.uint64(mask)) >> np.uint64((mask & -mask).bit_length() - 1)
+class Bands(NamedTuple):
+  """How an index of the grouping at ``distance`` lays its band files out: ``count`` a band (as
+  many as node files). A band of fewer values than files spreads each value's rows over
+  sub-files by node, so that no file holds more than its share however few the values."""
+  distance: int
+  count: int
 
+  def values(self, blocks: np.ndarray, band: int) -> np.ndarray:
+    """Each blocks half's value in band ``band`` (near_copies.keyed_rows' values)."""
+    mask = near_copies.bands(self.distance)[band]
+    return (blocks.astype(np.uint64) & np.uint64(mask)) >> np.uint64((mask & -mask).bit_length() - 1)
 
-def _layout(band: int, distance: int, count: int) -> Tuple[int, int]:
-  """How a band's ``count`` files are laid out: (values' buckets, sub-files per bucket). A band of
-  fewer values than files spreads each value's rows over sub-files by node."""
-  values = 1 << bin(near_copies.bands(distance)[band]).count('1')
-  buckets = min(values, count)
-  return buckets, count // buckets
+  def _layout(self, band: int) -> Tuple[int, int]:
+    """A band's (buckets of values, sub-files per bucket)."""
+    buckets = min(1 << bin(near_copies.bands(self.distance)[band]).count('1'), self.count)
+    return buckets, self.count // buckets
 
+  def files(self, changed: np.ndarray, band: int) -> np.ndarray:
+    """The file of the band that holds each node's row (CHANGED or FOUND rows)."""
+    buckets, subs = self._layout(band)
+    sub = ((node_hashes(nodes_of(changed['rank'])) & _LOW) * np.uint64(subs)) >> np.uint64(32)
+    return ((self.values(changed['blocks'], band) & np.uint64(buckets - 1)) * np.uint64(subs) + sub).astype(np.int64)
 
-def band_files(values: np.ndarray, nodes_: np.ndarray, band: int, distance: int, count: int) -> np.ndarray:
-  """The file (of the band's ``count``) that holds each node's row under its band value."""
-  buckets, subs = _layout(band, distance, count)
-  sub = ((node_hashes(nodes_) & _LOW) * np.uint64(subs)) >> np.uint64(32)
-  return ((values & np.uint64(buckets - 1)) * np.uint64(subs) + sub).astype(np.int64)
+  def by_file(self, changed: np.ndarray, band: int) -> Iterator[Tuple[int, np.ndarray]]:
+    """(file, rows) of nodes' rows (CHANGED or FOUND) by the file of the band that holds each."""
+    return split_by(changed, self.files(changed, band))
 
+  def by_query_file(self, changed: np.ndarray, band: int) -> Iterator[Tuple[int, np.ndarray]]:
+    """(file, CHANGED rows) of nodes sent to every file of the band that holds rows of their band values."""
+    buckets, subs = self._layout(band)
+    first = (self.values(changed['blocks'], band) & np.uint64(buckets - 1)).astype(np.int64) * subs
+    for sub in range(subs):
+      yield from split_by(changed, first + sub)
 
-def query_files(values: np.ndarray, band: int, distance: int, count: int) -> np.ndarray:
-  """(n, sub-files) array: every file of the band that holds rows of each band value."""
-  buckets, subs = _layout(band, distance, count)
-  first = (values & np.uint64(buckets - 1)).astype(np.int64) * subs
-  return first[:, None] + np.arange(subs)[None, :]
+  def rows(self, changed: np.ndarray, band: int, anchors: Optional[np.ndarray] = None) -> np.ndarray:
+    """BAND_ROWS of nodes (CHANGED rows) in band ``band``, sorted; their anchors ``anchors`` (RANK), or their own."""
+    rows = np.empty(len(changed), BAND_ROWS)
+    rows['key'] = _concat([_strings([self.values(changed['blocks'], band)], np.dtype('S8')), changed['rank']],
+                          np.dtype('S32'))
+    rows['blocks'] = changed['blocks']
+    rows['anchor'] = changed['rank'] if anchors is None else anchors
+    return np.sort(rows, order='key')
 
+  def slot_rows(self, slot: 'NodeSlot', same_hash_cap: int = near_copies.SAME_HASH_CAP
+                ) -> Iterator[Tuple[int, int, np.ndarray]]:
+    """(band, file, BAND_ROWS) of a node slot's grouped nodes, with their anchors: what it adds to each band file."""
+    found = nodes(slot.files)
+    grouped = found.count <= same_hash_cap
+    changed = np.empty(int(grouped.sum()), CHANGED)
+    changed['rank'], changed['blocks'] = found.rank[grouped], found.blocks[grouped]
+    anchors = slot.anchors[grouped]
+    for band in range(self.distance + 1):
+      for file, rows in split_by(np.arange(len(changed)), self.files(changed, band)):
+        yield band, file, self.rows(changed[rows], band, anchors[rows])
 
-def band_rows(changed: np.ndarray, band: int, distance: int, anchors: np.ndarray = None) -> np.ndarray:
-  """BAND_ROWS of nodes (CHANGED rows) for band ``band``, sorted; their anchors ``anchors`` (RANK), or their own."""
-  rows = np.empty(len(changed), BAND_ROWS)
-  values = band_values(changed['blocks'], band, distance)
-  rows['key'] = _concat([_strings([values], np.dtype('S8')), changed['rank']], np.dtype('S32'))
-  rows['blocks'] = changed['blocks']
-  rows['anchor'] = changed['rank'] if anchors is None else anchors
-  return np.sort(rows, order='key')
+  def rows_now(self, rows: np.ndarray, gone: np.ndarray, joined: np.ndarray, slot: int) -> np.ndarray:
+    """A band file's rows after some nodes left the bands and others joined them.
+
+    Args:
+      rows: the file's earlier rows.
+      gone: the nodes that left (CHANGED rows sent to it: of the band values it holds), of which it drops its own.
+      joined: the nodes that joined, likewise, of which it adds its own.
+      slot: the file, as band x count + file.
+    """
+    band, file = divmod(slot, self.count)
+
+    def own(changed):
+      return self.rows(changed[self.files(changed, band) == file], band)
+
+    return rows_after(rows, own(gone), own(joined))
 
 
 def row_values(rows: np.ndarray) -> np.ndarray:
@@ -341,7 +396,7 @@ def queried(rows: np.ndarray, queries: np.ndarray, gone: np.ndarray, band: int, 
     orphans['rank'], orphans['blocks'] = row_ranks(rows[lost]), rows['blocks'][lost]
   if not len(queries) or not len(rows):
     return Queried(np.empty(0, FOUND), orphans)
-  values, query_values = row_values(rows), band_values(queries['blocks'], band, distance)
+  values, query_values = row_values(rows), Bands(distance, 1).values(queries['blocks'], band)
   order = np.argsort(query_values, kind='stable')
   queries, query_values = queries[order], query_values[order]
   row_rank = row_ranks(rows)
@@ -367,7 +422,18 @@ def _slice(searched: _Searched, start: int, end: int) -> _Searched:
 
 def _compared(queries: np.ndarray, asked: _Searched, rows: np.ndarray, row_rank: np.ndarray, searched: _Searched,
               fresh: np.ndarray, distance: int, forward: bool) -> Iterator[np.ndarray]:
-  """queried's FOUND rows for queries of one band value against that value's rows."""
+  """queried's FOUND rows for queries of one band value against that value's rows.
+
+  Args:
+    queries: the queries (CHANGED rows), in rank order.
+    asked: what is compared of them.
+    rows: the value's BAND_ROWS.
+    row_rank: the rows' ranks.
+    searched: what is compared of the rows.
+    fresh: which rows are the queries' own, which have no anchor yet.
+    distance: the grouping's distance.
+    forward: whether queries may take kept rows from their anchors.
+  """
   close = _near(asked, searched, distance)
   before = row_rank[None, :] < queries['rank'][:, None]
   first = close & before
@@ -385,6 +451,21 @@ def _compared(queries: np.ndarray, asked: _Searched, rows: np.ndarray, row_rank:
       out['rank'], out['blocks'] = row_rank[kept], rows['blocks'][kept]
       out['anchor'] = queries['rank'][np.argmax(taken[:, kept], axis=0)]  # queries in rank order within a value
       yield out
+
+
+def told_anchors(table: np.ndarray, best: Mapping[Tuple[int, int], Tuple[int, int, int, int]]) -> np.ndarray:
+  """FOUND rows of the nodes (near_copy_nodes.NODES rows) whose keys told of an anchor
+  (near_copy_nodes.best_told's), to build the index from a grouping of every node."""
+  index = [row for row, key in enumerate(zip(table['phash'].tolist(), table['colour'].tolist())) if key in best]
+  told = [best[(int(table['phash'][row]), int(table['colour'][row]))] for row in index]
+  out = np.empty(len(index), FOUND)
+  found = table[index]
+  out['rank'] = ranks(found['priority'], found['phash'], found['colour'])
+  out['blocks'] = found['blocks'].view(np.uint64)
+  out['anchor'] = ranks(np.array([anchor[0] for anchor in told], np.int64),
+                        np.array([anchor[3] for anchor in told], np.int64),
+                        np.array([anchor[2] for anchor in told], np.int64))
+  return out
 
 
 def own(changed: np.ndarray) -> np.ndarray:
@@ -431,14 +512,7 @@ def slot_with_anchors(slot: NodeSlot, finals: np.ndarray, anchoring: np.ndarray)
   return NodeSlot(slot.files, anchors, flags)
 
 
-class Member(NamedTuple):
-  """A node in a group, as near_copy_nodes.Member lists it: under its anchor's (DCT half, colour),
-  (priority, sha256, DCT half, files, colour)."""
-  anchor: Tuple[int, int]
-  member: Tuple[int, str, int, int, int]
-
-
-def members(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Iterator[Member]:
+def members(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Iterator[near_copy_nodes.Member]:
   """Each node of a slot that is in a group (near_copy_nodes.best_anchors'): under its anchor
   if that is another node, under its own key if it has several files or may anchor others."""
   found = nodes(slot.files)
@@ -452,8 +526,7 @@ def members(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> I
   for values in zip(priority.tolist(), found.sha[index].tolist(), dct.tolist(), found.count[index].tolist(),
                     colour.tolist(), anchor_dct.tolist(), anchor_colour.tolist()):
     node_priority, sha, phash, files, node_colour, anchor_phash, anchor_node_colour = values
-    yield Member((anchor_phash, anchor_node_colour), (node_priority, sha.ljust(32, b'\0').hex(), phash, files,
-                                                      node_colour))
+    yield (anchor_phash, anchor_node_colour), (node_priority, sha.ljust(32, b'\0').hex(), phash, files, node_colour)
 
 
 def several(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP
@@ -477,50 +550,51 @@ def uniform(slot: NodeSlot, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> T
   return int(over.sum()), int(counts[over].sum())
 
 
+def built_slot(files: np.ndarray, finals: np.ndarray, taken: np.ndarray) -> NodeSlot:
+  """A node slot built from its files (FILE_KEY strings, one per file), the anchors a grouping of
+  every node found for its nodes (FOUND rows; a node not among them anchors itself) and the keys of
+  its nodes that anchor others (NODE)."""
+  files = np.unique(files)
+  found = nodes(files)
+  return slot_with_anchors(NodeSlot(files, found.rank.copy(), np.zeros(len(found.rank), bool)), finals, taken)
+
+
+def split_by(rows: np.ndarray, keys: np.ndarray) -> Iterator[Tuple[int, np.ndarray]]:
+  """(key, its rows, in their order) of rows whose keys (a file, a slot) are ``keys``."""
+  for key in np.unique(keys).tolist():
+    yield key, rows[keys == key]
+
+
+def by_node_slot(found: np.ndarray, count: int, field: Optional[str] = 'rank') -> Iterator[Tuple[int, np.ndarray]]:
+  """(node slot, rows) of rows whose ``field`` is a node's rank, or of node keys (``field`` None)."""
+  return split_by(found, node_slots(found if field is None else nodes_of(found[field]), count))
+
+
 class Built(NamedTuple):
   """built's result: the node slots (by slot) and band files (by band, then file), each as rows."""
   slots: List[NodeSlot]
   bands: List[List[np.ndarray]]
 
 
-def built(files: np.ndarray, anchors: Iterable[Tuple[bytes, bytes]], anchoring: Iterable[bytes], distance: int,
-          count: int, same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Built:
-  """The whole index of a dataset in memory, from its files (FILE_KEY strings, one per file), the
-  anchors its grouping found ((node rank, anchor rank), for nodes that have one other than
-  themselves) and the ranks of the nodes that anchor others: for tests and the planning simulation.
+def built(files: np.ndarray, finals: np.ndarray, taken: np.ndarray, distance: int, count: int,
+          same_hash_cap: int = near_copies.SAME_HASH_CAP) -> Built:
+  """The whole index of a dataset in memory (built_slot, Bands.slot_rows): for tests and the planning simulation.
 
   Args:
     files: every file's FILE_KEY string.
-    anchors: (node's rank, its anchor's rank) for each node whose anchor is another.
-    anchoring: the ranks of the nodes that anchor others.
+    finals: the anchors a grouping of every node found (FOUND rows), for nodes that have one other than themselves.
+    taken: the keys of the nodes that anchor others (NODE).
     distance: the distance of the grouping.
     count: how many node files, and files per band.
     same_hash_cap: the most files a grouped node may have.
   """
   files = np.unique(files)
   slots = node_slots(file_nodes(files), count)
-  of_rank = dict(anchors)
-  taking = set(anchoring)
-  out_slots = []
-  changed_all = []
+  final_slots, taken_slots = node_slots(nodes_of(finals['rank']), count), node_slots(taken, count)
+  out = Built([], [[np.empty(0, BAND_ROWS) for _ in range(count)] for _ in range(distance + 1)])
   for slot in range(count):
-    slot_files = files[slots == slot]
-    found = nodes(slot_files)
-    rank_list = [bytes(value).ljust(RANK_BYTES, b'\0') for value in found.rank.tolist()]
-    anchor_ranks = np.array([of_rank.get(rank, rank) for rank in rank_list], RANK)
-    flags = np.array([rank in taking for rank in rank_list], bool)
-    out_slots.append(NodeSlot(slot_files, anchor_ranks.reshape(-1), flags.reshape(-1)))
-    grouped = found.count <= same_hash_cap
-    rows = np.empty(int(grouped.sum()), FOUND)
-    rows['rank'], rows['blocks'], rows['anchor'] = found.rank[grouped], found.blocks[grouped], \
-        anchor_ranks.reshape(-1)[grouped]
-    changed_all.append(rows)
-  every = np.concatenate(changed_all) if changed_all else np.empty(0, FOUND)
-  bands_out = []
-  for band in range(distance + 1):
-    changed = np.empty(len(every), CHANGED)
-    changed['rank'], changed['blocks'] = every['rank'], every['blocks']
-    rows = band_rows(changed, band, distance, every['anchor'])
-    where = band_files(row_values(rows), nodes_of(row_ranks(rows)), band, distance, count)
-    bands_out.append([rows[where == file] for file in range(count)])
-  return Built(out_slots, bands_out)
+    built_ = built_slot(files[slots == slot], finals[final_slots == slot], taken[taken_slots == slot])
+    out.slots.append(built_)
+    for band, file, rows in Bands(distance, count).slot_rows(built_, same_hash_cap):
+      out.bands[band][file] = np.sort(np.concatenate([out.bands[band][file], rows]), order='key')
+  return out

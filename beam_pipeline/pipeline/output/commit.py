@@ -35,7 +35,7 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
            settings: Settings, runner: str, changes: Mapping[str, int], decision: incremental_update.Decision,
            earlier: Optional[RunRecord], listing: Optional[listing_digest.Digest] = None,
            lookup_files: Iterable[LookupFile] = (), content_lookup_files: Iterable[LookupFile] = (),
-           lookup_count: int = 0) -> None:
+           lookup_count: int = 0, near_index: Optional[incremental_update.IndexWritten] = None) -> None:
   """The last step, once every shard, the graph and the errors files are staged: the error
   budget, labels.txt, then the output's commit (output_dir.commit). Copies that --dedupe
   or --near_copies=drop dropped and files skipped as no images are listed with the rejections, but are no errors.
@@ -64,6 +64,7 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
     lookup_files: the files of the catalog's lookup by uri an --incremental run wrote (lookup_files.WriteLookup).
     content_lookup_files: those of its lookup by content.
     lookup_count: how many lookup files the catalog has (catalog_lookup.count_for).
+    near_index: the near-copy index an update kept or built on workers; None where it kept none.
   """
   if decision.updates and not incremental_update.changed(changes):
     output_dir.discard(settings.output, settings.run_id)
@@ -106,7 +107,8 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
                             listing=(Listing(num_listed=listing.count, digest=listing.text)
                                      if listing is not None and listing.text else None),
                             catalog_lookup=(incremental_update.lookup_after(decision, earlier, lookup_files,
-                                                                            content_lookup_files, lookup_count)
+                                                                            content_lookup_files, lookup_count,
+                                                                            near_index)
                                             if settings.incremental else None))
   tfds_files = tfds_metadata.files(info)  # TensorFlow Datasets' metadata; its dataset_info.json is its marker
   for name, text in tfds_files.items():
@@ -115,7 +117,8 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   emptied = {name for split in written.splits.values() for shard in split.shards if not shard.num_examples
              for name in shard.files}  # shards an update left without records: they go
   files = ([name for name in written.files if name not in emptied] +
-           [found.file for found in lookup_files + content_lookup_files] + label_files +
+           [found.file for found in lookup_files + content_lookup_files] +
+           [found.file for found in (near_index.nodes + near_index.bands if near_index else ())] + label_files +
            output_layout.errors_files(num_errors_files) +
            [name for name in tfds_files if name not in last])
   written_dirs = [directory for directories in transform_written for directory in directories]

@@ -132,8 +132,8 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
 def listed_files(record: RunRecord) -> Set[str]:
   """The shard, index, catalog, lookup and errors files a run record names."""
   names = {name for split in record.splits.values() for shard in split.shards for name in shard.files}
-  lookup = ({found.file for found in record.catalog_lookup.files + record.catalog_lookup.content_files}
-            if record.catalog_lookup else set())
+  lookup = ({found.file for found in record.catalog_lookup.files + record.catalog_lookup.content_files +
+             record.catalog_lookup.index_files()} if record.catalog_lookup else set())
   return names | lookup | set(record.errors_files)
 
 
@@ -426,7 +426,8 @@ def _commit(output: str, run: str, written: List[str], written_dirs: List[str], 
                  (not name.startswith(kept_dirs) or output_layout.TF_TEMP_NAME.search(name))))]
   # A catalog, and its lookups' folders, that an update or a plain rerun left empty go too.
   _delete(output, stale, [d for d in output_layout.TRANSFORM_DIRECTORIES if d + '/' not in kept_dirs] +
-          [output_layout.LOOKUP_DIR, output_layout.CONTENT_LOOKUP_DIR, output_layout.CATALOG_DIR])
+          [output_layout.LOOKUP_DIR, output_layout.CONTENT_LOOKUP_DIR, output_layout.NEAR_INDEX_DIR,
+           output_layout.CATALOG_DIR])
   if last:
     FileSystems.rename([temp_path(output, run, name) for name in last], [path(output, name) for name in last])
   FileSystems.rename([temp_path(output, run, output_layout.RUN_RECORD)], [path(output, output_layout.RUN_RECORD)])

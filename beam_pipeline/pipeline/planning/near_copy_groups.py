@@ -32,7 +32,7 @@ from beam_pipeline.pipeline import tags
 from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.core.images import perceptual_hash
 from beam_pipeline.core.output import run_totals
-from beam_pipeline.core.planning import near_copies, near_copy_nodes
+from beam_pipeline.core.planning import near_copies, near_copy_nodes, near_index
 from beam_pipeline.core.settings import Settings
 
 # The planning stages whose largest key tags.records_per_key reports.
@@ -92,7 +92,7 @@ def largest_group(steps: Any, num_listed: Any, settings: Settings) -> Any:
 
 
 def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection, one_machine: bool,
-            one_per_file: bool = False) -> Dict[str, beam.PCollection]:
+            one_per_file: bool = False, indexed: bool = False) -> Dict[str, beam.PCollection]:
   """Lists of (source_sha256, phash, priority, colour) to NearCopies's output: in memory on
   ``one_machine``, by NearCopies's bounded shuffles elsewhere.
 
@@ -102,11 +102,12 @@ def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCol
     cap: one element: the most images a group may hold (largest_group).
     one_machine: the runner holds every element in one process (the DirectRunner), where a shuffle spreads nothing.
     one_per_file: each file's hash comes once (NearCopies's ``one_per_file``).
+    indexed: also return what the near-copy index is built from (NearCopies's ``indexed``); not on one machine.
   """
   distance, cap = beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap)
   if one_machine:
     return hashes | 'Group' >> NearCopiesOnOneMachine(distance, cap)
-  return hashes | 'Group' >> NearCopies(distance, cap, one_per_file=one_per_file)
+  return hashes | 'Group' >> NearCopies(distance, cap, one_per_file=one_per_file, indexed=indexed)
 
 
 def left_out(summary: Mapping[str, Any], distance: int, cap: int) -> Dict[str, Any]:
@@ -126,7 +127,7 @@ class NearCopies(beam.PTransform):
   Returns {'pairs': ..., tags.NEAR_COPIES: ...}."""
 
   def __init__(self, distance: Any, cap: Any = near_copies.GROUP_CAP, key_cap: int = near_copies.KEY_CAP,
-               same_hash_cap: int = near_copies.SAME_HASH_CAP, one_per_file: bool = False):
+               same_hash_cap: int = near_copies.SAME_HASH_CAP, one_per_file: bool = False, indexed: bool = False):
     """A step of bounded shuffles.
 
     Args:
@@ -139,6 +140,8 @@ class NearCopies(beam.PTransform):
       one_per_file: each file's hash comes once (an update's, made one per file where its catalog meets its new
         records), so the shuffle that keeps a file's smallest is left out; otherwise a file may come more than once
         (copies of one picture, each validated).
+      indexed: also return what the near-copy index is built from (indexed_near_copies.BuildIndex): 'files', the
+        tables of files grouped, and 'anchors', near_index.FOUND rows of the nodes that have an anchor.
     """
     super().__init__()
     self._distance = distance
@@ -146,6 +149,7 @@ class NearCopies(beam.PTransform):
     self._key_cap = key_cap
     self._same_hash_cap = same_hash_cap
     self._one_per_file = one_per_file
+    self._indexed = indexed
 
   def expand(self, batches):
     slots = beam.pvalue.AsSingleton(batches
@@ -184,20 +188,36 @@ class NearCopies(beam.PTransform):
                 | 'GroupByBand' >> beam.GroupByKey()
                 | 'Anchors' >> beam.FlatMap(_anchors, self._distance, self._key_cap, slots).with_outputs(
                     _COUNTS, main='told'))
-    groups = ({'nodes': nodes.slots, 'told': anchored.told}
-              | 'NodesAndAnchors' >> beam.CoGroupByKey()
-              | 'BestAnchors' >> beam.FlatMapTuple(_best_anchors)
-              | 'GroupMembers' >> beam.CombinePerKey(Bounded(near_copies.GROUP_CAP, weight=_files))
-              | 'Groups' >> beam.FlatMap(_group, self._cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
-    several = ({'shas': nodes[_SEVERAL], 'label': groups[_LABELLED]}
-               | 'JoinSeveral' >> beam.CoGroupByKey()
-               | 'MapBack' >> beam.FlatMapTuple(_map_back))
-    out = (groups.pairs, several) | 'Together' >> beam.Flatten()
-    summary = ((nodes[_COUNTS], dense | 'CountDense' >> beam.Map(lambda _: ('dense_keys', 1)), anchored[_COUNTS],
-                groups[_COUNTS], out | 'AsMembers' >> beam.Map(lambda pair: (_MEMBER, pair)))
-               | 'AllCounts' >> beam.Flatten()
-               | 'Summary' >> beam.CombineGlobally(NearCopySummary()))
-    return {'pairs': out, tags.NEAR_COPIES: summary}
+    joined = {'nodes': nodes.slots, 'told': anchored.told} | 'NodesAndAnchors' >> beam.CoGroupByKey()
+    found = grouped_members(joined | 'BestAnchors' >> beam.FlatMapTuple(_best_anchors), nodes[_SEVERAL],
+                            [nodes[_COUNTS], dense | 'CountDense' >> beam.Map(lambda _: ('dense_keys', 1)),
+                             anchored[_COUNTS]], self._cap)
+    if self._indexed:  # what the near-copy index is built from: every file, and each node's anchor
+      found.update(files=files, anchors=joined | 'IndexAnchors' >> beam.FlatMapTuple(_told_anchors))
+    return found
+
+
+def grouped_members(members: beam.PCollection, several: beam.PCollection, counts: List[beam.PCollection],
+                    cap: Any) -> Dict[str, beam.PCollection]:
+  """NearCopies's output from its nodes in groups.
+
+  Args:
+    members: the nodes in groups (near_copy_nodes.Member), under their anchor's key.
+    several: the files of the nodes of several ((DCT half, colour), sha256s).
+    counts: the counts found on the way ((counter, number) elements).
+    cap: the most images a group may hold (a side input).
+  """
+  groups = (members
+            | 'GroupMembers' >> beam.CombinePerKey(Bounded(near_copies.GROUP_CAP, weight=_files))
+            | 'Groups' >> beam.FlatMap(_group, cap).with_outputs(_COUNTS, _LABELLED, main='pairs'))
+  mapped = ({'shas': several, 'label': groups[_LABELLED]}
+            | 'JoinSeveral' >> beam.CoGroupByKey()
+            | 'MapBack' >> beam.FlatMapTuple(_map_back))
+  out = (groups.pairs, mapped) | 'Together' >> beam.Flatten()
+  summary = ((*counts, groups[_COUNTS], out | 'AsMembers' >> beam.Map(lambda pair: (_MEMBER, pair)))
+             | 'AllCounts' >> beam.Flatten()
+             | 'Summary' >> beam.CombineGlobally(NearCopySummary()))
+  return {'pairs': out, tags.NEAR_COPIES: summary}
 
 
 class NearCopiesOnOneMachine(beam.PTransform):
@@ -410,6 +430,16 @@ def _best_anchors(_: int, joined: Mapping[str, Iterable[Any]]) -> Iterator[near_
   nodes = [_node_table(table) for table in joined['nodes']]
   if nodes:
     yield from near_copy_nodes.best_anchors(np.concatenate(nodes), itertools.chain.from_iterable(joined['told']))
+
+
+def _told_anchors(_: int, joined: Mapping[str, Iterable[Any]]) -> Iterator[np.ndarray]:
+  """The near_index.FOUND rows of a node slot's nodes whose keys told of an anchor."""
+  nodes = [_node_table(table) for table in joined['nodes']]
+  if nodes:
+    found = near_index.told_anchors(np.concatenate(nodes),
+                                    near_copy_nodes.best_told(itertools.chain.from_iterable(joined['told'])).best)
+    if len(found):
+      yield found
 
 
 def _group(item: Tuple[Any, Any], cap: int) -> Iterator[Any]:

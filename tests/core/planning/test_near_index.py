@@ -105,11 +105,18 @@ def _grouped(table: np.ndarray, same_hash_cap: int, distance: int) -> Tuple[Dict
   return anchors, set(anchors.values())
 
 
+def _finals(anchors: Dict[bytes, bytes]) -> np.ndarray:
+  """FOUND rows of anchors by rank."""
+  out = np.zeros(len(anchors), near_index.FOUND)
+  out['rank'], out['anchor'] = list(anchors), list(anchors.values())
+  return out
+
+
 def _index_anchors(index: near_index.Built) -> Dict[bytes, bytes]:
   found = {}
   for slot in index.slots:
     nodes = near_index.nodes(slot.files)
-    for rank, anchor, count in zip(nodes.rank.tolist(), slot.anchors.tolist(), nodes.count.tolist()):
+    for rank, anchor in zip(nodes.rank.tolist(), slot.anchors.tolist()):
       rank, anchor = rank.ljust(24, b'\0'), anchor.ljust(24, b'\0')
       if rank != anchor:
         found[rank] = anchor
@@ -126,64 +133,51 @@ def _band_anchors(index: near_index.Built) -> Dict[bytes, set]:
   return found
 
 
-def _routed(changed: np.ndarray, band: int, distance: int, count: int, own: bool) -> Dict[int, np.ndarray]:
-  """CHANGED rows by the band files they go to: their own (``own``), or every file of their band value."""
-  values = near_index.band_values(changed['blocks'], band, distance)
-  if own:
-    files = near_index.band_files(values, near_index.nodes_of(changed['rank']), band, distance, count)[:, None]
-  else:
-    files = near_index.query_files(values, band, distance, count)
-  out: Dict[int, List[int]] = {}
-  for row, targets in enumerate(files.tolist()):
-    for target in targets:
-      out.setdefault(target, []).append(row)
-  return {target: changed[rows] for target, rows in out.items()}
-
-
 def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, distance: int, count: int,
              same_hash_cap: int) -> near_index.Built:
   """The index after files ``dropped`` went and ``added`` came, as an update's steps find it, each
-  step given only what crosses its shuffle."""
+  step given only what crosses its shuffle to it."""
   def by_slot(keys):
     slots = near_index.node_slots(near_index.file_nodes(keys), count)
     return {slot: keys[slots == slot] for slot in range(count)}
+
+  bands = near_index.Bands(distance, count)
+
+  def sent(changed):
+    out: Dict[Tuple[int, int], List[np.ndarray]] = {}
+    for band in range(distance + 1):
+      for file, rows in bands.by_query_file(changed, band):
+        out.setdefault((band, file), []).append(rows)
+    return {key: np.concatenate(value) for key, value in out.items()}
 
   dropped_by, added_by = by_slot(dropped), by_slot(added)
   changes = [near_index.changed_slot(index.slots[slot], dropped_by[slot], added_by[slot], same_hash_cap)
              for slot in range(count)]
   removed = np.concatenate([change.removed for change in changes])
   joined = np.concatenate([change.added for change in changes])
+  gone_at, joined_at = sent(removed), sent(joined)
   found, orphans = [near_index.own(joined)], []
-  now: List[List[np.ndarray]] = []
+  now = {}
   for band in range(distance + 1):
-    own_gone, own_joined = _routed(removed, band, distance, count, True), _routed(joined, band, distance, count, True)
-    all_gone, queries = _routed(removed, band, distance, count, False), _routed(joined, band, distance, count, False)
-    now.append([])
     for file in range(count):
-      rows = near_index.rows_after(index.bands[band][file],
-                                   near_index.band_rows(own_gone.get(file, removed[:0]), band, distance),
-                                   near_index.band_rows(own_joined.get(file, joined[:0]), band, distance))
-      now[band].append(rows)
-      result = near_index.queried(rows, queries.get(file, joined[:0]), all_gone.get(file, removed[:0])['rank'],
-                                  band, distance)
+      gone, new = gone_at.get((band, file), removed[:0]), joined_at.get((band, file), joined[:0])
+      now[band, file] = bands.rows_now(index.bands[band][file], gone, new, band * count + file)
+      result = near_index.queried(now[band, file], new, gone['rank'], band, distance)
       found.append(result.found)
       orphans.append(result.orphans)
   orphans = np.unique(np.concatenate(orphans))
   found.append(near_index.own(orphans))
-  for band in range(distance + 1):
-    asked = _routed(orphans, band, distance, count, False)
-    for file in range(count):
-      if file in asked:
-        found.append(near_index.queried(now[band][file], asked[file], removed['rank'][:0], band, distance,
-                                        forward=False).found)
+  for (band, file), asked in sent(orphans).items():
+    found.append(near_index.queried(now[band, file], np.unique(asked), removed['rank'][:0], band, distance,
+                                    forward=False).found)
   finals = near_index.best(np.concatenate(found))
-  taken = finals['anchor'][finals['anchor'] != finals['rank']]
-  taken_nodes = near_index.nodes_of(taken)
-  taken_slots = near_index.node_slots(taken_nodes, count)
+  taken = near_index.nodes_of(finals['anchor'][finals['anchor'] != finals['rank']])
+  taken_slots = near_index.node_slots(taken, count)
   final_slots = near_index.node_slots(near_index.nodes_of(finals['rank']), count)
-  slots = [near_index.slot_with_anchors(change.slot, finals[final_slots == slot], taken_nodes[taken_slots == slot])
+  slots = [near_index.slot_with_anchors(change.slot, finals[final_slots == slot], taken[taken_slots == slot])
            for slot, change in enumerate(changes)]
-  bands = [[near_index.with_anchors(rows, finals) for rows in files] for files in now]
+  bands = [[near_index.with_anchors(now[band, file], finals) for file in range(count)]
+           for band in range(distance + 1)]
   return near_index.Built(slots, bands)
 
 
@@ -202,7 +196,8 @@ def test_an_update_through_the_index_finds_the_anchors_of_grouping_everything_ag
   collection.add(600)
   collection.cluster(look_alikes)
   anchors, anchoring = _grouped(collection.table(), cap, distance)
-  index = near_index.built(collection.keys(), anchors.items(), anchoring, distance, count, cap)
+  index = near_index.built(collection.keys(), _finals(anchors), near_index.nodes_of(np.array(sorted(anchoring), 'S24')),
+                           distance, count, cap)
   assert _index_anchors(index) == anchors
   for round_ in range(5):
     dropped = collection.drop([5, 40, 0, 150, 20][round_])
@@ -221,7 +216,7 @@ def test_an_update_through_the_index_finds_the_anchors_of_grouping_everything_ag
 def test_a_node_file_round_trips_and_a_damaged_one_is_refused():
   collection = _Collection(7)
   collection.add(200)
-  index = near_index.built(collection.keys(), [], [], 8, 2)
+  index = near_index.built(collection.keys(), _finals({}), np.empty(0, 'S16'), 8, 2)
   for slot in index.slots:
     back = near_index.NodeSlot.decoded(slot.encoded())
     assert back.files.tolist() == slot.files.tolist() and back.anchors.tolist() == slot.anchors.tolist()

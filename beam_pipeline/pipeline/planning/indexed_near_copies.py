@@ -1,0 +1,346 @@
+"""The near-copy index's steps (core/planning/near_index.py): built from a grouping of every
+node (BuildIndex), and updated by an --incremental update that queries its changed nodes only
+(UpdateIndex), so that a node that did not change crosses no shuffle.
+
+Only changes cross the shuffles: the files a content slot gained or lost go to their node slot,
+the nodes that left or joined the bands to the band files of their band values, what the
+queries found to the node slots, and the final anchors to the node and band files they change.
+Each node file and band file is read by the one worker that takes its key, and written again
+only where a change reaches it. Every node slot is read once more for the groups of the whole
+dataset, which meet as NearCopies's do (near_copy_groups.grouped_members).
+"""
+from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.pvalue import TaggedOutput
+
+from beam_pipeline.pipeline.output import output_dir
+from beam_pipeline.pipeline.planning import near_copy_groups
+from beam_pipeline.core.images import perceptual_hash
+from beam_pipeline.core.output import catalog_lookup, incremental_update, output_layout
+from beam_pipeline.core.output.run_record import LookupFile, RunRecord
+from beam_pipeline.core.planning import near_copy_nodes, near_index
+from beam_pipeline.core.rejections import DamagedOutput
+
+NODES, BANDS = 'nodes', 'bands'  # the kinds of index files, as the written ones are tagged
+DROPPED, ADDED = 'dropped', 'added'  # the files a node slot lost and gained (file_changes)
+_GONE, _JOINED, _FOUND, _ORPHANS = 'gone', 'joined', 'found', 'orphans'
+_FINALS, _TAKEN, _SEVERAL, _COUNTS = 'finals', 'taken', 'several', 'counts'
+
+
+def file_changes(dropped: List[Tuple[str, str, int, str]], added: List[Tuple[str, str, int, str]], count: int
+                 ) -> Iterator[TaggedOutput]:
+  """Files (sha256, phash, priority, colour) that the dataset's grouping lost and gained, as
+  FILE_KEY bytes under their node slots, tagged DROPPED and ADDED."""
+  for tag, files in ((DROPPED, dropped), (ADDED, added)):
+    if files:
+      yield from _tagged(tag, _files_by_slot(near_copy_nodes.file_table(files), count))
+
+
+def index_written(_, files: List[Tuple[str, LookupFile]], distance: int, used: bool
+                  ) -> incremental_update.IndexWritten:
+  """What the commit records of the index: the files written, and whether they were all of it.
+
+  Args:
+    _: the one element that starts the step.
+    files: (kind, LookupFile) of every index file written.
+    distance: the grouping's distance.
+    used: whether the update used the index (else it built it whole).
+  """
+  return incremental_update.IndexWritten(
+      distance, perceptual_hash.NAME, rebuilt=not used,
+      nodes=tuple(sorted((found for kind, found in files if kind == NODES), key=lambda found: found.slot)),
+      bands=tuple(sorted((found for kind, found in files if kind == BANDS), key=lambda found: found.slot)))
+
+
+class Place(NamedTuple):
+  """Where an index's files are read and written: the output, the run that stages them, and how
+  many files each kind has (node files, and files a band)."""
+  output: str
+  run_id: str
+  count: int
+
+
+def read_checked(output: str, found: LookupFile) -> bytes:
+  """The bytes of index file ``found``, checked against the run record's checksum."""
+  data = output_dir.read_listed(output, found.file)
+  if catalog_lookup.checksum(data) != found.sha256:
+    raise DamagedOutput(f'{found.file} is not the near-copy index file the run wrote: its checksum differs')
+  return data
+
+
+def _staged(place: Place, kind: str, slot: int, data: bytes, entries: int) -> Tuple[str, LookupFile]:
+  """Stages an index file for the commit: (kind, its LookupFile).
+
+  Args:
+    place: where the index's files go.
+    kind: NODES or BANDS.
+    slot: the file's slot: its node slot, or band x count + file.
+    data: what it holds.
+    entries: how many files (a node file) or rows (a band file) it holds.
+  """
+  band, file = divmod(slot, place.count)
+  name = (output_layout.near_node_file(slot, place.count) if kind == NODES
+          else output_layout.near_band_file(band, file, place.count))
+  output_dir.stage_bytes(place.output, place.run_id, name, data)
+  return kind, LookupFile(slot=slot, file=name, num_entries=entries, sha256=catalog_lookup.checksum(data))
+
+
+def _earlier_slot(sides: Mapping[str, Iterable[Any]], output: str) -> near_index.NodeSlot:
+  for found in sides.get('earlier', ()):
+    try:
+      return near_index.NodeSlot.decoded(read_checked(output, found))
+    except ValueError as e:
+      raise DamagedOutput(f'{found.file}: {e}') from e
+  return near_index.NodeSlot.empty()
+
+
+def _earlier_rows(sides: Mapping[str, Iterable[Any]], output: str) -> np.ndarray:
+  for found in sides.get('earlier', ()):
+    data = read_checked(output, found)
+    if len(data) % near_index.BAND_ROWS.itemsize:
+      raise DamagedOutput(f'{found.file} is cut short')
+    return np.frombuffer(data, near_index.BAND_ROWS)
+  return np.empty(0, near_index.BAND_ROWS)
+
+
+def _rows(sides: Mapping[str, Iterable[bytes]], side: str, dtype: np.dtype) -> np.ndarray:
+  """A side's arrays (sent as bytes) as one."""
+  parts = [np.frombuffer(data, dtype) for data in sides.get(side, ())]
+  return np.concatenate(parts) if parts else np.empty(0, dtype)
+
+
+def _as_bytes(keyed: Iterable[Tuple[int, np.ndarray]]) -> Iterator[Tuple[int, bytes]]:
+  """(key, array) pairs as (key, its bytes), as arrays cross a shuffle."""
+  return ((key, rows.tobytes()) for key, rows in keyed)
+
+
+def _tagged(tag: str, keyed: Iterable[Tuple[int, np.ndarray]]) -> Iterator[TaggedOutput]:
+  """(key, array) pairs as (key, its bytes), tagged."""
+  return (TaggedOutput(tag, item) for item in _as_bytes(keyed))
+
+
+def _sent(changed: np.ndarray, bands: near_index.Bands) -> Iterator[Tuple[int, np.ndarray]]:
+  """(band file slot, CHANGED rows) for every file of every band that holds rows of the nodes' band values."""
+  for band in range(bands.distance + 1):
+    for file, rows in bands.by_query_file(changed, band):
+      yield band * bands.count + file, rows
+
+
+class UpdateIndex(beam.PTransform):
+  """From the files each node slot lost and gained (FILE_KEY bytes, keyed by node slot), to the
+  groups of near copies of the updated dataset, as NearCopies's output ({'pairs', tags.NEAR_COPIES}),
+  and 'files', the (kind, LookupFile) of each index file written again."""
+
+  def __init__(self, earlier: beam.PCollection, place: Place, distance: Any, cap: Any, use: Any):
+    """A step that updates the index of the dataset an update updates.
+
+    Args:
+      earlier: one element: the run record of the dataset updated, which lists the index's files.
+      place: where the index's files are.
+      distance: the grouping's distance (a side input).
+      cap: the most images a group may hold (a side input).
+      use: whether the index is used (a side input): its distance is the grouping's; if not, it does nothing.
+    """
+    super().__init__()
+    self._earlier = earlier
+    self._place = place
+    self._distance = distance
+    self._cap = cap
+    self._use = use
+
+  def expand(self, deltas):
+    place, distance = self._place, self._distance
+    node_files = self._earlier | 'NodeFiles' >> beam.FlatMap(_listed, NODES)
+    band_files = self._earlier | 'BandFiles' >> beam.FlatMap(_listed, BANDS)
+    changed = ({'earlier': node_files, DROPPED: deltas[DROPPED], ADDED: deltas[ADDED]}
+               | 'ChangesBySlot' >> beam.CoGroupByKey()
+               | 'ChangedNodes' >> beam.FlatMap(_changed_nodes, place, distance).with_outputs(_GONE, _JOINED, _FOUND))
+    bands = {'earlier': band_files, _GONE: changed[_GONE], _JOINED: changed[_JOINED]}
+    queried = (bands
+               | 'ChangesByBandFile' >> beam.CoGroupByKey()
+               | 'Query' >> beam.FlatMap(_queried, place, distance).with_outputs(_FOUND, _ORPHANS))
+    orphans = ({**bands, _ORPHANS: queried[_ORPHANS]}
+               | 'OrphansByBandFile' >> beam.CoGroupByKey()
+               | 'QueryOrphans' >> beam.FlatMap(_orphans_queried, place, distance))
+    finals = ((changed[_FOUND], queried[_FOUND], orphans)
+              | 'AllFound' >> beam.Flatten()
+              | 'FoundBySlot' >> beam.GroupByKey()
+              | 'Finals' >> beam.FlatMap(_finals, place.count, distance).with_outputs(_FINALS, _TAKEN, BANDS))
+    nodes = ({'earlier': node_files, DROPPED: deltas[DROPPED], ADDED: deltas[ADDED], _FINALS: finals[_FINALS],
+              _TAKEN: finals[_TAKEN]}
+             | 'NodeSlots' >> beam.CoGroupByKey()
+             | 'WriteNodeFiles' >> beam.FlatMap(_nodes_written, place, self._use).with_outputs(
+                 NODES, _SEVERAL, _COUNTS, main='members'))
+    written_bands = ({**bands, _FINALS: finals[BANDS]}
+                     | 'BandFileChanges' >> beam.CoGroupByKey()
+                     | 'WriteBandFiles' >> beam.FlatMap(_bands_written, place, distance))
+    found = near_copy_groups.grouped_members(nodes.members, nodes[_SEVERAL], [nodes[_COUNTS]], self._cap)
+    found['files'] = (nodes[NODES], written_bands) | 'IndexFiles' >> beam.Flatten()
+    return found
+
+
+def _listed(record: Optional[RunRecord], kind: str) -> Iterator[Tuple[int, LookupFile]]:
+  """(slot, LookupFile) of each file of the record's index of ``kind``."""
+  index = record.catalog_lookup.near_index if record and record.catalog_lookup else None
+  if index is not None:
+    yield from ((found.slot, found) for found in (index.nodes if kind == NODES else index.bands))
+
+
+def _changed_nodes(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int
+                   ) -> Iterator[TaggedOutput]:
+  """A node slot's changed nodes: those that left the bands (_GONE) and joined them (_JOINED) to
+  the band files of their band values, and each joined node as its own anchor so far (_FOUND)."""
+  _, sides = joined
+  dropped, added = _rows(sides, DROPPED, near_index.FILE_KEY), _rows(sides, ADDED, near_index.FILE_KEY)
+  if not (len(dropped) or len(added)):
+    return
+  change = near_index.changed_slot(_earlier_slot(sides, place.output), dropped, added)
+  bands = near_index.Bands(distance, place.count)
+  yield from _tagged(_GONE, _sent(change.removed, bands))
+  yield from _tagged(_JOINED, _sent(change.added, bands))
+  yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(change.added), place.count))
+
+
+def _band_now(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, bands: near_index.Bands
+              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """A band file's (rows after the changes, nodes gone, nodes joined)."""
+  slot, sides = joined
+  gone, new = _rows(sides, _GONE, near_index.CHANGED), _rows(sides, _JOINED, near_index.CHANGED)
+  return bands.rows_now(_earlier_rows(sides, output), gone, new, slot), gone, new
+
+
+def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int) -> Iterator[TaggedOutput]:
+  """What a band file's rows tell of the nodes that joined (_FOUND, by node slot), and its orphans,
+  each to every band file of its band values (_ORPHANS) and as its own anchor so far (_FOUND)."""
+  slot, sides = joined
+  if not (sides.get(_GONE) or sides.get(_JOINED)):
+    return
+  bands = near_index.Bands(distance, place.count)
+  rows, gone, new = _band_now(joined, place.output, bands)
+  result = near_index.queried(rows, new, gone['rank'], slot // place.count, distance)
+  yield from _tagged(_FOUND, near_index.by_node_slot(result.found, place.count))
+  if len(result.orphans):
+    yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(result.orphans), place.count))
+    yield from _tagged(_ORPHANS, _sent(result.orphans, bands))
+
+
+def _orphans_queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int
+                     ) -> Iterator[Tuple[int, bytes]]:
+  """What a band file's rows tell of the orphans of its band values: (node slot, FOUND bytes)."""
+  slot, sides = joined
+  orphans = np.unique(_rows(sides, _ORPHANS, near_index.CHANGED))
+  if not len(orphans):
+    return
+  rows, _, _ = _band_now(joined, place.output, near_index.Bands(distance, place.count))
+  found = near_index.queried(rows, orphans, np.empty(0, near_index.RANK), slot // place.count, distance,
+                             forward=False).found
+  yield from _as_bytes(near_index.by_node_slot(found, place.count))
+
+
+def _finals(item: Tuple[int, Iterable[bytes]], count: int, distance: int) -> Iterator[TaggedOutput]:
+  """A node slot's nodes' final anchors, the first each was found: to its node file (_FINALS), to
+  the node slots of anchors that are other nodes (_TAKEN) and to its band files (BANDS)."""
+  slot, found = item
+  finals = near_index.best(np.concatenate([np.frombuffer(data, near_index.FOUND) for data in found]))
+  yield TaggedOutput(_FINALS, (slot, finals.tobytes()))
+  taken = near_index.nodes_of(finals['anchor'][finals['anchor'] != finals['rank']])
+  yield from _tagged(_TAKEN, near_index.by_node_slot(taken, count, field=None))
+  bands = near_index.Bands(distance, count)
+  for band in range(distance + 1):
+    yield from _tagged(BANDS, ((band * count + file, rows) for file, rows in bands.by_file(finals, band)))
+
+
+def _nodes_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, use: bool) -> Iterator[Any]:
+  """A node slot after the update, written again if it changed ((NODES, LookupFile)); its nodes in
+  groups (near_copy_nodes.Member), its grouped nodes of several files (_SEVERAL) and its
+  near-uniform hashes' counts (_COUNTS), for the groups of the whole dataset. Nothing where the
+  index is not ``use``d.
+
+  The node slot's sides: 'earlier', its LookupFile; DROPPED and ADDED, FILE_KEY bytes; _FINALS,
+  FOUND bytes; _TAKEN, NODE bytes."""
+  if not use:
+    return
+  slot, sides = joined
+  node_slot = _earlier_slot(sides, place.output)
+  dropped, added = _rows(sides, DROPPED, near_index.FILE_KEY), _rows(sides, ADDED, near_index.FILE_KEY)
+  finals, taken = _rows(sides, _FINALS, near_index.FOUND), _rows(sides, _TAKEN, near_index.NODE)
+  if len(dropped) or len(added):
+    node_slot = near_index.changed_slot(node_slot, dropped, added).slot
+  if len(finals) or len(taken):
+    node_slot = near_index.slot_with_anchors(node_slot, finals, taken)
+  if len(dropped) or len(added) or len(finals) or len(taken):
+    yield TaggedOutput(NODES, _staged(place, NODES, slot, node_slot.encoded(), len(node_slot.files)))
+  yield from near_index.members(node_slot)
+  yield from (TaggedOutput(_SEVERAL, several) for several in near_index.several(node_slot))
+  hashes, images = near_index.uniform(node_slot)
+  if hashes:
+    yield TaggedOutput(_COUNTS, ('uniform_hashes', hashes))
+    yield TaggedOutput(_COUNTS, ('uniform_images', images))
+
+
+def _bands_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int
+                   ) -> Iterator[Tuple[str, LookupFile]]:
+  """A band file written again where the update reached it: (BANDS, its LookupFile)."""
+  slot, sides = joined
+  if not (sides.get(_GONE) or sides.get(_JOINED) or sides.get(_FINALS)):
+    return
+  rows, _, _ = _band_now(joined, place.output, near_index.Bands(distance, place.count))
+  rows = near_index.with_anchors(rows, near_index.best(_rows(sides, _FINALS, near_index.FOUND)))
+  yield _staged(place, BANDS, slot, rows.tobytes(), len(rows))
+
+
+class BuildIndex(beam.PTransform):
+  """The index of a grouping of every node (NearCopies's ``indexed`` output: 'files', tables of
+  near_copy_nodes.FILES, and 'anchors', FOUND rows), written whole: (kind, LookupFile) of each file."""
+
+  def __init__(self, place: Place, distance: Any):
+    """A step that writes the index of a grouping at ``distance`` (a side input) to ``place``."""
+    super().__init__()
+    self._place = place
+    self._distance = distance
+
+  def expand(self, found):
+    place = self._place
+    files = found['files'] | 'FilesBySlot' >> beam.FlatMap(lambda table: _as_bytes(_files_by_slot(table, place.count)))
+    anchors = found['anchors'] | 'AnchorsBySlot' >> beam.FlatMap(_anchors_by_slot, place.count).with_outputs(
+        _TAKEN, main=_FINALS)
+    slots = ({ADDED: files, _FINALS: anchors[_FINALS], _TAKEN: anchors[_TAKEN]}
+             | 'BySlot' >> beam.CoGroupByKey()
+             | 'WriteNodeFiles' >> beam.FlatMap(_slot_built, place, self._distance).with_outputs(BANDS, main=NODES))
+    bands = (slots[BANDS]
+             | 'ByBandFile' >> beam.GroupByKey()
+             | 'WriteBandFiles' >> beam.Map(_band_built, place))
+    return (slots[NODES], bands) | 'IndexFiles' >> beam.Flatten()
+
+
+def _files_by_slot(table: np.ndarray, count: int) -> Iterator[Tuple[int, np.ndarray]]:
+  """A table of files (near_copy_nodes.FILES) as FILE_KEY strings under their node slots."""
+  keys = near_index.file_keys_of(table)
+  yield from near_index.split_by(keys, near_index.node_slots(near_index.file_nodes(keys), count))
+
+
+def _anchors_by_slot(found: np.ndarray, count: int) -> Iterator[Any]:
+  """A grouping's anchors to their nodes' slots, and the nodes they anchor to theirs (_TAKEN)."""
+  yield from _as_bytes(near_index.by_node_slot(found, count))
+  yield from _tagged(_TAKEN, near_index.by_node_slot(near_index.nodes_of(found['anchor']), count, field=None))
+
+
+def _slot_built(joined: Tuple[int, Mapping[str, Iterable[bytes]]], place: Place, distance: int) -> Iterator[Any]:
+  """A node file built ((NODES, LookupFile)) and its nodes' rows of each band file (BANDS, keyed by file)."""
+  slot, sides = joined
+  built = near_index.built_slot(_rows(sides, ADDED, near_index.FILE_KEY), _rows(sides, _FINALS, near_index.FOUND),
+                                _rows(sides, _TAKEN, near_index.NODE))
+  if not len(built.files):
+    return
+  yield _staged(place, NODES, slot, built.encoded(), len(built.files))
+  for band, file, rows in near_index.Bands(distance, place.count).slot_rows(built):
+    yield TaggedOutput(BANDS, (band * place.count + file, rows.tobytes()))
+
+
+def _band_built(item: Tuple[int, Iterable[bytes]], place: Place) -> Tuple[str, LookupFile]:
+  """A band file built from its nodes' rows: (BANDS, its LookupFile)."""
+  slot, parts = item
+  rows = np.sort(np.concatenate([np.frombuffer(data, near_index.BAND_ROWS) for data in parts]), order='key')
+  return _staged(place, BANDS, slot, rows.tobytes(), len(rows))
