@@ -109,13 +109,14 @@ def _split(sha: str) -> str:
   return 'train' if value < 0.8 else 'validation' if value < 0.9 else 'test'
 
 
-def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
+def write_catalog(count: int, folder: Path, lookup: bool = True, near_distance: int = 0) -> Any:
   """The earlier dataset of ``count`` records: catalog files under ``folder``, and its lookup by
   uri unless ``lookup`` is False (an output from before lookups, which an update joins by uri
-  and builds the lookup of); its RunRecord (which lists every shard) and the Decision of an
-  update of it."""
+  and builds the lookup of), with its near-copy index of the grouping at ``near_distance`` (0:
+  none); its RunRecord (which lists every shard) and the Decision of an update of it."""
   from beam_pipeline.core.output import catalog_lookup, catalog_entries, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output.catalog_entries import Entry  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.images import perceptual_hash  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output.run_record import CatalogLookup, LookupFile  # pylint: disable=import-outside-toplevel
   shutil.rmtree(folder, ignore_errors=True)
   (folder / 'catalog').mkdir(parents=True)
@@ -174,12 +175,56 @@ def write_catalog(count: int, folder: Path, lookup: bool = True) -> Any:
   record = run_totals.build(written=run_totals.written_totals(reports), labels=labels, errors_by_reason={},
                             num_errors_files=0, duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []},
                             dedupe=False, num_removed=0, settings=settings, runner='DirectRunner',
-                            catalog_lookup=(CatalogLookup(count=lookup_count, files=files[0], content_files=files[1])
+                            catalog_lookup=(CatalogLookup(count=lookup_count, files=files[0], content_files=files[1],
+                                                          near_index=write_index(count, folder, near_distance,
+                                                                                 lookup_count)
+                                                          if near_distance else None)
                                             if lookup else None))
   started = time.monotonic()
   merges = incremental_update.merges(record, TARGET_SHARD_BYTES)
   merges_s = time.monotonic() - started
-  return record, incremental_update.Decision.update(record, tuple(merges)), merges_s
+  return record, incremental_update.Decision.update(record, tuple(merges), perceptual_hash.NAME), merges_s
+
+
+def write_index(count: int, folder: Path, distance: int, files_count: int) -> Any:
+  """The near-copy index of the catalogued pictures of write_catalog, grouped at ``distance`` in
+  memory (near_copies.anchors over every node) and written as an update writes it; its NearIndex."""
+  from beam_pipeline.core.images import perceptual_hash  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output import catalog_lookup, output_layout  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.output.run_record import LookupFile, NearIndex  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import near_copies, near_copy_nodes, near_index  # pylint: disable=import-outside-toplevel
+  priority = near_copies.priority(False, 500, MEAN_BYTES)
+  shas = sorted({_content(index) for index in range(count)})
+  table = near_copy_nodes.file_table((sha, _phash(sha), priority, '') for sha in shas)
+  nodes = near_copy_nodes.nodes_of(table).nodes
+  ranks = near_index.ranks(nodes['priority'], nodes['phash'], nodes['colour'])
+  order = np.argsort(ranks)
+  nodes, ranks = nodes[order], ranks[order]
+  anchor = near_copies.anchors(nodes['phash'].view(np.uint64), distance,
+                               colours=near_copies.parse_colours(nodes['colour']),
+                               blocks=nodes['blocks'].view(np.uint64)).anchor
+  other = np.flatnonzero(anchor != np.arange(len(anchor)))
+  finals = np.empty(len(other), near_index.FOUND)
+  finals['rank'], finals['blocks'], finals['anchor'] = ranks[other], nodes['blocks'][other], ranks[anchor[other]]
+  built = near_index.built(near_index.file_keys_of(table), finals, near_index.nodes_of(finals['anchor']), distance,
+                           files_count)
+  listed = {'nodes': [], 'bands': []}
+
+  def write(kind: str, slot: int, name: str, data: bytes, entries: int) -> None:
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
+    listed[kind].append(LookupFile(slot=slot, file=name, num_entries=entries,
+                                   sha256=catalog_lookup.checksum(data)))
+
+  for slot, node_slot in enumerate(built.slots):
+    if len(node_slot.files):
+      write('nodes', slot, output_layout.near_node_file(slot, files_count), node_slot.encoded(), len(node_slot.files))
+  for band, band_files in enumerate(built.bands):
+    for file, rows in enumerate(band_files):
+      if len(rows):
+        write('bands', band * files_count + file, output_layout.near_band_file(band, file, files_count),
+              rows.tobytes(), len(rows))
+  return NearIndex(distance=distance, hash=perceptual_hash.NAME, **listed)
 
 
 def listing_chunk(chunk: Tuple[int, int], catalogued: int, change_pct: float) -> List[Any]:
@@ -269,18 +314,19 @@ def _instrument() -> None:
     earlier_copies._placed_in_slot = _measured_content_slot  # pylint: disable=protected-access
 
 
-def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', near: bool = False) -> Dict[str, Any]:
+def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', near: str = 'off') -> Dict[str, Any]:
   """Plans an update of ``count`` catalogued records in this process's pipeline, through the
-  catalog's lookup or (``join`` 'by_uri') as before it, building it; with ``near``, its new
-  records' perceptual hashes grouped with the catalog's (earlier_copies.NearEarlierCopies, as
-  --near_copies=group does); what the child reports. Beam looks at each DoFn once, as it does
-  in the launcher (beam_internals.dofn_specs_kept)."""
+  catalog's lookup or (``join`` 'by_uri') as before it, building it; with ``near`` 'group', its
+  new records' perceptual hashes grouped with every catalogued one (earlier_copies.NearEarlierCopies,
+  as --near_copies=group does where the dataset has no near-copy index), the index built on the
+  way; with 'index', queried in the index the earlier run left; what the child reports. Beam
+  looks at each DoFn once, as it does in the launcher (beam_internals.dofn_specs_kept)."""
   from beam_pipeline.compat import beam_internals  # pylint: disable=import-outside-toplevel
   with beam_internals.dofn_specs_kept():
     return _run_update(count, mode, change_pct, join, near)
 
 
-def _run_update(count: int, mode: str, change_pct: float, join: str, near: bool) -> Dict[str, Any]:
+def _run_update(count: int, mode: str, change_pct: float, join: str, near: str) -> Dict[str, Any]:
   """run_update's work, its arguments as run_update takes them."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
@@ -290,22 +336,27 @@ def _run_update(count: int, mode: str, change_pct: float, join: str, near: bool)
   from beam_pipeline.pipeline.output import lookup_files  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output import catalog_lookup, catalog_entries  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.messages import CheckedImage, InputItem  # pylint: disable=import-outside-toplevel
-  from beam_pipeline.core.planning import splitting  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.images import perceptual_hash  # pylint: disable=import-outside-toplevel
+  from beam_pipeline.core.planning import near_copies, splitting  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.settings import InputSpec, LabelSource, Settings  # pylint: disable=import-outside-toplevel
 
   _instrument()
   folder = SCRATCH / str(count)
   started = time.monotonic()
-  record, decision, merges_s = write_catalog(count, folder, lookup=join == 'lookup')
-  catalog_s = time.monotonic() - started
-  shards = sum(len(split.shards) for split in record.splits.values())
   added = num_added(count, change_pct)
   total = count + added
+  listed = total - sum(1 for i in range(count) if _fate(i, change_pct) == 'removed')
+  record, decision, merges_s = write_catalog(
+      count, folder, lookup=join == 'lookup',
+      near_distance=near_copies.distance_for(listed, perceptual_hash.NEAR_DISTANCE) if near == 'index' else 0)
+  catalog_s = time.monotonic() - started
+  shards = sum(len(split.shards) for split in record.splits.values())
   flags = ['--direct_running_mode=multi_processing', '--direct_num_workers=2'] if mode == 'multi_processing' else []
   options = beam_internals.OptionsViewedOnce(flags)  # as the launcher makes them
   settings = Settings(InputSpec('glob', 'gs://photo-collection/**'), str(folder), LabelSource('manifest'),
                       'default', TARGET_SHARD_BYTES, 'none', 10**8, 100 * 2**20, splitting.parse_splits(SPLITS), False,
-                      224, True, 32, 0.05, incremental=True, near_copies='group' if near else 'off')
+                      224, True, 32, 0.05, incremental=True, near_copies='off' if near == 'off' else 'group',
+                      run_id='bench')
   coders.register()
   p = beam.Pipeline(runner=local_runner.runner_for(options), options=options)
   chunks = ([(start, min(CHUNK, count - start)) for start in range(0, count, CHUNK)] +
@@ -320,8 +371,8 @@ def _run_update(count: int, mode: str, change_pct: float, join: str, near: bool)
   changes = batches | 'FindChanges' >> incremental.FindChanges(str(folder), earlier, decision, settings.max_file_bytes)
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   catalog = earlier_copies.Catalog.of(str(folder), earlier, decision.lookup_count, changes)
-  found = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(catalog, num_listed, settings, False)
-           if near else None)
+  found = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(
+      catalog, num_listed, settings, False, decision.near_index_distance) if near != 'off' else None)
   placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, False, found and found['near'])
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)
   # The lookup files the update changes, written again as the commit finds them staged.
@@ -377,7 +428,7 @@ def _run_update(count: int, mode: str, change_pct: float, join: str, near: bool)
             'catalog_bytes': sum(path.stat().st_size for path in (folder / 'catalog').glob('*.jsonl')),
             'lookup_files': decision.lookup_count,
             'lookup_files_written': json.loads((folder / 'lookup.json').read_text())}
-  report['listed'] = total - sum(1 for i in range(count) if _fate(i, change_pct) == 'removed')
+  report['listed'] = listed
   shutil.rmtree(folder, ignore_errors=True)
   return report
 
@@ -390,15 +441,15 @@ def main(argv: List[str] = None) -> int:
   parser.add_argument('--modes', default='in_process')
   parser.add_argument('--joins', default=','.join(JOINS),
                       help='through the catalog\'s lookup (lookup), as before it (by_uri), or both, in turn')
-  parser.add_argument('--near-copies', default='off,group',
-                      help='without near copies (off), with the catalog\'s hashes grouped with the new ones (group), '
-                           'or both, in turn')
+  parser.add_argument('--near-copies', default='off,group,index',
+                      help='without near copies (off), with every catalogued hash grouped with the new ones and the '
+                           'near-copy index built (group), with the new ones queried in the index (index); in turn')
   parser.add_argument('--child', nargs=5, metavar=('N', 'MODE', 'JOIN', 'NEAR', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
     logging.getLogger('apache_beam').setLevel(logging.ERROR)
     count, mode, join, near, path = args.child
-    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct, join, near == 'group')))
+    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct, join, near)))
     return 0
   RESULTS.mkdir(parents=True, exist_ok=True)
   rows = []

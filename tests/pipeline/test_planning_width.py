@@ -99,8 +99,9 @@ def test_the_incremental_planning_simulation_plans_an_update(monkeypatch, tmp_pa
     # One slot meets every listed item, and every new record.
     assert row['largest_key']['BySlot'] == row['listed'] and row['keys']['BySlot'] == 1
     assert row['largest_key']['ByContentSlot'] == row['planned'] and row['keys']['ByContentSlot'] == 1
-  row = incremental_planning.run_update(3000, 'in_process', 1.0, 'lookup', near=True)  # the catalog's hashes grouped
-  assert row['planned'] == row['counts']['changed'] + row['counts']['added'] > 0 and row['near_copies']
+  for near in ('group', 'index'):  # every catalogued hash grouped (and the index built); the index queried
+    row = incremental_planning.run_update(3000, 'in_process', 1.0, 'lookup', near=near)
+    assert row['planned'] == row['counts']['changed'] + row['counts']['added'] > 0 and row['near_copies'] == near
 
 
 def test_the_planning_simulation_plans_every_record_and_extrapolates():

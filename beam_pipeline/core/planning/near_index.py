@@ -34,8 +34,9 @@ RANK_BYTES, NODE_BYTES, FILE_BYTES = 24, 16, 64
 # A node of a band file: its key (band value, 8 bytes big-endian, then its rank), its blocks
 # half and its anchor's rank (its own where it has none).
 BAND_ROWS = np.dtype([('key', 'S32'), ('blocks', '<u8'), ('anchor', 'S24')])
-# A node changed in the bands: its rank and blocks half.
-CHANGED = np.dtype([('rank', 'S24'), ('blocks', '<u8')])
+# A node changed in the bands: its rank and blocks half, and whether it may anchor others (one that
+# left: only such a node leaves orphans).
+CHANGED = np.dtype([('rank', 'S24'), ('blocks', '<u8'), ('anchors', '?')])
 # What a query found: a node (its rank and blocks half) and an anchor that may be its.
 FOUND = np.dtype([('rank', 'S24'), ('blocks', '<u8'), ('anchor', 'S24')])
 # A node whose anchor is among the nodes that take others as anchors (NodeSlot.anchoring), by key.
@@ -206,11 +207,11 @@ class SlotChange(NamedTuple):
   added: np.ndarray
 
 
-def _in_bands(found: Nodes, same_hash_cap: int) -> np.ndarray:
-  """CHANGED rows of the nodes that are grouped: shared by at most ``same_hash_cap`` files."""
+def _in_bands(found: Nodes, anchoring: np.ndarray, same_hash_cap: int) -> np.ndarray:
+  """CHANGED rows of the nodes that are grouped (shared by at most ``same_hash_cap`` files), with their flags."""
   kept = found.count <= same_hash_cap
   rows = np.empty(int(kept.sum()), CHANGED)
-  rows['rank'], rows['blocks'] = found.rank[kept], found.blocks[kept]
+  rows['rank'], rows['blocks'], rows['anchors'] = found.rank[kept], found.blocks[kept], anchoring[kept]
   return rows
 
 
@@ -231,21 +232,45 @@ def changed_slot(earlier: NodeSlot, dropped: np.ndarray, added: np.ndarray,
   """
   files = earlier.files
   if len(dropped):
-    files = files[~np.isin(files, dropped)]
+    files = np.delete(files, _positions(files, dropped))
   if len(added):
     added = np.unique(added)
-    added = added[~np.isin(added, files)]
+    added = added[~_contains(files, added)]
     files = np.insert(files, np.searchsorted(files, added), added)
   before, after = nodes(earlier.files), nodes(files)
-  at = np.minimum(np.searchsorted(before.node, after.node), max(len(before.node) - 1, 0))
-  stayed = (before.node[at] == after.node) if len(before.node) else np.zeros(len(after.node), bool)
-  stayed &= after.count <= same_hash_cap  # a near-uniform node anchors itself: it is not grouped
-  anchors = np.where(stayed, earlier.anchors[at] if len(before.node) else after.rank, after.rank).astype(RANK)
-  anchoring = np.where(stayed, earlier.anchoring[at] if len(before.node) else False, False)
-  old, new = _in_bands(before, same_hash_cap), _in_bands(after, same_hash_cap)
+  touched = np.unique(np.concatenate([file_nodes(dropped), file_nodes(added)]))
+  was, now = _contains(touched, before.node), _contains(touched, after.node)
+  # The nodes no file reached keep their anchors, in order; a touched one that stayed keeps its own
+  # unless it is not grouped (a near-uniform node anchors itself).
+  anchors, anchoring = after.rank.copy(), np.zeros(len(after.rank), bool)
+  anchors[~now], anchoring[~now] = earlier.anchors[~was], earlier.anchoring[~was]
+  touched_now = np.flatnonzero(now)
+  at = _positions(before.node, after.node[touched_now], every=True)
+  stayed = (at >= 0) & (after.count[touched_now] <= same_hash_cap)
+  anchors[touched_now[stayed]] = earlier.anchors[at[stayed]]
+  anchoring[touched_now[stayed]] = earlier.anchoring[at[stayed]]
+  old = _in_bands(Nodes(*(field[was] for field in before)), earlier.anchoring[was], same_hash_cap)
+  new = _in_bands(Nodes(*(field[now] for field in after)), np.zeros(int(now.sum()), bool), same_hash_cap)
   old_keys, new_keys = _changed_rows(old), _changed_rows(new)
-  return SlotChange(NodeSlot(files, anchors, anchoring.astype(bool)), old[~np.isin(old_keys, new_keys)],
+  return SlotChange(NodeSlot(files, anchors, anchoring), old[~np.isin(old_keys, new_keys)],
                     new[~np.isin(new_keys, old_keys)])
+
+
+def _contains(ordered: np.ndarray, values: np.ndarray) -> np.ndarray:
+  """Whether each of ``values`` is in ``ordered`` (sorted): a binary search each, where np.isin
+  would sort both, a cost per row of a file that a change of a few rows should not pay."""
+  if not len(ordered):
+    return np.zeros(len(values), bool)
+  return ordered[np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)] == values
+
+
+def _positions(ordered: np.ndarray, values: np.ndarray, every: bool = False) -> np.ndarray:
+  """The positions of ``values`` in ``ordered`` (sorted): of those found, or (``every``) of each, -1 if not found."""
+  if not len(ordered):
+    return np.full(len(values), -1, np.int64) if every else np.empty(0, np.int64)
+  at = np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)
+  found = ordered[at] == values
+  return np.where(found, at, -1) if every else at[found]
 
 
 class Bands(NamedTuple):
@@ -296,12 +321,21 @@ class Bands(NamedTuple):
     """(band, file, BAND_ROWS) of a node slot's grouped nodes, with their anchors: what it adds to each band file."""
     found = nodes(slot.files)
     grouped = found.count <= same_hash_cap
-    changed = np.empty(int(grouped.sum()), CHANGED)
-    changed['rank'], changed['blocks'] = found.rank[grouped], found.blocks[grouped]
+    changed = _in_bands(found, slot.anchoring, same_hash_cap)
     anchors = slot.anchors[grouped]
     for band in range(self.distance + 1):
       for file, rows in split_by(np.arange(len(changed)), self.files(changed, band)):
         yield band, file, self.rows(changed[rows], band, anchors[rows])
+
+  def with_anchors(self, rows: np.ndarray, finals: np.ndarray, band: int) -> np.ndarray:
+    """A band file's rows with the anchors ``finals`` (FOUND rows, one per node) of the nodes it holds."""
+    if not len(finals) or not len(rows):
+      return rows
+    keyed = self.rows(finals, band, finals['anchor'])
+    at = _positions(rows['key'], keyed['key'], every=True)
+    rows = rows.copy()
+    rows['anchor'][at[at >= 0]] = keyed['anchor'][at >= 0]
+    return rows
 
   def rows_now(self, rows: np.ndarray, gone: np.ndarray, joined: np.ndarray, slot: int) -> np.ndarray:
     """A band file's rows after some nodes left the bands and others joined them.
@@ -333,14 +367,14 @@ def row_ranks(rows: np.ndarray) -> np.ndarray:
 def rows_after(rows: np.ndarray, gone: np.ndarray, joined: np.ndarray) -> np.ndarray:
   """A band file's rows (sorted) without those of ``gone`` and with ``joined`` (BAND_ROWS of its own, sorted)."""
   if len(gone):
-    rows = rows[~np.isin(rows['key'], gone['key'])]
+    rows = np.delete(rows, _positions(rows['key'], gone['key']))
   if len(joined):
     rows = np.insert(rows, np.searchsorted(rows['key'], joined['key']), joined)
   return rows
 
 
 class _Searched(NamedTuple):
-  """What queries compare of band rows or of queries: DCT halves, blocks halves, colours, whether featureless."""
+  """What queries compare of nodes: DCT halves, blocks halves, colours, whether featureless."""
   dct: np.ndarray
   blocks: np.ndarray
   colours: np.ndarray
@@ -348,21 +382,10 @@ class _Searched(NamedTuple):
 
   @classmethod
   def of(cls, found: np.ndarray, blocks: np.ndarray) -> '_Searched':
+    """What is compared of nodes of ranks ``found`` (RANK) and blocks halves ``blocks``."""
     _, dct, colour = rank_fields(found)
     dct = dct.view(np.uint64)
     return cls(dct, blocks.astype(np.uint64), near_copies.parse_colours(colour), near_copies.featureless(dct))
-
-
-def _near(queries: _Searched, rows: _Searched, distance: int) -> np.ndarray:
-  """(queries x rows) whether each pair is near, as near_copies.anchors tells: blocks halves within
-  ``distance``, DCT halves within DCT_MARGIN more, colours not apart."""
-  close = near_copies.popcount(queries.blocks[:, None] ^ rows.blocks[None, :]) <= distance
-  close &= near_copies.popcount(queries.dct[:, None] ^ rows.dct[None, :]) <= distance + near_copies.DCT_MARGIN
-  left, right = np.nonzero(close)
-  if len(left):
-    close[left, right] = ~near_copies.colours_apart(queries.colours[left], rows.colours[right],
-                                                    queries.featureless[left] & rows.featureless[right])
-  return close
 
 
 class Queried(NamedTuple):
@@ -377,80 +400,92 @@ def queried(rows: np.ndarray, queries: np.ndarray, gone: np.ndarray, band: int, 
   """What one band file's rows tell of the nodes ``queries`` (CHANGED rows of the band values it
   holds, its own and its sub-files'): for each, the first row in rank order near it that ranks
   before it; with ``forward``, for each kept row near a query that ranks before the row's anchor,
-  the first such query; and the kept rows whose anchor is among ``gone`` (RANK), the orphans.
+  the first such query; and the kept rows whose anchor is among ``gone``, the orphans. Its work
+  grows with the queries and the rows of their band values, never with the rest of the file.
 
   Args:
     rows: the file's BAND_ROWS as they are now (rows_after), sorted.
     queries: the nodes compared with the rows of their band values, each once.
-    gone: the ranks of the nodes that left the bands; a row whose anchor is one is an orphan.
+    gone: the ranks of the nodes that left the bands and may have anchored others (CHANGED's 'anchors').
     band: the file's band.
     distance: the most bits a node's blocks half may differ in from its anchor's.
     forward: whether the queries are new nodes, which may take kept nodes from their anchors (not orphans).
   """
-  found: List[np.ndarray] = []
+  layout = Bands(distance, 1)
+  fresh = np.zeros(len(rows), bool)  # the queries' own rows, which have no anchor yet
+  fresh[_positions(rows['key'], layout.rows(queries, band)['key'])] = True
   orphans = np.empty(0, CHANGED)
-  fresh = np.isin(row_ranks(rows), queries['rank'])  # the queries' own rows, which have no anchor yet
   if len(gone):
-    lost = np.flatnonzero(np.isin(rows['anchor'], gone) & ~fresh)
-    orphans = np.empty(len(lost), CHANGED)
+    lost = np.flatnonzero(_contains(np.sort(gone), rows['anchor']) & ~fresh)
+    orphans = np.zeros(len(lost), CHANGED)
     orphans['rank'], orphans['blocks'] = row_ranks(rows[lost]), rows['blocks'][lost]
   if not len(queries) or not len(rows):
     return Queried(np.empty(0, FOUND), orphans)
-  values, query_values = row_values(rows), Bands(distance, 1).values(queries['blocks'], band)
-  order = np.argsort(query_values, kind='stable')
+  query_values = layout.values(queries['blocks'], band)
+  order = np.lexsort((queries['rank'], query_values))
   queries, query_values = queries[order], query_values[order]
-  row_rank = row_ranks(rows)
-  searched = _Searched.of(row_rank, rows['blocks'])
   asked = _Searched.of(queries['rank'], queries['blocks'])
+  found: List[np.ndarray] = []
   starts = np.flatnonzero(np.concatenate(([True], query_values[1:] != query_values[:-1])))
   for first, last in zip(starts.tolist(), [*starts[1:].tolist(), len(queries)]):
-    low, high = np.searchsorted(values, query_values[first], 'left'), np.searchsorted(values, query_values[first],
-                                                                                      'right')
+    value = _strings([query_values[first:first + 1]], np.dtype('S8'))[0]
+    low = int(np.searchsorted(rows['key'], value.ljust(8, b'\0')))
+    high = int(np.searchsorted(rows['key'], value.ljust(8, b'\0') + b'\xff' * RANK_BYTES, 'right'))
     if low == high:
       continue
     step = max(1, _PAIRS // (high - low))
     for start in range(first, last, step):
       end = min(last, start + step)
-      found.extend(_compared(queries[start:end], _slice(asked, start, end), rows[low:high], row_rank[low:high],
-                             _slice(searched, low, high), fresh[low:high], distance, forward))
+      found.extend(_compared(queries[start:end], _Searched(*(field[start:end] for field in asked)),
+                             rows[low:high], fresh[low:high], distance, forward))
   return Queried(np.concatenate(found) if found else np.empty(0, FOUND), orphans)
 
 
-def _slice(searched: _Searched, start: int, end: int) -> _Searched:
-  return _Searched(*(field[start:end] for field in searched))
-
-
-def _compared(queries: np.ndarray, asked: _Searched, rows: np.ndarray, row_rank: np.ndarray, searched: _Searched,
-              fresh: np.ndarray, distance: int, forward: bool) -> Iterator[np.ndarray]:
-  """queried's FOUND rows for queries of one band value against that value's rows.
+def _compared(queries: np.ndarray, asked: _Searched, rows: np.ndarray, fresh: np.ndarray, distance: int,
+              forward: bool) -> Iterator[np.ndarray]:
+  """queried's FOUND rows for queries of one band value against that value's rows. Only the
+  blocks halves are compared pair by pair; the few pairs within the distance are checked further,
+  their rows' ranks read then.
 
   Args:
     queries: the queries (CHANGED rows), in rank order.
     asked: what is compared of them.
-    rows: the value's BAND_ROWS.
-    row_rank: the rows' ranks.
-    searched: what is compared of the rows.
+    rows: the value's BAND_ROWS, in rank order.
     fresh: which rows are the queries' own, which have no anchor yet.
     distance: the grouping's distance.
     forward: whether queries may take kept rows from their anchors.
   """
-  close = _near(asked, searched, distance)
-  before = row_rank[None, :] < queries['rank'][:, None]
-  first = close & before
-  hit = np.flatnonzero(first.any(axis=1))
-  if len(hit):
-    out = np.empty(len(hit), FOUND)
-    out['rank'], out['blocks'] = queries['rank'][hit], queries['blocks'][hit]
-    out['anchor'] = row_rank[np.argmax(first[hit], axis=1)]
-    yield out
+  left, right = np.nonzero(near_copies.popcount(asked.blocks[:, None] ^ rows['blocks'][None, :]) <= distance)
+  pair_ranks = row_ranks(rows[right])
+  searched = _Searched.of(pair_ranks, rows['blocks'][right])
+  keep = near_copies.popcount(asked.dct[left] ^ searched.dct) <= distance + near_copies.DCT_MARGIN
+  keep[keep] = ~near_copies.colours_apart(asked.colours[left[keep]], searched.colours[keep],
+                                          asked.featureless[left[keep]] & searched.featureless[keep])
+  left, right, pair_ranks = left[keep], right[keep], pair_ranks[keep]  # by query, then by row: in rank order
+  before = pair_ranks < queries['rank'][left]
+  yield _firsts(left[before], queries['rank'], queries['blocks'], pair_ranks[before])
   if forward:
-    taken = close & ~fresh[None, :] & (queries['rank'][:, None] < rows['anchor'][None, :])
-    kept = np.flatnonzero(taken.any(axis=0))
-    if len(kept):
-      out = np.empty(len(kept), FOUND)
-      out['rank'], out['blocks'] = row_rank[kept], rows['blocks'][kept]
-      out['anchor'] = queries['rank'][np.argmax(taken[:, kept], axis=0)]  # queries in rank order within a value
-      yield out
+    taken = ~fresh[right] & (queries['rank'][left] < rows['anchor'][right])
+    order = np.lexsort((left[taken], right[taken]))
+    kept, by = right[taken][order], left[taken][order]
+    kept_ranks = np.empty(len(rows), RANK)
+    kept_ranks[right[taken]] = pair_ranks[taken]
+    yield _firsts(kept, kept_ranks, rows['blocks'], queries['rank'][by])
+
+
+def _firsts(of: np.ndarray, node_ranks: np.ndarray, node_blocks: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+  """FOUND rows, one for each run of equal ``of`` (indexes of nodes): the node and the run's first of ``anchors``.
+
+  Args:
+    of: the nodes' indexes, each node's together.
+    node_ranks: the ranks the indexes index.
+    node_blocks: the blocks halves they index.
+    anchors: an anchor for each of ``of``, the first of a node's its best.
+  """
+  first = np.flatnonzero(np.concatenate(([True], of[1:] != of[:-1]))) if len(of) else np.empty(0, np.int64)
+  out = np.empty(len(first), FOUND)
+  out['rank'], out['blocks'], out['anchor'] = node_ranks[of[first]], node_blocks[of[first]], anchors[first]
+  return out
 
 
 def told_anchors(table: np.ndarray, best: Mapping[Tuple[int, int], Tuple[int, int, int, int]]) -> np.ndarray:
@@ -482,19 +517,6 @@ def best(found: np.ndarray) -> np.ndarray:
   ordered = found[np.lexsort((found['anchor'], found['rank']))]
   first = np.concatenate(([True], ordered['rank'][1:] != ordered['rank'][:-1]))
   return ordered[first]
-
-
-def with_anchors(rows: np.ndarray, finals: np.ndarray) -> np.ndarray:
-  """A band file's rows with the anchors ``finals`` (FOUND rows, one per node) of the nodes it holds."""
-  if not len(finals) or not len(rows):
-    return rows
-  rows = rows.copy()
-  ranks_ = row_ranks(rows)
-  order = np.argsort(finals['rank'])
-  at = np.minimum(np.searchsorted(finals['rank'][order], ranks_), len(finals) - 1)
-  hit = finals['rank'][order][at] == ranks_
-  rows['anchor'][hit] = finals['anchor'][order][at[hit]]
-  return rows
 
 
 def slot_with_anchors(slot: NodeSlot, finals: np.ndarray, anchoring: np.ndarray) -> NodeSlot:
@@ -591,10 +613,11 @@ def built(files: np.ndarray, finals: np.ndarray, taken: np.ndarray, distance: in
   files = np.unique(files)
   slots = node_slots(file_nodes(files), count)
   final_slots, taken_slots = node_slots(nodes_of(finals['rank']), count), node_slots(taken, count)
-  out = Built([], [[np.empty(0, BAND_ROWS) for _ in range(count)] for _ in range(distance + 1)])
+  out_slots, parts = [], [[[] for _ in range(count)] for _ in range(distance + 1)]
   for slot in range(count):
     built_ = built_slot(files[slots == slot], finals[final_slots == slot], taken[taken_slots == slot])
-    out.slots.append(built_)
+    out_slots.append(built_)
     for band, file, rows in Bands(distance, count).slot_rows(built_, same_hash_cap):
-      out.bands[band][file] = np.sort(np.concatenate([out.bands[band][file], rows]), order='key')
-  return out
+      parts[band][file].append(rows)
+  return Built(out_slots, [[np.sort(np.concatenate(rows), order='key') if rows else np.empty(0, BAND_ROWS)
+                            for rows in files_] for files_ in parts])

@@ -30,7 +30,7 @@ _FINALS, _TAKEN, _SEVERAL, _COUNTS = 'finals', 'taken', 'several', 'counts'
 
 
 def file_changes(dropped: List[Tuple[str, str, int, str]], added: List[Tuple[str, str, int, str]], count: int
-                 ) -> Iterator[TaggedOutput]:
+                 ) -> Iterator[Any]:
   """Files (sha256, phash, priority, colour) that the dataset's grouping lost and gained, as
   FILE_KEY bytes under their node slots, tagged DROPPED and ADDED."""
   for tag, files in ((DROPPED, dropped), (ADDED, added)):
@@ -96,9 +96,9 @@ def _earlier_slot(sides: Mapping[str, Iterable[Any]], output: str) -> near_index
   return near_index.NodeSlot.empty()
 
 
-def _earlier_rows(sides: Mapping[str, Iterable[Any]], output: str) -> np.ndarray:
+def _earlier_rows(sides: Mapping[str, Iterable[Any]], output: str, checked: bool = True) -> np.ndarray:
   for found in sides.get('earlier', ()):
-    data = read_checked(output, found)
+    data = read_checked(output, found) if checked else output_dir.read_listed(output, found.file)
     if len(data) % near_index.BAND_ROWS.itemsize:
       raise DamagedOutput(f'{found.file} is cut short')
     return np.frombuffer(data, near_index.BAND_ROWS)
@@ -116,7 +116,7 @@ def _as_bytes(keyed: Iterable[Tuple[int, np.ndarray]]) -> Iterator[Tuple[int, by
   return ((key, rows.tobytes()) for key, rows in keyed)
 
 
-def _tagged(tag: str, keyed: Iterable[Tuple[int, np.ndarray]]) -> Iterator[TaggedOutput]:
+def _tagged(tag: str, keyed: Iterable[Tuple[int, np.ndarray]]) -> Iterator[Any]:
   """(key, array) pairs as (key, its bytes), tagged."""
   return (TaggedOutput(tag, item) for item in _as_bytes(keyed))
 
@@ -189,7 +189,7 @@ def _listed(record: Optional[RunRecord], kind: str) -> Iterator[Tuple[int, Looku
 
 
 def _changed_nodes(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int
-                   ) -> Iterator[TaggedOutput]:
+                   ) -> Iterator[Any]:
   """A node slot's changed nodes: those that left the bands (_GONE) and joined them (_JOINED) to
   the band files of their band values, and each joined node as its own anchor so far (_FOUND)."""
   _, sides = joined
@@ -203,15 +203,16 @@ def _changed_nodes(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
   yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(change.added), place.count))
 
 
-def _band_now(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, bands: near_index.Bands
-              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """A band file's (rows after the changes, nodes gone, nodes joined)."""
+def _band_now(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, bands: near_index.Bands,
+              checked: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """A band file's (rows after the changes, nodes gone, nodes joined), its earlier bytes ``checked``
+  against the run record unless a step before read them."""
   slot, sides = joined
   gone, new = _rows(sides, _GONE, near_index.CHANGED), _rows(sides, _JOINED, near_index.CHANGED)
-  return bands.rows_now(_earlier_rows(sides, output), gone, new, slot), gone, new
+  return bands.rows_now(_earlier_rows(sides, output, checked), gone, new, slot), gone, new
 
 
-def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int) -> Iterator[TaggedOutput]:
+def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int) -> Iterator[Any]:
   """What a band file's rows tell of the nodes that joined (_FOUND, by node slot), and its orphans,
   each to every band file of its band values (_ORPHANS) and as its own anchor so far (_FOUND)."""
   slot, sides = joined
@@ -219,7 +220,7 @@ def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, dist
     return
   bands = near_index.Bands(distance, place.count)
   rows, gone, new = _band_now(joined, place.output, bands)
-  result = near_index.queried(rows, new, gone['rank'], slot // place.count, distance)
+  result = near_index.queried(rows, new, gone['rank'][gone['anchors']], slot // place.count, distance)
   yield from _tagged(_FOUND, near_index.by_node_slot(result.found, place.count))
   if len(result.orphans):
     yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(result.orphans), place.count))
@@ -239,7 +240,7 @@ def _orphans_queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Pla
   yield from _as_bytes(near_index.by_node_slot(found, place.count))
 
 
-def _finals(item: Tuple[int, Iterable[bytes]], count: int, distance: int) -> Iterator[TaggedOutput]:
+def _finals(item: Tuple[int, Iterable[bytes]], count: int, distance: int) -> Iterator[Any]:
   """A node slot's nodes' final anchors, the first each was found: to its node file (_FINALS), to
   the node slots of anchors that are other nodes (_TAKEN) and to its band files (BANDS)."""
   slot, found = item
@@ -286,8 +287,10 @@ def _bands_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
   slot, sides = joined
   if not (sides.get(_GONE) or sides.get(_JOINED) or sides.get(_FINALS)):
     return
-  rows, _, _ = _band_now(joined, place.output, near_index.Bands(distance, place.count))
-  rows = near_index.with_anchors(rows, near_index.best(_rows(sides, _FINALS, near_index.FOUND)))
+  bands = near_index.Bands(distance, place.count)
+  # A file the queries read was checked then; one only anchors reach is checked here.
+  rows, _, _ = _band_now(joined, place.output, bands, checked=not (sides.get(_GONE) or sides.get(_JOINED)))
+  rows = bands.with_anchors(rows, near_index.best(_rows(sides, _FINALS, near_index.FOUND)), slot // place.count)
   yield _staged(place, BANDS, slot, rows.tobytes(), len(rows))
 
 

@@ -162,7 +162,7 @@ def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, di
     for file in range(count):
       gone, new = gone_at.get((band, file), removed[:0]), joined_at.get((band, file), joined[:0])
       now[band, file] = bands.rows_now(index.bands[band][file], gone, new, band * count + file)
-      result = near_index.queried(now[band, file], new, gone['rank'], band, distance)
+      result = near_index.queried(now[band, file], new, gone['rank'][gone['anchors']], band, distance)
       found.append(result.found)
       orphans.append(result.orphans)
   orphans = np.unique(np.concatenate(orphans))
@@ -176,9 +176,9 @@ def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, di
   final_slots = near_index.node_slots(near_index.nodes_of(finals['rank']), count)
   slots = [near_index.slot_with_anchors(change.slot, finals[final_slots == slot], taken[taken_slots == slot])
            for slot, change in enumerate(changes)]
-  bands = [[near_index.with_anchors(now[band, file], finals) for file in range(count)]
-           for band in range(distance + 1)]
-  return near_index.Built(slots, bands)
+  bands_after = [[bands.with_anchors(now[band, file], finals, band) for file in range(count)]
+                 for band in range(distance + 1)]
+  return near_index.Built(slots, bands_after)
 
 
 @pytest.mark.parametrize('seed,distance,count,look_alikes', [(1, 8, 1, 0), (2, 8, 4, 0), (3, 8, 16, 300),
