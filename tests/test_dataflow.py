@@ -164,13 +164,16 @@ def _resaved(data: bytes, quality: int = 60) -> bytes:
 
 
 def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_direct_runner_does(
-    gcs, tmp_path, monkeypatch):
-  """Three --incremental updates of one output as Dataflow jobs, each beside the same update on the
-  DirectRunner (which groups every near-copy hash in memory): the first job groups every hash and
-  builds the near-copy index; the next two query the index for the files that changed only (new
-  near copies of kept pictures, a new picture and its copy, a group's best picture removed, whose
-  copies find another). Each writes what the DirectRunner writes: the same records in the same
-  splits, and the same groups of near copies in beam_pipeline.json."""
+    gcs, tmp_path, monkeypatch, capfd):
+  """--incremental updates of one output as Dataflow jobs, each beside the same update on the
+  DirectRunner (which groups every near-copy hash in memory). The first job groups every hash and
+  builds the near-copy index; the next ones query it for the files that changed only (new near
+  copies of kept pictures, a new picture and its copy, a group's best picture removed, whose
+  copies find another). One whose index files would hold more than the index keeps drops it, and
+  the next builds it again; so does one whose grouping's distance is not the index's. Each writes
+  what the DirectRunner writes: the same records in the same splits, and the same groups of near
+  copies in beam_pipeline.json. A band file damaged since: the next update that reads it refuses,
+  naming it, and leaves the output as it was."""
   queries = []
   queried = near_index.queried
   monkeypatch.setattr(near_index, 'queried', lambda *args, **kwargs: queries.append(1) or queried(*args, **kwargs))
@@ -181,26 +184,51 @@ def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_dir
   assert convert(*options, '--output=direct') == 0
   shutil.copytree(tmp_path / 'direct', tmp_path / 'job')
   names = sorted(files)
-  changes = [
-      {'add': {f'{names[i].split("/")[0]}/near.{i}.jpg': _resaved(files[names[i]]) for i in (1, 4, 15)}, 'remove': []},
-      {'add': {'cat/new.jpg': photos.jpeg(90, 64, 48), 'dog/new.copy.jpg': _resaved(photos.jpeg(90, 64, 48)),
-               **{f'{names[i].split("/")[0]}/near.{i}.jpg': _resaved(files[names[i]], 40) for i in (7, 20)}},
-       'remove': [names[1]]},  # a group's best picture: its copy finds another anchor, or none
-      {'add': {'dog/late.jpg': _resaved(files[names[4]], 30)}, 'remove': [names[15], 'cat/new.jpg']},
+  near = {f'{name.split("/")[0]}/near.{i}.jpg': _resaved(files[name], 40 + i) for i, name in enumerate(names)}
+  new = {'cat/new.jpg': photos.jpeg(90, 64, 48), 'dog/new.copy.jpg': _resaved(photos.jpeg(90, 64, 48))}
+  rounds = [  # (files added, files removed, what the job does with the index: built, queried or dropped)
+      ({name: near[name] for name in list(near)[0:3]}, [], 'built'),
+      ({**new, **{name: near[name] for name in list(near)[3:5]}}, [names[0]], 'queried'),  # a group's best
+      ({'dog/late.jpg': _resaved(files[names[4]], 30)}, ['cat/new.jpg', names[2]], 'queried'),
+      ({name: near[name] for name in list(near)[5:7]}, [names[6]], 'dropped'),  # its files would be too large
+      ({name: near[name] for name in list(near)[7:9]}, [], 'built'),
+      ({name: near[name] for name in list(near)[9:11]}, [names[9]], 'built again'),  # of another distance
   ]
-  for round_, change in enumerate(changes):
-    photos.write_files(tmp_path / 'imgs', change['add'])
-    for name in change['remove']:
+  for added, removed, index_kept in rounds:
+    photos.write_files(tmp_path / 'imgs', added)
+    for name in removed:
       (tmp_path / 'imgs' / name).unlink()
     queries.clear()
+    monkeypatch.setattr(near_index, 'MOST_ROWS', 5 if index_kept == 'dropped' else 250_000)
+    if index_kept == 'built again':
+      record = json.loads((tmp_path / 'job/beam_pipeline.json').read_text())
+      record['catalog_lookup']['near_index']['distance'] = 6
+      (tmp_path / 'job/beam_pipeline.json').write_text(json.dumps(record))
     assert convert(*options, '--output=direct') == 0
     assert dataflow_offline.convert(*options, '--output=job', *DATAFLOW) == 0
     job, direct = local_files(tmp_path / 'job'), local_files(tmp_path / 'direct')
     assert_same_dataset(job, direct)
     record = json.loads(job['beam_pipeline.json'])
     assert record['near_duplicates']['num_groups'] >= 2, record['near_duplicates']
-    index = record['catalog_lookup']['near_index']
-    assert {found['file'] for found in index['nodes'] + index['bands']} == {
-        name for name in job if name.startswith(output_layout.NEAR_INDEX_DIR + '/')}
+    assert bool(queries) == (index_kept in ('queried', 'dropped')), index_kept
+    index = record['catalog_lookup'].get('near_index')
+    indexed = {name for name in job if name.startswith(output_layout.NEAR_INDEX_DIR + '/')}
+    if index_kept == 'dropped':
+      assert index is None and not indexed
+      continue
+    assert index['distance'] == record['near_duplicates']['distance'] == 10
+    assert {found['file'] for found in index['nodes'] + index['bands']} == indexed
     assert 'near_index' not in json.loads(direct['beam_pipeline.json'])['catalog_lookup']
-    assert bool(queries) == (round_ > 0), round_  # built whole first, then queried
+  damaged = tmp_path / 'job' / index['bands'][0]['file']
+  data = bytearray(damaged.read_bytes())
+  data[len(data) // 2] ^= 0xFF
+  damaged.write_bytes(bytes(data))
+  before = (tmp_path / 'job/beam_pipeline.json').read_bytes()
+  photos.write_files(tmp_path / 'imgs', {'cat/later.jpg': _resaved(files[names[3]], 35)})
+  capfd.readouterr()
+  assert dataflow_offline.convert(*options, '--output=job', *DATAFLOW) == 1
+  err = [line for line in capfd.readouterr().err.splitlines() if line.startswith(('error:', '  Convert'))]
+  assert err[0].startswith(f'error: the output is damaged: {index["bands"][0]["file"]} is not the near-copy index '
+                           'file the run wrote: its checksum differs'), err
+  assert err[1] == '  Convert again with --incremental --rebuild: it converts the input whole into --output=job.'
+  assert (tmp_path / 'job/beam_pipeline.json').read_bytes() == before

@@ -45,8 +45,14 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, as near_
 _MIX_COLOUR = np.uint64(0xC2B2AE3D27D4EB4F)
 _LOW = np.uint64(0xFFFFFFFF)
 _HEADER = 16  # a node file's counts: its files and its nodes, 8 bytes each
-# How many pairs a query compares at once (queried): 4M of uint64, 32 MB.
+# The most entries a file of a kept index holds (16 MB of band rows): where a file would hold
+# more (a collection of look-alikes puts most nodes under a few band values; a near-uniform hash
+# of millions of files), the index is not kept, and updates group every node as the first did.
+MOST_ROWS = 250_000
+# How many pairs queries compare at once (queried): 4M of uint64, 32 MB; past _MOST_PAIRS for one
+# band value, its nodes are compared as the grouping of every node compares them (_anchored_run).
 _PAIRS = 1 << 22
+_MOST_PAIRS = 1 << 25
 
 
 def _columns(data: np.ndarray, width: int) -> np.ndarray:
@@ -433,6 +439,9 @@ def queried(rows: np.ndarray, queries: np.ndarray, gone: np.ndarray, band: int, 
     high = int(np.searchsorted(rows['key'], value.ljust(8, b'\0') + b'\xff' * RANK_BYTES, 'right'))
     if low == high:
       continue
+    if (last - first) * (high - low) > _MOST_PAIRS:  # a value of look-alikes, or a change as large as the dataset
+      found.append(_anchored_run(queries[first:last], rows[low:high], fresh[low:high], band, distance, forward))
+      continue
     step = max(1, _PAIRS // (high - low))
     for start in range(first, last, step):
       end = min(last, start + step)
@@ -471,6 +480,39 @@ def _compared(queries: np.ndarray, asked: _Searched, rows: np.ndarray, fresh: np
     kept_ranks = np.empty(len(rows), RANK)
     kept_ranks[right[taken]] = pair_ranks[taken]
     yield _firsts(kept, kept_ranks, rows['blocks'], queries['rank'][by])
+
+
+def _anchored_run(queries: np.ndarray, rows: np.ndarray, fresh: np.ndarray, band: int, distance: int,
+                  forward: bool) -> np.ndarray:
+  """queried's FOUND rows for queries of one band value against that value's rows, too many
+  pairs to compare one by one: near_copies.anchors over the value's nodes, as the grouping of
+  every node compares a band key's (bounded whatever the cluster, and cut short as it is).
+
+  Args:
+    queries: the queries (CHANGED rows).
+    rows: the value's BAND_ROWS.
+    fresh: which rows are the queries' own, which have no anchor yet.
+    band: the file's band.
+    distance: the grouping's distance.
+    forward: whether queries may take kept rows from their anchors.
+  """
+  kept = np.flatnonzero(~fresh)
+  ranks_ = np.concatenate([row_ranks(rows[kept]), queries['rank']])
+  order = np.argsort(ranks_)
+  ranks_ = ranks_[order]
+  blocks = np.concatenate([rows['blocks'][kept], queries['blocks']])[order]
+  asked = np.concatenate([np.zeros(len(kept), bool), np.ones(len(queries), bool)])[order]
+  stored = np.concatenate([rows['anchor'][kept], queries['rank']])[order]
+  _, dct, colour = rank_fields(ranks_)
+  anchor = near_copies.anchors(dct.view(np.uint64), distance, colours=near_copies.parse_colours(colour),
+                               blocks=blocks, fixed=near_copies.bands(distance)[band]).anchor
+  other = anchor != np.arange(len(anchor))
+  taken = asked & other
+  if forward:  # a kept node whose first near node here is a query that ranks before its anchor
+    taken |= ~asked & other & asked[anchor] & (ranks_[anchor] < stored)
+  out = np.empty(int(taken.sum()), FOUND)
+  out['rank'], out['blocks'], out['anchor'] = ranks_[taken], blocks[taken], ranks_[anchor[taken]]
+  return out
 
 
 def _firsts(of: np.ndarray, node_ranks: np.ndarray, node_blocks: np.ndarray, anchors: np.ndarray) -> np.ndarray:

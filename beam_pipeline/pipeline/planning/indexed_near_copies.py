@@ -24,6 +24,7 @@ from beam_pipeline.core.planning import near_copy_nodes, near_index
 from beam_pipeline.core.rejections import DamagedOutput
 
 NODES, BANDS = 'nodes', 'bands'  # the kinds of index files, as the written ones are tagged
+OVER = 'over'  # a file that would hold more than near_index.MOST_ROWS entries, not written
 DROPPED, ADDED = 'dropped', 'added'  # the files a node slot lost and gained (file_changes)
 _GONE, _JOINED, _FOUND, _ORPHANS = 'gone', 'joined', 'found', 'orphans'
 _FINALS, _TAKEN, _SEVERAL, _COUNTS = 'finals', 'taken', 'several', 'counts'
@@ -39,8 +40,10 @@ def file_changes(dropped: List[Tuple[str, str, int, str]], added: List[Tuple[str
 
 
 def index_written(_, files: List[Tuple[str, LookupFile]], distance: int, used: bool
-                  ) -> incremental_update.IndexWritten:
-  """What the commit records of the index: the files written, and whether they were all of it.
+                  ) -> Optional[incremental_update.IndexWritten]:
+  """What the commit records of the index: the files written, and whether they were all of it;
+  None where a file would have held more than near_index.MOST_ROWS entries (the index is not kept,
+  and the next update groups every node again).
 
   Args:
     _: the one element that starts the step.
@@ -48,6 +51,8 @@ def index_written(_, files: List[Tuple[str, LookupFile]], distance: int, used: b
     distance: the grouping's distance.
     used: whether the update used the index (else it built it whole).
   """
+  if any(kind == OVER for kind, _ in files):
+    return None
   return incremental_update.IndexWritten(
       distance, perceptual_hash.NAME, rebuilt=not used,
       nodes=tuple(sorted((found for kind, found in files if kind == NODES), key=lambda found: found.slot)),
@@ -71,7 +76,9 @@ def read_checked(output: str, found: LookupFile) -> bytes:
 
 
 def _staged(place: Place, kind: str, slot: int, data: bytes, entries: int) -> Tuple[str, LookupFile]:
-  """Stages an index file for the commit: (kind, its LookupFile).
+  """Stages an index file for the commit: (kind, its LookupFile); or, for a file of more than
+  near_index.MOST_ROWS entries, stages nothing: (OVER, its LookupFile without a checksum), and
+  the index is not kept.
 
   Args:
     place: where the index's files go.
@@ -83,6 +90,8 @@ def _staged(place: Place, kind: str, slot: int, data: bytes, entries: int) -> Tu
   band, file = divmod(slot, place.count)
   name = (output_layout.near_node_file(slot, place.count) if kind == NODES
           else output_layout.near_band_file(band, file, place.count))
+  if entries > near_index.MOST_ROWS:
+    return OVER, LookupFile(slot=slot, file=name, num_entries=entries, sha256='')
   output_dir.stage_bytes(place.output, place.run_id, name, data)
   return kind, LookupFile(slot=slot, file=name, num_entries=entries, sha256=catalog_lookup.checksum(data))
 
@@ -343,7 +352,11 @@ def _slot_built(joined: Tuple[int, Mapping[str, Iterable[bytes]]], place: Place,
 
 
 def _band_built(item: Tuple[int, Iterable[bytes]], place: Place) -> Tuple[str, LookupFile]:
-  """A band file built from its nodes' rows: (BANDS, its LookupFile)."""
+  """A band file built from its nodes' rows: (BANDS, its LookupFile); counted first, and not
+  gathered where there are more than the index keeps (_staged)."""
   slot, parts = item
+  entries = sum(len(data) // near_index.BAND_ROWS.itemsize for data in parts)
+  if entries > near_index.MOST_ROWS:
+    return _staged(place, BANDS, slot, b'', entries)
   rows = np.sort(np.concatenate([np.frombuffer(data, near_index.BAND_ROWS) for data in parts]), order='key')
   return _staged(place, BANDS, slot, rows.tobytes(), len(rows))

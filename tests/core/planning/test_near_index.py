@@ -181,16 +181,21 @@ def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, di
   return near_index.Built(slots, bands_after)
 
 
-@pytest.mark.parametrize('seed,distance,count,look_alikes', [(1, 8, 1, 0), (2, 8, 4, 0), (3, 8, 16, 300),
-                                                              (4, 14, 64, 0)])
+@pytest.mark.parametrize('seed,distance,count,look_alikes,most_pairs', [
+    (1, 8, 1, 0, None), (2, 8, 4, 0, None), (3, 8, 16, 300, None), (4, 14, 64, 0, None), (5, 8, 4, 300, 0)])
 def test_an_update_through_the_index_finds_the_anchors_of_grouping_everything_again(seed, distance, count,
-                                                                                   look_alikes):
+                                                                                   look_alikes, most_pairs,
+                                                                                   monkeypatch):
   """Expected: after each of several updates (files added: new pictures, near copies, more files
   of a node; files dropped: anchors among them), every node's anchor in the node files and in
   every band row is what near_copies.anchors finds over the whole collection; the flags of the
   nodes that anchor others include every one that does. At distance 14 a band has 16 values, so
   each value's rows are spread over four files of the 64. A cluster of look-alikes loses its best
-  images, whose members then take others."""
+  images, whose members then take others. With no pair compared one by one (most_pairs 0), each
+  band value's nodes are compared as the grouping of every node compares them, with the same
+  anchors."""
+  if most_pairs is not None:
+    monkeypatch.setattr(near_index, '_MOST_PAIRS', most_pairs)
   cap = 3
   collection = _Collection(seed)
   collection.add(600)
