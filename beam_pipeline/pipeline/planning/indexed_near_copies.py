@@ -214,8 +214,14 @@ def _changed_nodes(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
 
 def _band_now(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, bands: near_index.Bands,
               checked: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """A band file's (rows after the changes, nodes gone, nodes joined), its earlier bytes ``checked``
-  against the run record unless a step before read them."""
+  """A band file's (rows after the changes, nodes gone, nodes joined).
+
+  Args:
+    joined: (band file slot, its sides: 'earlier', its LookupFile; _GONE and _JOINED, CHANGED bytes).
+    output: the output folder.
+    bands: the index's layout.
+    checked: whether its earlier bytes are checked against the run record (not where a step before did).
+  """
   slot, sides = joined
   gone, new = _rows(sides, _GONE, near_index.CHANGED), _rows(sides, _JOINED, near_index.CHANGED)
   return bands.rows_now(_earlier_rows(sides, output, checked), gone, new, slot), gone, new
