@@ -206,8 +206,6 @@ def write_index(count: int, folder: Path, distance: int, files_count: int) -> An
   other = np.flatnonzero(anchor != np.arange(len(anchor)))
   finals = np.empty(len(other), near_index.FOUND)
   finals['rank'], finals['blocks'], finals['anchor'] = ranks[other], nodes['blocks'][other], ranks[anchor[other]]
-  built = near_index.built(near_index.file_keys_of(table), finals, near_index.nodes_of(finals['anchor']), distance,
-                           files_count)
   listed = {'nodes': [], 'bands': []}
 
   def write(kind: str, slot: int, name: str, data: bytes, entries: int) -> None:
@@ -216,14 +214,30 @@ def write_index(count: int, folder: Path, distance: int, files_count: int) -> An
     listed[kind].append(LookupFile(slot=slot, file=name, num_entries=entries,
                                    sha256=catalog_lookup.checksum(data)))
 
-  for slot, node_slot in enumerate(built.slots):
+  # A slot, then a band, at a time, as BuildIndex writes them: the simulation's own memory is not the update's.
+  keys = near_index.file_keys_of(table)
+  del table, nodes, anchor
+  slots = near_index.node_slots(near_index.file_nodes(keys), files_count)
+  final_slots = near_index.node_slots(near_index.nodes_of(finals['rank']), files_count)
+  taken = near_index.nodes_of(finals['anchor'])
+  taken_slots = near_index.node_slots(taken, files_count)
+  grouped = []
+  for slot in range(files_count):
+    node_slot = near_index.built_slot(keys[slots == slot], finals[final_slots == slot], taken[taken_slots == slot])
     if len(node_slot.files):
       write('nodes', slot, output_layout.near_node_file(slot, files_count), node_slot.encoded(), len(node_slot.files))
-  for band, band_files in enumerate(built.bands):
-    for file, rows in enumerate(band_files):
-      if len(rows):
-        write('bands', band * files_count + file, output_layout.near_band_file(band, file, files_count),
-              rows.tobytes(), len(rows))
+    found = near_index.nodes(node_slot.files)
+    rows = np.empty(len(found.rank), near_index.FOUND)
+    rows['rank'], rows['blocks'], rows['anchor'] = found.rank, found.blocks, node_slot.anchors
+    grouped.append(rows)
+  del keys
+  every = np.concatenate(grouped)
+  layout = near_index.Bands(distance, files_count)
+  for band in range(distance + 1):
+    for file, rows in layout.by_file(every, band):
+      rows = layout.rows(rows, band, rows['anchor'])
+      write('bands', band * files_count + file, output_layout.near_band_file(band, file, files_count),
+            rows.tobytes(), len(rows))
   return NearIndex(distance=distance, hash=perceptual_hash.NAME, **listed)
 
 

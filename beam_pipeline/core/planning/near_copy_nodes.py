@@ -62,23 +62,23 @@ def file_table(files: Iterable[Tuple[str, str, int, str]]) -> np.ndarray:
 
 def by_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, np.ndarray]]:
   """(node slot, its rows) of a table of FILES or NODES, in slot order."""
-  return _split(table, node_slots(table['phash'], table['colour'], slots))
+  return partitioned(table, node_slots(table['phash'], table['colour'], slots))
 
 
 def by_file_slot(table: np.ndarray, slots: int) -> Iterator[Tuple[int, np.ndarray]]:
   """(file slot, its rows) of a table of FILES, in slot order: a share of the sha256s by their
   first 32 bits, where every copy of a file meets (smallest_per_file)."""
   heads = np.ascontiguousarray(table['sha']).view(np.uint8).reshape(-1, 32)[:, :4].astype(np.int64)
-  return _split(table, ((heads[:, 0] << 24 | heads[:, 1] << 16 | heads[:, 2] << 8 | heads[:, 3]) * slots) >> 32)
+  return partitioned(table, ((heads[:, 0] << 24 | heads[:, 1] << 16 | heads[:, 2] << 8 | heads[:, 3]) * slots) >> 32)
 
 
-def _split(table: np.ndarray, found: np.ndarray) -> Iterator[Tuple[int, np.ndarray]]:
-  """(slot, its rows) of a table, each row's slot ``found``, in slot order."""
-  order = np.argsort(found, kind='stable')
-  ordered = found[order]
+def partitioned(rows: np.ndarray, keys: np.ndarray) -> Iterator[Tuple[int, np.ndarray]]:
+  """(key, its rows, in their order) of rows whose keys (a slot, a file) are ``keys``, in key order."""
+  order = np.argsort(keys, kind='stable')
+  ordered = keys[order]
   starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))) if len(ordered) else []
   for start, end in zip(list(starts), [*list(starts)[1:], len(order)]):
-    yield int(ordered[start]), table[order[start:end]]
+    yield int(ordered[start]), rows[order[start:end]]
 
 
 def smallest_per_file(table: np.ndarray) -> np.ndarray:

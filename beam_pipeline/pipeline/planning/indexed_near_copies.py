@@ -336,7 +336,7 @@ class BuildIndex(beam.PTransform):
 def _files_by_slot(table: np.ndarray, count: int) -> Iterator[Tuple[int, np.ndarray]]:
   """A table of files (near_copy_nodes.FILES) as FILE_KEY strings under their node slots."""
   keys = near_index.file_keys_of(table)
-  yield from near_index.split_by(keys, near_index.node_slots(near_index.file_nodes(keys), count))
+  yield from near_copy_nodes.partitioned(keys, near_index.node_slots(near_index.file_nodes(keys), count))
 
 
 def _anchors_by_slot(found: np.ndarray, count: int) -> Iterator[Any]:
@@ -364,5 +364,5 @@ def _band_built(item: Tuple[int, Iterable[bytes]], place: Place) -> Tuple[str, L
   entries = sum(len(data) // near_index.BAND_ROWS.itemsize for data in parts)
   if entries > near_index.MOST_ROWS:
     return _staged(place, BANDS, slot, b'', entries)
-  rows = np.sort(np.concatenate([np.frombuffer(data, near_index.BAND_ROWS) for data in parts]), order='key')
+  rows = near_index.sorted_rows(np.concatenate([np.frombuffer(data, near_index.BAND_ROWS) for data in parts]))
   return _staged(place, BANDS, slot, rows.tobytes(), len(rows))
