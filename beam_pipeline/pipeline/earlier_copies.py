@@ -7,8 +7,9 @@ increment.
 Each step keyed by content takes one slot of the lookup at a time: the new records, the
 catalogued records dropped and what else it needs of that slot cross a shuffle to it, while
 the slot's catalogued records are read from its file by the one worker that takes it, never
-shuffled. The near-copy grouping still takes the perceptual hash of every record the dataset
-keeps.
+shuffled. The near-copy grouping takes from it only the files that came or went where it
+queries the near-copy index (pipeline/planning/indexed_near_copies.py); the perceptual hash of
+every record the dataset keeps where it groups them all (in one process, or to build the index).
 """
 import bisect
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
@@ -287,33 +288,7 @@ class NearEarlierCopies(beam.PTransform):
         (hashed[0], hashed) for hashed in content_groups.perceptual_hashes(batch)])
     joined = {**catalog.by_slot, 'hashes': _keyed(new, 'NewHash', count)} | 'HashesBySlot' >> beam.CoGroupByKey()
     cap = near_copy_groups.largest_group(steps, self._num_listed, settings)
-    use = None
-    if self._index_distance:  # the slots' changed files for the index, or every hash where its distance is not today's
-      use = distance | 'UseIndex' >> beam.Map(lambda today, kept: today == kept, self._index_distance)
-      sides = joined | 'SlotHashes' >> beam.FlatMap(
-          _slot_changes, catalog.output, count, AsSingleton(use)).with_outputs(
-              indexed_near_copies.DROPPED, indexed_near_copies.ADDED, main='hashes')
-      hashes = sides.hashes
-    else:
-      hashes = joined | 'SlotHashes' >> beam.FlatMap(_slot_hashes, catalog.output)
-    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True,
-                                     indexed=not self._one_machine)
-    pairs, summary, index = found['pairs'], found[tags.NEAR_COPIES], None
-    if not self._one_machine:
-      place = indexed_near_copies.Place(settings.output, settings.run_id, count)
-      written = found | 'BuildIndex' >> indexed_near_copies.BuildIndex(place, AsSingleton(distance))
-      if use is not None:
-        deltas = {tag: sides[tag] for tag in (indexed_near_copies.DROPPED, indexed_near_copies.ADDED)}
-        updated = deltas | 'UpdateIndex' >> indexed_near_copies.UpdateIndex(
-            catalog.record, place, AsSingleton(distance), AsSingleton(cap), AsSingleton(use))
-        pairs = (pairs, updated['pairs']) | 'AllPairs' >> beam.Flatten()
-        summary = ((summary | 'IfGrouped' >> beam.Filter(lambda _, used: not used, AsSingleton(use)),
-                    updated[tags.NEAR_COPIES] | 'IfIndexed' >> beam.Filter(lambda _, used: used, AsSingleton(use)))
-                   | 'OneSummary' >> beam.Flatten())
-        written = (written, updated['files']) | 'IndexFiles' >> beam.Flatten()
-      index = records.pipeline | 'Index' >> beam.Create([None]) | 'IndexWritten' >> beam.Map(
-          indexed_near_copies.index_written, AsList(written), AsSingleton(distance),
-          AsSingleton(use) if use is not None else False)
+    pairs, summary, index = self._grouped(joined, distance, cap)
     files = records | 'NewFiles' >> beam.FlatMap(
         lambda batch: [(record.source_sha256, NewFile(record.uri, record.label, record.labels)) for record in batch])
     earlier_members = ({'pairs': _keyed(pairs, 'Pairs', count), **catalog.by_slot}
@@ -329,6 +304,45 @@ class NearEarlierCopies(beam.PTransform):
         near_copy_groups.left_out, beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap))
     return {'near': members | 'NearSplits' >> beam.FlatMap(_near_earlier), 'members': members, 'found': summary,
             'index': index}
+
+
+  def _grouped(self, joined: beam.PCollection, distance: beam.PCollection, cap: beam.PCollection
+               ) -> Tuple[beam.PCollection, beam.PCollection, Optional[beam.PCollection]]:
+    """The groups of the slots' hashes: (pairs, summary, index), as expand returns them.
+
+    Where the dataset has an index, whether it is used waits on the distance (a side input): the
+    slots send their changed files to UpdateIndex, or every hash to the grouping of every node.
+    Either branch runs on what it is sent, and the summary of the one used goes on."""
+    catalog, count, settings = self._catalog, self._catalog.count, self._settings
+    use = None
+    if self._index_distance:
+      use = distance | 'UseIndex' >> beam.Map(lambda today, kept: today == kept, self._index_distance)
+      sides = joined | 'SlotHashes' >> beam.FlatMap(
+          _slot_changes, catalog.output, count, AsSingleton(use)).with_outputs(
+              indexed_near_copies.DROPPED, indexed_near_copies.ADDED, main='hashes')
+      hashes = sides.hashes
+    else:
+      hashes = joined | 'SlotHashes' >> beam.FlatMap(_slot_hashes, catalog.output)
+    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True,
+                                     indexed=not self._one_machine)
+    if self._one_machine:
+      return found['pairs'], found[tags.NEAR_COPIES], None
+    pairs, summary = found['pairs'], found[tags.NEAR_COPIES]
+    place = indexed_near_copies.Place(settings.output, settings.run_id, count)
+    written = found | 'BuildIndex' >> indexed_near_copies.BuildIndex(place, AsSingleton(distance))
+    if use is not None:
+      deltas = {tag: sides[tag] for tag in (indexed_near_copies.DROPPED, indexed_near_copies.ADDED)}
+      updated = deltas | 'UpdateIndex' >> indexed_near_copies.UpdateIndex(
+          catalog.record, place, AsSingleton(distance), AsSingleton(cap), AsSingleton(use))
+      pairs = (pairs, updated['pairs']) | 'AllPairs' >> beam.Flatten()
+      summary = ((summary | 'IfGrouped' >> beam.Filter(lambda _, used: not used, AsSingleton(use)),
+                  updated[tags.NEAR_COPIES] | 'IfIndexed' >> beam.Filter(lambda _, used: used, AsSingleton(use)))
+                 | 'OneSummary' >> beam.Flatten())
+      written = (written, updated['files']) | 'IndexFiles' >> beam.Flatten()
+    index = joined.pipeline | 'Index' >> beam.Create([None]) | 'IndexWritten' >> beam.Map(
+        indexed_near_copies.index_written, AsList(written), AsSingleton(distance),
+        AsSingleton(use) if use is not None else False)
+    return pairs, summary, index
 
 
 def _slot_hashes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
