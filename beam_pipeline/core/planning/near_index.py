@@ -40,8 +40,9 @@ BAND_ROWS = np.dtype([('key', 'S32'), ('blocks', '<u8'), ('anchor', 'S24')])
 # A node changed in the bands: its rank and blocks half, and whether it may anchor others (one that
 # left: only such a node leaves orphans).
 CHANGED = np.dtype([('rank', 'S24'), ('blocks', '<u8'), ('anchors', '?')])
-# What a query found: a node (its rank and blocks half) and an anchor that may be its.
-FOUND = np.dtype([('rank', 'S24'), ('blocks', '<u8'), ('anchor', 'S24')])
+# What a query found: a node (its rank and blocks half), an anchor that may be its, and whether
+# its band rows hold another anchor where that anchor is itself (an orphan's, not a new node's).
+FOUND = np.dtype([('rank', 'S24'), ('blocks', '<u8'), ('anchor', 'S24'), ('stale', '?')])
 _SIGN = np.uint64(1 << 63)
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, as near_copy_nodes'
 _MIX_COLOUR = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -434,7 +435,7 @@ def queried(rows: np.ndarray, queries: np.ndarray, gone: np.ndarray, band: int, 
     orphans = np.zeros(len(lost), CHANGED)
     orphans['rank'], orphans['blocks'] = row_ranks(rows[lost]), rows['blocks'][lost]
   if not len(queries) or not len(rows):
-    return Queried(np.empty(0, FOUND), orphans)
+    return Queried(np.zeros(0, FOUND), orphans)
   query_values = layout.values(queries['blocks'], band)
   order = np.lexsort((queries['rank'], query_values))
   queries, query_values = queries[order], query_values[order]
@@ -455,7 +456,7 @@ def queried(rows: np.ndarray, queries: np.ndarray, gone: np.ndarray, band: int, 
       end = min(last, start + step)
       found.extend(_compared(queries[start:end], _Searched(*(field[start:end] for field in asked)),
                              rows[low:high], fresh[low:high], distance, forward))
-  return Queried(np.concatenate(found) if found else np.empty(0, FOUND), orphans)
+  return Queried(np.concatenate(found) if found else np.zeros(0, FOUND), orphans)
 
 
 def _compared(queries: np.ndarray, asked: _Searched, rows: np.ndarray, fresh: np.ndarray, distance: int,
@@ -518,7 +519,7 @@ def _anchored_run(queries: np.ndarray, rows: np.ndarray, fresh: np.ndarray, band
   taken = asked & other
   if forward:  # a kept node whose first near node here is a query that ranks before its anchor
     taken |= ~asked & other & asked[anchor] & (ranks_[anchor] < stored)
-  out = np.empty(int(taken.sum()), FOUND)
+  out = np.zeros(int(taken.sum()), FOUND)
   out['rank'], out['blocks'], out['anchor'] = ranks_[taken], blocks[taken], ranks_[anchor[taken]]
   return out
 
@@ -533,7 +534,7 @@ def _firsts(of: np.ndarray, node_ranks: np.ndarray, node_blocks: np.ndarray, anc
     anchors: an anchor for each of ``of``, the first of a node's its best.
   """
   first = np.flatnonzero(np.concatenate(([True], of[1:] != of[:-1]))) if len(of) else np.empty(0, np.int64)
-  out = np.empty(len(first), FOUND)
+  out = np.zeros(len(first), FOUND)
   out['rank'], out['blocks'], out['anchor'] = node_ranks[of[first]], node_blocks[of[first]], anchors[first]
   return out
 
@@ -543,7 +544,7 @@ def told_anchors(table: np.ndarray, best: Mapping[Tuple[int, int], Tuple[int, in
   (near_copy_nodes.best_told's), to build the index from a grouping of every node."""
   index = [row for row, key in enumerate(zip(table['phash'].tolist(), table['colour'].tolist())) if key in best]
   told = [best[(int(table['phash'][row]), int(table['colour'][row]))] for row in index]
-  out = np.empty(len(index), FOUND)
+  out = np.zeros(len(index), FOUND)
   found = table[index]
   out['rank'] = ranks(found['priority'], found['phash'], found['colour'])
   out['blocks'] = found['blocks'].view(np.uint64)
@@ -553,20 +554,27 @@ def told_anchors(table: np.ndarray, best: Mapping[Tuple[int, int], Tuple[int, in
   return out
 
 
-def own(changed: np.ndarray) -> np.ndarray:
-  """FOUND rows that give each node itself as its anchor: a node near none that ranks before it anchors itself."""
-  out = np.empty(len(changed), FOUND)
-  out['rank'], out['blocks'], out['anchor'] = changed['rank'], changed['blocks'], changed['rank']
+def own(changed: np.ndarray, stale: bool = False) -> np.ndarray:
+  """FOUND rows that give each node itself as its anchor (a node near none that ranks before it
+  anchors itself); ``stale`` where its band rows hold another (an orphan's)."""
+  out = np.zeros(len(changed), FOUND)
+  out['rank'], out['blocks'], out['anchor'], out['stale'] = changed['rank'], changed['blocks'], changed['rank'], stale
   return out
 
 
 def best(found: np.ndarray) -> np.ndarray:
-  """FOUND rows, one per node: its anchor of the first rank."""
+  """FOUND rows, one per node: its anchor of the first rank (a stale row first where two give it)."""
   if not len(found):
     return found
-  ordered = found[np.lexsort((found['anchor'], found['rank']))]
+  ordered = found[np.lexsort((~found['stale'], found['anchor'], found['rank']))]
   first = np.concatenate(([True], ordered['rank'][1:] != ordered['rank'][:-1]))
   return ordered[first]
+
+
+def patches(finals: np.ndarray) -> np.ndarray:
+  """The final anchors (FOUND rows) that band files must be told of: a new node's rows were
+  written with itself as anchor, and every other node's with the anchor it had."""
+  return finals[(finals['anchor'] != finals['rank']) | finals['stale']]
 
 
 def slot_with_anchors(slot: NodeSlot, finals: np.ndarray, anchoring: np.ndarray) -> NodeSlot:

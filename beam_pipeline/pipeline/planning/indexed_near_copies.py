@@ -24,6 +24,7 @@ from beam_pipeline.core.planning import near_copy_nodes, near_index
 from beam_pipeline.core.rejections import DamagedOutput
 
 NODES, BANDS = 'nodes', 'bands'  # the kinds of index files, as the written ones are tagged
+DRAFT = 'draft'  # a band file written by the queries, its new nodes anchoring themselves, until patched (BANDS)
 OVER = 'over'  # a file that would hold more than near_index.MOST_ROWS entries, not written
 DROPPED, ADDED = 'dropped', 'added'  # the files a node slot lost and gained (file_changes)
 _GONE, _JOINED, _FOUND, _ORPHANS = 'gone', 'joined', 'found', 'orphans'
@@ -53,10 +54,12 @@ def index_written(_, files: List[Tuple[str, LookupFile]], distance: int, used: b
   """
   if any(kind == OVER for kind, _ in files):
     return None
+  bands = {found.slot: found for kind, found in files if kind == DRAFT}
+  bands.update((found.slot, found) for kind, found in files if kind == BANDS)  # a patched draft's file
   return incremental_update.IndexWritten(
       distance, perceptual_hash.NAME, rebuilt=not used,
       nodes=tuple(sorted((found for kind, found in files if kind == NODES), key=lambda found: found.slot)),
-      bands=tuple(sorted((found for kind, found in files if kind == BANDS), key=lambda found: found.slot)))
+      bands=tuple(bands[slot] for slot in sorted(bands)))
 
 
 class Place(NamedTuple):
@@ -82,14 +85,14 @@ def _staged(place: Place, kind: str, slot: int, data: bytes, entries: int) -> Tu
 
   Args:
     place: where the index's files go.
-    kind: NODES or BANDS.
+    kind: NODES, BANDS or DRAFT.
     slot: the file's slot: its node slot, or band x count + file.
     data: what it holds.
     entries: how many files (a node file) or rows (a band file) it holds.
   """
   band, file = divmod(slot, place.count)
   name = (output_layout.near_node_file(slot, place.count) if kind == NODES
-          else output_layout.near_band_file(band, file, place.count))
+          else output_layout.near_band_file(band, file, place.count))  # BANDS and their DRAFT
   if entries > near_index.MOST_ROWS:
     return OVER, LookupFile(slot=slot, file=name, num_entries=entries, sha256='')
   output_dir.stage_bytes(place.output, place.run_id, name, data)
@@ -169,7 +172,7 @@ class UpdateIndex(beam.PTransform):
     bands = {'earlier': band_files, _GONE: changed[_GONE], _JOINED: changed[_JOINED]}
     queried = (bands
                | 'ChangesByBandFile' >> beam.CoGroupByKey()
-               | 'Query' >> beam.FlatMap(_queried, place, distance).with_outputs(_FOUND, _ORPHANS))
+               | 'Query' >> beam.FlatMap(_queried, place, distance).with_outputs(_FOUND, _ORPHANS, DRAFT))
     orphans = ({**bands, _ORPHANS: queried[_ORPHANS]}
                | 'OrphansByBandFile' >> beam.CoGroupByKey()
                | 'QueryOrphans' >> beam.FlatMap(_orphans_queried, place, distance))
@@ -186,7 +189,7 @@ class UpdateIndex(beam.PTransform):
                      | 'BandFileChanges' >> beam.CoGroupByKey()
                      | 'WriteBandFiles' >> beam.FlatMap(_bands_written, place, distance))
     found = near_copy_groups.grouped_members(nodes.members, nodes[_SEVERAL], [nodes[_COUNTS]], self._cap)
-    found['files'] = (nodes[NODES], written_bands) | 'IndexFiles' >> beam.Flatten()
+    found['files'] = (nodes[NODES], queried[DRAFT], written_bands) | 'IndexFiles' >> beam.Flatten()
     return found
 
 
@@ -229,7 +232,9 @@ def _band_now(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, band
 
 def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int) -> Iterator[Any]:
   """What a band file's rows tell of the nodes that joined (_FOUND, by node slot), and its orphans,
-  each to every band file of its band values (_ORPHANS) and as its own anchor so far (_FOUND)."""
+  each to every band file of its band values (_ORPHANS) and as its own anchor so far (_FOUND);
+  the file written again, the nodes that joined anchoring themselves ((DRAFT, LookupFile)): the
+  final anchors that differ are patched in later (_bands_written), in the few files they reach."""
   slot, sides = joined
   if not (sides.get(_GONE) or sides.get(_JOINED)):
     return
@@ -238,8 +243,9 @@ def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, dist
   result = near_index.queried(rows, new, gone['rank'][gone['anchors']], slot // place.count, distance)
   yield from _tagged(_FOUND, near_index.by_node_slot(result.found, place.count))
   if len(result.orphans):
-    yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(result.orphans), place.count))
+    yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(result.orphans, stale=True), place.count))
     yield from _tagged(_ORPHANS, _sent(result.orphans, bands))
+  yield TaggedOutput(DRAFT, _staged(place, DRAFT, slot, rows.tobytes(), len(rows)))
 
 
 def _orphans_queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int
@@ -257,15 +263,17 @@ def _orphans_queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Pla
 
 def _finals(item: Tuple[int, Iterable[bytes]], count: int, distance: int) -> Iterator[Any]:
   """A node slot's nodes' final anchors, the first each was found: to its node file (_FINALS), to
-  the node slots of anchors that are other nodes (_TAKEN) and to its band files (BANDS)."""
+  the node slots of anchors that are other nodes (_TAKEN), and those the band files do not hold
+  yet (near_index.patches) to its band files (BANDS)."""
   slot, found = item
   finals = near_index.best(np.concatenate([np.frombuffer(data, near_index.FOUND) for data in found]))
   yield TaggedOutput(_FINALS, (slot, finals.tobytes()))
   taken = near_index.nodes_of(finals['anchor'][finals['anchor'] != finals['rank']])
   yield from _tagged(_TAKEN, near_index.by_node_slot(taken, count, field=None))
   bands = near_index.Bands(distance, count)
+  patches = near_index.patches(finals)
   for band in range(distance + 1):
-    yield from _tagged(BANDS, ((band * count + file, rows) for file, rows in bands.by_file(finals, band)))
+    yield from _tagged(BANDS, ((band * count + file, rows) for file, rows in bands.by_file(patches, band)))
 
 
 def _nodes_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, use: bool) -> Iterator[Any]:
@@ -298,9 +306,10 @@ def _nodes_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
 
 def _bands_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int
                    ) -> Iterator[Tuple[str, LookupFile]]:
-  """A band file written again where the update reached it: (BANDS, its LookupFile)."""
+  """A band file written again where final anchors it does not hold reach it: (BANDS, its
+  LookupFile), in place of the queries' draft of it, if they wrote one."""
   slot, sides = joined
-  if not (sides.get(_GONE) or sides.get(_JOINED) or sides.get(_FINALS)):
+  if not sides.get(_FINALS):
     return
   bands = near_index.Bands(distance, place.count)
   # A file the queries read was checked then; one only anchors reach is checked here.

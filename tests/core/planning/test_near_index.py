@@ -166,7 +166,7 @@ def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, di
       found.append(result.found)
       orphans.append(result.orphans)
   orphans = np.unique(np.concatenate(orphans))
-  found.append(near_index.own(orphans))
+  found.append(near_index.own(orphans, stale=True))
   for (band, file), asked in sent(orphans).items():
     found.append(near_index.queried(now[band, file], np.unique(asked), removed['rank'][:0], band, distance,
                                     forward=False).found)
@@ -176,7 +176,8 @@ def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, di
   final_slots = near_index.node_slots(near_index.nodes_of(finals['rank']), count)
   slots = [near_index.slot_with_anchors(change.slot, finals[final_slots == slot], taken[taken_slots == slot])
            for slot, change in enumerate(changes)]
-  bands_after = [[bands.with_anchors(now[band, file], finals, band) for file in range(count)]
+  patches = near_index.patches(finals)  # the band files were written with the new nodes anchoring themselves
+  bands_after = [[bands.with_anchors(now[band, file], patches, band) for file in range(count)]
                  for band in range(distance + 1)]
   return near_index.Built(slots, bands_after)
 
