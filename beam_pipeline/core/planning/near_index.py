@@ -274,9 +274,7 @@ def changed_slot(earlier: NodeSlot, dropped: np.ndarray, added: np.ndarray,
 def _contains(ordered: np.ndarray, values: np.ndarray) -> np.ndarray:
   """Whether each of ``values`` is in ``ordered`` (sorted): a binary search each, where np.isin
   would sort both, a cost per row of a file that a change of a few rows should not pay."""
-  if not len(ordered):
-    return np.zeros(len(values), bool)
-  return ordered[np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)] == values
+  return _positions(ordered, values, every=True) >= 0
 
 
 def _positions(ordered: np.ndarray, values: np.ndarray, every: bool = False) -> np.ndarray:
@@ -300,16 +298,17 @@ class Bands(NamedTuple):
     mask = near_copies.bands(self.distance)[band]
     return (blocks.astype(np.uint64) & np.uint64(mask)) >> np.uint64((mask & -mask).bit_length() - 1)
 
-  def _layout(self, band: int) -> Tuple[int, int]:
-    """A band's (buckets of values, sub-files per bucket)."""
+  def _first_files(self, changed: np.ndarray, band: int) -> Tuple[np.ndarray, int]:
+    """(the first file of each node's band value, how many files each value's rows are spread over)."""
     buckets = min(1 << bin(near_copies.bands(self.distance)[band]).count('1'), self.count)
-    return buckets, self.count // buckets
+    subs = self.count // buckets
+    return (self.values(changed['blocks'], band) & np.uint64(buckets - 1)).astype(np.int64) * subs, subs
 
   def files(self, changed: np.ndarray, band: int) -> np.ndarray:
     """The file of the band that holds each node's row (CHANGED or FOUND rows)."""
-    buckets, subs = self._layout(band)
-    sub = ((node_hashes(nodes_of(changed['rank'])) & _LOW) * np.uint64(subs)) >> np.uint64(32)
-    return ((self.values(changed['blocks'], band) & np.uint64(buckets - 1)) * np.uint64(subs) + sub).astype(np.int64)
+    first, subs = self._first_files(changed, band)
+    return first + (((node_hashes(nodes_of(changed['rank'])) & _LOW) * np.uint64(subs)) >> np.uint64(32)).astype(
+        np.int64)
 
   def by_file(self, changed: np.ndarray, band: int) -> Iterator[Tuple[int, np.ndarray]]:
     """(file, rows) of nodes' rows (CHANGED or FOUND) by the file of the band that holds each."""
@@ -317,8 +316,7 @@ class Bands(NamedTuple):
 
   def by_query_file(self, changed: np.ndarray, band: int) -> Iterator[Tuple[int, np.ndarray]]:
     """(file, CHANGED rows) of nodes sent to every file of the band that holds rows of their band values."""
-    buckets, subs = self._layout(band)
-    first = (self.values(changed['blocks'], band) & np.uint64(buckets - 1)).astype(np.int64) * subs
+    first, subs = self._first_files(changed, band)
     for sub in range(subs):
       yield from near_copy_nodes.partitioned(changed, first + sub)
 
@@ -367,11 +365,6 @@ class Bands(NamedTuple):
       return self.rows(changed[self.files(changed, band) == file], band)
 
     return rows_after(rows, own(gone), own(joined))
-
-
-def row_values(rows: np.ndarray) -> np.ndarray:
-  """The band values of BAND_ROWS, as uint64."""
-  return _words(rows['key'], 32, 0, 1).ravel()
 
 
 def row_ranks(rows: np.ndarray) -> np.ndarray:
@@ -582,13 +575,11 @@ def slot_with_anchors(slot: NodeSlot, finals: np.ndarray, anchoring: np.ndarray)
   (NODE keys) marked as taken by others."""
   found = nodes(slot.files)
   anchors, flags = slot.anchors.copy(), slot.anchoring.copy()
-  if len(finals) and len(found.rank):
-    at = np.minimum(np.searchsorted(found.node, nodes_of(finals['rank'])), len(found.rank) - 1)
-    hit = found.rank[at] == finals['rank']
-    anchors[at[hit]] = finals['anchor'][hit]
-  if len(anchoring) and len(found.node):
-    at = np.minimum(np.searchsorted(found.node, anchoring), len(found.node) - 1)
-    flags[at[found.node[at] == anchoring]] = True
+  at = _positions(found.node, nodes_of(finals['rank']), every=True)
+  hit = at >= 0
+  hit[hit] = found.rank[at[hit]] == finals['rank'][hit]  # a node whose best file changed since is another
+  anchors[at[hit]] = finals['anchor'][hit]
+  flags[_positions(found.node, anchoring)] = True
   return NodeSlot(slot.files, anchors, flags)
 
 
