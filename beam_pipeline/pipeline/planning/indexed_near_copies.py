@@ -99,10 +99,12 @@ def _staged(place: Place, kind: str, slot: int, data: bytes, entries: int) -> Tu
   return kind, LookupFile(slot=slot, file=name, num_entries=entries, sha256=catalog_lookup.checksum(data))
 
 
-def _earlier_slot(sides: Mapping[str, Iterable[Any]], output: str) -> near_index.NodeSlot:
+def _earlier_slot(sides: Mapping[str, Iterable[Any]], output: str, checked: bool = True) -> near_index.NodeSlot:
+  """A node slot's earlier file, its bytes ``checked`` against the run record unless a later step of the run does."""
   for found in sides.get('earlier', ()):
     try:
-      return near_index.NodeSlot.decoded(read_checked(output, found))
+      data = read_checked(output, found) if checked else output_dir.read_listed(output, found.file)
+      return near_index.NodeSlot.decoded(data)
     except ValueError as e:
       raise DamagedOutput(f'{found.file}: {e}') from e
   return near_index.NodeSlot.empty()
@@ -208,7 +210,8 @@ def _changed_nodes(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
   dropped, added = _rows(sides, DROPPED, near_index.FILE_KEY), _rows(sides, ADDED, near_index.FILE_KEY)
   if not (len(dropped) or len(added)):
     return
-  change = near_index.changed_slot(_earlier_slot(sides, place.output), dropped, added)
+  # WriteNodeFiles reads and checks every node file before the run commits anything.
+  change = near_index.changed_slot(_earlier_slot(sides, place.output, checked=False), dropped, added)
   bands = near_index.Bands(distance, place.count)
   yield from _tagged(_GONE, _sent(change.removed, bands))
   yield from _tagged(_JOINED, _sent(change.added, bands))
@@ -248,6 +251,12 @@ def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, dist
   yield TaggedOutput(DRAFT, _staged(place, DRAFT, slot, rows.tobytes(), len(rows)))
 
 
+def _unread(sides: Mapping[str, Iterable[Any]]) -> bool:
+  """Whether the queries did not read a band file (no node left or joined its values), so that a later
+  step reading it checks its bytes: each file is checked once a run."""
+  return not (sides.get(_GONE) or sides.get(_JOINED))
+
+
 def _orphans_queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, distance: int
                      ) -> Iterator[Tuple[int, bytes]]:
   """What a band file's rows tell of the orphans of its band values: (node slot, FOUND bytes)."""
@@ -255,7 +264,7 @@ def _orphans_queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Pla
   orphans = np.unique(_rows(sides, _ORPHANS, near_index.CHANGED))
   if not len(orphans):
     return
-  rows, _, _ = _band_now(joined, place.output, near_index.Bands(distance, place.count))
+  rows, _, _ = _band_now(joined, place.output, near_index.Bands(distance, place.count), checked=_unread(sides))
   found = near_index.queried(rows, orphans, np.empty(0, near_index.RANK), slot // place.count, distance,
                              forward=False).found
   yield from _as_bytes(near_index.by_node_slot(found, place.count))
@@ -312,8 +321,7 @@ def _bands_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
   if not sides.get(_FINALS):
     return
   bands = near_index.Bands(distance, place.count)
-  # A file the queries read was checked then; one only anchors reach is checked here.
-  rows, _, _ = _band_now(joined, place.output, bands, checked=not (sides.get(_GONE) or sides.get(_JOINED)))
+  rows, _, _ = _band_now(joined, place.output, bands, checked=_unread(sides))
   rows = bands.with_anchors(rows, near_index.best(_rows(sides, _FINALS, near_index.FOUND)), slot // place.count)
   yield _staged(place, BANDS, slot, rows.tobytes(), len(rows))
 
