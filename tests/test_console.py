@@ -96,7 +96,7 @@ def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path, capfd, caplog):
   # machine wakes it late): their number is checked against a scripted clock below. Here:
   # every line is one of a phase in progress or done, in phase order, counts never going back.
   periodic = [re.match(r'progress: (listing|checking|writing|committing) ([0-9,]+)( of ([0-9,]+))? images, '
-                       r'[0-9.,]+ images/s, ([0-9,]+) rejected(, about [0-9]+ s left)?$', line)
+                       r'[0-9.,]+ images/s, ([0-9,]+) rejected(, (about [0-9]+|under 1) s left)?$', line)
               for line in lines if ' done: ' not in line]
   assert all(periodic), lines
   phases = ['listing', 'checking', 'writing', 'committing']
@@ -160,11 +160,11 @@ def test_progress_lines_come_every_interval_of_the_clock_and_once_per_phase_end(
   # Call k of snapshot() happens at k/64 s. Lines at calls 5, 9, 13 (4/64 s apart), the end of
   # checking at call 17 (writing began at 16/64 s), a line at call 21, the end of writing at 25.
   assert _lines_printed(monkeypatch, script, interval=4 * step) == [
-      'progress: checking 40 of 160 images, 512 images/s, 1 rejected, about 0 s left',  # 40 / (5/64 s)
-      'progress: checking 80 of 160 images, 569 images/s, 2 rejected, about 0 s left',
-      'progress: checking 120 of 160 images, 591 images/s, 3 rejected, about 0 s left',
+      'progress: checking 40 of 160 images, 512 images/s, 1 rejected, under 1 s left',  # 40 / (5/64 s)
+      'progress: checking 80 of 160 images, 569 images/s, 2 rejected, under 1 s left',
+      'progress: checking 120 of 160 images, 591 images/s, 3 rejected, under 1 s left',
       'progress: checking done: 160 images in 0.2 s (640 images/s), 3 rejected',  # in 16/64 s
-      'progress: writing 80 of 150 images, 1,024 images/s, 3 rejected, about 0 s left',  # 80 / (5/64 s)
+      'progress: writing 80 of 150 images, 1,024 images/s, 3 rejected, under 1 s left',  # 80 / (5/64 s)
       'progress: writing done: 150 images in 0.1 s (1,200 images/s), 3 rejected',  # in 8/64 s
   ]
 
@@ -195,6 +195,9 @@ def test_a_slow_phase_of_large_images_reads_as_moving_not_stalled():
       'progress: writing 4 of 16 images, 0.5 images/s, 0 rejected, about 24 s left',
       'progress: writing 4 of 16 images, 0.2 images/s, 0 rejected, about 14 s left',
       'progress: writing 4 of 16 images, 0.1 images/s, 0 rejected']
+  # Under half a second left reads as such, not as 'about 0 s left'.
+  assert progress.line(progress_counts.Snapshot('writing', 15, 16, 0, 0.0), now=3.0) == (
+      'progress: writing 15 of 16 images, 5.0 images/s, 0 rejected, under 1 s left')
 
 
 def test_a_terminal_without_a_size_gets_the_lines_not_a_bar(monkeypatch):
@@ -212,7 +215,7 @@ def test_a_terminal_without_a_size_gets_the_lines_not_a_bar(monkeypatch):
       assert run.finished.wait(TIMEOUT)
   output = os.read(leader, 1 << 16).decode()
   os.close(leader)
-  assert output.splitlines() == ['progress: checking 80 of 160 images, 1,024 images/s, 0 rejected, about 0 s left',
+  assert output.splitlines() == ['progress: checking 80 of 160 images, 1,024 images/s, 0 rejected, under 1 s left',
                                  'progress: checking done: 160 images in 0.1 s (1,280 images/s), 0 rejected']
 
 

@@ -33,7 +33,7 @@ def line(snapshot: Snapshot, now: float, moved: Optional[float] = None) -> str:
     moved = now if moved is None else min(moved, now)
     pace = snapshot.done / max(moved - snapshot.started, 1e-9)
     seconds = (snapshot.total - snapshot.done) / pace - (now - moved)
-    left = f', about {seconds:.0f} s left' if seconds > 0 else ''
+    left = f', about {seconds:.0f} s left' if seconds >= 0.5 else ', under 1 s left' if seconds > 0 else ''
   return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {quantities.rate(rate, snapshot.unit)}, '
           f'{snapshot.rejected:,} {snapshot.failed}{left}')
 

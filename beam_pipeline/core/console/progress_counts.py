@@ -16,7 +16,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Iterator, NamedTuple, Optional, Protocol, Tuple
+from typing import Dict, Iterator, NamedTuple, Optional, Protocol, Tuple
 
 LISTING, CHECKING, WRITING, COMMITTING = 'listing', 'checking', 'writing', 'committing'
 PHASES = (LISTING, CHECKING, WRITING, COMMITTING)
@@ -87,25 +87,31 @@ class Tallies(NamedTuple):
 
 class _Phases:
   """Turns tallies into snapshots, remembering when each phase began and how each one ended.
-  Tallies can pass a phase in one change (validation keeps up with the listing, so the last part
-  listed ends checking too): such a phase ends where it began. Phases only move on: counts summed
-  while a worker's file is being replaced (Gathered) can step back, and would end a phase twice."""
+  Phases overlap: a local run checks images while the listing goes on. A phase's clock starts
+  when its count first moves, then, not when the phase before it ends, so that its time and
+  rate are its own; a phase the counts pass in one change without moving it ends where it
+  began. Phases only move on: counts summed while a worker's file is being replaced
+  (Gathered) can step back, and would end a phase twice."""
 
   def __init__(self):
     self._phase, self._started = LISTING, time.monotonic()
     self._ended: Tuple[Snapshot, ...] = ()
+    self._moved: Dict[str, float] = {}  # when each later phase's count first moved
 
   def snapshot(self, tallies: Tallies) -> Snapshot:
     phase = _phase_of(tallies)
     if PHASES.index(phase) < PHASES.index(self._phase):  # summed counts that lacked a worker's file a moment
       phase = self._phase
+    now = time.monotonic()
+    for later, moved in ((CHECKING, tallies.checked), (WRITING, tallies.written)):
+      if moved and later not in self._moved:
+        self._moved[later] = now
     if phase != self._phase:
-      now = time.monotonic()
       for passed in PHASES[PHASES.index(self._phase):PHASES.index(phase)]:
         done, total = _counted_in(passed, tallies)
-        started = self._started if passed == self._phase else now
+        started = self._started if passed == self._phase else self._moved.get(passed, now)
         self._ended += (Snapshot(passed, done, total, tallies.rejected, started),)
-      self._phase, self._started = phase, now
+      self._phase, self._started = phase, self._moved.get(phase, now)
     done, total = _counted_in(phase, tallies)
     return Snapshot(phase, done, total, tallies.rejected, self._started, ended=self._ended)
 

@@ -66,11 +66,33 @@ def test_every_phase_ends_in_order_even_one_the_counts_pass_in_a_single_change()
   writing = counts.snapshot()
   assert writing[:4] == (WRITING, 0, 9, 1)
   assert [phase[:4] for phase in writing.ended] == [(LISTING, 10, None, 1), (CHECKING, 10, 10, 1)]
-  assert writing.ended[0].started <= writing.ended[1].started == writing.started  # checking took no time
+  assert writing.ended[0].started <= writing.ended[1].started <= writing.started
   counts.written(9)
   committing = counts.snapshot()
   assert committing[:4] == (COMMITTING, 9, 9, 1)
   assert committing.ended[:2] == writing.ended and committing.ended[2][:5] == (WRITING, 9, 9, 1, writing.started)
+
+
+def test_a_phase_whose_count_moves_before_the_phase_before_it_ends_is_timed_from_that_move(monkeypatch):
+  """A local run checks images while the listing goes on. Checking's clock then starts at its
+  first image, so that its time and rate are its own, not the few images left once the listing
+  ends (a run of 20,000 photos said it checked them in 0.1 s, at 158,861 images/s)."""
+  clock = iter(range(100))
+  monkeypatch.setattr(progress_counts.time, 'monotonic', lambda: float(next(clock)))
+  counts = progress_counts.Counts()  # listing from 0
+  counts.parts_planned(1)  # 1
+  counts.listed(10)  # 2
+  counts.checked(4, rejected=0)  # 3: checking moves while the listing goes on
+  counts.listed(10)  # 4
+  counts.checked(4, rejected=0)  # 5
+  counts.part_listed()  # 6: the listing ends
+  checking = counts.snapshot()  # 7
+  assert checking[:5] == (CHECKING, 8, 20, 0, 3.0)
+  assert checking.ended[0][:5] == (LISTING, 20, None, 0, 0.0)
+  counts.checked(12, rejected=1)  # 8: checking ends, writing has not moved
+  writing = counts.snapshot()  # 9
+  assert writing[:5] == (WRITING, 0, 19, 1, 8.0)
+  assert writing.ended[1][:5] == (CHECKING, 20, 20, 1, 3.0)
 
 
 def test_phases_only_move_on_when_summed_counts_step_back():
