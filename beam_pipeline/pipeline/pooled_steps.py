@@ -62,7 +62,8 @@ class _PooledDoFn(beam.DoFn):
   runs it inline (Dataflow, Beam's multi-process mode, a test pipeline).
 
   Pooled steps run ahead, up to AHEAD per worker, and what follows each (``then``)
-  runs in the order they were handed out (the last ones from finish_bundle).
+  runs in the order they were handed out, as soon as each is done (the last ones from
+  finish_bundle).
   Workers read and write local files only; a step that reads a remote file runs
   inline, with Beam's FileSystems to read it and --read_threads to read ahead on.
 
@@ -129,7 +130,9 @@ class _PooledDoFn(beam.DoFn):
     yield from self._completed(limit=self.AHEAD * workers.count())
 
   def _completed(self, limit: int) -> Iterator[Any]:
-    while len(self._in_flight) > limit:
+    """What follows the steps in flight, in order: of those done already, and of as many more
+    as must end for at most ``limit`` to stay in flight."""
+    while self._in_flight and (len(self._in_flight) > limit or self._in_flight[0].future.done()):
       task = self._in_flight[0]
       try:
         result = task.future.result()
@@ -196,6 +199,13 @@ class ValidateImages(_PooledDoFn):
   """Reads, hashes and fully decodes batches of inputs (core/images/validation.py); emits lists of
   metadata records, never bytes: Beam's cost per element exceeds a record's own. In the worker
   pool, a batch of large files is divided among the workers (divided)."""
+
+  # The listing hands its batches to this step as it makes them, in the same stage, and goes on
+  # only while this step takes them: held to validation's pace, it would not know the input's
+  # size until validation nearly ended, and the console could tell neither how many images are
+  # left nor how long they take. A task in flight holds its items' names alone, so the listing
+  # may run this far ahead.
+  AHEAD = 256
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:
     # An --incremental run keeps each rejected input's fingerprint in the errors files.

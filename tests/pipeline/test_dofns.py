@@ -1,7 +1,10 @@
 """The DoFns driven directly, without a runner: what they hold and when they emit."""
 import os
 import signal
+import threading
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any, List, Tuple
 
 import pytest
 from apache_beam.utils.windowed_value import WindowedValue
@@ -11,17 +14,18 @@ from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.cli import options
 from beam_pipeline.local import workers
 from beam_pipeline.core.planning import hash_order, sharding, splitting
-from beam_pipeline.core.messages import ContentGroup, InputItem
+from beam_pipeline.core.messages import ContentGroup, InputItem, Validated
 
 from helpers import photos
 from helpers.values import image_record
 
 
 @pytest.mark.parametrize('pooled', [False, True])
-def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp_path, pooled):
+def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp_path, pooled, monkeypatch):
   """Without a pool (Dataflow) each batch's records come out of process; with one,
   up to AHEAD batches per worker run ahead, and what is still running at the end
   of the bundle comes out of finish_bundle, windowed."""
+  monkeypatch.setattr(pooled_steps.ValidateImages, 'AHEAD', 2)
   photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(12, size=(64, 48)))})
   items = [InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in range(12)]
   settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out']).settings
@@ -37,11 +41,63 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
   finally:
     validate.teardown()
     workers.shutdown()
-  ahead = pooled_steps.ValidateImages.AHEAD
-  assert (len(from_process), len(from_finish)) == ((6 - ahead, ahead) if pooled else (6, 0))
+  assert len(from_finish) <= (pooled_steps.ValidateImages.AHEAD if pooled else 0)
   assert all(isinstance(output, WindowedValue) for output in from_finish)
   emitted = from_process + [output.value for output in from_finish]
   assert [[r.uri for r in records] for records in emitted] == [[item.uri for item in batch] for batch in batches]
+
+
+def test_the_listing_runs_ahead_of_validation_whose_results_come_in_order_as_soon_as_each_is_done(tmp_path,
+                                                                                                  monkeypatch):
+  """The listing hands its batches to validation in the same stage, and goes on only while
+  validation takes them: held to the workers' pace, the console would learn the input's size
+  only as validation ended. So process waits for no result while fewer than AHEAD batches
+  per worker are in flight, and emits each result, in the order the batches came, as soon as
+  it and those before it are done. The pool here is a stand-in whose results the test gives."""
+  photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(14, size=(16, 12)))})
+  batches = [[InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in (j, j + 1)] for j in range(0, 14, 2)]
+  settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out']).settings
+  handed: List[Tuple[List[InputItem], Future]] = []
+  waited = []
+
+  class Pool:
+    def submit(self, _step, items, _settings):
+      handed.append((items, Future()))
+      return handed[-1][1]
+
+  def done(*positions: int) -> None:
+    for position in positions:
+      items, future = handed[position]
+      future.set_result(Validated([image_record(item.uri) for item in items], [], {'JPEG': len(items)}))
+
+  def gave_up_waiting() -> None:  # were process to wait for a result, the results would come from here
+    waited.append(True)
+    done(*(position for position, (_, future) in enumerate(handed) if not future.done()))
+
+  def uris(emitted: List[Any]) -> List[List[str]]:
+    return [[record.uri for record in records] for records in emitted]
+
+  monkeypatch.setattr(workers, 'pool', Pool)
+  monkeypatch.setattr(workers, 'count', lambda: 1)
+  validate = pooled_steps.ValidateImages(settings, True)
+  validate.setup()
+  validate.start_bundle()
+  timer = threading.Timer(30, gave_up_waiting)
+  timer.start()
+  try:
+    emitted = [output for batch in batches[:5] for output in validate.process(batch)]
+    assert (emitted, len(handed)) == ([], 5)  # five in flight, none done, none waited for
+    done(1)
+    assert list(validate.process(batches[5])) == []  # the second is done, not the first: the order holds
+    done(0, 3)
+    assert uris(validate.process(batches[6])) == uris([batches[0], batches[1]]) and len(handed) == 7
+    done(2, 4, 5, 6)
+    emitted = [output.value for output in validate.finish_bundle()]
+  finally:
+    timer.cancel()
+    validate.teardown()
+  assert not waited
+  assert uris(emitted) == [[item.uri for item in batch] for batch in batches[2:]]
 
 
 def test_a_pool_that_lost_its_worker_before_the_next_batch_is_replaced_and_every_batch_emitted_once(tmp_path):
