@@ -183,6 +183,17 @@ def test_a_phase_that_began_and_ended_between_two_looks_still_gets_its_line(monk
   ]
 
 
+def test_a_listing_that_ends_after_checking_began_is_timed_to_its_own_end(monkeypatch):
+  """A local run checks images while the listing goes on: the listing's line says how long the
+  listing took, not how long until the first image was checked."""
+  step = _ScriptedRun.STEP
+  listing = progress_counts.Snapshot('listing', 160, None, 0, 0.0, finished=12 * step)
+  script = ([progress_counts.Snapshot('listing', 10 * i, None, 0, 0.0) for i in range(4)] +
+            [progress_counts.Snapshot('checking', 100, 160, 0, 2 * step, ended=(listing,))] * 2)
+  assert _lines_printed(monkeypatch, script, interval=64 * step)[0] == (
+      'progress: listing done: 160 images in 0.2 s (853 images/s), 0 rejected')  # in 12/64 s
+
+
 def test_a_slow_phase_of_large_images_reads_as_moving_not_stalled():
   """Eight-thousand-pixel images go by at a few a second or less: the rate keeps a decimal, and
   the time left does not grow while an image is under way."""
@@ -195,6 +206,9 @@ def test_a_slow_phase_of_large_images_reads_as_moving_not_stalled():
       'progress: writing 4 of 16 images, 0.5 images/s, 0 rejected, about 24 s left',
       'progress: writing 4 of 16 images, 0.2 images/s, 0 rejected, about 14 s left',
       'progress: writing 4 of 16 images, 0.1 images/s, 0 rejected']
+  # A listing that goes on while images are checked says how many are.
+  assert progress.line(progress_counts.Snapshot('listing', 300, None, 2, 0.0, checked_meanwhile=120), now=3.0) == (
+      'progress: listing 300 images, 100 images/s, 2 rejected, 120 checked')
   # Under half a second left reads as such, not as 'about 0 s left'.
   assert progress.line(progress_counts.Snapshot('writing', 15, 16, 0, 0.0), now=3.0) == (
       'progress: writing 15 of 16 images, 5.0 images/s, 0 rejected, under 1 s left')

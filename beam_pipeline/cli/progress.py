@@ -34,8 +34,9 @@ def line(snapshot: Snapshot, now: float, moved: Optional[float] = None) -> str:
     pace = snapshot.done / max(moved - snapshot.started, 1e-9)
     seconds = (snapshot.total - snapshot.done) / pace - (now - moved)
     left = f', about {seconds:.0f} s left' if seconds >= 0.5 else ', under 1 s left' if seconds > 0 else ''
+  checked = f', {snapshot.checked_meanwhile:,} checked' if snapshot.checked_meanwhile else ''
   return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {quantities.rate(rate, snapshot.unit)}, '
-          f'{snapshot.rejected:,} {snapshot.failed}{left}')
+          f'{snapshot.rejected:,} {snapshot.failed}{checked}{left}')
 
 
 @contextlib.contextmanager
@@ -107,7 +108,8 @@ def _bar(counts_: Counter, stream: IO[str], _interval: float, stop: threading.Ev
       bar = tqdm(total=snapshot.total, desc=snapshot.phase, unit=f' {snapshot.unit}', file=stream,
                  dynamic_ncols=True, mininterval=0.2, leave=snapshot.phase != COMMITTING)
     bar.total = snapshot.total
-    bar.set_postfix_str(f'{snapshot.rejected:,} {snapshot.failed}', refresh=False)
+    checked = f', {snapshot.checked_meanwhile:,} checked' if snapshot.checked_meanwhile else ''
+    bar.set_postfix_str(f'{snapshot.rejected:,} {snapshot.failed}{checked}', refresh=False)
     bar.update(snapshot.done - bar.n)
     last = snapshot
     if stopped:
@@ -146,11 +148,14 @@ def _lines(counts_: Counter, stream: IO[str], interval: float, stop: threading.E
 
 def _ended_since(last: Snapshot, snapshot: Snapshot) -> List[Tuple[Snapshot, float]]:
   """The phases that ended between two snapshots, each with when it ended: as the counters
-  recorded them (Snapshot.ended: even one that began and ended between the two), or, from a
-  counter that records none, the phase of ``last`` if ``snapshot`` is in another (its total and
-  rejections as ``snapshot`` has them: the listing's total is what checking counts of)."""
+  recorded them (Snapshot.ended: even one that began and ended between the two; each ends when
+  it finished, which may be after the next one's first count, or else where the next one
+  began), or, from a counter that records none, the phase of ``last`` if ``snapshot`` is in
+  another (its total and rejections as ``snapshot`` has them: the listing's total is what
+  checking counts of)."""
   if snapshot.ended:
-    ends = [phase.started for phase in snapshot.ended[1:]] + [snapshot.started]
+    starts = [phase.started for phase in snapshot.ended[1:]] + [snapshot.started]
+    ends = [phase.finished if phase.finished is not None else start for phase, start in zip(snapshot.ended, starts)]
     return list(zip(snapshot.ended, ends))[len(last.ended):]
   if snapshot.phase == last.phase:
     return []

@@ -36,6 +36,8 @@ class Snapshot(NamedTuple):
   # The run's phases that ended, in order, each as it stood at its end (its ``started`` kept):
   # a phase shorter than the console's look at the counts still gets its line.
   ended: Tuple['Snapshot', ...] = ()
+  finished: Optional[float] = None  # time.monotonic() of an ended phase's end
+  checked_meanwhile: int = 0  # images already checked while the listing goes on
 
 
 class Counter(Protocol):
@@ -110,10 +112,11 @@ class _Phases:
       for passed in PHASES[PHASES.index(self._phase):PHASES.index(phase)]:
         done, total = _counted_in(passed, tallies)
         started = self._started if passed == self._phase else self._moved.get(passed, now)
-        self._ended += (Snapshot(passed, done, total, tallies.rejected, started),)
+        self._ended += (Snapshot(passed, done, total, tallies.rejected, started, finished=now),)
       self._phase, self._started = phase, self._moved.get(phase, now)
     done, total = _counted_in(phase, tallies)
-    return Snapshot(phase, done, total, tallies.rejected, self._started, ended=self._ended)
+    return Snapshot(phase, done, total, tallies.rejected, self._started, ended=self._ended,
+                    checked_meanwhile=tallies.checked if phase == LISTING else 0)
 
 
 def _phase_of(tallies: Tallies) -> str:

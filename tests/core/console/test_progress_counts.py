@@ -84,15 +84,16 @@ def test_a_phase_whose_count_moves_before_the_phase_before_it_ends_is_timed_from
   counts.listed(10)  # 2
   counts.checked(4, rejected=0)  # 3: checking moves while the listing goes on
   counts.listed(10)  # 4
-  counts.checked(4, rejected=0)  # 5
-  counts.part_listed()  # 6: the listing ends
-  checking = counts.snapshot()  # 7
-  assert checking[:5] == (CHECKING, 8, 20, 0, 3.0)
-  assert checking.ended[0][:5] == (LISTING, 20, None, 0, 0.0)
-  counts.checked(12, rejected=1)  # 8: checking ends, writing has not moved
-  writing = counts.snapshot()  # 9
-  assert writing[:5] == (WRITING, 0, 19, 1, 8.0)
-  assert writing.ended[1][:5] == (CHECKING, 20, 20, 1, 3.0)
+  assert counts.snapshot().checked_meanwhile == 4  # 5
+  counts.checked(4, rejected=0)  # 6
+  counts.part_listed()  # 7: the listing ends
+  checking = counts.snapshot()  # 8
+  assert checking[:5] == (CHECKING, 8, 20, 0, 3.0) and checking.checked_meanwhile == 0
+  assert checking.ended[0][:5] == (LISTING, 20, None, 0, 0.0) and checking.ended[0].finished == 7.0
+  counts.checked(12, rejected=1)  # 9: checking ends, writing has not moved
+  writing = counts.snapshot()  # 10
+  assert writing[:5] == (WRITING, 0, 19, 1, 9.0)
+  assert writing.ended[1][:5] == (CHECKING, 20, 20, 1, 3.0) and writing.ended[1].finished == 9.0
 
 
 def test_phases_only_move_on_when_summed_counts_step_back():
