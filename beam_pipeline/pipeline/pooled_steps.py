@@ -203,8 +203,8 @@ class ValidateImages(_PooledDoFn):
   # The listing hands its batches to this step as it makes them, in the same stage, and goes on
   # only while this step takes them: held to validation's pace, it would not know the input's
   # size until validation nearly ended, and the console could tell neither how many images are
-  # left nor how long they take. A task in flight holds its items' names alone, so the listing
-  # may run this far ahead.
+  # left nor how long they take. A task in flight holds its items' names (and, done behind a
+  # slower one, its records' metadata), so the listing may run this far ahead.
   AHEAD = 256
 
   def process(self, batch: List[InputItem]) -> Iterator[Any]:

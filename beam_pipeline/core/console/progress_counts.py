@@ -89,11 +89,11 @@ class Tallies(NamedTuple):
 
 class _Phases:
   """Turns tallies into snapshots, remembering when each phase began and how each one ended.
-  Phases overlap: a local run checks images while the listing goes on. A phase's clock starts
-  when its count first moves, then, not when the phase before it ends, so that its time and
-  rate are its own; a phase the counts pass in one change without moving it ends where it
-  began. Phases only move on: counts summed while a worker's file is being replaced
-  (Gathered) can step back, and would end a phase twice."""
+  Phases overlap: a local run checks images while the listing goes on. A phase whose count
+  moves before the phase ahead of it ends is timed from that first move, so that its time and
+  rate are its own, and each phase ends when the counts leave it; a phase the counts pass in
+  one change without moving it ends where it began. Phases only move on: counts summed while
+  a worker's file is being replaced (Gathered) can step back, and would end a phase twice."""
 
   def __init__(self):
     self._phase, self._started = LISTING, time.monotonic()
