@@ -95,14 +95,15 @@ def test_a_run_writing_to_a_log_prints_progress_lines(tmp_path, capfd, caplog):
   # How many periodic lines there are depends on when the progress thread woke (a loaded
   # machine wakes it late): their number is checked against a scripted clock below. Here:
   # every line is one of a phase in progress or done, in phase order, counts never going back.
-  periodic = [re.match(r'progress: (listing|checking|writing|committing) ([0-9,]+)( of ([0-9,]+))? images, '
-                       r'[0-9.,]+ images/s, ([0-9,]+) rejected(, (about [0-9]+|under 1) s left)?$', line)
+  periodic = [re.match(r'progress: (?P<phase>listing|checking|writing|committing) (?P<done>[0-9,]+)( of '
+                       r'(?P<total>[0-9,]+))? images(, [0-9.,]+ images/s)?, (?P<rejected>[0-9,]+) rejected'
+                       r'(, [0-9,]+ checked)?(, (about [0-9]+|under 1) s left)?$', line)
               for line in lines if ' done: ' not in line]
   assert all(periodic), lines
   phases = ['listing', 'checking', 'writing', 'committing']
-  progress_made = [(phases.index(m.group(1)), int(m.group(2).replace(',', '')), int(m.group(5))) for m in periodic]
+  progress_made = [(phases.index(m['phase']), int(m['done'].replace(',', '')), int(m['rejected'])) for m in periodic]
   assert progress_made == sorted(progress_made), lines
-  assert all(m.group(4) == '1,204' for m in periodic if m.group(1) == 'checking'), lines
+  assert all(m['total'] == '1,204' for m in periodic if m['phase'] == 'checking'), lines
   # A phase 10 intervals long with no line would mean --progress_interval was not honoured.
   checking = float(re.search(r'in ([0-9.]+) s', ended[1]).group(1))
   assert checking < 2.0 or any(m.group(1) == 'checking' for m in periodic), (checking, lines)
@@ -206,6 +207,9 @@ def test_a_slow_phase_of_large_images_reads_as_moving_not_stalled():
       'progress: writing 4 of 16 images, 0.5 images/s, 0 rejected, about 24 s left',
       'progress: writing 4 of 16 images, 0.2 images/s, 0 rejected, about 14 s left',
       'progress: writing 4 of 16 images, 0.1 images/s, 0 rejected']
+  # Nothing written yet (the shards are being planned): no rate of 0.
+  assert progress.line(progress_counts.Snapshot('writing', 0, 16, 2, 0.0), now=3.0) == (
+      'progress: writing 0 of 16 images, 2 rejected')
   # A listing that goes on while images are checked says how many are.
   assert progress.line(progress_counts.Snapshot('listing', 300, None, 2, 0.0, checked_meanwhile=120), now=3.0) == (
       'progress: listing 300 images, 100 images/s, 2 rejected, 120 checked')

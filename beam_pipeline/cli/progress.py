@@ -24,9 +24,10 @@ def line(snapshot: Snapshot, now: float, moved: Optional[float] = None) -> str:
   """One plain line about a snapshot, for logs. The time left is reckoned at the pace up to when
   the count last ``moved`` and counts down from there: while large images are under way and none
   has finished, it must not grow as if the work had slowed. Once it has run out with images
-  still to do, the pace no longer tells, and the line says no time rather than 0 s."""
+  still to do, the pace no longer tells, and the line says no time rather than 0 s. Before the
+  first image of a phase is done (writing, while the shards are planned) it says no rate either."""
   elapsed = max(now - snapshot.started, 1e-9)
-  rate = snapshot.done / elapsed
+  rate = f', {quantities.rate(snapshot.done / elapsed, snapshot.unit)}' if snapshot.done else ''
   of = f' of {snapshot.total:,}' if snapshot.total is not None else ''
   left = ''
   if snapshot.total and snapshot.done and snapshot.done < snapshot.total:
@@ -35,7 +36,7 @@ def line(snapshot: Snapshot, now: float, moved: Optional[float] = None) -> str:
     seconds = (snapshot.total - snapshot.done) / pace - (now - moved)
     left = f', about {seconds:.0f} s left' if seconds >= 0.5 else ', under 1 s left' if seconds > 0 else ''
   checked = f', {snapshot.checked_meanwhile:,} checked' if snapshot.checked_meanwhile else ''
-  return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}, {quantities.rate(rate, snapshot.unit)}, '
+  return (f'progress: {snapshot.phase} {snapshot.done:,}{of} {snapshot.unit}{rate}, '
           f'{snapshot.rejected:,} {snapshot.failed}{checked}{left}')
 
 
