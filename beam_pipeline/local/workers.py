@@ -70,6 +70,10 @@ _lock = threading.RLock()
 _served = False
 # The workers' temporary directory, removed with the pool (_initialize_worker).
 _scratch: Optional[str] = None
+# Set once the pool's first worker is forked (_fork_first): a task handed to the pool before
+# then would hold its caller until the forkserver's imports end.
+_forked = threading.Event()
+_forked.set()
 KEPT_ENCODINGS = 'kept-encodings'  # in the pool's scratch directory (core/images/kept_encodings.py)
 
 
@@ -141,7 +145,32 @@ def start(workers: int = 0) -> ProcessPoolExecutor:
                                   initargs=(os.getpid(), {**os.environ, 'TMPDIR': _scratch}, os.getcwd(), assignments,
                                             multiprocessing_internals.PassedFd(2)))
       _served, _started = True, started
+      _fork_first(_pool)
     return _pool
+
+
+def forked() -> bool:
+  """Whether a task handed to the pool now goes to a worker without waiting for the first one to fork."""
+  return _forked.is_set()
+
+
+def _fork_first(pool: ProcessPoolExecutor) -> None:
+  """Forks the pool's first worker on a thread of its own. The fork waits for the forkserver's
+  imports (TensorFlow's, most of a local run's start-up), and the pool forks a worker on the
+  thread that hands it a task: the launcher's own, which can list the input meanwhile
+  (pooled_steps._PooledDoFn holds its tasks until forked())."""
+  global _forked
+  done = _forked = threading.Event()
+
+  def fork() -> None:
+    try:
+      pool.submit(os.getpid)
+    except Exception:  # pylint: disable=broad-except  # a pool ended or broken meanwhile: its next task says so
+      pass
+    finally:
+      done.set()
+
+  threading.Thread(target=fork, name='fork-first-worker', daemon=True).start()
 
 
 def release() -> None:

@@ -63,7 +63,8 @@ class _PooledDoFn(beam.DoFn):
 
   Pooled steps run ahead, up to AHEAD per worker, and what follows each (``then``)
   runs in the order they were handed out, as soon as each is done (the last ones from
-  finish_bundle).
+  finish_bundle). Until the pool's first worker is forked (workers.forked) the steps wait
+  here, not handed out, so that the bundle goes on (the listing) while the forkserver imports.
   Workers read and write local files only; a step that reads a remote file runs
   inline, with Beam's FileSystems to read it and --read_threads to read ahead on.
 
@@ -119,21 +120,35 @@ class _PooledDoFn(beam.DoFn):
     """
     pool = workers.pool() if self._pooled else None
     if pool is None or (reads is not None and uris.any_remote(reads)):
+      self._handing(args)
       yield from then(step(*args) if reads is None else step(*args, self._remote))
       return
-    task = _Task(step, args, then)
-    try:
-      task.submit(pool)
-    except BrokenProcessPool:  # not an attempt: the task never reached a worker
-      task.submit(self._replaced(pool))
-    self._in_flight.append(task)
+    self._in_flight.append(_Task(step, args, then))
+    if workers.forked():
+      self._handed_out(pool)
     yield from self._completed(limit=self.AHEAD * workers.count())
+
+  def _handed_out(self, pool: Any) -> None:
+    """Hands the pool the steps in flight that wait to be, in order."""
+    for task in self._in_flight:
+      if task.future is None:
+        self._handing(task.args)
+        try:
+          task.submit(pool)
+        except BrokenProcessPool:  # not an attempt: the task never reached a worker
+          pool = self._replaced(pool)
+          task.submit(pool)
+
+  def _handing(self, args: Tuple[Any, ...]) -> None:
+    """Called as a step with ``args`` is handed to a worker, or run here."""
 
   def _completed(self, limit: int) -> Iterator[Any]:
     """What follows the steps in flight, in order: of those done already, and of as many more
-    as must end for at most ``limit`` to stay in flight."""
-    while self._in_flight and (len(self._in_flight) > limit or self._in_flight[0].future.done()):
+    as must end for at most ``limit`` to stay in flight (handed out first, if they wait)."""
+    while self._in_flight and (len(self._in_flight) > limit or self._done_first()):
       task = self._in_flight[0]
+      if task.future is None:
+        self._handed_out(workers.pool())
       try:
         result = task.future.result()
       except BrokenProcessPool:
@@ -143,6 +158,10 @@ class _PooledDoFn(beam.DoFn):
         continue
       self._in_flight.popleft()
       yield from task.then(result)
+
+  def _done_first(self) -> bool:
+    first = self._in_flight[0].future
+    return first is not None and first.done()
 
   def _replaced(self, broken: Any) -> Any:
     """A new pool in place of ``broken``, with the tasks in flight on it handed to it again,
@@ -214,6 +233,9 @@ class ValidateImages(_PooledDoFn):
     for task in divided(batch, [_local_size(item.uri) for item in batch]) if pooled else [batch]:
       yield from self._run(steps.validate_batch, (task, self._settings), functools.partial(self._emit, fingerprints),
                            (item.uri for item in task))
+
+  def _handing(self, args: Tuple[Any, ...]) -> None:
+    progress_counts.counts().handed(len(args[0]))
 
   def _emit(self, fingerprints: Dict[str, str], result: Validated) -> Iterator[Any]:
     progress_counts.counts().checked(len(result.records) + len(result.rejections), rejected=len(result.rejections))

@@ -13,6 +13,7 @@ from beam_pipeline.pipeline import pooled_steps
 from beam_pipeline.pipeline.planning import content_groups
 from beam_pipeline.cli import options
 from beam_pipeline.local import workers
+from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.planning import hash_order, sharding, splitting
 from beam_pipeline.core.messages import ContentGroup, InputItem, Validated
 
@@ -98,6 +99,54 @@ def test_the_listing_runs_ahead_of_validation_whose_results_come_in_order_as_soo
     validate.teardown()
   assert not waited
   assert uris(emitted) == [[item.uri for item in batch] for batch in batches[2:]]
+
+
+def test_until_the_first_worker_is_forked_the_batches_wait_and_the_listing_goes_on(tmp_path, monkeypatch):
+  """The pool's first worker forks once the forkserver has imported TensorFlow; a batch handed
+  to the pool before then would hold the listing on the launcher's thread. So batches wait,
+  in order, until workers.forked(), and are handed out (and counted as handed, which starts
+  checking's clock) at the next batch; one over the limit in flight, or the bundle's end,
+  hands them out whatever, the pool then waiting for the fork itself."""
+  photos.write_files(tmp_path, {f'cat/{i}.jpg': data for i, data in enumerate(photos.jpegs(8, size=(16, 12)))})
+  batches = [[InputItem(str(tmp_path / 'cat' / f'{i}.jpg')) for i in (j, j + 1)] for j in range(0, 8, 2)]
+  settings = options.parse([f'--input={tmp_path}', f'--output={tmp_path}/out']).settings
+  handed: List[List[InputItem]] = []
+  forked = [False]
+
+  class Pool:
+    def submit(self, _step, items, _settings):
+      handed.append(items)
+      future: Future = Future()
+      future.set_result(Validated([image_record(item.uri) for item in items], [], {'JPEG': len(items)}))
+      return future
+
+  monkeypatch.setattr(workers, 'pool', Pool)
+  monkeypatch.setattr(workers, 'count', lambda: 1)
+  monkeypatch.setattr(workers, 'forked', lambda: forked[0])
+  counted: List[int] = []
+
+  class Counts(progress_counts.Counts):
+    def handed(self, count: int) -> None:
+      counted.append(count)
+
+  monkeypatch.setattr(progress_counts, 'counts', Counts)
+  validate = pooled_steps.ValidateImages(settings, True)
+  validate.setup()
+  validate.start_bundle()
+  try:
+    emitted = [output for batch in batches[:2] for output in validate.process(batch)]
+    assert (emitted, handed, counted) == ([], [], [])
+    forked[0] = True
+    emitted += validate.process(batches[2])
+    assert handed == batches[:3] and counted == [2, 2, 2]
+    forked[0] = False
+    emitted += validate.process(batches[3])
+    emitted += [output.value for output in validate.finish_bundle()]
+  finally:
+    validate.teardown()
+  assert handed == batches
+  assert [[record.uri for record in records] for records in emitted] == [[item.uri for item in batch]
+                                                                          for batch in batches]
 
 
 def test_a_pool_that_lost_its_worker_before_the_next_batch_is_replaced_and_every_batch_emitted_once(tmp_path):

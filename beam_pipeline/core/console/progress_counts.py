@@ -80,11 +80,13 @@ class Tallies(NamedTuple):
   written: int = 0
   parts: Optional[int] = None  # the parts the input is listed in, once all are known
   parts_listed: int = 0
+  handed: int = 0  # images handed to validation: checking's clock starts with the first
 
   def plus(self, other: 'Tallies') -> 'Tallies':
     parts = other.parts if self.parts is None else self.parts
     return Tallies(self.listed + other.listed, self.checked + other.checked, self.rejected + other.rejected,
-                   self.written + other.written, parts, self.parts_listed + other.parts_listed)
+                   self.written + other.written, parts, self.parts_listed + other.parts_listed,
+                   self.handed + other.handed)
 
 
 class _Phases:
@@ -92,11 +94,13 @@ class _Phases:
   Phases overlap: a local run checks images while the listing goes on. A phase whose count
   moves before the phase ahead of it ends is timed from that first move, so that its time and
   rate are its own, and each phase ends when the counts leave it; a phase the counts pass in
-  one change without moving it ends where it began. Phases only move on: counts summed while
+  one change without moving it ends where it began. Checking is timed from its first image
+  handed to validation, wherever that comes: until then the workers are still starting, and
+  its count moves only as each task of images ends. Phases only move on: counts summed while
   a worker's file is being replaced (Gathered) can step back, and would end a phase twice."""
 
   def __init__(self):
-    self._phase, self._started = LISTING, time.monotonic()
+    self._phase, self._began = LISTING, time.monotonic()
     self._ended: Tuple[Snapshot, ...] = ()
     self._moved: Dict[str, float] = {}  # when each later phase's count first moved
 
@@ -105,18 +109,23 @@ class _Phases:
     if PHASES.index(phase) < PHASES.index(self._phase):  # summed counts that lacked a worker's file a moment
       phase = self._phase
     now = time.monotonic()
-    for later, moved in ((CHECKING, tallies.checked), (WRITING, tallies.written)):
+    for later, moved in ((CHECKING, tallies.handed), (WRITING, tallies.written)):
       if moved and later not in self._moved:
         self._moved[later] = now
     if phase != self._phase:
       for passed in PHASES[PHASES.index(self._phase):PHASES.index(phase)]:
         done, total = _counted_in(passed, tallies)
-        started = self._started if passed == self._phase else self._moved.get(passed, now)
+        started = self._clock(passed, self._began if passed == self._phase else now)
         self._ended += (Snapshot(passed, done, total, tallies.rejected, started, finished=now),)
-      self._phase, self._started = phase, self._moved.get(phase, now)
+      self._phase, self._began = phase, now
     done, total = _counted_in(phase, tallies)
-    return Snapshot(phase, done, total, tallies.rejected, self._started, ended=self._ended,
+    return Snapshot(phase, done, total, tallies.rejected, self._clock(phase, self._began), ended=self._ended,
                     checked_meanwhile=tallies.checked if phase == LISTING else 0)
+
+  def _clock(self, phase: str, began: float) -> float:
+    """When ``phase``, which began at ``began``, is timed from."""
+    moved = self._moved.get(phase)
+    return moved if moved is not None and (moved <= began or phase == CHECKING) else began
 
 
 def _phase_of(tallies: Tallies) -> str:
@@ -159,6 +168,9 @@ class Counts:
 
   def part_listed(self) -> None:
     self._add(parts_listed=1)
+
+  def handed(self, count: int) -> None:
+    self._add(handed=count)
 
   def checked(self, count: int, rejected: int) -> None:
     self._add(checked=count, rejected=rejected)

@@ -73,27 +73,45 @@ def test_every_phase_ends_in_order_even_one_the_counts_pass_in_a_single_change()
   assert committing.ended[:2] == writing.ended and committing.ended[2][:5] == (WRITING, 9, 9, 1, writing.started)
 
 
-def test_a_phase_whose_count_moves_before_the_phase_before_it_ends_is_timed_from_that_move(monkeypatch):
+def test_checking_is_timed_from_its_first_image_handed_to_validation_even_while_the_listing_goes_on(monkeypatch):
   """A local run checks images while the listing goes on. Checking's clock then starts at its
-  first image, so that its time and rate are its own, not the few images left once the listing
-  ends (a run of 20,000 photos said it checked them in 0.1 s, at 158,861 images/s)."""
+  first image handed to validation, so that its time and rate are its own, not the few images
+  left once the listing ends (a run of 20,000 photos said it checked them in 0.1 s, at 158,861
+  images/s); the listing ends when it does, not at checking's start."""
   clock = iter(range(100))
   monkeypatch.setattr(progress_counts.time, 'monotonic', lambda: float(next(clock)))
   counts = progress_counts.Counts()  # listing from 0
   counts.parts_planned(1)  # 1
   counts.listed(10)  # 2
-  counts.checked(4, rejected=0)  # 3: checking moves while the listing goes on
-  counts.listed(10)  # 4
-  assert counts.snapshot().checked_meanwhile == 4  # 5
-  counts.checked(4, rejected=0)  # 6
-  counts.part_listed()  # 7: the listing ends
-  checking = counts.snapshot()  # 8
+  counts.handed(10)  # 3: checking begins while the listing goes on
+  counts.checked(4, rejected=0)  # 4
+  counts.listed(10)  # 5
+  assert counts.snapshot().checked_meanwhile == 4  # 6
+  counts.handed(10)  # 7
+  counts.checked(4, rejected=0)  # 8
+  counts.part_listed()  # 9: the listing ends
+  checking = counts.snapshot()  # 10
   assert checking[:5] == (CHECKING, 8, 20, 0, 3.0) and checking.checked_meanwhile == 0
-  assert checking.ended[0][:5] == (LISTING, 20, None, 0, 0.0) and checking.ended[0].finished == 7.0
-  counts.checked(12, rejected=1)  # 9: checking ends, writing has not moved
-  writing = counts.snapshot()  # 10
-  assert writing[:5] == (WRITING, 0, 19, 1, 9.0)
-  assert writing.ended[1][:5] == (CHECKING, 20, 20, 1, 3.0) and writing.ended[1].finished == 9.0
+  assert checking.ended[0][:5] == (LISTING, 20, None, 0, 0.0) and checking.ended[0].finished == 9.0
+  counts.checked(12, rejected=1)  # 11: checking ends, writing has not moved
+  writing = counts.snapshot()  # 12
+  assert writing[:5] == (WRITING, 0, 19, 1, 11.0)
+  assert writing.ended[1][:5] == (CHECKING, 20, 20, 1, 3.0) and writing.ended[1].finished == 11.0
+
+
+def test_checking_waits_for_the_workers_to_start_without_counting_that_wait(monkeypatch):
+  """The listing can end before the pool's first worker is forked: checking's clock starts when
+  its first images are handed to a worker, not while the forkserver still imports TensorFlow."""
+  clock = iter(range(100))
+  monkeypatch.setattr(progress_counts.time, 'monotonic', lambda: float(next(clock)))
+  counts = progress_counts.Counts()  # listing from 0
+  counts.parts_planned(1)  # 1
+  counts.listed(10)  # 2
+  counts.part_listed()  # 3: the listing ends, checking begins, nothing handed yet
+  assert counts.snapshot()[:5] == (CHECKING, 0, 10, 0, 3.0)  # 4
+  counts.handed(10)  # 5: the first worker took them
+  counts.checked(6, rejected=0)  # 6
+  assert counts.snapshot()[:5] == (CHECKING, 6, 10, 0, 5.0)  # 7
 
 
 def test_phases_only_move_on_when_summed_counts_step_back():
