@@ -102,7 +102,7 @@ class _Phases:
   def __init__(self):
     self._phase, self._began = LISTING, time.monotonic()
     self._ended: Tuple[Snapshot, ...] = ()
-    self._moved: Dict[str, float] = {}  # when each later phase's count first moved
+    self._moved: Dict[str, float] = {}  # when checking first handed images out, when writing first wrote
 
   def snapshot(self, tallies: Tallies) -> Snapshot:
     phase = _phase_of(tallies)
@@ -123,7 +123,8 @@ class _Phases:
                     checked_meanwhile=tallies.checked if phase == LISTING else 0)
 
   def _clock(self, phase: str, began: float) -> float:
-    """When ``phase``, which began at ``began``, is timed from."""
+    """When ``phase``, which began at ``began``, is timed from: its first move if that came
+    first, or, checking's, wherever it came; else its beginning."""
     moved = self._moved.get(phase)
     return moved if moved is not None and (moved <= began or phase == CHECKING) else began
 
