@@ -236,7 +236,7 @@ def write_index(count: int, folder: Path, distance: int, files_count: int) -> An
   for band in range(distance + 1):
     for file, rows in layout.by_file(every, band):
       rows = layout.rows(rows, band, rows['anchor'])
-      write('bands', band * files_count + file, output_layout.near_band_file(band, file, files_count),
+      write('bands', layout.file_slot(band, file), output_layout.near_band_file(band, file, files_count),
             rows.tobytes(), len(rows))
   return NearIndex(distance=distance, hash=perceptual_hash.NAME, **listed)
 

@@ -320,6 +320,21 @@ class Bands(NamedTuple):
     for sub in range(subs):
       yield from near_copy_nodes.partitioned(changed, first + sub)
 
+  def file_slot(self, band: int, file: int) -> int:
+    """A band file's slot among all the band files (the run record's, and the steps' keys): band x count + file."""
+    return band * self.count + file
+
+  def band_file(self, slot: int) -> Tuple[int, int]:
+    """The (band, file) of a band file's slot (file_slot)."""
+    return divmod(slot, self.count)
+
+  def by_band_file(self, changed: np.ndarray, query: bool = False) -> Iterator[Tuple[int, np.ndarray]]:
+    """(band file slot, rows) of nodes' rows in every band: by the file that holds each (by_file), or,
+    to ``query`` them, sent to every file that holds rows of their band values (by_query_file)."""
+    for band in range(self.distance + 1):
+      for file, rows in (self.by_query_file if query else self.by_file)(changed, band):
+        yield self.file_slot(band, file), rows
+
   def rows(self, changed: np.ndarray, band: int, anchors: Optional[np.ndarray] = None) -> np.ndarray:
     """BAND_ROWS of nodes (CHANGED rows) in band ``band``, sorted; their anchors ``anchors`` (RANK), or their own."""
     rows = np.empty(len(changed), BAND_ROWS)
@@ -359,7 +374,7 @@ class Bands(NamedTuple):
       joined: the nodes that joined, likewise, of which it adds its own.
       slot: the file, as band x count + file.
     """
-    band, file = divmod(slot, self.count)
+    band, file = self.band_file(slot)
 
     def own(changed):
       return self.rows(changed[self.files(changed, band) == file], band)

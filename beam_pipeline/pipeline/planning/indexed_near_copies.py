@@ -135,13 +135,6 @@ def _tagged(tag: str, keyed: Iterable[Tuple[int, np.ndarray]]) -> Iterator[Any]:
   return (TaggedOutput(tag, item) for item in _as_bytes(keyed))
 
 
-def _sent(changed: np.ndarray, bands: near_index.Bands) -> Iterator[Tuple[int, np.ndarray]]:
-  """(band file slot, CHANGED rows) for every file of every band that holds rows of the nodes' band values."""
-  for band in range(bands.distance + 1):
-    for file, rows in bands.by_query_file(changed, band):
-      yield band * bands.count + file, rows
-
-
 class UpdateIndex(beam.PTransform):
   """From the files each node slot lost and gained (FILE_KEY bytes, keyed by node slot), to the
   groups of near copies of the updated dataset, as NearCopies's output ({'pairs', tags.NEAR_COPIES}),
@@ -213,8 +206,8 @@ def _changed_nodes(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
   # WriteNodeFiles reads and checks every node file before the run commits anything.
   change = near_index.changed_slot(_earlier_slot(sides, place.output, checked=False), dropped, added)
   bands = near_index.Bands(distance, place.count)
-  yield from _tagged(_GONE, _sent(change.removed, bands))
-  yield from _tagged(_JOINED, _sent(change.added, bands))
+  yield from _tagged(_GONE, bands.by_band_file(change.removed, query=True))
+  yield from _tagged(_JOINED, bands.by_band_file(change.added, query=True))
   yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(change.added), place.count))
 
 
@@ -243,11 +236,11 @@ def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, dist
     return
   bands = near_index.Bands(distance, place.count)
   rows, gone, new = _band_now(joined, place.output, bands)
-  result = near_index.queried(rows, new, gone['rank'][gone['anchors']], slot // place.count, distance)
+  result = near_index.queried(rows, new, gone['rank'][gone['anchors']], bands.band_file(slot)[0], distance)
   yield from _tagged(_FOUND, near_index.by_node_slot(result.found, place.count))
   if len(result.orphans):
     yield from _tagged(_FOUND, near_index.by_node_slot(near_index.own(result.orphans, stale=True), place.count))
-    yield from _tagged(_ORPHANS, _sent(result.orphans, bands))
+    yield from _tagged(_ORPHANS, bands.by_band_file(result.orphans, query=True))
   yield TaggedOutput(DRAFT, _staged(place, DRAFT, slot, rows.tobytes(), len(rows)))
 
 
@@ -264,8 +257,9 @@ def _orphans_queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Pla
   orphans = np.unique(_rows(sides, _ORPHANS, near_index.CHANGED))
   if not len(orphans):
     return
-  rows, _, _ = _band_now(joined, place.output, near_index.Bands(distance, place.count), checked=_unread(sides))
-  found = near_index.queried(rows, orphans, np.empty(0, near_index.RANK), slot // place.count, distance,
+  bands = near_index.Bands(distance, place.count)
+  rows, _, _ = _band_now(joined, place.output, bands, checked=_unread(sides))
+  found = near_index.queried(rows, orphans, np.empty(0, near_index.RANK), bands.band_file(slot)[0], distance,
                              forward=False).found
   yield from _as_bytes(near_index.by_node_slot(found, place.count))
 
@@ -279,10 +273,7 @@ def _finals(item: Tuple[int, Iterable[bytes]], count: int, distance: int) -> Ite
   yield TaggedOutput(_FINALS, (slot, finals.tobytes()))
   taken = near_index.nodes_of(finals['anchor'][finals['anchor'] != finals['rank']])
   yield from _tagged(_TAKEN, near_index.by_node_slot(taken, count, field=None))
-  bands = near_index.Bands(distance, count)
-  patches = near_index.patches(finals)
-  for band in range(distance + 1):
-    yield from _tagged(BANDS, ((band * count + file, rows) for file, rows in bands.by_file(patches, band)))
+  yield from _tagged(BANDS, near_index.Bands(distance, count).by_band_file(near_index.patches(finals)))
 
 
 def _nodes_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, use: bool) -> Iterator[Any]:
@@ -322,7 +313,7 @@ def _bands_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
     return
   bands = near_index.Bands(distance, place.count)
   rows, _, _ = _band_now(joined, place.output, bands, checked=_unread(sides))
-  rows = bands.with_anchors(rows, near_index.best(_rows(sides, _FINALS, near_index.FOUND)), slot // place.count)
+  rows = bands.with_anchors(rows, near_index.best(_rows(sides, _FINALS, near_index.FOUND)), bands.band_file(slot)[0])
   yield _staged(place, BANDS, slot, rows.tobytes(), len(rows))
 
 
@@ -370,8 +361,9 @@ def _slot_built(joined: Tuple[int, Mapping[str, Iterable[bytes]]], place: Place,
   if not len(built.files):
     return
   yield _staged(place, NODES, slot, built.encoded(), len(built.files))
-  for band, file, rows in near_index.Bands(distance, place.count).slot_rows(built):
-    yield TaggedOutput(BANDS, (band * place.count + file, rows.tobytes()))
+  bands = near_index.Bands(distance, place.count)
+  for band, file, rows in bands.slot_rows(built):
+    yield TaggedOutput(BANDS, (bands.file_slot(band, file), rows.tobytes()))
 
 
 def _band_built(item: Tuple[int, Iterable[bytes]], place: Place) -> Tuple[str, LookupFile]:

@@ -161,7 +161,7 @@ def _updated(index: near_index.Built, dropped: np.ndarray, added: np.ndarray, di
   for band in range(distance + 1):
     for file in range(count):
       gone, new = gone_at.get((band, file), removed[:0]), joined_at.get((band, file), joined[:0])
-      now[band, file] = bands.rows_now(index.bands[band][file], gone, new, band * count + file)
+      now[band, file] = bands.rows_now(index.bands[band][file], gone, new, bands.file_slot(band, file))
       result = near_index.queried(now[band, file], new, gone['rank'][gone['anchors']], band, distance)
       found.append(result.found)
       orphans.append(result.orphans)
