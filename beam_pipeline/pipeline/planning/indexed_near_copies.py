@@ -99,30 +99,40 @@ def _staged(place: Place, kind: str, slot: int, data: bytes, entries: int) -> Tu
   return kind, LookupFile(slot=slot, file=name, num_entries=entries, sha256=catalog_lookup.checksum(data))
 
 
+def _earlier(output: str, found: LookupFile, checked: bool) -> bytes:
+  """An index file's earlier bytes, ``checked`` against the run record unless a later step of the run checks them."""
+  return read_checked(output, found) if checked else output_dir.read_listed(output, found.file)
+
+
 def _earlier_slot(sides: Mapping[str, Iterable[Any]], output: str, checked: bool = True) -> near_index.NodeSlot:
-  """A node slot's earlier file, its bytes ``checked`` against the run record unless a later step of the run does."""
+  """A node slot's earlier file (_earlier)."""
   for found in sides.get('earlier', ()):
     try:
-      data = read_checked(output, found) if checked else output_dir.read_listed(output, found.file)
-      return near_index.NodeSlot.decoded(data)
+      return near_index.NodeSlot.decoded(_earlier(output, found, checked))
     except ValueError as e:
       raise DamagedOutput(f'{found.file}: {e}') from e
   return near_index.NodeSlot.empty()
 
 
 def _earlier_rows(sides: Mapping[str, Iterable[Any]], output: str, checked: bool = True) -> np.ndarray:
+  """A band file's earlier rows (_earlier)."""
   for found in sides.get('earlier', ()):
-    data = read_checked(output, found) if checked else output_dir.read_listed(output, found.file)
+    data = _earlier(output, found, checked)
     if len(data) % near_index.BAND_ROWS.itemsize:
       raise DamagedOutput(f'{found.file} is cut short')
     return np.frombuffer(data, near_index.BAND_ROWS)
   return np.empty(0, near_index.BAND_ROWS)
 
 
+def _one_array(parts: Iterable[bytes], dtype: np.dtype) -> np.ndarray:
+  """Arrays sent as bytes, as one."""
+  arrays = [np.frombuffer(data, dtype) for data in parts]
+  return np.concatenate(arrays) if arrays else np.empty(0, dtype)
+
+
 def _rows(sides: Mapping[str, Iterable[bytes]], side: str, dtype: np.dtype) -> np.ndarray:
   """A side's arrays (sent as bytes) as one."""
-  parts = [np.frombuffer(data, dtype) for data in sides.get(side, ())]
-  return np.concatenate(parts) if parts else np.empty(0, dtype)
+  return _one_array(sides.get(side, ()), dtype)
 
 
 def _as_bytes(keyed: Iterable[Tuple[int, np.ndarray]]) -> Iterator[Tuple[int, bytes]]:
@@ -232,7 +242,7 @@ def _queried(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place, dist
   the file written again, the nodes that joined anchoring themselves ((DRAFT, LookupFile)): the
   final anchors that differ are patched in later (_bands_written), in the few files they reach."""
   slot, sides = joined
-  if not (sides.get(_GONE) or sides.get(_JOINED)):
+  if _unread(sides):
     return
   bands = near_index.Bands(distance, place.count)
   rows, gone, new = _band_now(joined, place.output, bands)
@@ -269,7 +279,7 @@ def _finals(item: Tuple[int, Iterable[bytes]], count: int, distance: int) -> Ite
   the node slots of anchors that are other nodes (_TAKEN), and those the band files do not hold
   yet (near_index.patches) to its band files (BANDS)."""
   slot, found = item
-  finals = near_index.best(np.concatenate([np.frombuffer(data, near_index.FOUND) for data in found]))
+  finals = near_index.best(_one_array(found, near_index.FOUND))
   yield TaggedOutput(_FINALS, (slot, finals.tobytes()))
   taken = near_index.nodes_of(finals['anchor'][finals['anchor'] != finals['rank']])
   yield from _tagged(_TAKEN, near_index.by_node_slot(taken, count, field=None))
@@ -373,5 +383,5 @@ def _band_built(item: Tuple[int, Iterable[bytes]], place: Place) -> Tuple[str, L
   entries = sum(len(data) // near_index.BAND_ROWS.itemsize for data in parts)
   if entries > near_index.MOST_ROWS:
     return _staged(place, BANDS, slot, b'', entries)
-  rows = near_index.sorted_rows(np.concatenate([np.frombuffer(data, near_index.BAND_ROWS) for data in parts]))
+  rows = near_index.sorted_rows(_one_array(parts, near_index.BAND_ROWS))
   return _staged(place, BANDS, slot, rows.tobytes(), len(rows))
