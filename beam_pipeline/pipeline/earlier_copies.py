@@ -398,9 +398,10 @@ def _slot_changes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, 
   for sha in sorted(touched):
     start = bisect.bisect_left(lines, sha, key=lambda line: line[2:66])
     end = bisect.bisect_right(lines, sha, lo=start, key=lambda line: line[2:66])
-    earlier = [hashed for line in lines[start:end] for hashed in _earlier_hash(line)]
-    kept = [hashed for line in lines[start:end] if BY_CONTENT.identity(line) not in dropped
-            for hashed in _earlier_hash(line)]
+    hashed = [(BY_CONTENT.identity(line) in dropped, value)
+              for line in lines[start:end] for value in _earlier_hash(line)]
+    earlier = [value for _, value in hashed]
+    kept = [value for gone, value in hashed if not gone]
     was, now = min(earlier, default=None), min(kept + ([new[sha]] if sha in new else []), default=None)
     if was != now:
       before.extend([was] if was else [])
