@@ -2,7 +2,7 @@
 today's listing of them with a change, through the pipeline's own incremental transforms.
 
 Usage: python -m benchmarks.incremental_planning [--records 1000000] [--change-pct 1] [--modes in_process]
-                                                 [--joins lookup,by_uri] [--near-copies off,group]
+                                                 [--joins lookup,by_uri] [--near-copies off,group,index,memory]
        (also: python -m benchmarks.planning --incremental [--records 1000000,5000000])
 
 As benchmarks.planning does for a first conversion, each N runs in a child process under
@@ -21,7 +21,9 @@ today's listing in chunks (a thousand InputItems an element) and runs it through
   new records of its content hashes, a new copy of an earlier picture placed in its split;
 * with --near-copies group, earlier_copies.NearEarlierCopies: every catalogued perceptual hash
   read from the lookup by content and grouped with the new ones, as Dataflow groups them (the
-  simulated pictures' hashes are random bits, copies sharing theirs);
+  simulated pictures' hashes are random bits, copies sharing theirs); with index, only the new
+  and dropped ones queried in the index; with memory, every hash grouped in one step, as a small
+  dataset's update on the DirectRunner groups them;
 * graph.plan with the earlier dataset's Decision and the Changes: KeptCounts per (class,
   split) as AssignSplits' side input, then planning's own groupings;
 * lookup_files.WriteLookup, both lookups: each file a change reaches written again.
@@ -333,7 +335,8 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', n
   catalog's lookup or (``join`` 'by_uri') as before it, building it; with ``near`` 'group', its
   new records' perceptual hashes grouped with every catalogued one (earlier_copies.NearEarlierCopies,
   as --near_copies=group does where the dataset has no near-copy index), the index built on the
-  way; with 'index', queried in the index the earlier run left; what the child reports. Beam
+  way; with 'index', queried in the index the earlier run left; with 'memory', every hash grouped in
+  one step and no index kept (earlier_copies.grouped_in_memory); what the child reports. Beam
   looks at each DoFn once, as it does in the launcher (beam_internals.dofn_specs_kept)."""
   from beam_pipeline.compat import beam_internals  # pylint: disable=import-outside-toplevel
   with beam_internals.dofn_specs_kept():
@@ -386,7 +389,7 @@ def _run_update(count: int, mode: str, change_pct: float, join: str, near: str) 
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   catalog = earlier_copies.Catalog.of(str(folder), earlier, decision.lookup_count, changes)
   found = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(
-      catalog, num_listed, settings, False, decision.near_index_distance) if near != 'off' else None)
+      catalog, num_listed, settings, near == 'memory', decision.near_index_distance) if near != 'off' else None)
   placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, False, found and found['near'])
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)
   # The lookup files the update changes, written again as the commit finds them staged.
@@ -457,7 +460,9 @@ def main(argv: List[str] = None) -> int:
                       help='through the catalog\'s lookup (lookup), as before it (by_uri), or both, in turn')
   parser.add_argument('--near-copies', default='off,group,index',
                       help='without near copies (off), with every catalogued hash grouped with the new ones and the '
-                           'near-copy index built (group), with the new ones queried in the index (index); in turn')
+                           'near-copy index built (group), with the new ones queried in the index (index), with every '
+                           'hash grouped in memory and no index kept, as a small dataset\'s update on the DirectRunner '
+                           '(memory); in turn')
   parser.add_argument('--child', nargs=5, metavar=('N', 'MODE', 'JOIN', 'NEAR', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:

@@ -19,6 +19,7 @@ import tensorflow_transform as tft
 from beam_pipeline import cli
 from beam_pipeline.core.output import output_layout
 from beam_pipeline.core.planning import near_index
+from beam_pipeline.pipeline import earlier_copies
 from helpers import dataflow_offline, gcs_emulator, photos
 from helpers.commands import convert
 from helpers.dataflow import OPTIONS as DATAFLOW, assert_every_input_accounted_for, assert_submitted_as_airflow_expects
@@ -166,14 +167,17 @@ def _resaved(data: bytes, quality: int = 60) -> bytes:
 def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_direct_runner_does(
     gcs, tmp_path, monkeypatch, capfd):
   """--incremental updates of one output as Dataflow jobs, each beside the same update on the
-  DirectRunner (which groups every near-copy hash in memory). The first job groups every hash and
+  DirectRunner (which groups every near-copy hash of a small dataset in memory), and beside it on
+  the DirectRunner of a dataset as large as earlier_copies.INDEXED_FROM, which keeps the index as
+  the jobs do. The first job groups every hash and
   builds the near-copy index; the next ones query it for the files that changed only (new near
   copies of kept pictures, a new picture and its copy, a group's best picture removed, whose
   copies find another). One whose index files would hold more than the index keeps drops it, and
   the next builds it again; so does one whose grouping's distance is not the index's. Each writes
   what the DirectRunner writes: the same records in the same splits, and the same groups of near
-  copies in beam_pipeline.json. A band file damaged since: the next update that reads it refuses,
-  naming it, and leaves the output as it was."""
+  copies in beam_pipeline.json; the DirectRunner that keeps the index writes the job's index files.
+  A band file damaged since: the next update that reads it refuses, naming it, and leaves the
+  output as it was."""
   queries = []
   queried = near_index.queried
   monkeypatch.setattr(near_index, 'queried', lambda *args, **kwargs: queries.append(1) or queried(*args, **kwargs))
@@ -183,6 +187,7 @@ def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_dir
   options = ('--input=imgs', '--incremental', '--skip_transform', '--splits=train=0.5,validation=0.5')
   assert convert(*options, '--output=direct') == 0
   shutil.copytree(tmp_path / 'direct', tmp_path / 'job')
+  shutil.copytree(tmp_path / 'direct', tmp_path / 'local')
   names = sorted(files)
   near = {f'{name.split("/")[0]}/near.{i}.jpg': _resaved(files[name], 40 + i) for i, name in enumerate(names)}
   new = {'cat/new.jpg': photos.jpeg(90, 64, 48), 'dog/new.copy.jpg': _resaved(photos.jpeg(90, 64, 48))}
@@ -201,13 +206,22 @@ def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_dir
     queries.clear()
     monkeypatch.setattr(near_index, 'MOST_ROWS', 5 if index_kept == 'dropped' else 250_000)
     if index_kept == 'built again':
-      record = json.loads((tmp_path / 'job/beam_pipeline.json').read_text())
-      record['catalog_lookup']['near_index']['distance'] = 6
-      (tmp_path / 'job/beam_pipeline.json').write_text(json.dumps(record))
+      for output in ('job', 'local'):
+        record = json.loads((tmp_path / output / 'beam_pipeline.json').read_text())
+        record['catalog_lookup']['near_index']['distance'] = 6
+        (tmp_path / output / 'beam_pipeline.json').write_text(json.dumps(record))
     assert convert(*options, '--output=direct') == 0
     assert dataflow_offline.convert(*options, '--output=job', *DATAFLOW) == 0
-    job, direct = local_files(tmp_path / 'job'), local_files(tmp_path / 'direct')
+    with monkeypatch.context() as large:
+      large.setattr(earlier_copies, 'INDEXED_FROM', 0)
+      assert convert(*options, '--output=local') == 0
+    job, direct, local = (local_files(tmp_path / output) for output in ('job', 'direct', 'local'))
     assert_same_dataset(job, direct)
+    assert_same_dataset(local, direct)
+    assert (json.loads(local['beam_pipeline.json'])['catalog_lookup'].get('near_index') ==
+            json.loads(job['beam_pipeline.json'])['catalog_lookup'].get('near_index'))
+    assert {name: data for name, data in local.items() if name.startswith(output_layout.NEAR_INDEX_DIR + '/')} == {
+        name: data for name, data in job.items() if name.startswith(output_layout.NEAR_INDEX_DIR + '/')}
     record = json.loads(job['beam_pipeline.json'])
     assert record['near_duplicates']['num_groups'] >= 2, record['near_duplicates']
     assert bool(queries) == (index_kept in ('queried', 'dropped')), index_kept

@@ -26,7 +26,7 @@ from beam_pipeline.pipeline.planning.steps import BeamSteps
 from beam_pipeline.core import rejections
 from beam_pipeline.core.console import progress_counts
 from beam_pipeline.core.messages import CheckedImage, Rejection
-from beam_pipeline.core.output import catalog_lookup
+from beam_pipeline.core.output import catalog_lookup, incremental_update
 from beam_pipeline.core.planning import near_copies, splitting
 from beam_pipeline.core.settings import Settings
 
@@ -244,6 +244,20 @@ def _kept_first(earlier: Catalogued) -> Tuple[bool, str]:
   return not earlier.kept, earlier.uri
 
 
+# An update on one machine (the DirectRunner) keeps a near-copy index from this many catalogued
+# records, or where the dataset has one: below it, grouping every hash again in memory costs about
+# what the index's steps do, and the update that builds the index more (benchmarks/README.md, Near
+# copies through the index).
+INDEXED_FROM = 100_000
+
+
+def grouped_in_memory(one_machine: bool, decision: incremental_update.Decision) -> bool:
+  """Whether an update groups every near-copy hash in memory and keeps no index (NearEarlierCopies's
+  ``one_machine``): on one machine, for a dataset that has no index and fewer than INDEXED_FROM
+  records. Elsewhere it keeps the index, built by the first update that groups every node."""
+  return one_machine and not decision.near_index_distance and decision.catalogued < INDEXED_FROM
+
+
 class NearEarlierCopies(beam.PTransform):
   """Lists of new records to (source_sha256, Catalogued) for each new file that is a near
   copy of a catalogued record (their perceptual hashes grouped as planning groups near copies,
@@ -253,12 +267,12 @@ class NearEarlierCopies(beam.PTransform):
   distance (indexed_near_copies.UpdateIndex) only the files each slot of the lookup by content
   lost or gained go on, and the index is queried for them; otherwise the catalog's hashes join
   the new ones, read slot by slot from the lookup by content, and every node is grouped again
-  (and, on workers, the index built from it). Each group then meets its members by
-  representative: its catalogued ones found slot by slot, its new ones by content hash; no key
-  holds more than a group or a slot. Returns {'near': EarlierCopies's ``near``, 'members':
-  (representative, members) of every group, for NearGroupsOfDataset, 'found': the grouping's
-  summary, as near_copy_groups.find_near_copies's 'found', and 'index': one
-  incremental_update.IndexWritten, or None on one machine, which keeps no index}."""
+  (and, unless they are grouped in memory, the index built from it). Each group then meets its
+  members by representative: its catalogued ones found slot by slot, its new ones by content
+  hash; no key holds more than a group or a slot. Returns {'near': EarlierCopies's ``near``,
+  'members': (representative, members) of every group, for NearGroupsOfDataset, 'found': the
+  grouping's summary, as near_copy_groups.find_near_copies's 'found', and 'index': one
+  incremental_update.IndexWritten, or None where the hashes are grouped in memory}."""
 
   def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, one_machine: bool,
                index_distance: int = 0):
@@ -269,8 +283,8 @@ class NearEarlierCopies(beam.PTransform):
       num_listed: one element: how many inputs were listed, which sets the distance and the largest group
         (near_copy_groups.near_distance, largest_group).
       settings: the conversion's settings.
-      one_machine: the runner holds every element in one process (the DirectRunner's): the hashes are grouped in
-        memory (near_copy_groups.grouped), and no index is kept.
+      one_machine: group the hashes in memory (near_copy_groups.grouped) and keep no index: an update of a small
+        dataset on the DirectRunner (grouped_in_memory).
       index_distance: the distance of the dataset's near-copy index (incremental_update.Decision's); 0: none.
     """
     super().__init__()

@@ -77,7 +77,8 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
   if changes:  # a new copy of a picture the dataset holds, or a near copy of one, goes to its split
     catalog = earlier_copies.Catalog.of(settings.output, earlier, decision.lookup_count, changes)
     near = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(
-        catalog, num_listed, settings, one_machine, decision.near_index_distance)
+        catalog, num_listed, settings, earlier_copies.grouped_in_memory(one_machine, decision),
+        decision.near_index_distance)
             if settings.near_copies != 'off' else None)
     placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, settings.dedupe,
                                                                        near and near['near'],

@@ -1,5 +1,5 @@
 """What an --incremental update's near-copy grouping takes of one slot of the lookup by content."""
-from beam_pipeline.core.output import catalog_entries, catalog_lookup, output_layout
+from beam_pipeline.core.output import catalog_entries, catalog_lookup, incremental_update, output_layout
 from beam_pipeline.core.planning import near_copies
 from beam_pipeline.pipeline import earlier_copies, incremental
 
@@ -26,3 +26,12 @@ def test_a_slot_gives_each_file_the_updated_dataset_holds_once():
   batches = list(earlier_copies._slot_hashes((0, sides), '/out'))
   assert sorted(hashed for batch in batches for hashed in batch) == [
       (SHA_A, '1' * 32, rank, '01' * 8), (SHA_B, '2' * 32, rank, '01' * 8), (SHA_D, '4' * 32, 5, '')]
+
+
+def test_an_update_on_one_machine_keeps_the_index_of_a_large_dataset_or_of_one_that_has_it():
+  small, large = (incremental_update.Decision(True, catalogued=count)
+                  for count in (earlier_copies.INDEXED_FROM - 1, earlier_copies.INDEXED_FROM))
+  assert earlier_copies.grouped_in_memory(True, small)
+  assert not earlier_copies.grouped_in_memory(True, large)
+  assert not earlier_copies.grouped_in_memory(True, small._replace(near_index_distance=10))
+  assert not earlier_copies.grouped_in_memory(False, small)  # workers always keep it

@@ -83,6 +83,9 @@ class Decision(NamedTuple):
   # keeps, if it has one of today's hashes and keeps the lookups (their count is the index's); 0:
   # none, the grouping groups every node and builds it again.
   near_index_distance: int = 0
+  # How many records the dataset holds: an update on one machine keeps a near-copy index from
+  # earlier_copies.INDEXED_FROM of them.
+  catalogued: int = 0
 
   @classmethod
   def update(cls, earlier: RunRecord, merged: Tuple[Merge, ...] = (), hash_name: str = '') -> 'Decision':
@@ -99,7 +102,8 @@ class Decision(NamedTuple):
     return cls(True, labels=tuple(earlier.labels), numbering=numbering, merges=merged,
                lookup_count=lookup.count if kept else catalog_lookup.count_for(earlier.num_examples),
                lookup_rebuilt=not kept,
-               near_index_distance=index.distance if index is not None and index.hash == hash_name else 0)
+               near_index_distance=index.distance if index is not None and index.hash == hash_name else 0,
+               catalogued=earlier.num_examples)
 
   @property
   def numbered(self) -> Dict[str, Numbering]:
