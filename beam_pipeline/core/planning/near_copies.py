@@ -184,7 +184,8 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: 
   where NearCopies's shuffles would cost more than the comparison. Its memory grows with the
   hashes, never with the pairs of them that are close. Near-uniform hashes and sets of
   look-alikes are counted, not grouped. A group's representative is its best file: the smallest
-  (priority, sha256) of its files.
+  (priority, sha256) of its files. The files become nodes in numpy arrays (_Nodes), not a
+  Python object each: at a million files that took longer than comparing their hashes.
 
   Args:
     files: every file's (sha256, perceptual hash, priority, colour signature); a file given twice keeps its smallest
@@ -193,38 +194,119 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: 
     cap: the most images a group may hold; a group of more is a set of look-alikes.
     same_hash_cap: the most files a hash may be shared by; a hash shared by more is near-uniform.
   """
-  of_file: Dict[str, Tuple[str, int, str]] = {}
-  for sha, phash, rank, colour in files:
-    of_file[sha] = min(of_file.get(sha, (phash, rank, colour)), (phash, rank, colour))
-  of_node: Dict[Tuple[str, int], List[Tuple[int, str, int]]] = {}
-  for sha, (phash, rank, colour) in of_file.items():
-    of_node.setdefault(node_key(phash, colour), []).append((rank, sha, parse_blocks(phash)))
+  files = _distinct_files(list(files))
+  if not files:
+    return OnOneMachine([], {})
+  nodes = _Nodes.of(files, same_hash_cap)
   counts: Dict[str, int] = {}
-  nodes = []
-  for (phash, colour), shared in of_node.items():
-    if len(shared) > same_hash_cap:
-      _add(counts, uniform_hashes=1, uniform_images=len(shared))
-    else:
-      shared.sort()
-      nodes.append((rank_key(parse(phash), shared[0][0], colour), [sha for _, sha, _ in shared], shared[0][2]))
-  nodes.sort()
-  found = anchors(np.array([key[1] for key, _, _ in nodes], dtype=np.uint64), distance,
-                  colours=parse_colours([key[2] for key, _, _ in nodes]), blocks=as_uint64([b for _, _, b in nodes]))
-  sizes = np.bincount(found.anchor, weights=[len(shas) for _, shas, _ in nodes], minlength=len(nodes)).astype(np.int64)
+  if nodes.uniform_images:
+    _add(counts, uniform_hashes=nodes.uniform_hashes, uniform_images=nodes.uniform_images)
+  found = anchors(nodes.hashes, distance, colours=parse_colours(nodes.colours), blocks=nodes.blocks)
+  sizes = np.bincount(found.anchor, weights=nodes.sizes, minlength=len(nodes.sizes)).astype(np.int64)
   if found.cut_short:
     _add(counts, cut_short_hashes=found.cut_short)
-  members: Dict[int, List[int]] = {}
-  for index in np.flatnonzero(sizes[found.anchor] > 1).tolist():
-    members.setdefault(int(found.anchor[index]), []).append(index)
-  pairs = []
-  for anchor, indexes in members.items():
+  grouped = np.flatnonzero(sizes[found.anchor] > 1)
+  pairs: List[Tuple[str, str]] = []
+  # Groups in the order of their first member, each member's files in rank order.
+  by_group = grouped[np.argsort(found.anchor[grouped], kind='stable')]
+  group_anchors, starts = np.unique(found.anchor[by_group], return_index=True)
+  members = np.split(by_group, starts[1:])
+  for anchor, indexes in sorted(zip(group_anchors.tolist(), members), key=lambda group: group[1][0]):
     if sizes[anchor] > cap:
       _add(counts, look_alike_sets=1, look_alike_images=int(sizes[anchor]))
       continue
     _add(counts, groups=1, images_in_groups=int(sizes[anchor]))
-    representative = min((nodes[index][0][0], nodes[index][1][0]) for index in indexes)[1]
-    pairs.extend((sha, representative) for index in indexes for sha in nodes[index][1])
+    indexes = indexes.tolist()
+    representative = min((nodes.priorities[index], nodes.best_sha(index)) for index in indexes)[1]
+    pairs.extend((sha, representative) for index in indexes for sha in nodes.shas_of(index))
   return OnOneMachine(pairs, counts)
+
+
+def _distinct_files(files: List[Tuple[str, str, int, str]]) -> List[Tuple[str, str, int, str]]:
+  """``files`` with each sha256 once, given twice keeping its smallest (hash, priority, colour)."""
+  if len({sha for sha, _, _, _ in files}) == len(files):
+    return files
+  of_file: Dict[str, Tuple[str, int, str]] = {}
+  for sha, phash, rank, colour in files:
+    of_file[sha] = min(of_file.get(sha, (phash, rank, colour)), (phash, rank, colour))
+  return [(sha, *values) for sha, values in of_file.items()]
+
+
+class _Nodes(NamedTuple):
+  """groups_on_one_machine's nodes (a distinct DCT half and colour value, node_key) in rank order:
+  their DCT halves, blocks halves (their best file's), colour values and sizes as arrays, their
+  priorities (their best file's), and their files' sha256s node by node from ``starts``, each
+  node's in (priority, sha256) order; and the near-uniform hashes left out."""
+  hashes: np.ndarray
+  blocks: np.ndarray
+  colours: np.ndarray
+  priorities: List[int]
+  sizes: np.ndarray
+  starts: np.ndarray
+  shas: List[str]
+  uniform_hashes: int
+  uniform_images: int
+
+  @classmethod
+  def of(cls, files: List[Tuple[str, str, int, str]], same_hash_cap: int) -> '_Nodes':
+    """The nodes of ``files`` (each sha256 once), those of more than ``same_hash_cap`` files left out."""
+    dct = _hex_values([phash[:16] for _, phash, _, _ in files])
+    blocks = _hex_values([blocks_half(phash) for _, phash, _, _ in files])
+    colours = _colour_values([colour for _, _, _, colour in files])
+    priorities = np.array([rank for _, _, rank, _ in files], dtype=np.int64)
+    order = np.lexsort((priorities, colours, dct))  # node by node, each's files best first
+    order = _ties_by_sha(order, (dct, colours, priorities), [sha for sha, _, _, _ in files])
+    dct, colours = dct[order], colours[order]
+    first = np.flatnonzero(np.concatenate(([True], (dct[1:] != dct[:-1]) | (colours[1:] != colours[:-1]))))
+    sizes = np.diff(np.append(first, len(order)))
+    uniform = sizes > same_hash_cap
+    left_out = int(sizes[uniform].sum())
+    first, sizes = first[~uniform], sizes[~uniform]
+    best = order[first]
+    ranked = np.lexsort((colours[first], dct[first], priorities[best]))  # rank_key's order
+    first, sizes, best = first[ranked], sizes[ranked], best[ranked]
+    return cls(dct[first], blocks[best], colours[first], priorities[best].tolist(), sizes, first,
+               [files[index][0] for index in order.tolist()], int(uniform.sum()), left_out)
+
+  def best_sha(self, node: int) -> str:
+    return self.shas[self.starts[node]]
+
+  def shas_of(self, node: int) -> List[str]:
+    start = int(self.starts[node])
+    return self.shas[start:start + int(self.sizes[node])]
+
+
+def _ties_by_sha(order: np.ndarray, keys: Tuple[np.ndarray, ...], shas: List[str]) -> np.ndarray:
+  """``order`` with each run of files equal in every one of ``keys`` put in sha256 order: files of one
+  node and one priority, which are few, so they are sorted here rather than every sha256 in numpy."""
+  tied = np.ones(len(order) - 1, bool) if len(order) else np.zeros(0, bool)
+  for key in keys:
+    ordered = key[order]
+    tied &= ordered[1:] == ordered[:-1]
+  if not tied.any():
+    return order
+  order = order.copy()
+  starts = np.flatnonzero(tied & ~np.concatenate(([False], tied[:-1])))
+  ends = np.flatnonzero(tied & ~np.concatenate((tied[1:], [False]))) + 2
+  for start, end in zip(starts.tolist(), ends.tolist()):
+    order[start:end] = sorted(order[start:end].tolist(), key=shas.__getitem__)
+  return order
+
+
+def _hex_values(texts: List[str]) -> np.ndarray:
+  """Hex texts of 16 digits as uint64 (parse's bits), decoded at once where every one has 16
+  digits (a catalog's from before blocks halves, or a test's, may have fewer)."""
+  if set(map(len, texts)) == {16}:
+    return np.frombuffer(bytes.fromhex(''.join(texts)), '>u8').astype(np.uint64)
+  return np.array([parse(text) for text in texts], dtype=np.int64).view(np.uint64)
+
+
+def _colour_values(colours: List[str]) -> np.ndarray:
+  """colour_value of each colour signature, as int64, decoded at once where each is 16 digits or missing."""
+  filled = [colour or '0' * 16 for colour in colours]
+  if set(map(len, filled)) == {16}:
+    return np.frombuffer(bytes.fromhex(''.join(filled)), '<i8').astype(np.int64)
+  return np.array([colour_value(colour) for colour in colours], dtype=np.int64)
 
 
 def _add(counts: Dict[str, int], **more: int) -> None:
