@@ -235,6 +235,21 @@ def test_a_chain_is_cut_into_stars():
   assert pairs == brute_force(files, D) == near_groups(files)[0]
 
 
+def test_files_of_one_hash_and_priority_are_in_sha256_order_and_the_smallest_represents_them():
+  """Files of one node tie on priority: the group lists them by sha256, and its representative
+  is the smallest, however they were given; a hash of 16 digits (a catalog's from before blocks
+  halves) and a missing colour signature join hashes of 32 digits and signatures, as they did."""
+  a = 0x0123456789ABCDEF
+  ties = [(sha(name), as_hex(a) * 2, 7, '') for name in ('z', 'm', 'b')]
+  files = [*ties, (sha('short'), as_hex(flip(a, [3, 9])), 9, '0102030405060708'),
+           (sha('again'), as_hex(a) * 2, 7, '')]
+  found = near_copies.groups_on_one_machine(files + files[:1], D)
+  best = min(sha(name) for name in ('z', 'm', 'b', 'again'))
+  assert found.pairs == [(content, best) for content in sorted(sha(name) for name in ('z', 'm', 'b', 'again'))] + [
+      (sha('short'), best)]
+  assert found.counts == {'groups': 1, 'images_in_groups': 5}
+
+
 def test_files_sharing_a_hash_group_and_a_near_uniform_hash_does_not():
   """Two files of one hash are a group alone; 1,001 of another are near-uniform frames."""
   files = [(sha(1), 'aaaaaaaaaaaaaaaa', 5, ''), (sha(2), 'aaaaaaaaaaaaaaaa', 3, ''),
