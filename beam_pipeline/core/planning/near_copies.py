@@ -742,10 +742,6 @@ def blocks_half(phash: str) -> str:
   return phash[16:] or phash
 
 
-def as_uint64(phashes: Sequence[int]) -> np.ndarray:
-  return np.array(phashes, dtype=np.int64).view(np.uint64)
-
-
 @functools.lru_cache(maxsize=None)
 def parts(free: int, pieces: int) -> Tuple[int, ...]:
   """The set bits of ``free`` split into ``pieces`` masks of consecutive set bits, as even as
