@@ -246,16 +246,23 @@ def _kept_first(earlier: Catalogued) -> Tuple[bool, str]:
 
 # An update on one machine (the DirectRunner) keeps a near-copy index from this many catalogued
 # records, or where the dataset has one: below it, grouping every hash again in memory costs about
-# what the index's steps do, and the update that builds the index more (benchmarks/README.md, Near
-# copies through the index).
+# what the index's steps do, and the update that builds the index more. But not where more than
+# LOOK_ALIKE_SHARE of the records were look-alikes: their band values are dense, and querying them
+# cost more than grouping every hash again in memory (benchmarks/README.md, Near copies through
+# the index).
 INDEXED_FROM = 100_000
+LOOK_ALIKE_SHARE = 0.01
 
 
 def grouped_in_memory(one_machine: bool, decision: incremental_update.Decision) -> bool:
   """Whether an update groups every near-copy hash in memory and keeps no index (NearEarlierCopies's
-  ``one_machine``): on one machine, for a dataset that has no index and fewer than INDEXED_FROM
-  records. Elsewhere it keeps the index, built by the first update that groups every node."""
-  return one_machine and not decision.near_index_distance and decision.catalogued < INDEXED_FROM
+  ``one_machine``): on one machine, for a dataset of look-alikes, or one that has no index and
+  fewer than INDEXED_FROM records. Elsewhere it keeps the index, built by the first update that
+  groups every node."""
+  if not one_machine:
+    return False
+  return (decision.look_alikes > LOOK_ALIKE_SHARE * decision.catalogued or
+          not decision.near_index_distance and decision.catalogued < INDEXED_FROM)
 
 
 class NearEarlierCopies(beam.PTransform):

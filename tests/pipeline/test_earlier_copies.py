@@ -28,10 +28,14 @@ def test_a_slot_gives_each_file_the_updated_dataset_holds_once():
       (SHA_A, '1' * 32, rank, '01' * 8), (SHA_B, '2' * 32, rank, '01' * 8), (SHA_D, '4' * 32, 5, '')]
 
 
-def test_an_update_on_one_machine_keeps_the_index_of_a_large_dataset_or_of_one_that_has_it():
+def test_an_update_on_one_machine_keeps_the_index_of_a_large_dataset_or_of_one_that_has_it_but_of_look_alikes():
   small, large = (incremental_update.Decision(True, catalogued=count)
                   for count in (earlier_copies.INDEXED_FROM - 1, earlier_copies.INDEXED_FROM))
   assert earlier_copies.grouped_in_memory(True, small)
   assert not earlier_copies.grouped_in_memory(True, large)
   assert not earlier_copies.grouped_in_memory(True, small._replace(near_index_distance=10))
   assert not earlier_copies.grouped_in_memory(False, small)  # workers always keep it
+  look_alikes = large._replace(look_alikes=int(earlier_copies.LOOK_ALIKE_SHARE * large.catalogued) + 1)
+  assert earlier_copies.grouped_in_memory(True, look_alikes)
+  assert earlier_copies.grouped_in_memory(True, look_alikes._replace(near_index_distance=10))
+  assert not earlier_copies.grouped_in_memory(True, look_alikes._replace(look_alikes=look_alikes.look_alikes - 1))

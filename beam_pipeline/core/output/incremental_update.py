@@ -83,9 +83,11 @@ class Decision(NamedTuple):
   # keeps, if it has one of today's hashes and keeps the lookups (their count is the index's); 0:
   # none, the grouping groups every node and builds it again.
   near_index_distance: int = 0
-  # How many records the dataset holds: an update on one machine keeps a near-copy index from
-  # earlier_copies.INDEXED_FROM of them.
+  # How many records the dataset holds, and how many of them its last grouping found in sets of
+  # look-alikes: what tells an update on one machine whether to keep a near-copy index
+  # (earlier_copies.grouped_in_memory).
   catalogued: int = 0
+  look_alikes: int = 0
 
   @classmethod
   def update(cls, earlier: RunRecord, merged: Tuple[Merge, ...] = (), hash_name: str = '') -> 'Decision':
@@ -103,7 +105,7 @@ class Decision(NamedTuple):
                lookup_count=lookup.count if kept else catalog_lookup.count_for(earlier.num_examples),
                lookup_rebuilt=not kept,
                near_index_distance=index.distance if index is not None and index.hash == hash_name else 0,
-               catalogued=earlier.num_examples)
+               catalogued=earlier.num_examples, look_alikes=_look_alikes(earlier))
 
   @property
   def numbered(self) -> Dict[str, Numbering]:
@@ -114,6 +116,12 @@ class Decision(NamedTuple):
   def merged_into(self) -> Dict[str, str]:
     """The shard each merged shard's records go to."""
     return {source: merge.file for merge in self.merges for source in merge.sources}
+
+
+def _look_alikes(earlier: RunRecord) -> int:
+  """How many images the grouping of the run that wrote ``earlier`` left out as sets of look-alikes."""
+  near = earlier.near_duplicates
+  return (near.left_out or {}).get('look_alike_images', 0) if near else 0
 
 
 def gap_moves(shards: List[Shard]) -> List[Tuple[str, str]]:

@@ -149,6 +149,16 @@ def test_small_shards_merge_only_once_a_split_holds_two_and_only_into_full_ones(
   assert decision.merged_into['train-00005.tfrecord'] == 'train-00004.tfrecord'
 
 
+def test_an_update_knows_the_records_it_keeps_and_the_look_alikes_among_them():
+  earlier = record_with({'train': [shard('train-00000.tfrecord', 900), shard('train-00001.tfrecord', 300)]})
+  decision = incremental_update.Decision.update(earlier)
+  assert (decision.catalogued, decision.look_alikes) == (earlier.num_examples, 0) and earlier.num_examples
+  near = run_record.NearDuplicates(distance=10, num_groups=0, num_images=0, removed=False, groups=[],
+                                   left_out={'look_alike_images': 700, 'look_alike_sets': 3})
+  decision = incremental_update.Decision.update(dataclasses.replace(earlier, near_duplicates=near))
+  assert (decision.catalogued, decision.look_alikes) == (earlier.num_examples, 700)
+
+
 def test_gaps_close_by_moving_the_last_shards_with_their_index_and_catalog():
   shards = [shard('train-00000.tfrecord', 1, True), shard('train-00002.tfrecord', 1, True),
             shard('train-00004.tfrecord', 1, True), shard('train-00005.tfrecord', 1, True)]
