@@ -164,6 +164,11 @@ def _resaved(data: bytes, quality: int = 60) -> bytes:
   return buffer.getvalue()
 
 
+def _index_files(files: dict) -> dict:
+  """An output's near-copy index files, by name."""
+  return {name: data for name, data in files.items() if name.startswith(output_layout.NEAR_INDEX_DIR + '/')}
+
+
 def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_direct_runner_does(
     gcs, tmp_path, monkeypatch, capfd):
   """--incremental updates of one output as Dataflow jobs, each beside the same update on the
@@ -220,13 +225,12 @@ def test_updates_as_dataflow_jobs_group_near_copies_through_the_index_as_the_dir
     assert_same_dataset(local, direct)
     assert (json.loads(local['beam_pipeline.json'])['catalog_lookup'].get('near_index') ==
             json.loads(job['beam_pipeline.json'])['catalog_lookup'].get('near_index'))
-    assert {name: data for name, data in local.items() if name.startswith(output_layout.NEAR_INDEX_DIR + '/')} == {
-        name: data for name, data in job.items() if name.startswith(output_layout.NEAR_INDEX_DIR + '/')}
+    assert _index_files(local) == _index_files(job)
     record = json.loads(job['beam_pipeline.json'])
     assert record['near_duplicates']['num_groups'] >= 2, record['near_duplicates']
     assert bool(queries) == (index_kept in ('queried', 'dropped')), index_kept
     index = record['catalog_lookup'].get('near_index')
-    indexed = {name for name in job if name.startswith(output_layout.NEAR_INDEX_DIR + '/')}
+    indexed = set(_index_files(job))
     if index_kept == 'dropped':
       assert index is None and not indexed
       continue
