@@ -48,6 +48,11 @@ def test_validation_runs_ahead_in_the_worker_pool_and_emits_every_batch_once(tmp
   assert [[r.uri for r in records] for records in emitted] == [[item.uri for item in batch] for batch in batches]
 
 
+def _validated(items: List[InputItem]) -> Validated:
+  """What validation gives of ``items`` that are all good JPEGs: a stand-in pool's result."""
+  return Validated([image_record(item.uri) for item in items], [], {'JPEG': len(items)})
+
+
 def test_the_listing_runs_ahead_of_validation_whose_results_come_in_order_as_soon_as_each_is_done(tmp_path,
                                                                                                   monkeypatch):
   """The listing hands its batches to validation in the same stage, and goes on only while
@@ -69,7 +74,7 @@ def test_the_listing_runs_ahead_of_validation_whose_results_come_in_order_as_soo
   def done(*positions: int) -> None:
     for position in positions:
       items, future = handed[position]
-      future.set_result(Validated([image_record(item.uri) for item in items], [], {'JPEG': len(items)}))
+      future.set_result(_validated(items))
 
   def gave_up_waiting() -> None:  # were process to wait for a result, the results would come from here
     waited.append(True)
@@ -117,7 +122,7 @@ def test_until_the_first_worker_is_forked_the_batches_wait_and_the_listing_goes_
     def submit(self, _step, items, _settings):
       handed.append(items)
       future: Future = Future()
-      future.set_result(Validated([image_record(item.uri) for item in items], [], {'JPEG': len(items)}))
+      future.set_result(_validated(items))
       return future
 
   monkeypatch.setattr(workers, 'pool', Pool)
