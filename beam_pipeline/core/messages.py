@@ -51,6 +51,12 @@ class CheckedImage(NamedTuple):
   quality: Tuple[str, ...] = ()  # image_quality.flags: sorted names, such as 'blurry' or 'dark'
   colour: str = ''  # colour_signature: which colours lie where, which the perceptual hash does not see
 
+  def with_split(self, split: Optional[str]) -> 'CheckedImage':
+    """The record in ``split``: what _replace(split=split) gives, made by slicing, as planning
+    gives every record its split and _replace's keyword walk over the fields cost a tenth of
+    planning in memory."""
+    return tuple.__new__(CheckedImage, self[:2] + (split,) + self[3:])
+
 
 class Rejection(NamedTuple):
   """One line of the errors output: an input that was not written, and why."""

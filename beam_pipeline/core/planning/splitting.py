@@ -10,6 +10,7 @@ fractions within one group. The rank follows the hash, so a group's split depend
 on its content, not on listing order, runner or worker count; growing the dataset
 only moves groups that sit next to a boundary.
 """
+import bisect
 import collections
 import itertools
 import re
@@ -79,7 +80,7 @@ def same_content(records: Iterable[CheckedImage]) -> Iterator[List[CheckedImage]
   return iter(by_hash.values())
 
 
-def group_duplicates(records: Iterable[CheckedImage], dedupe: bool) -> Tuple[ContentGroup, List[Rejection]]:
+def group_duplicates(records: Sequence[CheckedImage], dedupe: bool) -> Tuple[ContentGroup, List[Rejection]]:
   """One content group from records sharing a hash, and the copies --dedupe drops.
 
   A split named for any member (manifest column, split folder) applies to all of
@@ -89,9 +90,11 @@ def group_duplicates(records: Iterable[CheckedImage], dedupe: bool) -> Tuple[Con
   cannot be told from the files, and every copy is rejected as label_conflict: an empty group.
   """
   isolation.fault_point(isolation.GROUP)
+  if len(records) == 1 and not dedupe:  # most groups: the record as it is
+    return ContentGroup(tuple(records)), []
   ordered = sorted(records, key=lambda r: r.uri)
   split = next((r.split for r in ordered if r.split), None)
-  ordered = [r if r.split == split else r._replace(split=split) for r in ordered]
+  ordered = [r if r.split == split else r.with_split(split) for r in ordered]
   if not dedupe:
     return ContentGroup(tuple(ordered)), []
   given = sorted(collections.Counter(map(_label_set, ordered)).items(), key=lambda item: (-item[1], sorted(item[0])))
@@ -137,7 +140,7 @@ def merge_near_copies(groups: Iterable[ContentGroup], drop: bool) -> Tuple[Conte
   records = sorted((record for group in groups for record in group.records),
                    key=lambda r: (r.source_sha256, r.uri))
   given = next((r.split for r in sorted(records, key=lambda r: r.uri) if r.split), None)
-  records = [r if r.split or not given else r._replace(split=given) for r in records]
+  records = [r if r.split or not given else r.with_split(given) for r in records]
   if not drop:
     return ContentGroup(tuple(records)), []
   kept = min(records, key=_best_first)
@@ -285,6 +288,6 @@ def assign_splits(bucket: str, groups: Iterable[ContentGroup], spec: SplitSpec,
     boundaries = list(itertools.accumulate(fractions_after(spec, kept[stratum], total) if kept is not None
                                            else spec.fractions))
     for group, midpoint in hash_order.midpoints(stratum_groups, lambda g: g.weight, bucket, placed[stratum]):
-      index = next((i for i, bound in enumerate(boundaries) if midpoint / total < bound), len(boundaries) - 1)
+      index = min(bisect.bisect_right(boundaries, midpoint / total), len(boundaries) - 1)  # the first bound above
       for record in group.records:
-        yield record._replace(split=spec.names[index])
+        yield record.with_split(spec.names[index])

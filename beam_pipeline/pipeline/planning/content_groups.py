@@ -79,9 +79,9 @@ class GroupCopies(beam.DoFn):
         Metrics.counter(tags.NAMESPACE, 'duplicate_groups').inc()
         yield beam.pvalue.TaggedOutput(tags.DUPLICATES, coders.PickledDict(splitting.duplicate_group_entry(
             copies, group.records[0] if self._dedupe and group.records else None, self._dedupe)))
-      progress_counts.counts().rejected(len(dropped))
-      for rejection in dropped:
-        yield tags.rejected(rejection)
+      if dropped:
+        progress_counts.counts().rejected(len(dropped))
+        yield from map(tags.rejected, dropped)
       if not group.records:  # every copy rejected
         continue
       representative = representatives.get(copies[0].source_sha256)
