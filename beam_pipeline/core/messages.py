@@ -7,7 +7,7 @@ again (checking ``source_sha256``). This module imports nothing of the package.
 """
 import dataclasses
 import json
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 
 class InputItem(NamedTuple):
@@ -96,8 +96,32 @@ class Validated(NamedTuple):
 class InputItems(NamedTuple):
   """Input items that cross a shuffle as one element (an --incremental update's items on their
   way to their slot of the catalog's lookup): an element per item costs the shuffle more than
-  the item's comparison."""
-  items: Tuple[InputItem, ...]
+  the item's comparison. They are held as columns, one tuple per field of InputItem, so that
+  they cross as a few tuples, not a tuple each, and the comparison reads the uris and
+  fingerprints of unchanged files without making an InputItem of each."""
+  columns: Tuple[Tuple[Any, ...], ...]  # InputItem's fields in order, each over every item; () for no item
+
+  @classmethod
+  def of(cls, items: Sequence[InputItem]) -> 'InputItems':
+    return cls(tuple(zip(*items)))
+
+  @property
+  def uris(self) -> Tuple[str, ...]:
+    return self.columns[0] if self.columns else ()
+
+  @property
+  def fingerprints(self) -> Tuple[str, ...]:
+    return self.columns[_FINGERPRINT] if self.columns else ()
+
+  @property
+  def items(self) -> Tuple[InputItem, ...]:
+    return tuple(map(InputItem._make, zip(*self.columns)))
+
+  def item(self, index: int) -> InputItem:
+    return InputItem._make(column[index] for column in self.columns)
+
+
+_FINGERPRINT = InputItem._fields.index('fingerprint')
 
 
 class ContentGroup(NamedTuple):

@@ -84,16 +84,16 @@ class InputItemCoder(_FieldsCoder):
 
 
 class InputItemsCoder(_FieldsCoder):
-  """Input items as one pickle of their fields' tuples."""
+  """Input items as one pickle of their columns."""
 
   def to_fields(self, value: InputItems) -> tuple:
-    return tuple(map(tuple, value.items))
+    return value.columns
 
   def from_fields(self, fields: tuple) -> InputItems:
-    return InputItems(tuple(map(InputItem._make, fields)))
+    return InputItems(fields)
 
   def estimated_bytes(self, value: InputItems) -> int:
-    return sum(map(_item_bytes, value.items))
+    return 16 * len(value.uris) + sum(map(len, value.uris)) + sum(map(len, value.fingerprints))
 
   def to_type_hint(self):
     return InputItems

@@ -12,7 +12,8 @@ crosses a shuffle to its slot instead, once.
 """
 import collections
 import io
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+import itertools
+from typing import Any, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -165,7 +166,7 @@ def _catalogued(shard: Shard, output: str, count: int) -> Iterator[Any]:
 
 
 # What marks a slot of the lookup by uri for the join (FindChanges): no item.
-_MARK = InputItems(())
+_MARK = InputItems.of(())
 # The most items _ItemsBySlot holds before it sends them on: a few MB.
 _ITEMS_HELD = 20_000
 
@@ -198,7 +199,7 @@ class _ItemsBySlot(beam.DoFn):
   def _sent(self) -> Iterator[Tuple[int, InputItems]]:
     held, self._held, self._size = self._held, {}, 0
     for slot in sorted(held):
-      yield slot, InputItems(tuple(held[slot]))
+      yield slot, InputItems.of(held[slot])
 
 
 class _CompareSlot(beam.DoFn):
@@ -235,16 +236,15 @@ class _CompareSlot(beam.DoFn):
       self._files = {shard.key: shard.file for split in record.splits.values() for shard in split.shards}
       self._lookup = {found.slot: found for found in record.catalog_lookup.files} if record.catalog_lookup else {}
     if rejected is None:
-      items, earlier_rejections = _items(value['listed']), value['rejected']
+      gathered, earlier_rejections = list(value['listed']), value['rejected']
       lines = [line.decode('utf-8') for line in value['lines']]
     else:
       found = self._lookup.get(slot)
-      items, earlier_rejections = _items(value), rejected[slot]
+      gathered, earlier_rejections = list(value), rejected[slot]
       lines = lookup_files.read_checked(self._output, found).splitlines(keepends=True) if found else ()
     by_uri = catalog_lookup.BY_URI
-    listed, rejections_of = collections.defaultdict(list), collections.defaultdict(list)
-    for item in items:
-      listed[item.uri].append(item)
+    fingerprint_of, repeated = _fingerprints(gathered)
+    rejections_of = collections.defaultdict(list)
     for rejection in earlier_rejections:
       rejections_of[rejection.uri].append(rejection)
     summed = {_CHANGES: collections.Counter(), _KEPT: collections.Counter()}  # one element each per key, not per uri
@@ -253,14 +253,14 @@ class _CompareSlot(beam.DoFn):
     for line in lines:
       head = by_uri.head(line)
       uri = head[0] if head else by_uri.identity(line)
-      today = listed.get(uri, ())
-      if (head and head[1] and len(today) == 1 and head[1] == today[0].fingerprint and head[2] in self._files
+      if (head and head[1] and head[1] == fingerprint_of.get(uri) and uri not in repeated and head[2] in self._files
               and uri not in rejections_of):
-        del listed[uri]
+        del fingerprint_of[uri]
         summed[_KEPT][head[4], head[3]] += 1
         unchanged += 1
       else:
         catalogued[uri] = line
+    listed = _items_of(gathered, fingerprint_of)
     for uri in sorted(listed.keys() | catalogued.keys() | rejections_of.keys()):
       line, today = catalogued.get(uri), listed.get(uri, ())
       earlier = []
@@ -283,10 +283,26 @@ class _CompareSlot(beam.DoFn):
       yield from (beam.pvalue.TaggedOutput(tag, counted) for counted in counter.items())
 
 
-def _items(gathered: Iterable[InputItems]) -> Iterator[InputItem]:
-  """The items of a slot, from what _ItemsBySlot gathered of them (and the slot's mark)."""
+def _fingerprints(gathered: List[InputItems]) -> Tuple[Dict[str, str], Set[str]]:
+  """The fingerprint of each uri of a slot's items (as _ItemsBySlot gathered them), and the uris
+  listed more than once (a manifest may name a file twice), which are compared one by one."""
+  fingerprint_of: Dict[str, str] = {}
   for items in gathered:
-    yield from items.items
+    fingerprint_of.update(zip(items.uris, items.fingerprints))
+  if sum(len(items.uris) for items in gathered) == len(fingerprint_of):
+    return fingerprint_of, set()
+  counted = collections.Counter(uri for items in gathered for uri in items.uris)
+  return fingerprint_of, {uri for uri, count in counted.items() if count > 1}
+
+
+def _items_of(gathered: List[InputItems], uris: Container[str]) -> Dict[str, List[InputItem]]:
+  """The items of ``uris`` among a slot's, by uri: only those are made InputItems."""
+  listed = collections.defaultdict(list)
+  for items in gathered:
+    for index in itertools.compress(range(len(items.uris)), map(uris.__contains__, items.uris)):
+      item = items.item(index)
+      listed[item.uri].append(item)
+  return listed
 
 
 def checked_catalog(shard: Shard, output: str) -> List[Entry]:

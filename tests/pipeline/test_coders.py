@@ -47,20 +47,20 @@ def test_every_metadata_type_survives_its_coder_exactly():
            (('ab', [RECORD]), Tuple[str, List[CheckedImage]]), (('cat', [group]), Tuple[str, List[ContentGroup]]),
            (plan, ShardPlan), (plan, OutputUnit), (TransformGraph(224, 'simple'), OutputUnit),
            (TransformGraph(32, 'default', (7, 7, 1280), False), OutputUnit),
-           ((7, InputItems((item, fingerprinted))), Tuple[int, InputItems]),
-           ((0, InputItems(())), Tuple[int, InputItems])]
+           ((7, InputItems.of((item, fingerprinted))), Tuple[int, InputItems]),
+           ((0, InputItems.of(())), Tuple[int, InputItems])]
   for value, type_hint in cases:
     decoded = round_trip(value, type_hint)
     assert decoded == value
     assert type(decoded) is type(value)
   assert type(round_trip([RECORD], List[CheckedImage])[0]) is CheckedImage
   assert type(round_trip(plan, ShardPlan).records[0]) is CheckedImage
-  assert type(round_trip((7, InputItems((item,))), Tuple[int, InputItems])[1].items[0]) is InputItem
+  assert type(round_trip((7, InputItems.of((item,))), Tuple[int, InputItems])[1].items[0]) is InputItem
 
 
 def test_sizes_are_estimated_without_encoding_yet_close_to_the_encoded_size():
-  items = InputItems(tuple(InputItem(f'/data/cat/{i}.jpg', fingerprint='file:123456:1700000000123456789')
-                           for i in range(100)))
+  items = InputItems.of(tuple(InputItem(f'/data/cat/{i}.jpg', fingerprint=f'file:123456:17000000001234{i:05d}')
+                              for i in range(100)))
   assert 0.5 < coders.InputItemsCoder().estimated_bytes(items) / len(coders.InputItemsCoder().encode(items)) < 2
   coder = coder_for(List[CheckedImage])
   for fingerprint in ('', 'file:123456:1700000000123456789|row:0123456789abcdef'):

@@ -106,6 +106,11 @@ class Lookup:
     """(uri, fingerprint, shard id, split, class) of a line of the lookup by uri, read without
     parsing the rest of it: all an update needs of a record that did not change. None where the
     class is not its label (a record without one, of --annotations): parse it instead."""
+    fields = text[2:].split('","', 5) if '\\' not in text else ()
+    if len(fields) == 6:  # no string holds an escape, so none holds a quote: each ends where '","' starts
+      uri, fingerprint, shard, _, split, rest = fields
+      label = rest[:rest.index('"')]
+      return (uri, fingerprint, shard, split, label) if label and '"' not in split else None
     scan = json.decoder.scanstring
     uri, end = scan(text, 2)  # each string past the '","' between it and the one before
     fingerprint, end = scan(text, end + 2)
