@@ -112,15 +112,21 @@ def assert_lookup_agrees(out: Path) -> None:
     looked_up = {}
     for found in files:
       assert found.file == by.file_name(found.slot, lookup.count)
-      text = (out / found.file).read_text()
-      identities = [by.identity(line) for line in text.splitlines()]
+      data = (out / found.file).read_bytes()
+      catalog_lookup.check(found, data)
+      if found.delta_entries is not None:  # the file as written, then its changes since
+        delta = (out / found.files[1]).read_bytes()
+        catalog_lookup.check_delta(found, delta)
+        data = by.with_delta(data, delta)
+      lines = data.decode('utf-8').splitlines()
+      identities = [by.identity(line) for line in lines]
       assert identities == sorted(identities)
-      for key, entry in catalog_lookup.checked(found, (out / found.file).read_bytes(), by):
+      for key, entry in map(by.parse, lines):
         assert by.slot_of(entry, lookup.count) == found.slot
         looked_up[entry.uri] = (key, entry)
     assert looked_up == catalogued
     on_disk_files = {path.relative_to(out).as_posix() for path in (out / by.folder).glob('*')}
-    assert on_disk_files == {found.file for found in files}
+    assert on_disk_files == {name for found in files for name in found.files}
 
 
 def test_an_update_converts_what_changed_and_keeps_every_other_shard(work, capsys):
@@ -434,6 +440,40 @@ def test_an_update_over_a_damaged_output_refuses_naming_the_file_and_rebuild_rep
   assert RunRecord.read(str(out)).num_examples == 2 * PER_CLASS + 1
 
 
+def test_a_lookup_file_takes_a_few_changes_in_a_delta_beside_it_and_many_written_again_whole(work, capsys):
+  """An update that changes a few of a lookup file's entries writes them in the file's delta and
+  leaves the file as it is; once the delta would hold more than one entry in DELTA_FRACTION, the
+  file is written again whole, without one. A delta cut short is refused as any lookup file is."""
+  out = work / 'out'
+  before = RunRecord.read(str(out)).catalog_lookup
+  assert [found.delta_entries for found in before.files + before.content_files] == [None, None]
+  photos.write_files(work / 'imgs', {'cat/new.0.jpg': photos.jpeg(900)})
+  (work / 'imgs/dog/dog.2.jpg').unlink()
+  assert convert('--incremental') == 0
+  lookup = RunRecord.read(str(out)).catalog_lookup
+  by_uri, by_content = lookup.files[0], lookup.content_files[0]
+  assert (by_uri.file, by_uri.num_entries, by_uri.sha256) == (before.files[0].file, 2 * PER_CLASS,
+                                                              before.files[0].sha256)
+  assert (by_uri.delta_entries, by_content.delta_entries) == (2, 2)  # the new file's line; dog.2's dropped
+  assert_verified(out)
+  many = 2 * PER_CLASS // catalog_lookup.DELTA_FRACTION
+  photos.write_files(work / 'imgs', {f'cat/more.{i}.jpg': photos.jpeg(1000 + i) for i in range(many)})
+  assert convert('--incremental') == 0
+  lookup = RunRecord.read(str(out)).catalog_lookup
+  assert [(found.num_entries, found.delta_entries) for found in lookup.files + lookup.content_files
+          ] == [(2 * PER_CLASS + many, None)] * 2
+  assert_verified(out)
+  photos.write_files(work / 'imgs', {'dog/new.1.jpg': photos.jpeg(901)})
+  assert convert('--incremental') == 0
+  delta = out / RunRecord.read(str(out)).catalog_lookup.files[0].files[1]
+  delta.write_bytes(delta.read_bytes()[:-5])
+  capsys.readouterr()
+  assert convert('--incremental') == 1
+  assert capsys.readouterr().err.startswith(f'error: the output is damaged: {delta.relative_to(out).as_posix()} ')
+  assert convert('--incremental', '--rebuild') == 0
+  assert_verified(out)
+
+
 def _as_before_lookups(out: Path) -> None:
   """The output as versions before the catalog's lookup by uri left it: no lookup, no shard ids."""
   record = json.loads((out / output_layout.RUN_RECORD).read_text())
@@ -480,11 +520,11 @@ def test_a_lookup_a_grown_dataset_outgrew_is_built_again_with_more_files(work, m
   assert lookup.count == len(lookup.files) == 16
   assert sum(found.num_entries for found in lookup.files) == 2 * PER_CLASS + 1
   assert_verified(out)
-  before = {found.file: found.sha256 for found in lookup.files}
+  before = {found.file: found for found in lookup.files}
   (work / 'imgs/dog/dog.2.jpg').unlink()
   assert convert('--incremental') == 0
   lookup = RunRecord.read(str(out)).catalog_lookup
-  changed = [found.file for found in lookup.files if before[found.file] != found.sha256]
+  changed = [found.file for found in lookup.files if before[found.file] != found]  # written again, or its delta
   assert changed == [catalog_lookup.BY_URI.file_name(catalog_lookup.BY_URI.slot('imgs/dog/dog.2.jpg', 16), 16)]
   assert_verified(out)
 

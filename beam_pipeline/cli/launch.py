@@ -244,6 +244,8 @@ def _nothing_changed(earlier: Optional[RunRecord], settings: Settings, options: 
     lookup = earlier.catalog_lookup
     for found in lookup.files + lookup.content_files if lookup else ():
       catalog_lookup.check(found, output_dir.read_listed(settings.output, found.file))
+      if found.delta_entries is not None:
+        catalog_lookup.check_delta(found, output_dir.read_listed(settings.output, found.files[1]))
   except DamagedOutput:
     return None
   return _unchanged_line(earlier, settings, digest.count)

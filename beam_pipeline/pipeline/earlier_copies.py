@@ -69,7 +69,7 @@ def slot_lines(sides: Mapping[str, Iterable[Any]], output: str) -> List[str]:
   """The lines of one slot of the lookup by content, sorted: its file's (checked against the run
   record), or those of the lookup built again."""
   for found in sides.get('lookup', ()):
-    return lookup_files.read_checked(output, found).splitlines(keepends=True)
+    return lookup_files.read_checked(output, found, BY_CONTENT).splitlines(keepends=True)
   return sorted(line.decode('utf-8') for lines in sides.get('lines', ()) for line in lines)
 
 

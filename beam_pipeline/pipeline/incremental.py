@@ -235,14 +235,14 @@ class _CompareSlot(beam.DoFn):
       self._record = record
       self._files = {shard.key: shard.file for split in record.splits.values() for shard in split.shards}
       self._lookup = {found.slot: found for found in record.catalog_lookup.files} if record.catalog_lookup else {}
+    by_uri = catalog_lookup.BY_URI
     if rejected is None:
       gathered, earlier_rejections = list(value['listed']), value['rejected']
       lines = [line.decode('utf-8') for line in value['lines']]
     else:
       found = self._lookup.get(slot)
       gathered, earlier_rejections = list(value), rejected[slot]
-      lines = lookup_files.read_checked(self._output, found).splitlines(keepends=True) if found else ()
-    by_uri = catalog_lookup.BY_URI
+      lines = lookup_files.read_checked(self._output, found, by_uri).splitlines(keepends=True) if found else ()
     fingerprint_of, repeated = _fingerprints(gathered)
     rejections_of = collections.defaultdict(list)
     for rejection in earlier_rejections:

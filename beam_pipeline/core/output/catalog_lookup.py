@@ -14,6 +14,12 @@ ENTRIES_PER_FILE entries: what one worker holds at once, whatever the dataset's 
 that grows or shrinks far past it gets its lookups built again (fits). Files by content cover
 ranges of content hashes, so a file holds whole groups of copies.
 
+An update's changes to a file (lines added or replaced, identities dropped) go to a delta beside
+it, while they are fewer than one entry in DELTA_FRACTION of the file's; past that the file is
+written again whole, with them, and has none. So an update writes what it changed, not every
+file a change reaches, and a file is written whole about once every DELTA_FRACTION-th of its
+entries changed; a reader makes the delta's changes on the file as it reads it (with_delta).
+
 Why not the per-shard catalog: a shard holds the records of one content-hash range of one
 split, so the uris of a listing folder are spread over every shard of the dataset, and meeting
 them by uri took a shuffle of every catalogued record, and by content another.
@@ -22,7 +28,7 @@ import bisect
 import hashlib
 import json
 import zlib
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.output import catalog_entries, output_layout
@@ -31,6 +37,9 @@ from beam_pipeline.core.output.run_record import LookupFile
 from beam_pipeline.core.rejections import DamagedOutput
 
 ENTRIES_PER_FILE = 20_000
+# A lookup file's delta holds at most one entry for this many of the file's: past it, the file
+# is written again whole with its changes, and has no delta.
+DELTA_FRACTION = 8
 # How far from ENTRIES_PER_FILE a file's average may drift before the lookups are built again.
 _SLACK = 4
 
@@ -56,6 +65,10 @@ def shard_id(catalog_sha256: str) -> str:
   is renamed or written again, and unique, since no two shards ever hold the same records;
   the same in two runs that write the same shard, so that their outputs are equal."""
   return catalog_sha256[:16]
+
+
+# How a delta's line that drops the file's line of an identity starts: no line of a lookup file does.
+_DROPPED = '[0,'
 
 
 def _dumps(fields: list) -> str:
@@ -175,6 +188,30 @@ class Lookup:
   def _identity_of_bytes(self, line: bytes) -> Union[str, Tuple[str, str]]:
     return self.identity(line.decode('utf-8', 'surrogateescape'))
 
+  def delta_changes(self, text: str) -> Dict[Any, Optional[str]]:
+    """The changes a delta's text holds, by identity: a line added or replacing the file's, or
+    None where the file's line is dropped (the delta's line ``[0, <identity>]``)."""
+    changes: Dict[Any, Optional[str]] = {}
+    for value in text.splitlines(keepends=True):
+      if value.startswith(_DROPPED):
+        fields = json.loads(value)[1:]
+        changes[tuple(fields) if self.by_content else fields[0]] = None
+      else:
+        changes[self.identity(value)] = value
+    return changes
+
+  def delta(self, changes: Mapping[Any, Optional[str]]) -> bytes:
+    """The bytes of a delta holding ``changes`` (delta_changes'), sorted by identity."""
+    return output_layout.encoded(''.join(
+        changes[identity] if changes[identity] is not None
+        else _dumps([0, *identity] if self.by_content else [0, identity]) for identity in sorted(changes)))
+
+  def with_delta(self, data: bytes, delta: bytes) -> bytes:
+    """A lookup file's bytes (``data``) with its delta's changes made: what the file would hold
+    written again whole (updated_sorted)."""
+    changes = self.delta_changes(delta.decode('utf-8', 'surrogateescape'))
+    return self.updated_sorted(data, set(changes), [value for value in changes.values() if value is not None])
+
 
 BY_URI = Lookup(output_layout.LOOKUP_DIR, by_content=False)
 BY_CONTENT = Lookup(output_layout.CONTENT_LOOKUP_DIR, by_content=True)
@@ -192,6 +229,17 @@ def check(found: LookupFile, data: bytes) -> None:
   lines = data.count(b'\n')
   if lines != found.num_entries:
     raise DamagedOutput(f'{found.file} lists {lines:,} entries where the run record says {found.num_entries:,}')
+
+
+def check_delta(found: LookupFile, delta: bytes) -> None:
+  """DamagedOutput naming the delta of lookup file ``found`` unless its bytes (``delta``) are
+  what the run record says."""
+  name = output_layout.lookup_delta_file(found.file)
+  if checksum(delta) != found.delta_sha256:
+    raise DamagedOutput(f'{name} is not the lookup file the run wrote: its checksum differs')
+  lines = delta.count(b'\n')
+  if lines != found.delta_entries:
+    raise DamagedOutput(f'{name} lists {lines:,} entries where the run record says {found.delta_entries:,}')
 
 
 def checked(found: LookupFile, data: bytes, lookup: Lookup = BY_URI) -> List[Tuple[str, Entry]]:

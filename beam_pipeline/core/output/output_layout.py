@@ -58,7 +58,7 @@ CATALOG_DIR = 'catalog'
 CATALOG_PATTERN = rf'{CATALOG_DIR}/[a-z][a-z0-9_]*-\d{{5}}\.jsonl'
 LOOKUP_DIR = f'{CATALOG_DIR}/by_uri'
 CONTENT_LOOKUP_DIR = f'{CATALOG_DIR}/by_content'
-LOOKUP_PATTERN = rf'{CATALOG_DIR}/by_(?:uri|content)/\d{{5}}-of-\d{{5}}\.jsonl'
+LOOKUP_PATTERN = rf'{CATALOG_DIR}/by_(?:uri|content)/\d{{5}}-of-\d{{5}}(?:\.delta)?\.jsonl'
 NEAR_INDEX_DIR = f'{CATALOG_DIR}/near'
 NEAR_INDEX_PATTERN = rf'{NEAR_INDEX_DIR}/(?:nodes|band\d{{2}})-\d{{5}}-of-\d{{5}}\.bin'
 ERRORS_PATTERN = r'errors-\d{5}-of-\d{5}\.jsonl'
@@ -110,6 +110,11 @@ def near_node_file(slot: int, count: int) -> str:
 def near_band_file(band: int, file: int, count: int) -> str:
   """The near-copy index's file ``file`` of band ``band``, of ``count`` a band."""
   return f'{NEAR_INDEX_DIR}/band{band:02d}-{file:05d}-of-{count:05d}.bin'
+
+
+def lookup_delta_file(lookup_file: str) -> str:
+  """The file beside lookup file ``lookup_file`` that holds its changes since it was written."""
+  return lookup_file[:-len('.jsonl')] + '.delta.jsonl'
 
 
 def catalog_file(shard: str) -> str:

@@ -100,6 +100,21 @@ class LookupFile(_Json):
   file: str
   num_entries: int
   sha256: str
+  # The changes since the file was written, in a file beside it (catalog_lookup.Lookup.with_delta):
+  # how many entries it holds, and its SHA-256; None where there are none.
+  delta_entries: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
+  delta_sha256: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
+
+  @property
+  def files(self) -> List[str]:
+    """The file, and its delta's if it has one."""
+    return [self.file] + ([output_layout.lookup_delta_file(self.file)] if self.delta_entries is not None else [])
+
+  @property
+  def staged(self) -> str:
+    """What the run that wrote it staged: its delta where it has one (a file written again whole
+    has none), else the file itself."""
+    return self.files[-1]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -117,7 +117,7 @@ def commit(_, *, written: WrittenTotals, labels_list: List[str], errors: Mapping
   emptied = {name for split in written.splits.values() for shard in split.shards if not shard.num_examples
              for name in shard.files}  # shards an update left without records: they go
   files = ([name for name in written.files if name not in emptied] +
-           [found.file for found in lookup_files + content_lookup_files] +
+           [found.staged for found in lookup_files + content_lookup_files] +
            [found.file for found in (near_index.nodes + near_index.bands if near_index else ())] + label_files +
            output_layout.errors_files(num_errors_files) +
            [name for name in tfds_files if name not in last])

@@ -2,11 +2,13 @@
 update, and written again for the commit where a run changes them.
 
 Only what changed crosses a shuffle on its way to a lookup file: the entries written (new
-shards, records merged or touched) and the identities of the records that went. Each file they
-reach is written again by one worker from its earlier text, its other lines copied unparsed;
-the files nothing reached stay as they are.
+shards, records merged or touched) and the identities of the records that went. One worker per
+file they reach adds them to the file's delta, or where that grows past its share
+(catalog_lookup.DELTA_FRACTION) writes the file again with them, its other lines copied
+unparsed; the files nothing reached stay as they are.
 """
 import collections
+import dataclasses
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
@@ -20,10 +22,15 @@ from beam_pipeline.core.output.run_record import LookupFile, RunRecord
 from beam_pipeline.core.settings import Settings
 
 
-def read_checked(output: str, found: LookupFile) -> str:
-  """The text of lookup file ``found``, checked against the run record (catalog_lookup.check)."""
+def read_checked(output: str, found: LookupFile, lookup: Lookup) -> str:
+  """The text of ``lookup``'s file ``found`` with its delta's changes made, each checked against
+  the run record (catalog_lookup.check, check_delta)."""
   data = output_dir.read_listed(output, found.file)
   catalog_lookup.check(found, data)
+  if found.delta_entries is not None:
+    delta = output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
+    catalog_lookup.check_delta(found, delta)
+    data = lookup.with_delta(data, delta)
   return data.decode('utf-8', 'surrogateescape')
 
 
@@ -96,8 +103,10 @@ def _lines(catalogued: Tuple[str, List[Entry]], lookup: Lookup, count: int) -> I
 
 def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, output: str, run_id: str,
              count: int) -> Iterator[LookupFile]:
-  """One lookup file written again, if anything reached it: its earlier text (the file, or the
-  lines of a lookup built again), without the identities dropped, with the lines added.
+  """One lookup file's changes, if anything reached it: the identities dropped and the lines
+  added, with its delta's earlier ones in its delta; or, past the delta's share or without an
+  earlier file, the file written again whole: its earlier text (the file, or the lines of a
+  lookup built again) with them.
 
   Args:
     joined: (slot, {'added': lines (_lines), 'dropped': incremental.Dropped, 'earlier': its LookupFile, 'rebuilt':
@@ -114,11 +123,23 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   if not (added or dropped or rebuilt):
     return
   earlier = list(sides.get('earlier', ()))
-  if earlier:  # written sorted
-    data = lookup.updated_sorted(output_dir.read_listed(output, earlier[0].file), dropped, added)
+  name = lookup.file_name(slot, count)
+  if earlier:  # its changes added to its delta's, or with them the file written again, sorted
+    found = earlier[0]
+    delta = (output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
+             if found.delta_entries is not None else b'')
+    changes = lookup.delta_changes(delta.decode('utf-8', 'surrogateescape'))
+    changes.update(dict.fromkeys(dropped))
+    changes.update((lookup.identity(line), line) for line in added)
+    if len(changes) * catalog_lookup.DELTA_FRACTION <= found.num_entries:
+      delta = lookup.delta(changes)
+      output_dir.stage_bytes(output, run_id, output_layout.lookup_delta_file(name), delta)
+      yield dataclasses.replace(found, delta_entries=len(changes), delta_sha256=catalog_lookup.checksum(delta))
+      return
+    data = lookup.updated_sorted(output_dir.read_listed(output, found.file), set(changes),
+                                 [line for line in changes.values() if line is not None])
   else:
     data = output_layout.encoded(lookup.updated(''.join(rebuilt), dropped, added))
-  name = lookup.file_name(slot, count)
   output_dir.stage_bytes(output, run_id, name, data)
   yield LookupFile(slot=slot, file=name, num_entries=data.count(b'\n'), sha256=catalog_lookup.checksum(data))
 

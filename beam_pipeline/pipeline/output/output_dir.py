@@ -132,8 +132,8 @@ def _records(output: str, names: Iterable[str]) -> List[RunRecord]:
 def listed_files(record: RunRecord) -> Set[str]:
   """The shard, index, catalog, lookup and errors files a run record names."""
   names = {name for split in record.splits.values() for shard in split.shards for name in shard.files}
-  lookup = ({found.file for found in record.catalog_lookup.files + record.catalog_lookup.content_files +
-             record.catalog_lookup.index_files()} if record.catalog_lookup else set())
+  lookup = ({name for found in record.catalog_lookup.files + record.catalog_lookup.content_files +
+             record.catalog_lookup.index_files() for name in found.files} if record.catalog_lookup else set())
   return names | lookup | set(record.errors_files)
 
 

@@ -159,3 +159,49 @@ def test_a_sorted_file_written_again_by_its_changes_alone_is_what_updated_writes
              for uri in rng.sample(uris + ['imgs/new.jpg'], rng.randrange(8))]
     assert lookup.updated_sorted(output_layout.encoded(earlier), dropped, added) == output_layout.encoded(
         lookup.updated(earlier, dropped, added))
+
+
+@pytest.mark.parametrize('uri', ODD_URIS)
+def test_a_line_head_gives_what_its_parse_gives_and_nothing_for_a_record_without_a_label(uri):
+  """Lookup.head splits a line without escapes at its '","' and scans one with them: the same
+  fields either way, and None where the record has no label (an image of --annotations)."""
+  for label in ('cat', 'a","b', '', None):
+    value = entry(uri, fingerprint=random.choice(['', 'file:1:2:3:4']))._replace(label=label)
+    line = BY_URI.line('0123456789abcdef', value)
+    assert BY_URI.head(line) == ((uri, value.fingerprint, '0123456789abcdef', 'train', label) if label else None)
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_a_delta_holds_the_changes_a_file_written_again_would_take(seed):
+  """A lookup file's delta (the changes since it was written: lines added or replaced, and
+  identities dropped) gives, made on the file, the bytes updated_sorted gives of the file and
+  the same changes; and its lines come back as those changes."""
+  rng = random.Random(seed)
+  uris = ODD_URIS + [f'imgs/{rng.randrange(10**6):06d}.jpg' for _ in range(rng.randrange(0, 60))]
+  for lookup in (BY_URI, BY_CONTENT):
+    earlier = output_layout.encoded(lookup.updated('', set(), [
+        lookup.line('s1', entry(uri, sha=rng.choice(['ab', 'cd']) * 32)) for uri in rng.sample(uris, len(uris) // 2)]))
+    identities = [lookup.identity(line) for line in earlier.decode('utf-8').splitlines(keepends=True)]
+    changes = dict.fromkeys(rng.sample(identities, rng.randrange(len(identities) + 1)))
+    changes.update((lookup.identity(line), line) for line in (
+        lookup.line('s2', entry(uri, 'file:9:9:9:9', sha=rng.choice(['ab', 'ef']) * 32))
+        for uri in rng.sample(uris + ['imgs/new.jpg'], rng.randrange(8))))
+    delta = lookup.delta(changes)
+    assert delta.count(b'\n') == len(changes)
+    parsed = {identity: line and lookup.parse(line) for identity, line in changes.items()}
+    assert {identity: line and lookup.parse(line)  # a lone surrogate comes back as its JSON escape
+            for identity, line in lookup.delta_changes(delta.decode('utf-8')).items()} == parsed
+    assert lookup.with_delta(earlier, delta) == lookup.updated_sorted(
+        earlier, set(changes), [line for line in changes.values() if line is not None])
+
+
+def test_a_delta_that_is_not_what_the_record_says_is_named():
+  delta = BY_URI.delta({'a.jpg': None, 'b.jpg': BY_URI.line('s1', entry('b.jpg'))})
+  found = LookupFile(slot=0, file=BY_URI.file_name(0, 1), num_entries=9, sha256='', delta_entries=2,
+                     delta_sha256=catalog_lookup.checksum(delta))
+  assert found.files == ['catalog/by_uri/00000-of-00001.jsonl', 'catalog/by_uri/00000-of-00001.delta.jsonl']
+  catalog_lookup.check_delta(found, delta)
+  with pytest.raises(DamagedOutput, match='^catalog/by_uri/00000-of-00001.delta.jsonl is not the lookup file'):
+    catalog_lookup.check_delta(found, delta[:-3])
+  with pytest.raises(DamagedOutput, match='lists 2 entries where the run record says 3'):
+    catalog_lookup.check_delta(dataclasses.replace(found, delta_entries=3), delta)
