@@ -304,8 +304,8 @@ def _measured_slot(self, joined, *args):
   from beam_pipeline.pipeline import incremental, tags  # pylint: disable=import-outside-toplevel
   _instrument()  # in a worker process of its own, too
   _, items = joined
-  items = [item for gathered in (items['listed'] if isinstance(items, dict) else items) for item in gathered.items]
-  tags.records_per_key('BySlot').update(len(items))
+  gathered = items['listed'] if isinstance(items, dict) else items
+  tags.records_per_key('BySlot').update(sum(len(value.uris) for value in gathered))
   return incremental._ORIGINAL['slot'](self, joined, *args)  # pylint: disable=protected-access
 
 
