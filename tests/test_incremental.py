@@ -117,7 +117,7 @@ def assert_lookup_agrees(out: Path) -> None:
       if found.delta_entries is not None:  # the file as written, then its changes since
         delta = (out / found.files[1]).read_bytes()
         catalog_lookup.check_delta(found, delta)
-        data = by.with_delta(data, delta)
+        data = by.with_changes(data, by.delta_changes(delta.decode('utf-8')))
       lines = data.decode('utf-8').splitlines()
       identities = [by.identity(line) for line in lines]
       assert identities == sorted(identities)

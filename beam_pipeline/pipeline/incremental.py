@@ -235,14 +235,18 @@ class _CompareSlot(beam.DoFn):
       self._record = record
       self._files = {shard.key: shard.file for split in record.splits.values() for shard in split.shards}
       self._lookup = {found.slot: found for found in record.catalog_lookup.files} if record.catalog_lookup else {}
-    by_uri = catalog_lookup.BY_URI
+    by_uri, changes = catalog_lookup.BY_URI, {}
     if rejected is None:
       gathered, earlier_rejections = list(value['listed']), value['rejected']
       lines = [line.decode('utf-8') for line in value['lines']]
     else:
       found = self._lookup.get(slot)
       gathered, earlier_rejections = list(value), rejected[slot]
-      lines = lookup_files.read_checked(self._output, found, by_uri).splitlines(keepends=True) if found else ()
+      lines = []
+      if found:  # the file's lines and its delta's, those of the file that the delta replaces or drops skipped below
+        data, changes = lookup_files.read_changes(self._output, found, by_uri)
+        lines = data.decode('utf-8', 'surrogateescape').splitlines(keepends=True)
+        lines.extend(line for line in changes.values() if line is not None)
     fingerprint_of, repeated = _fingerprints(gathered)
     rejections_of = collections.defaultdict(list)
     for rejection in earlier_rejections:
@@ -253,6 +257,8 @@ class _CompareSlot(beam.DoFn):
     for line in lines:
       head = by_uri.head(line)
       uri = head[0] if head else by_uri.identity(line)
+      if uri in changes and changes[uri] is not line:
+        continue
       if (head and head[1] and head[1] == fingerprint_of.get(uri) and uri not in repeated and head[2] in self._files
               and uri not in rejections_of):
         del fingerprint_of[uri]

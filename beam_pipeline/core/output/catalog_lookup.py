@@ -18,7 +18,7 @@ An update's changes to a file (lines added or replaced, identities dropped) go t
 it, while they are fewer than one entry in DELTA_FRACTION of the file's; past that the file is
 written again whole, with them, and has none. So an update writes what it changed, not every
 file a change reaches, and a file is written whole about once every DELTA_FRACTION-th of its
-entries changed; a reader makes the delta's changes on the file as it reads it (with_delta).
+entries changed; a reader makes the delta's changes on the file as it reads it (with_changes).
 
 Why not the per-shard catalog: a shard holds the records of one content-hash range of one
 split, so the uris of a listing folder are spread over every shard of the dataset, and meeting
@@ -65,6 +65,11 @@ def shard_id(catalog_sha256: str) -> str:
   is renamed or written again, and unique, since no two shards ever hold the same records;
   the same in two runs that write the same shard, so that their outputs are equal."""
   return catalog_sha256[:16]
+
+
+def _hash_of(line: bytes) -> bytes:
+  """The content hash a line of the lookup by content starts with, as its bytes."""
+  return line[2:66]
 
 
 # How a delta's line that drops the file's line of an identity starts: no line of a lookup file does.
@@ -177,7 +182,7 @@ class Lookup:
     changes.update((self.identity(value), value) for value in added)
     pieces, start = [], 0
     for identity in sorted(changes):
-      at = bisect.bisect_left(lines, identity, start, key=self._identity_of_bytes)
+      at = self._place(lines, identity, start)
       pieces.extend(lines[start:at])
       start = at + 1 if at < len(lines) and self._identity_of_bytes(lines[at]) == identity else at
       if changes[identity] is not None:
@@ -185,7 +190,22 @@ class Lookup:
     pieces.extend(lines[start:])
     return b''.join(pieces)
 
+  def _place(self, lines: List[bytes], identity: Any, start: int) -> int:
+    """Where the line of ``identity`` is or would go among the sorted ``lines``, from ``start``: by
+    content, among the lines of its hash, found first by their first bytes, undecoded."""
+    end = len(lines)
+    if self.by_content:
+      sha = identity[0].encode('ascii')
+      start = bisect.bisect_left(lines, sha, start, key=_hash_of)
+      end = bisect.bisect_right(lines, sha, start, key=_hash_of)
+    return bisect.bisect_left(lines, identity, start, end, key=self._identity_of_bytes)
+
   def _identity_of_bytes(self, line: bytes) -> Union[str, Tuple[str, str]]:
+    start = 69 if self.by_content else 2  # where the uri starts, as line() writes it
+    end = line.find(b'","', start)
+    if end > 0 and b'\\' not in line[start:end]:  # no escape, so the uri ends there: only it decoded
+      uri = line[start:end].decode('utf-8')
+      return (line[2:66].decode('ascii'), uri) if self.by_content else uri
     return self.identity(line.decode('utf-8', 'surrogateescape'))
 
   def delta_changes(self, text: str) -> Dict[Any, Optional[str]]:
@@ -206,10 +226,9 @@ class Lookup:
         changes[identity] if changes[identity] is not None
         else _dumps([0, *identity] if self.by_content else [0, identity]) for identity in sorted(changes)))
 
-  def with_delta(self, data: bytes, delta: bytes) -> bytes:
-    """A lookup file's bytes (``data``) with its delta's changes made: what the file would hold
-    written again whole (updated_sorted)."""
-    changes = self.delta_changes(delta.decode('utf-8', 'surrogateescape'))
+  def with_changes(self, data: bytes, changes: Mapping[Any, Optional[str]]) -> bytes:
+    """A lookup file's bytes (``data``) with its delta's changes (delta_changes') made: what the
+    file would hold written again whole (updated_sorted)."""
     return self.updated_sorted(data, set(changes), [value for value in changes.values() if value is not None])
 
 

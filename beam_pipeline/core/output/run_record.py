@@ -100,7 +100,7 @@ class LookupFile(_Json):
   file: str
   num_entries: int
   sha256: str
-  # The changes since the file was written, in a file beside it (catalog_lookup.Lookup.with_delta):
+  # The changes since the file was written, in a file beside it (catalog_lookup.Lookup.with_changes):
   # how many entries it holds, and its SHA-256; None where there are none.
   delta_entries: Optional[int] = dataclasses.field(default=None, metadata=_OPTIONAL)
   delta_sha256: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)

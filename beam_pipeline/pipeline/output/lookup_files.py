@@ -23,15 +23,22 @@ from beam_pipeline.core.settings import Settings
 
 
 def read_checked(output: str, found: LookupFile, lookup: Lookup) -> str:
-  """The text of ``lookup``'s file ``found`` with its delta's changes made, each checked against
-  the run record (catalog_lookup.check, check_delta)."""
+  """The text of ``lookup``'s file ``found`` with its delta's changes made (read_changes)."""
+  data, changes = read_changes(output, found, lookup)
+  return (lookup.with_changes(data, changes) if changes else data).decode('utf-8', 'surrogateescape')
+
+
+def read_changes(output: str, found: LookupFile, lookup: Lookup) -> Tuple[bytes, Dict[Any, Optional[str]]]:
+  """The bytes of ``lookup``'s file ``found`` and its delta's changes (Lookup.delta_changes), each
+  checked against the run record (catalog_lookup.check, check_delta): for a reader to whom the
+  lines' order does not matter, which need not make them."""
   data = output_dir.read_listed(output, found.file)
   catalog_lookup.check(found, data)
-  if found.delta_entries is not None:
-    delta = output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
-    catalog_lookup.check_delta(found, delta)
-    data = lookup.with_delta(data, delta)
-  return data.decode('utf-8', 'surrogateescape')
+  if found.delta_entries is None:
+    return data, {}
+  delta = output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
+  catalog_lookup.check_delta(found, delta)
+  return data, lookup.delta_changes(delta.decode('utf-8', 'surrogateescape'))
 
 
 def files_of(record: RunRecord, lookup: Lookup) -> List[LookupFile]:

@@ -191,7 +191,7 @@ def test_a_delta_holds_the_changes_a_file_written_again_would_take(seed):
     parsed = {identity: line and lookup.parse(line) for identity, line in changes.items()}
     assert {identity: line and lookup.parse(line)  # a lone surrogate comes back as its JSON escape
             for identity, line in lookup.delta_changes(delta.decode('utf-8')).items()} == parsed
-    assert lookup.with_delta(earlier, delta) == lookup.updated_sorted(
+    assert lookup.with_changes(earlier, lookup.delta_changes(delta.decode('utf-8'))) == lookup.updated_sorted(
         earlier, set(changes), [line for line in changes.values() if line is not None])
 
 
