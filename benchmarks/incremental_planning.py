@@ -111,11 +111,15 @@ def _split(sha: str) -> str:
   return 'train' if value < 0.8 else 'validation' if value < 0.9 else 'test'
 
 
-def write_catalog(count: int, folder: Path, lookup: bool = True, near_distance: int = 0) -> Any:
+def write_catalog(count: int, folder: Path, lookup: bool = True, near_distance: int = 0,
+                  delta_share: float = 0.0) -> Any:
   """The earlier dataset of ``count`` records: catalog files under ``folder``, and its lookup by
   uri unless ``lookup`` is False (an output from before lookups, which an update joins by uri
   and builds the lookup of), with its near-copy index of the grouping at ``near_distance`` (0:
-  none); its RunRecord (which lists every shard) and the Decision of an update of it."""
+  none); its RunRecord (which lists every shard) and the Decision of an update of it. Each
+  lookup file holds ``delta_share`` of the most entries its delta may hold
+  (catalog_lookup.DELTA_FRACTION) in its delta, as earlier updates would have left them: 0 as a
+  first conversion writes it, 1 where the next change writes it again whole."""
   from beam_pipeline.core.output import catalog_lookup, catalog_entries, incremental_update, run_totals  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.output.catalog_entries import Entry  # pylint: disable=import-outside-toplevel
   from beam_pipeline.core.images import perceptual_hash  # pylint: disable=import-outside-toplevel
@@ -168,12 +172,20 @@ def write_catalog(count: int, folder: Path, lookup: bool = True, near_distance: 
   labels = sorted({label for report in reports for label in report.classes})
   files: Tuple[List[Any], List[Any]] = ([], [])
   for (kind, slot), lines in sorted(lookup_lines.items()):
-    text = lookups[kind].updated('', set(), lines)
+    lines = lookups[kind].updated('', set(), lines).splitlines(keepends=True)
     name = lookups[kind].file_name(slot, lookup_count)
     (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    moved = int(delta_share * len(lines) / catalog_lookup.DELTA_FRACTION)  # lines the file's delta adds back
+    delta = {lookups[kind].identity(line): line for line in lines[::len(lines) // moved][:moved]} if moved else {}
+    text = ''.join(line for line in lines if lookups[kind].identity(line) not in delta)
     (folder / name).write_text(text)
-    files[kind].append(LookupFile(slot=slot, file=name, num_entries=len(lines),
-                                  sha256=catalog_lookup.checksum(text.encode())))
+    found = LookupFile(slot=slot, file=name, num_entries=len(lines) - len(delta),
+                       sha256=catalog_lookup.checksum(text.encode()))
+    if delta:
+      data = lookups[kind].delta(delta)
+      found = dataclasses.replace(found, delta_entries=len(delta), delta_sha256=catalog_lookup.checksum(data))
+      (folder / found.files[1]).write_bytes(data)
+    files[kind].append(found)
   record = run_totals.build(written=run_totals.written_totals(reports), labels=labels, errors_by_reason={},
                             num_errors_files=0, duplicates={'num_groups': 0, 'num_extra_copies': 0, 'groups': []},
                             dedupe=False, num_removed=0, settings=settings, runner='DirectRunner',
@@ -330,7 +342,8 @@ def _instrument() -> None:
     earlier_copies._placed_in_slot = _measured_content_slot  # pylint: disable=protected-access
 
 
-def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', near: str = 'off') -> Dict[str, Any]:
+def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', near: str = 'off',
+               delta_share: float = 0.0) -> Dict[str, Any]:
   """Plans an update of ``count`` catalogued records in this process's pipeline, through the
   catalog's lookup or (``join`` 'by_uri') as before it, building it; with ``near`` 'group', its
   new records' perceptual hashes grouped with every catalogued one (earlier_copies.NearEarlierCopies,
@@ -340,10 +353,11 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', n
   looks at each DoFn once, as it does in the launcher (beam_internals.dofn_specs_kept)."""
   from beam_pipeline.compat import beam_internals  # pylint: disable=import-outside-toplevel
   with beam_internals.dofn_specs_kept():
-    return _run_update(count, mode, change_pct, join, near)
+    return _run_update(count, mode, change_pct, join, near, delta_share)
 
 
-def _run_update(count: int, mode: str, change_pct: float, join: str, near: str) -> Dict[str, Any]:
+def _run_update(count: int, mode: str, change_pct: float, join: str, near: str, delta_share: float
+                ) -> Dict[str, Any]:
   """run_update's work, its arguments as run_update takes them."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
@@ -365,7 +379,8 @@ def _run_update(count: int, mode: str, change_pct: float, join: str, near: str) 
   listed = total - sum(1 for i in range(count) if _fate(i, change_pct) == 'removed')
   record, decision, merges_s = write_catalog(
       count, folder, lookup=join == 'lookup',
-      near_distance=near_copies.distance_for(listed, perceptual_hash.NEAR_DISTANCE) if near == 'index' else 0)
+      near_distance=near_copies.distance_for(listed, perceptual_hash.NEAR_DISTANCE) if near == 'index' else 0,
+      delta_share=delta_share)
   catalog_s = time.monotonic() - started
   shards = sum(len(split.shards) for split in record.splits.values())
   flags = ['--direct_running_mode=multi_processing', '--direct_num_workers=2'] if mode == 'multi_processing' else []
@@ -463,12 +478,16 @@ def main(argv: List[str] = None) -> int:
                            'near-copy index built (group), with the new ones queried in the index (index), with every '
                            'hash grouped in memory and no index kept, as a small dataset\'s update on the DirectRunner '
                            '(memory); in turn')
+  parser.add_argument('--delta-share', type=float, default=0.0,
+                      help='how full each lookup file\'s delta is before the update, of the most it may hold: 0 '
+                           '(as a first conversion leaves them), 0.5 (an average update), 1 (the update writes every '
+                           'file again whole)')
   parser.add_argument('--child', nargs=5, metavar=('N', 'MODE', 'JOIN', 'NEAR', 'RESULT'), help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
     logging.getLogger('apache_beam').setLevel(logging.ERROR)
     count, mode, join, near, path = args.child
-    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct, join, near)))
+    Path(path).write_text(json.dumps(run_update(int(count), mode, args.change_pct, join, near, args.delta_share)))
     return 0
   RESULTS.mkdir(parents=True, exist_ok=True)
   rows = []
@@ -476,8 +495,8 @@ def main(argv: List[str] = None) -> int:
     for mode, join, near in itertools.product(args.modes.split(','), args.joins.split(','),
                                               args.near_copies.split(',')):
       row = planning.measured_child(f'incremental-planning-{count}-{mode}-{join}-{near}', [
-          'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--child', str(count), mode, join,
-          near])
+          'benchmarks.incremental_planning', '--change-pct', str(args.change_pct), '--delta-share',
+          str(args.delta_share), '--child', str(count), mode, join, near])
       rows.append(row)
       largest = ', '.join(f'{stage} {row["largest_key"].get(stage, 0):,} of {row["keys"].get(stage, 0):,} keys'
                           for stage in STAGES)
