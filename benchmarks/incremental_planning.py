@@ -179,8 +179,7 @@ def write_catalog(count: int, folder: Path, lookup: bool = True, near_distance: 
     delta = {lookups[kind].identity(line): line for line in lines[::len(lines) // moved][:moved]} if moved else {}
     text = ''.join(line for line in lines if lookups[kind].identity(line) not in delta)
     (folder / name).write_text(text)
-    found = LookupFile(slot=slot, file=name, num_entries=len(lines) - len(delta),
-                       sha256=catalog_lookup.checksum(text.encode()))
+    found = LookupFile(slot=slot, file=name, num_entries=len(lines), sha256=catalog_lookup.checksum(text.encode()))
     if delta:
       data = lookups[kind].delta(delta)
       found = dataclasses.replace(found, delta_entries=len(delta), delta_sha256=catalog_lookup.checksum(data))

@@ -5,6 +5,7 @@ Every test works in a folder of its own holding a copy of one base's photos in `
 their --incremental output in ``out/``, converted there, run from inside it, so the catalog's
 uris name the test's own photos.
 """
+import dataclasses
 import hashlib
 import io
 import json
@@ -21,6 +22,7 @@ from PIL import Image
 from beam_pipeline import cli
 from beam_pipeline.core.output import catalog_lookup, catalog_entries, output_layout
 from beam_pipeline.core.output.run_record import RunRecord
+from beam_pipeline.core.rejections import DamagedOutput
 from beam_pipeline.core.writing import record_index
 from beam_pipeline.inspection import verify
 from beam_pipeline.pipeline.listing import parts
@@ -452,9 +454,11 @@ def test_a_lookup_file_takes_a_few_changes_in_a_delta_beside_it_and_many_written
   assert convert('--incremental') == 0
   lookup = RunRecord.read(str(out)).catalog_lookup
   by_uri, by_content = lookup.files[0], lookup.content_files[0]
-  assert (by_uri.file, by_uri.num_entries, by_uri.sha256) == (before.files[0].file, 2 * PER_CLASS,
-                                                              before.files[0].sha256)
+  assert (by_uri.file, by_uri.sha256) == (before.files[0].file, before.files[0].sha256)
   assert (by_uri.delta_entries, by_content.delta_entries) == (2, 2)  # the new file's line; dog.2's dropped
+  assert by_uri.num_entries == 2 * PER_CLASS + 2  # the file's lines and its delta's, so that a version
+  with pytest.raises(DamagedOutput, match='lists 120 entries where the run record says 122'):  # without deltas
+    catalog_lookup.check(dataclasses.replace(by_uri, delta_entries=None), (out / by_uri.file).read_bytes())  # refuses
   assert_verified(out)
   many = 2 * PER_CLASS // catalog_lookup.DELTA_FRACTION
   photos.write_files(work / 'imgs', {f'cat/more.{i}.jpg': photos.jpeg(1000 + i) for i in range(many)})

@@ -98,6 +98,8 @@ class LookupFile(_Json):
   and what an update checks it against."""
   slot: int
   file: str
+  # The lines of the file and of its delta: a version that knows no deltas finds the file short and
+  # refuses it as damaged, where it would read it without its changes.
   num_entries: int
   sha256: str
   # The changes since the file was written, in a file beside it (catalog_lookup.Lookup.with_changes):

@@ -138,10 +138,12 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
     changes = lookup.delta_changes(delta.decode('utf-8', 'surrogateescape'))
     changes.update(dict.fromkeys(dropped))
     changes.update((lookup.identity(line), line) for line in added)
-    if len(changes) * catalog_lookup.DELTA_FRACTION <= found.num_entries:
+    lines = found.num_entries - (found.delta_entries or 0)  # the file's own
+    if len(changes) * catalog_lookup.DELTA_FRACTION <= lines:
       delta = lookup.delta(changes)
       output_dir.stage_bytes(output, run_id, output_layout.lookup_delta_file(name), delta)
-      yield dataclasses.replace(found, delta_entries=len(changes), delta_sha256=catalog_lookup.checksum(delta))
+      yield dataclasses.replace(found, num_entries=lines + len(changes), delta_entries=len(changes),
+                                delta_sha256=catalog_lookup.checksum(delta))
       return
     data = lookup.updated_sorted(output_dir.read_listed(output, found.file), set(changes),
                                  [line for line in changes.values() if line is not None])
