@@ -242,12 +242,12 @@ def checksum(data: bytes) -> str:
 
 def check(found: LookupFile, data: bytes) -> None:
   """DamagedOutput naming lookup file ``found`` unless its bytes (``data``) are what the run
-  record says: its checksum, and as many lines as entries."""
+  record says: its checksum, and as many lines as entries of its own (not its delta's)."""
   if checksum(data) != found.sha256:
     raise DamagedOutput(f'{found.file} is not the lookup file the run wrote: its checksum differs')
-  lines, expected = data.count(b'\n'), found.num_entries - (found.delta_entries or 0)
-  if lines != expected:
-    raise DamagedOutput(f'{found.file} lists {lines:,} entries where the run record says {expected:,}')
+  lines = data.count(b'\n')
+  if lines != found.own_entries:
+    raise DamagedOutput(f'{found.file} lists {lines:,} entries where the run record says {found.own_entries:,}')
 
 
 def check_delta(found: LookupFile, delta: bytes) -> None:

@@ -108,6 +108,11 @@ class LookupFile(_Json):
   delta_sha256: Optional[str] = dataclasses.field(default=None, metadata=_OPTIONAL)
 
   @property
+  def own_entries(self) -> int:
+    """The lines of the file itself, without its delta's."""
+    return self.num_entries - (self.delta_entries or 0)
+
+  @property
   def files(self) -> List[str]:
     """The file, and its delta's if it has one."""
     return [self.file] + ([output_layout.lookup_delta_file(self.file)] if self.delta_entries is not None else [])

@@ -132,17 +132,17 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   earlier = list(sides.get('earlier', ()))
   name = lookup.file_name(slot, count)
   if earlier:  # its changes added to its delta's, or with them the file written again, sorted
-    found = earlier[0]
-    delta = (output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
-             if found.delta_entries is not None else b'')
+    found, delta = earlier[0], b''
+    if found.delta_entries is not None:
+      delta = output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
+      catalog_lookup.check_delta(found, delta)
     changes = lookup.delta_changes(delta.decode('utf-8', 'surrogateescape'))
     changes.update(dict.fromkeys(dropped))
     changes.update((lookup.identity(line), line) for line in added)
-    lines = found.num_entries - (found.delta_entries or 0)  # the file's own
-    if len(changes) * catalog_lookup.DELTA_FRACTION <= lines:
+    if len(changes) * catalog_lookup.DELTA_FRACTION <= found.own_entries:
       delta = lookup.delta(changes)
       output_dir.stage_bytes(output, run_id, output_layout.lookup_delta_file(name), delta)
-      yield dataclasses.replace(found, num_entries=lines + len(changes), delta_entries=len(changes),
+      yield dataclasses.replace(found, num_entries=found.own_entries + len(changes), delta_entries=len(changes),
                                 delta_sha256=catalog_lookup.checksum(delta))
       return
     data = lookup.updated_sorted(output_dir.read_listed(output, found.file), set(changes),
