@@ -256,7 +256,7 @@ LOOK_ALIKE_SHARE = 0.01
 
 def grouped_in_memory(one_machine: bool, decision: incremental_update.Decision) -> bool:
   """Whether an update groups every near-copy hash in memory and keeps no index (NearEarlierCopies's
-  ``one_machine``): on one machine, for a dataset of look-alikes, or one that has no index and
+  ``in_memory``): on one machine, for a dataset of look-alikes, or one that has no index and
   fewer than INDEXED_FROM records. Elsewhere it keeps the index, built by the first update that
   groups every node."""
   if not one_machine:
@@ -281,7 +281,7 @@ class NearEarlierCopies(beam.PTransform):
   grouping's summary, as near_copy_groups.find_near_copies's 'found', and 'index': one
   incremental_update.IndexWritten, or None where the hashes are grouped in memory}."""
 
-  def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, one_machine: bool,
+  def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, in_memory: bool,
                index_distance: int = 0):
     """A step that groups the new records' perceptual hashes with the catalog's.
 
@@ -290,7 +290,7 @@ class NearEarlierCopies(beam.PTransform):
       num_listed: one element: how many inputs were listed, which sets the distance and the largest group
         (near_copy_groups.near_distance, largest_group).
       settings: the conversion's settings.
-      one_machine: group the hashes in memory (near_copy_groups.grouped) and keep no index: an update of a small
+      in_memory: group the hashes in memory (near_copy_groups.grouped) and keep no index: an update of a small
         dataset on the DirectRunner (grouped_in_memory).
       index_distance: the distance of the dataset's near-copy index (incremental_update.Decision's); 0: none.
     """
@@ -298,8 +298,8 @@ class NearEarlierCopies(beam.PTransform):
     self._catalog = catalog
     self._num_listed = num_listed
     self._settings = settings
-    self._one_machine = one_machine
-    self._index_distance = 0 if one_machine else index_distance
+    self._in_memory = in_memory
+    self._index_distance = 0 if in_memory else index_distance
 
   def expand(self, records):
     catalog, count, settings = self._catalog, self._catalog.count, self._settings
@@ -344,9 +344,9 @@ class NearEarlierCopies(beam.PTransform):
       hashes = sides.hashes
     else:
       hashes = joined | 'SlotHashes' >> beam.FlatMap(_slot_hashes, catalog.output)
-    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True,
-                                     indexed=not self._one_machine)
-    if self._one_machine:
+    found = near_copy_groups.grouped(hashes, distance, cap, self._in_memory, one_per_file=True,
+                                     indexed=not self._in_memory)
+    if self._in_memory:
       return found['pairs'], found[tags.NEAR_COPIES], None
     pairs, summary = found['pairs'], found[tags.NEAR_COPIES]
     place = indexed_near_copies.Place(settings.output, settings.run_id, count)
