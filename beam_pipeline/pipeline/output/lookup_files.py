@@ -145,8 +145,7 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
       yield dataclasses.replace(found, num_entries=found.own_entries + len(changes), delta_entries=len(changes),
                                 delta_sha256=catalog_lookup.checksum(delta))
       return
-    data = lookup.updated_sorted(output_dir.read_listed(output, found.file), set(changes),
-                                 [line for line in changes.values() if line is not None])
+    data = lookup.with_changes(output_dir.read_listed(output, found.file), changes)
   else:
     data = output_layout.encoded(lookup.updated(''.join(rebuilt), dropped, added))
   output_dir.stage_bytes(output, run_id, name, data)
