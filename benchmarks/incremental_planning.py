@@ -176,8 +176,9 @@ def write_catalog(count: int, folder: Path, lookup: bool = True, near_distance: 
     name = lookups[kind].file_name(slot, lookup_count)
     (folder / name).parent.mkdir(parents=True, exist_ok=True)
     moved = int(delta_share * len(lines) / catalog_lookup.DELTA_FRACTION)  # lines the file's delta adds back
-    delta = {lookups[kind].identity(line): line for line in lines[::len(lines) // moved][:moved]} if moved else {}
-    text = ''.join(line for line in lines if lookups[kind].identity(line) not in delta)
+    kept_apart = set(lines[::len(lines) // moved][:moved]) if moved else set()  # each line is of its own identity
+    delta = {lookups[kind].identity(line): line for line in kept_apart}
+    text = ''.join(line for line in lines if line not in kept_apart)
     (folder / name).write_text(text)
     found = LookupFile(slot=slot, file=name, num_entries=len(lines), sha256=catalog_lookup.checksum(text.encode()))
     if delta:
