@@ -23,11 +23,13 @@ square).
 A thumbnail whose pixels were not turned upright by their Exif orientation is turned
 here first, so that a photo stored as the camera wrote it and a copy turned upright
 hash alike. It is then mirrored where its right side outweighs its left (facing: the
-first horizontal frequency of the DCT, which mirroring negates, made positive), so that
-a mirrored copy hashes as its original: their layouts face one way. The price is a copy
-whose two sides weigh nearly alike, which a re-save can tip the other way: about 1% of
-copies (benchmarks/README.md, Near copies). A copy cropped by more than 10% is still
-rarely found: its layout has moved.
+first horizontal frequency of the DCT of its centre, which mirroring negates, made positive),
+so that a mirrored copy hashes as its original: their layouts face one way. Its outer eighth
+on each side is not weighed (CENTRE): a watermark, a date stamp or the corners a turn of a few
+degrees fills lie there, and weighed with the rest they tipped a picture whose sides weigh
+nearly alike the other way. The price is such a picture's copy that a re-save tips anyway
+(benchmarks/README.md, Near copies). A copy cropped by more than 10% is still rarely found:
+its layout has moved.
 
 A featureless image (image_quality.featureless: one colour, or nearly) has no layout: its
 coefficients and blocks are noise, so an all-black and an all-white frame would hash alike or
@@ -51,8 +53,9 @@ _KEPT = 8  # lowest frequencies kept on each axis: 64 bits
 NEAR_DISTANCE = 10
 # What the hash is, as a run record names it (run_record.NearDuplicates.hash): an update compares
 # its new images' hashes with the catalog's only if the catalog's were made alike. 'dct64' (a run
-# record without a name) was the hash before facing and flat, 'dct64-facing-flat' before blocks.
-NAME = 'dct64-blocks64-facing-flat'
+# record without a name) was the hash before facing and flat, 'dct64-facing-flat' before blocks,
+# 'dct64-blocks64-facing-flat' while the facing weighed the whole grid.
+NAME = 'dct64-blocks64-centre-facing-flat'
 # A flat image's hash by its brightness (flat), levels 0 (black) to FLAT_LEVELS (white): each has
 # its DC bit and 52 of the 63 others set, where a DCT hash has 31 and DC's clear, so at least 22
 # bits lie between one and any DCT hash. From one level to the next three of its 11 clear bits are
@@ -69,6 +72,16 @@ _FLAT = ('bbdf7efebfbcdfff', 'fbcf7ebfbfbc7fff', 'fbcd7fbfffbe6fef', 'ffe57fbffb
 # The first _KEPT rows of the DCT-II matrix of SIDE points (unnormalized: the bits only
 # compare coefficients of one image with each other).
 _COSINES = np.cos(np.pi * np.outer(np.arange(_KEPT), 2 * np.arange(SIDE) + 1) / (2 * SIDE))
+# The rows and columns facing weighs: the grid but its outer eighth on each side, where watermarks,
+# date stamps and a turn's filled corners lie (benchmarks/README.md, Near copies: weighed, they
+# tipped 83 of 1,000 watermarked photos the other way, not weighed 3). Symmetric, so mirroring a
+# picture mirrors its centre.
+CENTRE = slice(SIDE // 8, SIDE - SIDE // 8)
+_CENTRE_SIDE = CENTRE.stop - CENTRE.start
+# Each cell's part in a thumbnail's balance: the first horizontal DCT frequency of the centre's.
+_BALANCE = np.zeros((SIDE, SIDE))
+_BALANCE[CENTRE, CENTRE] = np.cos(np.pi * (2 * np.arange(_CENTRE_SIDE) + 1) / (2 * _CENTRE_SIDE))
+_BALANCE = _BALANCE.reshape(SIDE * SIDE)
 # Sums each block's rows (or, transposed, its columns): 8x8 blocks of 4x4 cells, 64 bits. Two
 # products, as the DCT's: numpy's sum over two axes of a reshaped array is several times slower.
 _BLOCKS = np.kron(np.eye(_KEPT), np.ones(SIDE // _KEPT))
@@ -99,14 +112,20 @@ def thumbnails(grids: np.ndarray, channels: np.ndarray) -> np.ndarray:
 def facing(gray: np.ndarray, orientations: Sequence[int]) -> np.ndarray:
   """Whether each of (n, SIDE, SIDE) grayscale thumbnails, turned upright by its
   ``orientations``, is to be mirrored left to right so that its layout faces the one way
-  every image's does: where its first horizontal DCT frequency (the left side's weight
-  against the right's, which mirroring negates) is negative. A picture and its mirror image
-  then hash, and have their colours summed up (colour_signature), alike."""
-  columns = np.asarray(gray).sum(axis=1, dtype=np.float64)
+  every image's does: where its balance is negative. A picture and its mirror image then
+  hash, and have their colours summed up (colour_signature), alike."""
+  return balance(gray, orientations) < 0
+
+
+def balance(gray: np.ndarray, orientations: Sequence[int]) -> np.ndarray:
+  """How far each of (n, SIDE, SIDE) grayscale thumbnails, turned upright by its
+  ``orientations``, weighs to its left: the first horizontal DCT frequency of its CENTRE cells,
+  which mirroring negates."""
+  cells = np.array(gray, np.float64).reshape(len(gray), SIDE * SIDE)
   for i, orientation in enumerate(orientations):
     if orientation in _UPRIGHT:
-      columns[i] = upright(np.asarray(gray[i], np.float64), orientation).sum(axis=0)
-  return columns @ _COSINES[1] < 0
+      cells[i] = upright(cells[i].reshape(SIDE, SIDE), orientation).reshape(SIDE * SIDE)
+  return cells @ _BALANCE
 
 
 def phashes(gray: np.ndarray, orientations: Sequence[int], mirrored: Optional[np.ndarray] = None) -> List[str]:
