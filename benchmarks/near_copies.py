@@ -34,7 +34,8 @@ from beam_pipeline.core.rejections import Rejected
 RESULTS = Path(__file__).resolve().parents[1] / 'work' / 'bench-results'
 THRESHOLDS = range(4, 17)
 # Of each kind's copies. 98%, not 99: a copy of a picture whose sides weigh nearly alike may face
-# the other way (perceptual_hash.facing), which no distance finds: about 1% of crops.
+# the other way (perceptual_hash.facing), which no distance finds: about 2% of crops of 1-3% since
+# facing weighs the grid's centre, so that no distance meets it (benchmarks/README.md, Near copies).
 FOUND_AT_LEAST = 0.98
 FALSE_AT_MOST = 0.001  # of photos
 _MAX_PIXELS = 10**8
