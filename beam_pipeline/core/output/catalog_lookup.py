@@ -28,7 +28,7 @@ import bisect
 import hashlib
 import json
 import zlib
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from beam_pipeline.core import rejections
 from beam_pipeline.core.output import catalog_entries, output_layout
@@ -70,6 +70,17 @@ def shard_id(catalog_sha256: str) -> str:
 def _hash_of(line: bytes) -> bytes:
   """The content hash a line of the lookup by content starts with, as its bytes."""
   return line[2:66]
+
+
+def _galloped(lines: List[bytes], target: Any, start: int, key: Callable[[bytes], Any]) -> int:
+  """bisect_left's place of ``target`` among the sorted ``lines`` from ``start``, found by steps
+  that double from ``start`` and then a bisection between the last two: about twice the log of
+  the distance from ``start`` in keys read, where a bisection of the rest reads the log of its
+  length."""
+  low, high, step = start, start, 1
+  while high < len(lines) and key(lines[high]) < target:
+    low, high, step = high + 1, high + step, step * 2
+  return bisect.bisect_left(lines, target, low, min(high, len(lines)), key=key)
 
 
 # How a delta's line that drops the file's line of an identity starts: no line of a lookup file does.
@@ -192,12 +203,17 @@ class Lookup:
 
   def _place(self, lines: List[bytes], identity: Any, start: int) -> int:
     """Where the line of ``identity`` is or would go among the sorted ``lines``, from ``start``: by
-    content, among the lines of its hash, found first by their first bytes, undecoded."""
-    end = len(lines)
-    if self.by_content:
-      sha = identity[0].encode('ascii')
-      start = bisect.bisect_left(lines, sha, start, key=_hash_of)
-      end = bisect.bisect_right(lines, sha, start, key=_hash_of)
+    content, among the lines of its hash, found first by their first bytes, undecoded. Searched
+    from ``start`` outwards (_galloped), as the changes come in order and a file written again
+    with its delta's takes one change in eight of its lines or more: a search of the whole rest
+    read twice as many keys."""
+    if not self.by_content:
+      return _galloped(lines, identity, start, self._identity_of_bytes)
+    sha = identity[0].encode('ascii')
+    start = _galloped(lines, sha, start, _hash_of)
+    end = start
+    while end < len(lines) and _hash_of(lines[end]) == sha:  # a picture's copies: few
+      end += 1
     return bisect.bisect_left(lines, identity, start, end, key=self._identity_of_bytes)
 
   def _identity_of_bytes(self, line: bytes) -> Union[str, Tuple[str, str]]:

@@ -161,6 +161,25 @@ def test_a_sorted_file_written_again_by_its_changes_alone_is_what_updated_writes
         lookup.updated(earlier, dropped, added))
 
 
+@pytest.mark.parametrize('share', [0.001, 0.02, 0.125, 0.5])
+def test_a_large_file_takes_its_changes_as_updated_writes_them_however_dense(share):
+  """The changes' places are searched from the last one's (Lookup._place): a file of 3,000 lines
+  with a share of them dropped, replaced or added, spread or bunched, gives what updated gives,
+  by uri and by content (one content hash in three shared by three files)."""
+  rng = random.Random(int(share * 1000))
+  uris = [f'imgs/{index:06d}.jpg' for index in range(3000)]
+  shas = {uri: f'{rng.randrange(1000) if index % 3 else index:064x}' for index, uri in enumerate(uris)}
+  for lookup in (BY_URI, BY_CONTENT):
+    earlier = lookup.updated('', set(), [lookup.line('s1', entry(uri, sha=shas[uri])) for uri in uris])
+    changed = rng.sample(uris, int(len(uris) * share)) + uris[1000:1000 + int(100 * share)]
+    dropped = {lookup.identity(lookup.line('s1', entry(uri, sha=shas[uri]))) for uri in changed[::2]}
+    added = [lookup.line('s2', entry(uri, 'file:9:9:9:9', sha=shas[uri])) for uri in changed[1::2]]
+    added += [lookup.line('s2', entry(f'imgs/{index:06d}a.jpg', sha=shas[uris[index]]))
+              for index in rng.sample(range(3000), len(added))]
+    assert lookup.updated_sorted(output_layout.encoded(earlier), dropped, added) == output_layout.encoded(
+        lookup.updated(earlier, dropped, added))
+
+
 @pytest.mark.parametrize('uri', ODD_URIS)
 def test_a_line_head_gives_what_its_parse_gives_and_nothing_for_a_record_without_a_label(uri):
   """Lookup.head splits a line without escapes at its '","' and scans one with them: the same
