@@ -76,7 +76,14 @@ def _galloped(lines: List[bytes], target: Any, start: int, key: Callable[[bytes]
   """bisect_left's place of ``target`` among the sorted ``lines`` from ``start``, found by steps
   that double from ``start`` and then a bisection between the last two: about twice the log of
   the distance from ``start`` in keys read, where a bisection of the rest reads the log of its
-  length."""
+  length.
+
+  Args:
+    lines: a lookup file's lines, sorted by ``key``.
+    target: the key whose place is wanted.
+    start: where the search starts: no line before it has a key at or past ``target``.
+    key: what a line is sorted by (its identity, or its content hash).
+  """
   low, high, step = start, start, 1
   while high < len(lines) and key(lines[high]) < target:
     low, high, step = high + 1, high + step, step * 2
