@@ -266,22 +266,29 @@ def checksum(data: bytes) -> str:
 def check(found: LookupFile, data: bytes) -> None:
   """DamagedOutput naming lookup file ``found`` unless its bytes (``data``) are what the run
   record says: its checksum, and as many lines as entries of its own (not its delta's)."""
-  if checksum(data) != found.sha256:
-    raise DamagedOutput(f'{found.file} is not the lookup file the run wrote: its checksum differs')
-  lines = data.count(b'\n')
-  if lines != found.own_entries:
-    raise DamagedOutput(f'{found.file} lists {lines:,} entries where the run record says {found.own_entries:,}')
+  _check_bytes(found.file, data, found.sha256, found.own_entries)
 
 
 def check_delta(found: LookupFile, delta: bytes) -> None:
   """DamagedOutput naming the delta of lookup file ``found`` unless its bytes (``delta``) are
   what the run record says."""
-  name = output_layout.lookup_delta_file(found.file)
-  if checksum(delta) != found.delta_sha256:
+  _check_bytes(output_layout.lookup_delta_file(found.file), delta, found.delta_sha256, found.delta_entries)
+
+
+def _check_bytes(name: str, data: bytes, sha256: Optional[str], entries: Optional[int]) -> None:
+  """DamagedOutput naming file ``name`` unless its bytes have the checksum and the lines the run record says.
+
+  Args:
+    name: the file, as the message names it.
+    data: its bytes.
+    sha256: the checksum the run record gives it.
+    entries: the lines the run record gives it.
+  """
+  if checksum(data) != sha256:
     raise DamagedOutput(f'{name} is not the lookup file the run wrote: its checksum differs')
-  lines = delta.count(b'\n')
-  if lines != found.delta_entries:
-    raise DamagedOutput(f'{name} lists {lines:,} entries where the run record says {found.delta_entries:,}')
+  lines = data.count(b'\n')
+  if lines != entries:
+    raise DamagedOutput(f'{name} lists {lines:,} entries where the run record says {entries:,}')
 
 
 def checked(found: LookupFile, data: bytes, lookup: Lookup = BY_URI) -> List[Tuple[str, Entry]]:

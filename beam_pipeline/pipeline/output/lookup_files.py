@@ -34,11 +34,16 @@ def read_changes(output: str, found: LookupFile, lookup: Lookup) -> Tuple[bytes,
   lines' order does not matter, which need not make them."""
   data = output_dir.read_listed(output, found.file)
   catalog_lookup.check(found, data)
+  return data, _delta_changes(output, found, lookup)
+
+
+def _delta_changes(output: str, found: LookupFile, lookup: Lookup) -> Dict[Any, Optional[str]]:
+  """The changes in the delta of ``lookup``'s file ``found``, checked against the run record; none without one."""
   if found.delta_entries is None:
-    return data, {}
+    return {}
   delta = output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
   catalog_lookup.check_delta(found, delta)
-  return data, lookup.delta_changes(delta.decode('utf-8', 'surrogateescape'))
+  return lookup.delta_changes(delta.decode('utf-8', 'surrogateescape'))
 
 
 def files_of(record: RunRecord, lookup: Lookup) -> List[LookupFile]:
@@ -132,11 +137,8 @@ def _written(joined: Tuple[int, Mapping[str, Iterable[Any]]], lookup: Lookup, ou
   earlier = list(sides.get('earlier', ()))
   name = lookup.file_name(slot, count)
   if earlier:  # its changes added to its delta's, or with them the file written again, sorted
-    found, delta = earlier[0], b''
-    if found.delta_entries is not None:
-      delta = output_dir.read_listed(output, output_layout.lookup_delta_file(found.file))
-      catalog_lookup.check_delta(found, delta)
-    changes = lookup.delta_changes(delta.decode('utf-8', 'surrogateescape'))
+    found = earlier[0]
+    changes = _delta_changes(output, found, lookup)
     changes.update(dict.fromkeys(dropped))
     changes.update((lookup.identity(line), line) for line in added)
     if len(changes) * catalog_lookup.DELTA_FRACTION <= found.own_entries:
