@@ -12,6 +12,8 @@ queries the near-copy index (pipeline/planning/indexed_near_copies.py); the perc
 every record the dataset keeps where it groups them all (in one process, or to build the index).
 """
 import bisect
+import itertools
+import operator
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 import apache_beam as beam
@@ -78,13 +80,25 @@ def slot_dropped(sides: Mapping[str, Iterable[Any]]) -> Set[Tuple[str, str]]:
   return {value.identity for values in sides.get('dropped', ()) for value in values}
 
 
-def by_hash(lines: List[str]) -> Iterator[Tuple[str, List[str]]]:
-  """(content hash, its lines) of a slot's sorted lines, the hash read without parsing."""
-  start = 0
-  for end in range(1, len(lines) + 1):
-    if end == len(lines) or lines[end][2:66] != lines[start][2:66]:
-      yield lines[start][2:66], lines[start:end]
-      start = end
+def of_hashes(lines: List[str], wanted: Iterable[str], repeated: bool = False) -> Iterator[Tuple[str, List[str]]]:
+  """(content hash, its lines) of a slot's sorted lines, in hash order, for each hash of ``wanted``
+  the slot holds and, if ``repeated``, each hash of several lines: a hash's lines found by
+  bisection, the hashes read without parsing. A slot holds about ENTRIES_PER_FILE lines and an
+  update reaches a few of its hashes, so no Python loop walks every line."""
+  keys, key, found = lines, _content_hash, set(wanted)
+  if repeated:
+    keys, key = [line[2:66] for line in lines], None
+    found.update(itertools.compress(keys[1:], map(operator.eq, keys[1:], keys)))
+  for sha in sorted(found):
+    start = bisect.bisect_left(keys, sha, key=key)
+    end = bisect.bisect_right(keys, sha, start, key=key)
+    if end > start:
+      yield sha, lines[start:end]
+
+
+def _content_hash(line: str) -> str:
+  """The content hash a line of the lookup by content starts with."""
+  return line[2:66]
 
 
 def catalogued(lines: List[str], dropped: Set[Tuple[str, str]]) -> List['Catalogued']:
@@ -173,9 +187,8 @@ def _placed_in_slot(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
   """
   _, sides = joined
   new, near, dropped = _of_slot(sides, 'new'), _of_slot(sides, 'near'), slot_dropped(sides)
-  for sha, lines in by_hash(slot_lines(sides, output)):
-    if len(lines) > 1 or sha in new:
-      yield from _placed((sha, {'new': new.pop(sha, []), 'earlier': catalogued(lines, dropped),
+  for sha, lines in of_hashes(slot_lines(sides, output), new, repeated=True):
+    yield from _placed((sha, {'new': new.pop(sha, []), 'earlier': catalogued(lines, dropped),
                                 'near': near.get(sha, [])}), dedupe, drop_near)
   for sha in sorted(new):
     yield from _placed((sha, {'new': new[sha], 'earlier': [], 'near': near.get(sha, [])}), dedupe, drop_near)
@@ -417,8 +430,8 @@ def _slot_changes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, 
   lines = slot_lines(sides, output)
   before, after = [], []
   for sha in sorted(touched):
-    start = bisect.bisect_left(lines, sha, key=lambda line: line[2:66])
-    end = bisect.bisect_right(lines, sha, lo=start, key=lambda line: line[2:66])
+    start = bisect.bisect_left(lines, sha, key=_content_hash)
+    end = bisect.bisect_right(lines, sha, lo=start, key=_content_hash)
     hashed = [(BY_CONTENT.identity(line) in dropped, value)
               for line in lines[start:end] for value in _earlier_hash(line)]
     earlier = [value for _, value in hashed]
@@ -462,9 +475,8 @@ def _earlier_members_of_slot(joined: Tuple[int, Mapping[str, Iterable[Any]]], ou
   if not representatives:
     return
   dropped = slot_dropped(sides)
-  for sha, lines in by_hash(slot_lines(sides, output)):
-    if sha in representatives:
-      yield from ((representatives[sha], (_EARLIER, sha, value)) for value in catalogued(lines, dropped))
+  for sha, lines in of_hashes(slot_lines(sides, output), representatives):
+    yield from ((representatives[sha], (_EARLIER, sha, value)) for value in catalogued(lines, dropped))
 
 
 def _new_members_of_group(joined: Tuple[str, Mapping[str, Iterable[Any]]]

@@ -252,7 +252,7 @@ class _CompareSlot(beam.DoFn):
     for rejection in earlier_rejections:
       rejections_of[rejection.uri].append(rejection)
     summed = {_CHANGES: collections.Counter(), _KEPT: collections.Counter()}  # one element each per key, not per uri
-    unchanged = 0
+    kept = []  # (class, split) of each unchanged record, counted at once below
     catalogued = {}  # the lines of the uris compared one by one below: all but those of unchanged records
     for line in lines:
       head = by_uri.head(line)
@@ -262,8 +262,7 @@ class _CompareSlot(beam.DoFn):
       if (head and head[1] and head[1] == fingerprint_of.get(uri) and uri not in repeated and head[2] in self._files
               and uri not in rejections_of):
         del fingerprint_of[uri]
-        summed[_KEPT][head[4], head[3]] += 1
-        unchanged += 1
+        kept.append((head[4], head[3]))
       else:
         catalogued[uri] = line
     listed = _items_of(gathered, fingerprint_of)
@@ -282,9 +281,10 @@ class _CompareSlot(beam.DoFn):
           summed[out.tag][out.value[0]] += 1
         else:
           yield out
-    if unchanged:
-      summed[_CHANGES][catalog_entries.UNCHANGED] += unchanged
-      progress_counts.counts().checked(unchanged, rejected=0)
+    if kept:
+      summed[_KEPT].update(kept)
+      summed[_CHANGES][catalog_entries.UNCHANGED] += len(kept)
+      progress_counts.counts().checked(len(kept), rejected=0)
     for tag, counter in summed.items():
       yield from (beam.pvalue.TaggedOutput(tag, counted) for counted in counter.items())
 

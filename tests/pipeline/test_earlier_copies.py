@@ -39,3 +39,21 @@ def test_an_update_on_one_machine_keeps_the_index_of_a_large_dataset_or_of_one_t
   assert earlier_copies.grouped_in_memory(True, look_alikes)
   assert earlier_copies.grouped_in_memory(True, look_alikes._replace(near_index_distance=10))
   assert not earlier_copies.grouped_in_memory(True, look_alikes._replace(look_alikes=look_alikes.look_alikes - 1))
+
+
+def test_a_slot_gives_the_lines_of_the_hashes_asked_for_and_of_those_of_several_lines():
+  """By bisection, not a walk: each hash wanted that the slot holds, each of several lines if
+  asked, in hash order, all of a hash's lines and no other's; a hash the slot lacks gives nothing."""
+  shas = ['1' * 64, '2' * 64, '3' * 64, '4' * 64, '5' * 64]
+  lines = sorted(_line(f'/in/{sha[0]}.{copy}.jpg', sha, '0' * 32)
+                 for sha, copies in zip(shas, (1, 3, 1, 2, 1)) for copy in range(copies))
+
+  def found(wanted, repeated=False):
+    return [(sha, [line.split('"')[3] for line in of]) for sha, of in earlier_copies.of_hashes(lines, wanted, repeated)]
+
+  assert found([shas[2], SHA_A]) == [(shas[2], ['/in/3.0.jpg'])]
+  assert found([shas[4], shas[0]]) == [(shas[0], ['/in/1.0.jpg']), (shas[4], ['/in/5.0.jpg'])]
+  assert found([shas[4]], repeated=True) == [(shas[1], ['/in/2.0.jpg', '/in/2.1.jpg', '/in/2.2.jpg']),
+                                            (shas[3], ['/in/4.0.jpg', '/in/4.1.jpg']), (shas[4], ['/in/5.0.jpg'])]
+  assert found([], repeated=True) == found([shas[1], shas[3]])
+  assert not found([SHA_A]) and not list(earlier_copies.of_hashes([], [SHA_A], repeated=True))
