@@ -2,7 +2,7 @@
 today's listing of them with a change, through the pipeline's own incremental transforms.
 
 Usage: python -m benchmarks.incremental_planning [--records 1000000] [--change-pct 1] [--modes in_process]
-                                                 [--joins lookup,by_uri] [--near-copies off,group,index,memory]
+                                                 [--joins lookup,by_uri] [--near-copies off,group,index,memory,direct]
        (also: python -m benchmarks.planning --incremental [--records 1000000,5000000])
 
 As benchmarks.planning does for a first conversion, each N runs in a child process under
@@ -23,7 +23,8 @@ today's listing in chunks (a thousand InputItems an element) and runs it through
   read from the lookup by content and grouped with the new ones, as Dataflow groups them (the
   simulated pictures' hashes are random bits, copies sharing theirs); with index, only the new
   and dropped ones queried in the index; with memory, every hash grouped in one step, as a small
-  dataset's update on the DirectRunner groups them;
+  dataset's update on the DirectRunner groups them; with direct, grouped in one step and the
+  index built from it, as a large dataset's first update on the DirectRunner;
 * graph.plan with the earlier dataset's Decision and the Changes: KeptCounts per (class,
   split) as AssignSplits' side input, then planning's own groupings;
 * lookup_files.WriteLookup, both lookups: each file a change reaches written again.
@@ -350,7 +351,8 @@ def run_update(count: int, mode: str, change_pct: float, join: str = 'lookup', n
   new records' perceptual hashes grouped with every catalogued one (earlier_copies.NearEarlierCopies,
   as --near_copies=group does where the dataset has no near-copy index), the index built on the
   way; with 'index', queried in the index the earlier run left; with 'memory', every hash grouped in
-  one step and no index kept (earlier_copies.grouped_in_memory); what the child reports. Beam
+  one step and no index kept (earlier_copies.grouped_in_memory); with 'direct', grouped in one step
+  and the index built from it (NearEarlierCopies's ``one_machine``); what the child reports. Beam
   looks at each DoFn once, as it does in the launcher (beam_internals.dofn_specs_kept)."""
   from beam_pipeline.compat import beam_internals  # pylint: disable=import-outside-toplevel
   with beam_internals.dofn_specs_kept():
@@ -405,7 +407,8 @@ def _run_update(count: int, mode: str, change_pct: float, join: str, near: str, 
   records = changes.todo | 'Validate' >> beam.Map(validated, count).with_output_types(List[CheckedImage])
   catalog = earlier_copies.Catalog.of(str(folder), earlier, decision.lookup_count, changes)
   found = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(
-      catalog, num_listed, settings, near == 'memory', decision.near_index_distance) if near != 'off' else None)
+      catalog, num_listed, settings, near == 'memory', decision.near_index_distance, near == 'direct')
+           if near != 'off' else None)
   placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, False, found and found['near'])
   planned = graph.plan(placed['records'], num_listed, settings, decision=decision, changes=changes)
   # The lookup files the update changes, written again as the commit finds them staged.
@@ -486,7 +489,8 @@ def main(argv: List[str] = None) -> int:
                       help='without near copies (off), with every catalogued hash grouped with the new ones and the '
                            'near-copy index built (group), with the new ones queried in the index (index), with every '
                            'hash grouped in memory and no index kept, as a small dataset\'s update on the DirectRunner '
-                           '(memory); in turn')
+                           '(memory), with every hash grouped in memory and the index built from it, as a large '
+                           'dataset\'s first update on the DirectRunner (direct); in turn')
   parser.add_argument('--delta-share', type=float, default=0.0,
                       help='how full each lookup file\'s delta is before the update, of the most it may hold: 0 '
                            '(as a first conversion leaves them), 0.5 (an average update), 1 (the update writes every '

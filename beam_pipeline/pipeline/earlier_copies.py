@@ -295,7 +295,7 @@ class NearEarlierCopies(beam.PTransform):
   incremental_update.IndexWritten, or None where the hashes are grouped in memory}."""
 
   def __init__(self, catalog: Catalog, num_listed: beam.PCollection, settings: Settings, in_memory: bool,
-               index_distance: int = 0):
+               index_distance: int = 0, one_machine: bool = False):
     """A step that groups the new records' perceptual hashes with the catalog's.
 
     Args:
@@ -306,12 +306,15 @@ class NearEarlierCopies(beam.PTransform):
       in_memory: group the hashes in memory (near_copy_groups.grouped) and keep no index: an update of a small
         dataset on the DirectRunner (grouped_in_memory).
       index_distance: the distance of the dataset's near-copy index (incremental_update.Decision's); 0: none.
+      one_machine: the runner holds every element in one process (the DirectRunner): where every node is grouped,
+        it is grouped in memory, and an index kept is built from that grouping, not through NearCopies's shuffles.
     """
     super().__init__()
     self._catalog = catalog
     self._num_listed = num_listed
     self._settings = settings
     self._in_memory = in_memory
+    self._one_machine = one_machine or in_memory
     self._index_distance = 0 if in_memory else index_distance
 
   def expand(self, records):
@@ -357,13 +360,13 @@ class NearEarlierCopies(beam.PTransform):
       hashes = sides.hashes
     else:
       hashes = joined | 'SlotHashes' >> beam.FlatMap(_slot_hashes, catalog.output)
-    found = near_copy_groups.grouped(hashes, distance, cap, self._in_memory, one_per_file=True,
+    found = near_copy_groups.grouped(hashes, distance, cap, self._one_machine, one_per_file=True,
                                      indexed=not self._in_memory)
     if self._in_memory:
       return found['pairs'], found[tags.NEAR_COPIES], None
     pairs, summary = found['pairs'], found[tags.NEAR_COPIES]
     place = indexed_near_copies.Place(settings.output, settings.run_id, count)
-    written = found | 'BuildIndex' >> indexed_near_copies.BuildIndex(place, AsSingleton(distance))
+    written = found | 'BuildIndex' >> indexed_near_copies.BuildIndex(place, AsSingleton(distance), self._one_machine)
     if use is not None:
       deltas = {tag: sides[tag] for tag in (indexed_near_copies.DROPPED, indexed_near_copies.ADDED)}
       updated = deltas | 'UpdateIndex' >> indexed_near_copies.UpdateIndex(

@@ -78,7 +78,7 @@ def build(pipeline: beam.Pipeline, settings: Settings, runner: str, pooled: bool
     catalog = earlier_copies.Catalog.of(settings.output, earlier, decision.lookup_count, changes)
     near = (records | 'NearEarlierCopies' >> earlier_copies.NearEarlierCopies(
         catalog, num_listed, settings, earlier_copies.grouped_in_memory(one_machine, decision),
-        decision.near_index_distance)
+        decision.near_index_distance, one_machine)
             if settings.near_copies != 'off' else None)
     placed = records | 'EarlierCopies' >> earlier_copies.EarlierCopies(catalog, settings.dedupe,
                                                                        near and near['near'],

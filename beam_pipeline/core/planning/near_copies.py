@@ -170,11 +170,22 @@ def _featureless(phash: int) -> bool:
   return phash < 0
 
 
+class Ranked(NamedTuple):
+  """The nodes groups_on_one_machine compared, in rank order, and each one's anchor: what the
+  near-copy index is built from (near_index.told_by)."""
+  priorities: np.ndarray  # int64, their best file's
+  hashes: np.ndarray  # DCT halves, uint64
+  colours: np.ndarray  # colour values (colour_value), int64
+  blocks: np.ndarray  # blocks halves, uint64, their best file's
+  anchor: np.ndarray  # each node's anchor, an index into these
+
+
 class OnOneMachine(NamedTuple):
-  """groups_on_one_machine's result: (sha256, representative) for every file of a group, and
-  the counts NearCopySummary keeps."""
+  """groups_on_one_machine's result: (sha256, representative) for every file of a group, the
+  counts NearCopySummary keeps, and the nodes with their anchors."""
   pairs: List[Tuple[str, str]]
   counts: Dict[str, int]
+  ranked: Optional[Ranked] = None
 
 
 def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: int, cap: int = GROUP_CAP,
@@ -219,7 +230,8 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: 
     indexes = indexes.tolist()
     representative = min((nodes.priorities[index], nodes.best_sha(index)) for index in indexes)[1]
     pairs.extend((sha, representative) for index in indexes for sha in nodes.shas_of(index))
-  return OnOneMachine(pairs, counts)
+  ranked = Ranked(np.array(nodes.priorities, np.int64), nodes.hashes, nodes.colours, nodes.blocks, found.anchor)
+  return OnOneMachine(pairs, counts, ranked)
 
 
 def _distinct_files(files: List[Tuple[str, str, int, str]]) -> List[Tuple[str, str, int, str]]:

@@ -9,11 +9,12 @@ Each node file and band file is read by the one worker that takes its key, and w
 only where a change reaches it. Every node slot is read once more for the groups of the whole
 dataset, which meet as NearCopies's do (near_copy_groups.grouped_members).
 """
-from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+import collections
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.pvalue import TaggedOutput
+from apache_beam.pvalue import AsList, TaggedOutput
 
 from beam_pipeline.pipeline.output import output_dir
 from beam_pipeline.pipeline.planning import near_copy_groups
@@ -329,16 +330,25 @@ def _bands_written(joined: Tuple[int, Mapping[str, Iterable[Any]]], place: Place
 
 class BuildIndex(beam.PTransform):
   """The index of a grouping of every node (NearCopies's ``indexed`` output: 'files', tables of
-  near_copy_nodes.FILES, and 'anchors', FOUND rows), written whole: (kind, LookupFile) of each file."""
+  near_copy_nodes.FILES, and 'anchors', FOUND rows), written whole: (kind, LookupFile) of each file.
+  On one machine the same steps run in one, slot by slot (_built_on_one_machine), instead of
+  crossing two shuffles that the in-process runner holds in memory."""
 
-  def __init__(self, place: Place, distance: Any):
-    """A step that writes the index of a grouping at ``distance`` (a side input) to ``place``."""
+  def __init__(self, place: Place, distance: Any, one_machine: bool = False):
+    """A step that writes the index of a grouping at ``distance`` (a side input) to ``place``; in
+    one step on ``one_machine`` (the DirectRunner)."""
     super().__init__()
     self._place = place
     self._distance = distance
+    self._one_machine = one_machine
 
   def expand(self, found):
     place = self._place
+    if self._one_machine:
+      return (found['files'].pipeline
+              | 'Once' >> beam.Create([None])
+              | 'WriteIndexFiles' >> beam.FlatMap(_built_on_one_machine, AsList(found['files']),
+                                                  AsList(found['anchors']), place, self._distance))
     files = found['files'] | 'FilesBySlot' >> beam.FlatMap(lambda table: _as_bytes(_files_by_slot(table, place.count)))
     anchors = found['anchors'] | 'AnchorsBySlot' >> beam.FlatMap(_anchors_by_slot, place.count).with_outputs(
         _TAKEN, main=_FINALS)
@@ -349,6 +359,37 @@ class BuildIndex(beam.PTransform):
              | 'ByBandFile' >> beam.GroupByKey()
              | 'WriteBandFiles' >> beam.Map(_band_built, place))
     return (slots[NODES], bands) | 'IndexFiles' >> beam.Flatten()
+
+
+def _built_on_one_machine(_, tables: List[np.ndarray], found: List[np.ndarray], place: Place, distance: int
+                          ) -> Iterator[Tuple[str, LookupFile]]:
+  """BuildIndex's files, written by its own steps called slot by slot and band file by band file
+  in one process: the same bytes, without their shuffles.
+
+  Args:
+    _: the one element that starts the step; the grouping comes as side inputs.
+    tables: the tables of every file grouped (near_copy_nodes.FILES).
+    found: FOUND rows of the nodes anchored to another.
+    place: where the index's files go.
+    distance: the grouping's distance.
+  """
+  sides: Dict[int, Dict[str, List[bytes]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+  for table in tables:
+    for slot, data in _as_bytes(_files_by_slot(table, place.count)):
+      sides[slot][ADDED].append(data)
+  for rows in found:
+    for item in _anchors_by_slot(rows, place.count):
+      tag, (slot, data) = (item.tag, item.value) if isinstance(item, TaggedOutput) else (_FINALS, item)
+      sides[slot][tag].append(data)
+  bands: Dict[int, List[bytes]] = collections.defaultdict(list)
+  for slot in sorted(sides):
+    for item in _slot_built((slot, sides.pop(slot)), place, distance):
+      if isinstance(item, TaggedOutput):
+        bands[item.value[0]].append(item.value[1])
+      else:
+        yield item
+  for file in sorted(bands):
+    yield _band_built((file, bands.pop(file)), place)
 
 
 def _files_by_slot(table: np.ndarray, count: int) -> Iterator[Tuple[int, np.ndarray]]:

@@ -102,11 +102,11 @@ def grouped(hashes: beam.PCollection, distance: beam.PCollection, cap: beam.PCol
     cap: one element: the most images a group may hold (largest_group).
     one_machine: the runner holds every element in one process (the DirectRunner), where a shuffle spreads nothing.
     one_per_file: each file's hash comes once (NearCopies's ``one_per_file``).
-    indexed: also return what the near-copy index is built from (NearCopies's ``indexed``); not on one machine.
+    indexed: also return what the near-copy index is built from (NearCopies's ``indexed``).
   """
   distance, cap = beam.pvalue.AsSingleton(distance), beam.pvalue.AsSingleton(cap)
   if one_machine:
-    return hashes | 'Group' >> NearCopiesOnOneMachine(distance, cap)
+    return hashes | 'Group' >> NearCopiesOnOneMachine(distance, cap, indexed)
   return hashes | 'Group' >> NearCopies(distance, cap, one_per_file=one_per_file, indexed=indexed)
 
 
@@ -225,34 +225,46 @@ class NearCopiesOnOneMachine(beam.PTransform):
   DirectRunner), from lists of (source_sha256, phash, priority, colour): read whole as a side input of
   one step that groups them in memory (near_copies.groups_on_one_machine), instead of NearCopies's
   shuffles, each a fixed cost there, and a list at a time, as Beam's cost per element exceeds a
-  hash's own. The summary holds the same counters, without a listing."""
+  hash's own. The summary holds the same counters, without a listing; with ``indexed``, what
+  the near-copy index is built from is NearCopies's too, so that an update on one machine builds
+  the index without NearCopies's shuffles."""
 
-  def __init__(self, distance: Any, cap: Any):
+  def __init__(self, distance: Any, cap: Any, indexed: bool = False):
     super().__init__()
     self._distance = distance  # side inputs of one int each
     self._cap = cap
+    self._indexed = indexed
 
   def expand(self, pairs):
+    outputs = (tags.NEAR_COPIES, 'files', 'anchors') if self._indexed else (tags.NEAR_COPIES,)
     found = (pairs.pipeline
              | 'Once' >> beam.Create([None])
-             | 'Group' >> beam.FlatMap(_group_in_memory, beam.pvalue.AsList(pairs), self._distance, self._cap
-                                       ).with_outputs(tags.NEAR_COPIES, main='pairs'))
-    return {'pairs': found.pairs, tags.NEAR_COPIES: found[tags.NEAR_COPIES]}
+             | 'Group' >> beam.FlatMap(_group_in_memory, beam.pvalue.AsList(pairs), self._distance, self._cap,
+                                       self._indexed).with_outputs(*outputs, main='pairs'))
+    return {'pairs': found.pairs, **{tag: found[tag] for tag in outputs}}
 
 
-def _group_in_memory(_, lists: Iterable[List[Tuple[str, str, int, str]]], distance: int, cap: int
-                     ) -> Iterator[Any]:
-  """The pairs of near_copies.groups_on_one_machine, then its summary tagged tags.NEAR_COPIES.
+def _group_in_memory(_, lists: Iterable[List[Tuple[str, str, int, str]]], distance: int, cap: int,
+                     indexed: bool = False) -> Iterator[Any]:
+  """The pairs of near_copies.groups_on_one_machine, then its summary tagged tags.NEAR_COPIES;
+  with ``indexed``, the table of every file tagged 'files' and the FOUND rows of the nodes
+  anchored to another tagged 'anchors' (NearCopies's ``indexed`` outputs).
 
   Args:
     _: the one element that starts the step; the hashes come as a side input.
-    lists: every list of (source_sha256, phash, priority, colour).
+    lists: every list of (source_sha256, phash, priority, colour), each file's once where ``indexed``.
     distance: the distance within which hashes are near.
     cap: the most images a group may hold.
+    indexed: also give what the near-copy index is built from.
   """
-  found = near_copies.groups_on_one_machine(itertools.chain.from_iterable(lists), distance, cap)
+  files = list(itertools.chain.from_iterable(lists))
+  found = near_copies.groups_on_one_machine(files, distance, cap)
   yield from found.pairs
   yield beam.pvalue.TaggedOutput(tags.NEAR_COPIES, found.counts)
+  if indexed:
+    yield beam.pvalue.TaggedOutput('files', near_copy_nodes.file_table(files))
+    if found.ranked is not None:
+      yield beam.pvalue.TaggedOutput('anchors', near_index.told_by(found.ranked))
 
 
 def _files(member: Tuple[int, str, int, int]) -> int:

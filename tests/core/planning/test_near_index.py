@@ -228,3 +228,27 @@ def test_a_node_file_round_trips_and_a_damaged_one_is_refused():
     assert back.files.tolist() == slot.files.tolist() and back.anchors.tolist() == slot.anchors.tolist()
     with pytest.raises(ValueError):
       near_index.NodeSlot.decoded(slot.encoded()[:-1])
+
+
+@pytest.mark.parametrize('seed', [3, 4])
+def test_a_grouping_on_one_machine_tells_the_anchors_that_the_index_is_built_from(seed):
+  """near_copies.groups_on_one_machine's nodes and anchors, as FOUND rows (near_index.told_by):
+  each node anchored to another, and no other, as grouping the file table's nodes by rank finds
+  them (near copies, files sharing a node, featureless hashes, a cluster of look-alikes), their
+  blocks halves their best file's; so an update on one machine builds the index Dataflow's
+  grouping builds."""
+  collection = _Collection(seed)
+  collection.add(600)
+  collection.cluster(12)
+  table = collection.table()
+  files = [(sha, *collection.files[sha]) for sha in sorted(collection.files)]
+  found = near_copies.groups_on_one_machine(reversed(files), 8, same_hash_cap=4)
+  told = near_index.told_by(found.ranked)
+  anchors, _ = _grouped(table, 4, 8)
+  assert len(anchors) > 20
+  assert {bytes(rank).ljust(24, b'\0'): bytes(anchor).ljust(24, b'\0')
+          for rank, anchor in zip(told['rank'].tolist(), told['anchor'].tolist())} == anchors
+  nodes = near_copy_nodes.nodes_of(table, 4).nodes
+  blocks = dict(zip(near_index.ranks(nodes['priority'], nodes['phash'], nodes['colour']).tolist(),
+                    nodes['blocks'].view(np.uint64).tolist()))
+  assert told['blocks'].tolist() == [blocks[rank] for rank in told['rank'].tolist()]
