@@ -189,7 +189,7 @@ def _placed_in_slot(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str
   new, near, dropped = _of_slot(sides, 'new'), _of_slot(sides, 'near'), slot_dropped(sides)
   for sha, lines in of_hashes(slot_lines(sides, output), new, repeated=True):
     yield from _placed((sha, {'new': new.pop(sha, []), 'earlier': catalogued(lines, dropped),
-                                'near': near.get(sha, [])}), dedupe, drop_near)
+                              'near': near.get(sha, [])}), dedupe, drop_near)
   for sha in sorted(new):
     yield from _placed((sha, {'new': new[sha], 'earlier': [], 'near': near.get(sha, [])}), dedupe, drop_near)
 

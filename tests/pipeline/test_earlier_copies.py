@@ -42,8 +42,8 @@ def test_an_update_on_one_machine_keeps_the_index_of_a_large_dataset_or_of_one_t
 
 
 def test_a_slot_gives_the_lines_of_the_hashes_asked_for_and_of_those_of_several_lines():
-  """By bisection, not a walk: each hash wanted that the slot holds, each of several lines if
-  asked, in hash order, all of a hash's lines and no other's; a hash the slot lacks gives nothing."""
+  """Each hash asked for that the slot holds, and each of several lines if asked, in hash order:
+  all of a hash's lines and no other's; a hash the slot lacks gives nothing."""
   shas = ['1' * 64, '2' * 64, '3' * 64, '4' * 64, '5' * 64]
   lines = sorted(_line(f'/in/{sha[0]}.{copy}.jpg', sha, '0' * 32)
                  for sha, copies in zip(shas, (1, 3, 1, 2, 1)) for copy in range(copies))
