@@ -430,13 +430,11 @@ def _slot_changes(joined: Tuple[int, Mapping[str, Iterable[Any]]], output: str, 
   touched = set(new) | {sha for sha, _ in dropped}
   if not touched:
     return
-  lines = slot_lines(sides, output)
+  catalogued = dict(of_hashes(slot_lines(sides, output), touched))
   before, after = [], []
   for sha in sorted(touched):
-    start = bisect.bisect_left(lines, sha, key=_content_hash)
-    end = bisect.bisect_right(lines, sha, lo=start, key=_content_hash)
     hashed = [(BY_CONTENT.identity(line) in dropped, value)
-              for line in lines[start:end] for value in _earlier_hash(line)]
+              for line in catalogued.get(sha, ()) for value in _earlier_hash(line)]
     earlier = [value for _, value in hashed]
     kept = [value for gone, value in hashed if not gone]
     was, now = min(earlier, default=None), min(kept + ([new[sha]] if sha in new else []), default=None)
