@@ -173,7 +173,7 @@ def _featureless(phash: int) -> bool:
 class Ranked(NamedTuple):
   """The nodes groups_on_one_machine compared, in rank order, and each one's anchor: what the
   near-copy index is built from (near_index.told_by)."""
-  priorities: np.ndarray  # int64, their best file's
+  priorities: List[int]  # their best file's
   hashes: np.ndarray  # DCT halves, uint64
   colours: np.ndarray  # colour values (colour_value), int64
   blocks: np.ndarray  # blocks halves, uint64, their best file's
@@ -230,8 +230,7 @@ def groups_on_one_machine(files: Iterable[Tuple[str, str, int, str]], distance: 
     indexes = indexes.tolist()
     representative = min((nodes.priorities[index], nodes.best_sha(index)) for index in indexes)[1]
     pairs.extend((sha, representative) for index in indexes for sha in nodes.shas_of(index))
-  ranked = Ranked(np.array(nodes.priorities, np.int64), nodes.hashes, nodes.colours, nodes.blocks, found.anchor)
-  return OnOneMachine(pairs, counts, ranked)
+  return OnOneMachine(pairs, counts, Ranked(nodes.priorities, nodes.hashes, nodes.colours, nodes.blocks, found.anchor))
 
 
 def _distinct_files(files: List[Tuple[str, str, int, str]]) -> List[Tuple[str, str, int, str]]:

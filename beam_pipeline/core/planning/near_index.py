@@ -566,7 +566,7 @@ def told_by(ranked: near_copies.Ranked) -> np.ndarray:
   """FOUND rows of the nodes grouped on one machine (near_copies.groups_on_one_machine) whose
   anchor is another: what told_anchors gives of a grouping by keys, to build the index from."""
   other = np.flatnonzero(ranked.anchor != np.arange(len(ranked.anchor)))
-  rank = ranks(ranked.priorities, ranked.hashes.view(np.int64), ranked.colours)
+  rank = ranks(np.array(ranked.priorities, np.int64), ranked.hashes.view(np.int64), ranked.colours)
   out = np.zeros(len(other), FOUND)
   out['rank'], out['blocks'], out['anchor'] = rank[other], ranked.blocks[other], rank[ranked.anchor[other]]
   return out
